@@ -1,0 +1,57 @@
+# Two entry points for a fresh machine with only Python 3.11+: `make run` and `make test`.
+# Each creates (or reuses) its own virtualenv from the pinned lock files.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' && { echo $$p; break; }; done)
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Synapse (the Matrix homeserver the tests start) lives in its own virtualenv: its dependency
+# set differs from the bridge's.
+SYNAPSE_VENV ?= .venv-synapse
+SYNAPSE_STAMP := $(SYNAPSE_VENV)/.installed
+CONFIG ?= config.toml
+
+.PHONY: run test lint typecheck venv synapse lock clean bench
+
+$(STAMP): pyproject.toml requirements.lock requirements-dev.lock
+	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.lock -r requirements-dev.lock
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+$(SYNAPSE_STAMP): requirements-synapse.lock
+	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed"; exit 1; }
+	$(PYTHON) -m venv $(SYNAPSE_VENV)
+	$(SYNAPSE_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-synapse.lock
+	@touch $(SYNAPSE_STAMP)
+
+synapse: $(SYNAPSE_STAMP)
+
+run: $(STAMP)
+	@if [ -f "$(CONFIG)" ]; then \
+		exec $(BIN)/agy-bridge run --config "$(CONFIG)"; \
+	else \
+		exec $(BIN)/agy-bridge console; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check bridge tests bench
+	$(BIN)/ruff format --check bridge tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: $(STAMP) $(SYNAPSE_STAMP) lint typecheck
+	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+lock:
+	@echo "Regenerate: install the dependencies from pyproject.toml in a clean venv and pip freeze."
+
+clean:
+	rm -rf $(VENV) $(SYNAPSE_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,261 @@
+"""Every shape agy reads or writes, in one module.
+
+The evidence is ``shared/seeds`` and the recorded streams summarised in DESIGN.md. When a new agy
+build changes a shape, the fix belongs here and nowhere else. Models that read agy's output keep
+unknown fields (``extra="allow"``) and accept unknown event and step types; models that we write
+for agy are strict, because agy parses its inputs strictly (protojson for hook replies, one parse
+error drops a whole ``hooks.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# --- stdout: the event stream -------------------------------------------------------------
+
+
+class _Tolerant(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Usage(_Tolerant):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    thinking_tokens: int = 0
+    cache_read_tokens: int = 0
+    # Input plus output; thinking is counted inside output.
+    total_tokens: int = 0
+
+
+class InitInfo(_Tolerant):
+    conversation_id: str | None = None
+    model: str | None = None  # present only when --model was given
+    cwd: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    permission_mode: str | None = None
+
+
+class InitEvent(_Tolerant):
+    event: Literal["init"] = "init"
+    # Recorded builds put the id beside the init object; the seed puts it inside. Accept both.
+    conversation_id: str | None = None
+    init: InitInfo = Field(default_factory=InitInfo)
+
+    @property
+    def conversation(self) -> str | None:
+        return self.conversation_id or self.init.conversation_id or None
+
+
+class ToolError(_Tolerant):
+    type: str | None = None
+    message: str = ""
+
+
+class ToolInfo(_Tolerant):
+    name: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    output: str | None = None
+    error: ToolError | None = None
+
+
+PERMISSION_DENIED_MARK = "permission check failed"
+
+
+class StepUpdate(_Tolerant):
+    conversation_id: str | None = None
+    step_index: int = -1
+    # ACTIVE while running, then DONE; ERROR for a failed or refused tool.
+    state: str = ""
+    # user_input, agent_response, tool, system_message, subagent, checkpoint, error_message,
+    # unknown, ... and whatever a later build adds.
+    step_type: str = ""
+    text_delta: str | None = None
+    tool_name: str | None = None
+    tool_info: ToolInfo | None = None
+    duration_seconds: float | None = None
+    usage: Usage | None = None
+
+    @property
+    def is_permission_denial(self) -> bool:
+        return bool(
+            self.state == "ERROR"
+            and self.tool_info is not None
+            and self.tool_info.error is not None
+            and PERMISSION_DENIED_MARK in self.tool_info.error.message
+        )
+
+
+class StepUpdateEvent(_Tolerant):
+    event: Literal["step_update"] = "step_update"
+    step_update: StepUpdate
+
+
+class DeniedAction(_Tolerant):
+    action: str = ""
+    display_name: str = ""
+
+
+class ResultInfo(_Tolerant):
+    conversation_id: str | None = None
+    status: str = ""
+    response: str = ""
+    # Absent on success; agy's own words otherwise ("interrupted", quota, login, ...).
+    error: str | None = None
+    duration_seconds: float | None = None
+    # usage, num_turns and duration accumulate over the whole conversation.
+    num_turns: int | None = None
+    usage: Usage | None = None
+    denied_actions: list[DeniedAction] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SUCCESS"
+
+
+class ResultEvent(_Tolerant):
+    event: Literal["result"] = "result"
+    result: ResultInfo
+
+
+class UnknownEvent(_Tolerant):
+    """A JSON object with an ``event`` we do not know: kept, never fatal."""
+
+    event: str = ""
+
+
+AgyEvent = InitEvent | StepUpdateEvent | ResultEvent | UnknownEvent
+
+_EVENT_MODELS: dict[str, type[BaseModel]] = {
+    "init": InitEvent,
+    "step_update": StepUpdateEvent,
+    "result": ResultEvent,
+}
+
+
+class BadLine(Exception):
+    """A stdout line that is not an agy event; carries the reason and a short excerpt."""
+
+    def __init__(self, reason: str, line: bytes | str):
+        excerpt = line if isinstance(line, str) else line[:200].decode("utf-8", "replace")
+        super().__init__(f"{reason}: {excerpt[:200]!r}")
+        self.reason = reason
+
+
+def parse_event(line: bytes | str) -> AgyEvent:
+    """Parse one stdout line; raise :class:`BadLine` when it is not an event object."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        raise BadLine("not JSON", line) from None
+    if not isinstance(obj, dict):
+        raise BadLine("not a JSON object", line)
+    kind = obj.get("event")
+    if not isinstance(kind, str):
+        raise BadLine("no event field", line)
+    model = _EVENT_MODELS.get(kind)
+    if model is None:
+        return UnknownEvent.model_validate(obj)
+    try:
+        event = model.model_validate(obj)
+    except ValidationError as exc:
+        raise BadLine(f"malformed {kind} event ({exc.error_count()} problems)", line) from None
+    assert isinstance(event, InitEvent | StepUpdateEvent | ResultEvent)
+    return event
+
+
+# --- stdin: user turns --------------------------------------------------------------------
+
+
+def user_line(blocks: list[str]) -> bytes:
+    """One stdin line for a turn. Only text blocks: agy ends the process on any other type."""
+    content = [{"type": "text", "text": text} for text in blocks]
+    message = {"event": "user", "message": {"role": "user", "content": content}}
+    # ensure_ascii keeps U+2028 and friends escaped, so no reader can mistake them for a break.
+    return (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
+
+
+# --- hooks: what agy posts and what it accepts back ----------------------------------------
+
+
+class HookInput(_Tolerant):
+    """The camelCase JSON agy writes to a hook's stdin. The prompt text is not in it."""
+
+    conversation_id: str = Field(default="", alias="conversationId")
+    workspace_paths: list[str] = Field(default_factory=list, alias="workspacePaths")
+    transcript_path: str | None = Field(default=None, alias="transcriptPath")
+    artifact_directory_path: str | None = Field(default=None, alias="artifactDirectoryPath")
+    model_name: str | None = Field(default=None, alias="modelName")
+    # PreInvocation only: 0 again at every new user prompt.
+    invocation_num: int | None = Field(default=None, alias="invocationNum")
+    initial_num_steps: int | None = Field(default=None, alias="initialNumSteps")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class InjectedStep(_Strict):
+    # A userMessage joins the conversation (sent on every later call); an ephemeralMessage
+    # reaches only the next model call. Chat messages are userMessages.
+    user_message: str | None = Field(default=None, alias="userMessage")
+    ephemeral_message: str | None = Field(default=None, alias="ephemeralMessage")
+
+
+class HookReply(_Strict):
+    inject_steps: list[InjectedStep] | None = Field(default=None, alias="injectSteps")
+
+    def to_json(self) -> bytes:
+        """Exactly ``{}`` or ``{"injectSteps":[...]}``: agy drops a reply with any other key."""
+        if not self.inject_steps:
+            return b"{}"
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+EMPTY_HOOK_REPLY = HookReply()
+
+HOOK_EVENTS = ("SessionStart", "PreInvocation", "PostInvocation", "Stop")
+
+
+# --- the session directory as a plugin -----------------------------------------------------
+
+RULE_FILE_LIMIT = 24_000  # agy cuts each rule file here; we refuse rather than lose the tail.
+PLUGINS_DIR = (".agents", "plugins")
+
+
+class HookHandler(_Strict):
+    type: Literal["command"] = "command"
+    command: str
+    timeout: int = Field(default=10, ge=1)  # seconds
+
+
+def hooks_file(bundle: str, handlers: dict[str, HookHandler]) -> dict[str, Any]:
+    """``hooks.json``: a map of NAMED bundles. A flat ``{"PreInvocation": [...]}`` is inert."""
+    if bundle in HOOK_EVENTS or bundle == "enabled":
+        raise ValueError(f"hook bundle name {bundle!r} would be read as an event or a switch")
+    return {
+        bundle: {
+            event: [handler.model_dump(exclude_none=True)] for event, handler in handlers.items()
+        }
+    }
+
+
+def mcp_config_file(servers: dict[str, str]) -> dict[str, Any]:
+    """``mcp_config.json``; agy requires ``serverUrl`` (``url`` only on later builds)."""
+    return {"mcpServers": {name: {"serverUrl": url} for name, url in servers.items()}}
+
+
+def plugin_file(name: str) -> dict[str, Any]:
+    return {"name": name}
+
+
+def always_on_rule(text: str) -> str:
+    """A rule file that agy applies to every turn."""
+    return f"---\ntrigger: always_on\n---\n\n{text}"
+
+
+def mcp_tool_name(plugin: str, server: str) -> str:
+    """agy renames plugin servers ``<plugin>_<server>``."""
+    return f"{plugin}_{server}"

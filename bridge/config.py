@@ -1,0 +1,224 @@
+"""The bridge's configuration: one TOML file read into pydantic models.
+
+Every key is documented in ``config.example.toml``. Unknown keys are refused (a typo in an
+operator's file must fail at start, naming the key), and secrets may also come from the
+environment so they need not sit in the file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+# Environment variables that may carry a secret instead of the file, and where each one goes.
+ENV_SECRETS: dict[str, tuple[str, str]] = {
+    "SLACK_BOT_TOKEN": ("slack", "bot_token"),
+    "SLACK_APP_TOKEN": ("slack", "app_token"),
+    "SLACK_SIGNING_SECRET": ("slack", "signing_secret"),
+    "MATRIX_ACCESS_TOKEN": ("matrix", "access_token"),
+    "MATRIX_PASSWORD": ("matrix", "password"),
+}
+
+PositiveSeconds = Annotated[float, Field(gt=0)]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BridgeSection(_Section):
+    data_dir: Path = Path("data")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_json: bool = False
+    # Attachments bigger than this are refused with a message in the thread.
+    max_attachment_bytes: int = Field(default=25 * 1024 * 1024, gt=0)
+    # Extra environment variable names (beyond the bridge's own tokens) never passed to agy.
+    secret_env: list[str] = Field(default_factory=list)
+
+
+class AgySection(_Section):
+    command: list[str] = Field(default_factory=lambda: ["agy"], min_length=1)
+    model: str = ""
+    skip_permissions: bool = True
+    # agy's --mode (for example "accept-edits" or "plan"); used when skip_permissions is false.
+    mode: str = ""
+    sandbox: bool = False
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    max_processes: int = Field(default=4, ge=1)
+    idle_timeout: PositiveSeconds = 900.0
+    turn_timeout: PositiveSeconds = 1800.0
+    init_timeout: PositiveSeconds = 90.0
+    stop_grace: PositiveSeconds = 5.0
+    help_timeout: PositiveSeconds = 4.0
+    guidance: str = ""
+    # Largest stdout line read from agy; a longer line is reported and skipped.
+    max_line_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+
+
+class IdentitySection(_Section):
+    """The commit identity agy's commands run with (GIT_AUTHOR_* and GIT_COMMITTER_*)."""
+
+    name: str = "agy-bridge"
+    email: str = "agy-bridge@localhost"
+
+
+class SlackSection(_Section):
+    enabled: bool = True
+    bot_token: SecretStr | None = None
+    app_token: SecretStr | None = None
+    signing_secret: SecretStr | None = None
+    api_url: str = "https://slack.com/api/"
+    # "socket" (default, needs app_token) or "http" (needs signing_secret).
+    transport: Literal["socket", "http"] = "socket"
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=3000, ge=0, le=65535)
+    streaming: bool = True
+    allowed_users: list[str] = Field(default_factory=list)
+    allowed_channels: list[str] = Field(default_factory=list)
+
+    @field_validator("api_url")
+    @classmethod
+    def _trailing_slash(cls, value: str) -> str:
+        # AsyncWebClient joins method names onto the base URL: without the slash, urljoin
+        # silently drops the last path segment ("/api").
+        return value if value.endswith("/") else value + "/"
+
+    @property
+    def configured(self) -> bool:
+        return self.enabled and self.bot_token is not None
+
+
+class MatrixSection(_Section):
+    enabled: bool = True
+    homeserver: str = ""
+    user_id: str = ""
+    password: SecretStr | None = None
+    access_token: SecretStr | None = None
+    device_name: str = "agy-bridge"
+    allowed_users: list[str] = Field(default_factory=list)
+    allowed_rooms: list[str] = Field(default_factory=list)
+    threads: bool = False
+    encryption: bool = True
+
+    @property
+    def configured(self) -> bool:
+        return self.enabled and bool(self.homeserver and self.user_id)
+
+
+class WorkspaceSection(_Section):
+    """Maps a Slack channel or a Matrix room (or, with neither, every thread) to a directory."""
+
+    channel: str = ""
+    room: str = ""
+    path: Path
+    worktree: bool = False
+    notes_file: Path | None = None
+    # What happens to a thread's worktree when its thread is finished: "keep", or "remove"
+    # (only when every commit on its branch is reachable from another branch).
+    worktree_cleanup: Literal["keep", "remove"] = "keep"
+
+    @property
+    def is_default(self) -> bool:
+        return not self.channel and not self.room
+
+
+class AdminSection(_Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=9464, ge=0, le=65535)
+
+
+class Config(_Section):
+    bridge: BridgeSection = Field(default_factory=BridgeSection)
+    agy: AgySection = Field(default_factory=AgySection)
+    identity: IdentitySection = Field(default_factory=IdentitySection)
+    slack: SlackSection = Field(default_factory=SlackSection)
+    matrix: MatrixSection = Field(default_factory=MatrixSection)
+    workspaces: list[WorkspaceSection] = Field(default_factory=list)
+    admin: AdminSection = Field(default_factory=AdminSection)
+
+    @model_validator(mode="after")
+    def _one_default_workspace(self) -> Config:
+        if sum(1 for w in self.workspaces if w.is_default) > 1:
+            raise ValueError("only one [[workspaces]] entry may omit both channel and room")
+        return self
+
+    def secret_values(self) -> list[str]:
+        """Every secret this config holds, for scrubbing from logs and agy's environment."""
+        values: list[str] = []
+        for secret in (
+            self.slack.bot_token,
+            self.slack.app_token,
+            self.slack.signing_secret,
+            self.matrix.password,
+            self.matrix.access_token,
+        ):
+            if secret is not None and secret.get_secret_value():
+                values.append(secret.get_secret_value())
+        return values
+
+    def secret_env_names(self) -> list[str]:
+        """Environment variable names agy must never inherit."""
+        return [*ENV_SECRETS, *self.bridge.secret_env]
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"{key}: {item['msg']}")
+    return "; ".join(lines)
+
+
+def build_config(raw: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
+    """Validate a parsed TOML mapping, with secrets from ``environ`` taking precedence."""
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {key: value for key, value in raw.items()}
+    for env_name, (section, key) in ENV_SECRETS.items():
+        value = environ.get(env_name)
+        if value:
+            section_data = dict(data.get(section) or {})
+            section_data[key] = value
+            data[section] = section_data
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"bad configuration: {_describe(exc)}") from None
+
+
+def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read ``path`` (or only defaults and the environment when it is None)."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    config = build_config(raw, environ)
+    if path is not None and not config.bridge.data_dir.is_absolute():
+        # A relative data_dir is relative to the config file, not to wherever we were started.
+        data_dir = (path.parent / config.bridge.data_dir).resolve()
+        config = config.model_copy(
+            update={"bridge": config.bridge.model_copy(update={"data_dir": data_dir})}
+        )
+    return config

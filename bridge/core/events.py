@@ -1,0 +1,188 @@
+"""The neutral event model between the core and the chat adapters.
+
+A chat adapter turns its SDK's events into :class:`IncomingMessage` and hands them to an
+:class:`Inbound` (the core); the core answers through the adapter's :class:`ChatAdapter` methods
+and one :class:`LiveReply` per turn. Nothing here knows agy or any chat SDK.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ThreadRef(_Model):
+    """One chat thread, which is one agy conversation.
+
+    ``channel`` is the Slack channel or the Matrix room; ``thread`` the Slack thread ts or the
+    Matrix thread root (empty for a whole room).
+    """
+
+    platform: str
+    channel: str
+    thread: str = ""
+
+    @property
+    def key(self) -> str:
+        # "|" appears in no Slack or Matrix id, while ":" and "/" do.
+        return f"{self.platform}|{self.channel}|{self.thread}"
+
+    @classmethod
+    def from_key(cls, key: str) -> ThreadRef:
+        platform, channel, thread = key.split("|", 2)
+        return cls(platform=platform, channel=channel, thread=thread)
+
+
+class Author(_Model):
+    id: str
+    display_name: str = ""
+    email: str | None = None
+
+    @property
+    def label(self) -> str:
+        """"Alice (@alice:example.org)", or the id alone when there is no name."""
+        if self.display_name and self.display_name != self.id:
+            return f"{self.display_name} ({self.id})"
+        return self.id
+
+
+class AttachmentRef(_Model):
+    """A file attached to a message, not yet downloaded.
+
+    ``source`` is opaque to the core (a URL, an mxc URI with its decryption keys as JSON, ...):
+    the adapter that made the reference fetches it with :meth:`ChatAdapter.fetch_attachment`.
+    """
+
+    name: str
+    mimetype: str = "application/octet-stream"
+    size: int | None = None
+    source: str
+
+    @property
+    def is_image(self) -> bool:
+        return self.mimetype.startswith("image/")
+
+
+class IncomingMessage(_Model):
+    thread: ThreadRef
+    # Unique per platform: a redelivered or retried event carries the same id and is dropped.
+    event_id: str
+    # The id to react to or reply under (Slack ts, Matrix event id); often the same as event_id.
+    message_id: str
+    author: Author
+    text: str = ""
+    attachments: list[AttachmentRef] = Field(default_factory=list)
+    sent_at: datetime | None = None
+
+
+class SubmitOutcome(enum.Enum):
+    ACCEPTED = "accepted"  # stored durably; the platform may be acknowledged
+    DUPLICATE = "duplicate"  # seen before (a retry or redelivery): acknowledge, do nothing
+    COMMAND = "command"  # a !command, handled
+
+
+class Reaction(enum.Enum):
+    """What the thread is told about a message that arrived while the agent was busy."""
+
+    INJECTED = "injected"  # seen by the running turn (mid-turn)
+    QUEUED = "queued"  # waits for the next turn
+    WORKING = "working"  # a turn started on it
+    FAILED = "failed"
+
+
+class ToolActivity(_Model):
+    name: str
+    summary: str = ""  # a short line: the command, the file, the server/tool
+    state: str = "ACTIVE"  # ACTIVE, DONE or ERROR
+    error: str | None = None
+
+
+class TurnOutcome(_Model):
+    """The end of a turn as the thread should see it."""
+
+    final_text: str = ""
+    # agy's own words when the turn failed, or a bridge message ("agy exited: ...").
+    error: str | None = None
+    interrupted: bool = False
+    denied: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class HistoryEntry(_Model):
+    author: Author
+    text: str
+    at: datetime | None = None
+
+
+class LiveReply(Protocol):
+    """One turn's reply in a thread, streamed as the agent works."""
+
+    async def append(self, text: str) -> None:
+        """Stream more answer text (Markdown)."""
+
+    async def tool(self, activity: ToolActivity) -> None:
+        """Show tool activity as a short line."""
+
+    async def finish(self, outcome: TurnOutcome) -> None:
+        """End the reply: the whole final text replaces what streamed; errors are shown."""
+
+
+class Inbound(Protocol):
+    """What the core offers to adapters."""
+
+    async def submit(self, message: IncomingMessage) -> SubmitOutcome:
+        """Store the message durably; acknowledge the platform only after this returns."""
+
+    async def stop(self, thread: ThreadRef, by: Author) -> None:
+        """Interrupt the running turn of a thread (a Stop button, a 🛑 reaction)."""
+
+
+@runtime_checkable
+class ChatAdapter(Protocol):
+    """A chat platform as the core sees it. Implementations live in ``bridge.chat.<platform>``."""
+
+    platform: str
+
+    async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
+        """Connect and deliver messages until cancelled; call ``started`` once connected."""
+
+    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> LiveReply:
+        """Start the live reply for one turn, replying to ``reply_to`` where the platform can."""
+
+    async def post_message(self, thread: ThreadRef, text: str) -> None:
+        """Post a Markdown message in the thread now (notices, the agent's progress notes)."""
+
+    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+        """Upload a file to the thread."""
+
+    async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
+        """Mark a user's message (seen mid-turn, queued, working, failed)."""
+
+    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
+        """Show or clear "the agent is working" where the platform has such a status."""
+
+    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+        """Download ``ref`` into ``dest`` (at most ``max_bytes``); return the size.
+
+        Raise :class:`AttachmentError` with a user-readable reason on failure.
+        """
+
+    async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
+        """The thread's earlier messages, oldest first (may be empty where unsupported)."""
+
+
+class AttachmentError(Exception):
+    """An attachment could not be saved; the message is for the thread."""
+
+
+StartedCallback = Callable[[], None]
+AsyncCallback = Callable[[], Awaitable[None]]
