@@ -145,6 +145,9 @@ class Inbound(Protocol):
     async def stop(self, thread: ThreadRef, by: Author) -> None:
         """Interrupt the running turn of a thread (a Stop button, a 🛑 reaction)."""
 
+    async def is_conversation(self, thread: ThreadRef) -> bool:
+        """Whether the thread already is a conversation (Slack: later replies need no mention)."""
+
 
 @runtime_checkable
 class ChatAdapter(Protocol):
