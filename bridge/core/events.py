@@ -49,7 +49,7 @@ class Author(_Model):
 
     @property
     def label(self) -> str:
-        """"Alice (@alice:example.org)", or the id alone when there is no name."""
+        """ "Alice (@alice:example.org)", or the id alone when there is no name."""
         if self.display_name and self.display_name != self.id:
             return f"{self.display_name} ({self.id})"
         return self.id

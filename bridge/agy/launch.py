@@ -1,0 +1,115 @@
+"""How agy is started: its argv and its environment.
+
+Both are pure functions of the config, the probed capabilities and the session, so they can be
+tested without starting anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from bridge.agy.capabilities import Capabilities
+
+# Every agy process (and every command it runs) carries this variable, so a restarted bridge
+# can find and end what an earlier run left behind without trusting a bare PID.
+RUN_MARKER_ENV = "AGY_BRIDGE_RUN"
+
+
+class LaunchSettings(BaseModel):
+    """The config-derived part of a launch (from ``[agy]`` and ``[identity]``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    command: tuple[str, ...] = ("agy",)
+    skip_permissions: bool = True
+    mode: str = ""
+    sandbox: bool = False
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = {}
+    git_name: str = "agy-bridge"
+    git_email: str = "agy-bridge@localhost"
+    turn_timeout: float = 1800.0
+    secret_env_names: tuple[str, ...] = ()
+    secret_values: tuple[str, ...] = ()
+
+
+def print_timeout(turn_timeout: float) -> str:
+    """agy's own deadline, strictly under ours so agy can report its timeout in its own words.
+
+    Seed 004: one minute less than our deadline, or half of it when that is two minutes or less.
+    """
+    seconds = turn_timeout / 2 if turn_timeout <= 120 else turn_timeout - 60
+    return f"{max(1, int(seconds))}s"
+
+
+def build_argv(
+    settings: LaunchSettings,
+    caps: Capabilities,
+    *,
+    session_dir: Path,
+    model: str | None,
+    conversation: str | None,
+) -> list[str]:
+    if not session_dir.is_absolute():
+        # agy loads plugins of an --add-dir workspace in print mode only for absolute paths.
+        raise ValueError(f"session directory must be absolute: {session_dir}")
+    argv = [*settings.command, "--input-format", "stream-json", "--output-format", "stream-json"]
+    argv += ["--add-dir", str(session_dir)]
+    if settings.skip_permissions:
+        if caps.has("--dangerously-skip-permissions"):
+            argv.append("--dangerously-skip-permissions")
+    elif settings.mode and caps.has("--mode"):
+        argv += ["--mode", settings.mode]
+    if settings.sandbox and caps.has("--sandbox"):
+        argv.append("--sandbox")
+    if model and caps.has("--model"):
+        argv += ["--model", model]
+    if conversation and caps.has("--conversation"):
+        argv += ["--conversation", conversation]
+    if caps.has("--print-timeout"):
+        argv += ["--print-timeout", print_timeout(settings.turn_timeout)]
+    argv += list(settings.extra_args)
+    # Print mode with an explicit empty prompt, last: a bare --print would eat the next flag.
+    argv += ["--print", ""]
+    return argv
+
+
+def build_env(
+    settings: LaunchSettings, base: Mapping[str, str], *, run_marker: str
+) -> dict[str, str]:
+    """agy's environment: ours minus every secret, plus the commit identity and operator env.
+
+    agy and every command it runs inherit this; a ``run_command`` of ``env`` must show no token.
+    """
+    banned = set(settings.secret_env_names)
+    secrets = {value for value in settings.secret_values if value}
+    env = {
+        name: value
+        for name, value in base.items()
+        if name not in banned and value not in secrets and not _looks_like_token(name)
+    }
+    env.update(
+        GIT_AUTHOR_NAME=settings.git_name,
+        GIT_AUTHOR_EMAIL=settings.git_email,
+        GIT_COMMITTER_NAME=settings.git_name,
+        GIT_COMMITTER_EMAIL=settings.git_email,
+    )
+    env.update(settings.env)
+    env[RUN_MARKER_ENV] = run_marker
+    return env
+
+
+def _looks_like_token(name: str) -> bool:
+    # The bridge's own token variables, whatever the operator called them in their unit file.
+    upper = name.upper()
+    return upper.startswith(("SLACK_", "MATRIX_")) and any(
+        word in upper for word in ("TOKEN", "SECRET", "PASSWORD")
+    )
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """A readable command line for logs (argv holds no secret)."""
+    return " ".join(arg if arg and " " not in arg else repr(arg) for arg in argv)

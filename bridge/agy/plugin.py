@@ -1,0 +1,81 @@
+"""The session directory, written as an agy plugin.
+
+agy has no flag for a system prompt, hooks or MCP servers, so each session's directory is passed
+with ``--add-dir`` and holds ``.agents/plugins/<name>/`` with ``plugin.json``, the rules, the
+MCP config and the hooks. The directory holds listener tokens: it is private to the bridge's user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bridge.agy import wire
+
+PLUGIN_NAME = "bridge"
+HOOK_BUNDLE = "bridge"
+
+
+class RuleTooLarge(ValueError):
+    """Guidance or notes over agy's rule-file limit (agy would silently cut the tail)."""
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    _write_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def _check_rule(label: str, text: str) -> None:
+    size = len(text.encode("utf-8"))
+    if size > wire.RULE_FILE_LIMIT:
+        raise RuleTooLarge(
+            f"{label} is {size:,} bytes; agy reads at most {wire.RULE_FILE_LIMIT:,} bytes of a "
+            "rule file, so shorten it"
+        )
+
+
+def plugin_dir(session_dir: Path) -> Path:
+    return session_dir.joinpath(*wire.PLUGINS_DIR, PLUGIN_NAME)
+
+
+def write_plugin(
+    session_dir: Path,
+    *,
+    guidance: str,
+    notes: str,
+    hook_commands: Mapping[str, str],
+    hook_timeout: int,
+    mcp_servers: Mapping[str, str],
+) -> Path:
+    """Write (or rewrite) the plugin; returns its folder. Raises RuleTooLarge before writing."""
+    rules_text = wire.always_on_rule(guidance) if guidance else ""
+    notes_text = wire.always_on_rule(notes) if notes else ""
+    _check_rule("the guidance (rules/AGENTS.md)", rules_text)
+    _check_rule("the notes (rules/notes.md)", notes_text)
+    folder = plugin_dir(session_dir)
+    (folder / "rules").mkdir(parents=True, exist_ok=True)
+    for path in (session_dir, folder):
+        os.chmod(path, 0o700)
+    _write_json(folder / "plugin.json", wire.plugin_file(PLUGIN_NAME))
+    for name, text in (("AGENTS.md", rules_text), ("notes.md", notes_text)):
+        target = folder / "rules" / name
+        if text:
+            _write_atomic(target, text)
+        elif target.exists():
+            target.unlink()
+    handlers = {
+        event: wire.HookHandler(command=command, timeout=hook_timeout)
+        for event, command in hook_commands.items()
+    }
+    _write_json(folder / "hooks.json", wire.hooks_file(HOOK_BUNDLE, handlers))
+    _write_json(folder / "mcp_config.json", wire.mcp_config_file(dict(mcp_servers)))
+    return folder

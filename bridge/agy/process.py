@@ -1,0 +1,325 @@
+"""One running agy process: start, wait for ``init``, turns on stdin, events from stdout, stop.
+
+agy runs in its own process group (``start_new_session``), because ``run_command`` children can
+outlive agy: stopping a process always ends the whole group. The process is an async context
+manager, so the task that opened it owns it and nothing is left running when it exits, however
+it exits (cancellation included).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from bridge.agy import wire
+from bridge.agy.launch import RUN_MARKER_ENV
+from bridge.agy.lines import LineTooLong, read_lines
+
+log = logging.getLogger(__name__)
+
+STDERR_TAIL_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    """agy's process ended (after its stdout closed)."""
+
+    code: int | None
+    stderr_tail: str
+
+    def describe(self) -> str:
+        tail = self.stderr_tail.strip()
+        how = f"exit code {self.code}" if self.code is not None else "no exit code"
+        if self.code is not None and self.code < 0:
+            how = f"killed by signal {-self.code}"
+        return f"{how}: {tail}" if tail else how
+
+
+class AgyStartError(Exception):
+    """agy did not get as far as ``init``. ``message`` is for the user, in agy's words."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        exit: ProcessExit | None = None,
+        result: wire.ResultInfo | None = None,
+    ):
+        super().__init__(message)
+        # missing (not installed), exited (before init), timeout (no init in time),
+        # error_result (a result before init, e.g. an unknown model).
+        self.kind = kind
+        self.message = message
+        self.exit = exit
+        self.result = result
+
+
+BadLineCallback = Callable[[str], None]
+AgyOutput = wire.AgyEvent | ProcessExit
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: Path
+    init_timeout: float = 90.0
+    stop_grace: float = 5.0
+    max_line_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass
+class AgyProcess:
+    process: Process
+    spec: ProcessSpec
+    on_bad_line: BadLineCallback
+    init: wire.InitEvent | None = None
+    _send: MemoryObjectSendStream[AgyOutput] | None = None
+    _receive: MemoryObjectReceiveStream[AgyOutput] | None = None
+    _stderr: deque[bytes] = field(default_factory=lambda: deque(maxlen=64))
+    exit: ProcessExit | None = None
+    _stderr_done: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def conversation_id(self) -> str:
+        assert self.init is not None and self.init.conversation
+        return self.init.conversation
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None and self.exit is None
+
+    def stderr_tail(self) -> str:
+        data = b"".join(self._stderr)[-STDERR_TAIL_BYTES:]
+        return data.decode("utf-8", "replace")
+
+    async def send_turn(self, blocks: list[str]) -> None:
+        """Write one user turn. Raises BrokenResourceError when agy is gone."""
+        assert self.process.stdin is not None
+        await self.process.stdin.send(wire.user_line(blocks))
+
+    async def next(self) -> AgyOutput:
+        """The next event, or the ProcessExit once agy is gone (then again on every call)."""
+        assert self._receive is not None
+        if self.exit is not None:
+            return self.exit
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            # The reader always sends the exit before closing, so this is a late caller.
+            return self.exit or ProcessExit(self.process.returncode, self.stderr_tail())
+
+    def interrupt(self) -> None:
+        """SIGINT, as a user's Ctrl-C: agy ends the turn with an ``interrupted`` result."""
+        if self.process.returncode is None:
+            try:
+                os.kill(self.process.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    # --- internals ---------------------------------------------------------------------------
+
+    async def _read_stdout(self) -> None:
+        assert self.process.stdout is not None and self._send is not None
+        async with self._send:
+            try:
+                async for line in read_lines(self.process.stdout, self.spec.max_line_bytes):
+                    if isinstance(line, LineTooLong):
+                        self.on_bad_line(str(line))
+                        continue
+                    try:
+                        event = wire.parse_event(line)
+                    except wire.BadLine as exc:
+                        self.on_bad_line(str(exc))
+                        continue
+                    await self._send.send(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+            code = await self.process.wait()
+            # Let stderr finish draining so the tail holds agy's last words.
+            with anyio.move_on_after(1):
+                await self._stderr_done.wait()
+            self.exit = ProcessExit(code, self.stderr_tail())
+            try:
+                await self._send.send(self.exit)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+
+    async def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        try:
+            async for chunk in self.process.stderr:
+                self._stderr.append(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            self._stderr_done.set()
+
+    async def _wait_init(self) -> None:
+        try:
+            with anyio.fail_after(self.spec.init_timeout):
+                while True:
+                    out = await self.next()
+                    if isinstance(out, wire.InitEvent):
+                        if not out.conversation:
+                            raise AgyStartError("exited", "agy sent init without a conversation id")
+                        self.init = out
+                        return
+                    if isinstance(out, wire.ResultEvent):
+                        # An unknown model (and other startup errors) answer a result, no init.
+                        text = out.result.error or out.result.response or "agy reported an error"
+                        raise AgyStartError("error_result", text, result=out.result)
+                    if isinstance(out, ProcessExit):
+                        raise AgyStartError(
+                            "exited", f"agy exited before it started ({out.describe()})", exit=out
+                        )
+        except TimeoutError:
+            raise AgyStartError(
+                "timeout",
+                f"agy did not start within {self.spec.init_timeout:g} s"
+                + (f" ({tail})" if (tail := self.stderr_tail().strip()) else ""),
+            ) from None
+
+    async def _shutdown(self) -> None:
+        """stdin EOF, a grace period, then SIGTERM and SIGKILL to the whole process group."""
+        process = self.process
+        if process.returncode is None and process.stdin is not None:
+            try:
+                await process.stdin.aclose()
+            except (anyio.BrokenResourceError, OSError):
+                pass
+            with anyio.move_on_after(self.spec.stop_grace):
+                await process.wait()
+        await end_process_group(process.pid, wait_for=process)
+
+
+async def end_process_group(pgid: int, *, wait_for: Process | None = None) -> None:
+    """SIGTERM then SIGKILL every process in group ``pgid``, including orphaned children."""
+    for sig, patience in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
+        if not _group_alive(pgid):
+            break
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        with anyio.move_on_after(patience):
+            if wait_for is not None and wait_for.returncode is None:
+                await wait_for.wait()
+            # Orphaned children are not ours to wait() for: poll /proc until they are gone.
+            while _group_alive(pgid):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+    if wait_for is not None and wait_for.returncode is None:
+        with anyio.move_on_after(1):
+            await wait_for.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process is in the group (zombies need no killing)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return any(pid_state(pid) not in (None, "Z") for pid in group_members(pgid))
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir() if Path("/proc").exists() else []:
+        if not entry.name.isdigit():
+            continue
+        stat = _read_stat(int(entry.name))
+        if stat is not None and stat[1] == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def pid_state(pid: int) -> str | None:
+    stat = _read_stat(pid)
+    return stat[0] if stat else None
+
+
+def _read_stat(pid: int) -> tuple[str, int] | None:
+    """(state, process group) from /proc/<pid>/stat, or None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may hold spaces: split after the last ")".
+    fields = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return fields[0], int(fields[2])
+    except (IndexError, ValueError):
+        return None
+
+
+@asynccontextmanager
+async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIterator[AgyProcess]:
+    """Start agy and wait for ``init``; on exit, stop it and its whole process group."""
+    try:
+        process = await anyio.open_process(
+            list(spec.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=spec.cwd,
+            env=dict(spec.env),
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise AgyStartError(
+            "missing", f"agy is not installed or not on PATH ({spec.argv[0]} not found)"
+        ) from None
+    except OSError as exc:
+        raise AgyStartError("missing", f"cannot start {spec.argv[0]}: {exc}") from None
+    send, receive = anyio.create_memory_object_stream[AgyOutput](256)
+    agy = AgyProcess(process, spec, on_bad_line, _send=send, _receive=receive)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agy._read_stdout)
+            tg.start_soon(agy._read_stderr)
+            try:
+                await agy._wait_init()
+                yield agy
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await agy._shutdown()
+                    receive.close()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+
+
+def _carries_marker(pid: int, marker: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{RUN_MARKER_ENV}={marker}".encode() in environ.split(b"\0")
+
+
+async def reap_group(pgid: int, marker: str) -> bool:
+    """End a process group left by an earlier bridge run, if it still carries our marker.
+
+    The marker check keeps a recycled PID from getting an unrelated process killed.
+    """
+    members = [pid for pid in group_members(pgid) if pid_state(pid) not in (None, "Z")]
+    if not any(_carries_marker(pid, marker) for pid in members):
+        return False
+    await end_process_group(pgid)
+    return True

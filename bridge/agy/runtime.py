@@ -1,0 +1,96 @@
+"""Everything needed to start agy sessions, shared by all sessions of one bridge process.
+
+It joins the probed capabilities, the launch settings and the listener: ``prepare`` registers
+a session with the listener and writes its plugin; ``spec`` builds the process to start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bridge.agy.capabilities import Capabilities
+from bridge.agy.launch import LaunchSettings, build_argv, build_env
+from bridge.agy.listener import HookFunc, Listener, Registration, hook_command
+from bridge.agy.plugin import write_plugin
+from bridge.agy.process import ProcessSpec
+
+# The hooks the bridge installs. PreInvocation is the injection point; it runs before every
+# model call, so its timeout is short and the curl falls back to "{}" well before it.
+HOOK_EVENTS = ("PreInvocation",)
+HOOK_TIMEOUT_SECONDS = 10
+CHAT_SERVER = "chat"
+
+
+@dataclass(frozen=True)
+class AgyRuntime:
+    settings: LaunchSettings
+    caps: Capabilities
+    listener: Listener
+    run_marker: str
+    init_timeout: float = 90.0
+    stop_grace: float = 5.0
+    max_line_bytes: int = 8 * 1024 * 1024
+
+    async def prepare(
+        self,
+        session_dir: Path,
+        *,
+        hook: HookFunc,
+        mcp_servers: Mapping[str, Any] | None = None,
+        guidance: str,
+        notes: str,
+    ) -> Registration:
+        """Register the session with the listener and write its plugin folder.
+
+        Raises RuleTooLarge (and closes the registration) when the rules are too long.
+        """
+        session_dir.mkdir(parents=True, exist_ok=True)
+        registration = await self.listener.register(hook, dict(mcp_servers or {}))
+        try:
+            write_plugin(
+                session_dir,
+                guidance=guidance,
+                notes=notes,
+                hook_commands={
+                    event: hook_command(registration.hook_url(event), HOOK_TIMEOUT_SECONDS)
+                    for event in HOOK_EVENTS
+                },
+                hook_timeout=HOOK_TIMEOUT_SECONDS,
+                mcp_servers={name: registration.mcp_url(name) for name in mcp_servers or {}},
+            )
+        except BaseException:
+            await registration.close()
+            raise
+        return registration
+
+    def spec(
+        self,
+        session_dir: Path,
+        workdir: Path,
+        *,
+        model: str | None,
+        conversation: str | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> ProcessSpec:
+        argv = build_argv(
+            self.settings,
+            self.caps,
+            session_dir=session_dir.resolve(),
+            model=model,
+            conversation=conversation,
+        )
+        env = build_env(
+            self.settings, os.environ if environ is None else environ, run_marker=self.run_marker
+        )
+        return ProcessSpec(
+            argv=argv,
+            env=env,
+            cwd=workdir,
+            init_timeout=self.init_timeout,
+            stop_grace=self.stop_grace,
+            max_line_bytes=self.max_line_bytes,
+        )

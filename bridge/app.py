@@ -1,0 +1,125 @@
+"""Wiring: config -> store -> agy runtime -> core -> chat adapters; start and graceful stop."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from bridge.agy.capabilities import Capabilities, probe
+from bridge.agy.launch import LaunchSettings
+from bridge.agy.listener import Listener, open_listener
+from bridge.agy.runtime import AgyRuntime
+from bridge.config import Config
+from bridge.core.core import Core, open_core
+from bridge.core.events import ChatAdapter
+from bridge.core.store import Store, open_store
+from bridge.core.thread import ThreadWorker
+
+log = logging.getLogger(__name__)
+
+ADAPTER_START_TIMEOUT = 120.0
+
+
+def launch_settings(config: Config, command: list[str] | None = None) -> LaunchSettings:
+    agy = config.agy
+    return LaunchSettings(
+        command=tuple(command or agy.command),
+        skip_permissions=agy.skip_permissions,
+        mode=agy.mode,
+        sandbox=agy.sandbox,
+        extra_args=tuple(agy.extra_args),
+        env=dict(agy.env),
+        git_name=config.identity.name,
+        git_email=config.identity.email,
+        turn_timeout=agy.turn_timeout,
+        secret_env_names=tuple(config.secret_env_names()),
+        secret_values=tuple(config.secret_values()),
+    )
+
+
+@dataclass
+class Bridge:
+    config: Config
+    store: Store
+    listener: Listener
+    runtime: AgyRuntime
+    core: Core
+    adapters: dict[str, ChatAdapter]
+
+
+McpFactory = Callable[[ThreadWorker], dict[str, Any]]
+
+
+def default_mcp_servers(config: Config) -> McpFactory | None:
+    try:
+        from bridge.core.tools import chat_tools_factory
+    except ImportError:  # the chat tools are optional wiring until they land
+        return None
+    return chat_tools_factory(config)
+
+
+@asynccontextmanager
+async def open_bridge(
+    config: Config,
+    adapters: dict[str, ChatAdapter],
+    *,
+    command: list[str] | None = None,
+    caps: Capabilities | None = None,
+) -> AsyncIterator[Bridge]:
+    """Everything but the adapters' connections: yields once the core is ready."""
+    data_dir = config.bridge.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    settings = launch_settings(config, command)
+    if caps is None:
+        caps = await probe(settings.command, config.agy.help_timeout)
+    async with open_store(data_dir / "bridge.sqlite3") as store, open_listener() as listener:
+        runtime = AgyRuntime(
+            settings=settings,
+            caps=caps,
+            listener=listener,
+            run_marker=uuid.uuid4().hex,
+            init_timeout=config.agy.init_timeout,
+            stop_grace=config.agy.stop_grace,
+            max_line_bytes=config.agy.max_line_bytes,
+        )
+        async with open_core(
+            config, store, runtime, adapters, default_mcp_servers(config)
+        ) as core:
+            yield Bridge(config, store, listener, runtime, core, adapters)
+
+
+async def start_adapters(bridge: Bridge, tg: anyio.abc.TaskGroup) -> None:
+    """Connect every adapter (each in the task group), then resume the inbox."""
+    for name, adapter in bridge.adapters.items():
+        started = anyio.Event()
+        tg.start_soon(_run_adapter, adapter, bridge.core, started.set, name=f"adapter {name}")
+        with anyio.fail_after(ADAPTER_START_TIMEOUT):
+            await started.wait()
+        log.info("%s adapter connected", name)
+    await bridge.core.recover()
+
+
+async def _run_adapter(adapter: ChatAdapter, core: Core, started: Callable[[], None]) -> None:
+    await adapter.run(core, started)
+
+
+def chat_adapters(config: Config) -> dict[str, ChatAdapter]:
+    """The adapters the config enables (imported only when used)."""
+    adapters: dict[str, ChatAdapter] = {}
+    if config.slack.configured:
+        from bridge.chat.slack.adapter import SlackAdapter
+
+        adapters["slack"] = SlackAdapter(config.slack, data_dir=config.bridge.data_dir.resolve())
+    if config.matrix.configured:
+        from bridge.chat.matrix.adapter import MatrixAdapter
+
+        adapters["matrix"] = MatrixAdapter(
+            config.matrix, data_dir=config.bridge.data_dir.resolve()
+        )
+    return adapters

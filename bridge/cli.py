@@ -1,0 +1,123 @@
+"""The ``agy-bridge`` command: ``run``, ``console`` and ``doctor``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+
+from bridge import __version__
+from bridge.app import chat_adapters, open_bridge, start_adapters
+from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator_command
+from bridge.config import Config, ConfigError, load_config
+from bridge.core.core import Core
+from bridge.core.events import ThreadRef
+from bridge.logs import setup_logging
+
+log = logging.getLogger(__name__)
+
+SIMULATOR_BANNER = (
+    "agy is not installed here, so this console talks to agy-bridge's built-in agy simulator:\n"
+    "answers are simulated, not written by a model. Install agy and sign in (run `agy` once)\n"
+    "to talk to the real agent."
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agy-bridge", description="Chat threads as conversations of the Antigravity CLI."
+    )
+    parser.add_argument("--version", action="version", version=f"agy-bridge {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run every configured chat adapter until SIGTERM/SIGINT")
+    run.add_argument("--config", type=Path, required=True, help="the TOML config file")
+    console = sub.add_parser("console", help="chat with the agent on this terminal")
+    console.add_argument("--config", type=Path, help="the TOML config file (optional)")
+    console.add_argument("--thread", default="console", help="thread name (default: console)")
+    console.add_argument("--user", default="", help="your name in the thread")
+    doctor = sub.add_parser("doctor", help="check that agy and this machine are ready")
+    doctor.add_argument("--config", type=Path, help="the TOML config file (optional)")
+    doctor.add_argument(
+        "--live", action="store_true", help="also run one short real turn through the plugin"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"agy-bridge: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(
+        config.bridge.log_level, json_lines=config.bridge.log_json, secrets=config.secret_values()
+    )
+    if args.command == "run":
+        return anyio.run(_run, config, backend="asyncio")
+    if args.command == "console":
+        return anyio.run(_console, config, args.thread, args.user, backend="asyncio")
+    from bridge.doctor import doctor
+
+    return anyio.run(doctor, config, args.live, backend="asyncio")
+
+
+async def _run(config: Config) -> int:
+    adapters = chat_adapters(config)
+    if not adapters:
+        print(
+            "agy-bridge: no chat platform is configured: set [slack] bot_token (and app_token "
+            "or signing_secret) or [matrix] homeserver and user_id; see config.example.toml",
+            file=sys.stderr,
+        )
+        return 2
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_bridge(config, adapters) as bridge, anyio.create_task_group() as tg:
+            await start_adapters(bridge, tg)
+            log.info("agy-bridge running with %s", ", ".join(adapters))
+            async for signum in signals:
+                log.info("received %s: stopping", signal.Signals(signum).name)
+                break
+            # Running turns are interrupted and reported while the chats are still connected.
+            await bridge.core.shutdown()
+            tg.cancel_scope.cancel()
+    return 0
+
+
+async def _console(config: Config, thread: str, user: str) -> int:
+    command = None
+    if not agy_available(list(config.agy.command)):
+        command = simulator_command()
+        print(SIMULATOR_BANNER, file=sys.stderr, flush=True)
+    adapter = ConsoleAdapter(thread=thread, user=user)
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with (
+            open_bridge(config, {"console": adapter}, command=command) as bridge,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def _on_signal() -> None:
+                async for _ in signals:
+                    await bridge.core.shutdown()
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(_on_signal)
+            await start_adapters(bridge, tg)
+            await adapter.eof.wait()
+            await wait_idle(bridge.core, adapter.thread)
+            tg.cancel_scope.cancel()
+    return 0
+
+
+async def wait_idle(core: Core, thread: ThreadRef) -> None:
+    """Until the thread has nothing waiting and no turn running."""
+    while True:
+        worker = core.workers.get(thread.key)
+        pending = await core.store.pending(thread.key)
+        if not pending and (worker is None or not worker.busy):
+            return
+        await anyio.sleep(0.05)

@@ -1,0 +1,245 @@
+"""The core: the inbox in front of every thread's worker, commands, limits and recovery.
+
+It implements :class:`bridge.core.events.Inbound` for the chat adapters and owns one
+:class:`ThreadWorker` per active thread in its task group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from bridge.agy.process import reap_group
+from bridge.agy.runtime import AgyRuntime
+from bridge.config import Config
+from bridge.core import store as st
+from bridge.core.commands import HELP, Command, parse_command
+from bridge.core.events import (
+    Author,
+    ChatAdapter,
+    IncomingMessage,
+    Reaction,
+    SubmitOutcome,
+    ThreadRef,
+)
+from bridge.core.slots import ProcessSlots
+from bridge.core.store import Store
+from bridge.core.thread import CoreDeps, ThreadWorker
+
+log = logging.getLogger(__name__)
+
+# How long running turns get to end on their own at shutdown before processes are stopped.
+SHUTDOWN_GRACE = 10.0
+
+
+class Core:
+    def __init__(self, deps: CoreDeps):
+        self.deps = deps
+        self.store = deps.store
+        self.workers: dict[str, ThreadWorker] = {}
+
+    # --- Inbound -----------------------------------------------------------------------------
+
+    async def submit(self, message: IncomingMessage) -> SubmitOutcome:
+        if message.thread.platform not in self.deps.adapters:
+            raise ValueError(f"no chat adapter for platform {message.thread.platform!r}")
+        command = parse_command(message.text) if not message.attachments else None
+        if command is not None:
+            if await self.store.add_message(message, state=st.COMMAND) is None:
+                return SubmitOutcome.DUPLICATE
+            await self._command(message, command)
+            return SubmitOutcome.COMMAND
+        row_id = await self.store.add_message(message)
+        if row_id is None:
+            return SubmitOutcome.DUPLICATE
+        await self.store.thread(message.thread)
+        worker = self._worker(message.thread)
+        if worker.busy:
+            self._spawn(
+                self._adapter(message.thread).react(
+                    message.thread, message.message_id, Reaction.QUEUED
+                )
+            )
+            if message.attachments:
+                self._spawn(worker.fetch_in_background(row_id))
+        worker.notify()
+        return SubmitOutcome.ACCEPTED
+
+    async def stop(self, thread: ThreadRef, by: Author) -> None:
+        worker = self.workers.get(thread.key)
+        if worker is None or not worker.interrupt(by.label):
+            await self._say(thread, "Nothing is running in this thread.")
+
+    async def is_conversation(self, thread: ThreadRef) -> bool:
+        return await self.store.known_thread(thread.key)
+
+    # --- commands ------------------------------------------------------------------------------
+
+    async def _command(self, message: IncomingMessage, command: Command) -> None:
+        thread = message.thread
+        if command.name == "stop":
+            await self.stop(thread, message.author)
+        elif command.name == "help":
+            await self._say(thread, HELP)
+        elif command.name == "model":
+            await self._model(thread, command.arg)
+        elif command.name == "new":
+            await self._new(thread, message.author)
+        elif command.name == "status":
+            await self._say(thread, await self._status(thread))
+        else:
+            await self._say(thread, f"Unknown command `!{command.word}`.\n{HELP}")
+
+    async def _model(self, thread: ThreadRef, model: str) -> None:
+        row = await self.store.thread(thread)
+        if not model:
+            current = row.model or self.deps.config.agy.model or "agy's default model"
+            await self._say(thread, f"Model for this thread: `{current}`.")
+            return
+        if any(ch.isspace() for ch in model) or len(model) > 200:
+            await self._say(thread, "A model id is one word, as `agy models` lists it.")
+            return
+        await self.store.update_thread(thread.key, model=model)
+        worker = self.workers.get(thread.key)
+        if worker is not None:
+            worker.request_restart()
+        await self._say(
+            thread, f"Model for this thread is now `{model}` (same conversation, from next turn)."
+        )
+
+    async def _new(self, thread: ThreadRef, by: Author) -> None:
+        await self.store.update_thread(thread.key, conversation_id=None, usage_json=None)
+        worker = self.workers.get(thread.key)
+        if worker is not None:
+            worker.interrupt(by.label)
+            worker.request_restart()
+        await self._say(thread, "Starting a fresh conversation from the next message.")
+
+    async def _status(self, thread: ThreadRef) -> str:
+        row = await self.store.thread(thread)
+        worker = self.workers.get(thread.key)
+        pending = await self.store.pending(thread.key)
+        if worker is None or worker.proc is None:
+            process = "no agy process (one starts with the next message)"
+        elif worker.busy:
+            process = f"agy running a turn (pid {worker.proc.pid})"
+        else:
+            process = f"agy idle (pid {worker.proc.pid})"
+        slots = self.deps.slots
+        lines = [
+            f"• Process: {process}",
+            f"• Conversation: `{row.conversation_id or 'none yet'}`",
+            f"• Model: `{row.model or self.deps.config.agy.model or 'default'}`",
+            f"• Waiting messages: {len(pending)}",
+            f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
+        ]
+        if (place := slots.position(thread.key)) is not None:
+            lines.append(f"• This thread is number {place} in line")
+        if row.usage is not None:
+            u = row.usage
+            lines.append(
+                f"• Usage so far: {u.input_tokens:,} input, {u.output_tokens:,} output "
+                f"tokens ({u.total_tokens:,} in all)"
+            )
+        return "\n".join(lines)
+
+    # --- workers -------------------------------------------------------------------------------
+
+    def _worker(self, thread: ThreadRef) -> ThreadWorker:
+        worker = self.workers.get(thread.key)
+        if worker is None:
+            worker = ThreadWorker(thread, self.deps, self._forget)
+            self.workers[thread.key] = worker
+            self.deps.task_group.start_soon(worker.run, name=f"thread {thread.key}")
+        return worker
+
+    def _forget(self, worker: ThreadWorker) -> None:
+        if self.workers.get(worker.key) is worker:
+            del self.workers[worker.key]
+            if worker._woken:
+                # A message landed while the worker was leaving: start a new one for it.
+                self._worker(worker.ref).notify()
+
+    def _adapter(self, thread: ThreadRef) -> ChatAdapter:
+        return self.deps.adapters[thread.platform]
+
+    async def _say(self, thread: ThreadRef, text: str) -> None:
+        try:
+            await self._adapter(thread).post_message(thread, text)
+        except Exception:
+            log.exception("could not post a notice", extra={"thread": thread.key})
+
+    def _spawn(self, coro: Any) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except Exception:
+                log.warning("background chat call failed", exc_info=True)
+
+        self.deps.task_group.start_soon(guarded)
+
+    # --- start and stop --------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """After a restart: end leftover agy processes, report broken turns, resume the inbox."""
+        for row in await self.store.processes():
+            if await reap_group(row.pgid, row.run_marker):
+                log.info("ended an agy process group left from an earlier run", extra={
+                    "thread": row.thread_key})
+            await self.store.remove_process(row.pgid)
+        for turn in await self.store.running_turns():
+            await self.store.finish_turn(
+                turn.id, st.INTERRUPTED, error="the bridge restarted during this turn"
+            )
+            ref = ThreadRef.from_key(turn.thread_key)
+            if ref.platform in self.deps.adapters:
+                await self._say(
+                    ref,
+                    "⚠️ The bridge restarted while the agent was working on this thread, so "
+                    "that turn was interrupted and its answer is lost. Messages written since "
+                    "then are being picked up now; repeat your last request if it still matters.",
+                )
+        for key in await self.store.threads_with_pending():
+            ref = ThreadRef.from_key(key)
+            if ref.platform in self.deps.adapters:
+                self._worker(ref).notify()
+
+    async def shutdown(self) -> None:
+        """Interrupt running turns (their threads are told) and let them end."""
+        busy = [w for w in self.workers.values() if w.busy]
+        for worker in busy:
+            worker.interrupt("the bridge shutting down")
+        with anyio.move_on_after(SHUTDOWN_GRACE):
+            while any(w.busy for w in busy):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+
+
+@asynccontextmanager
+async def open_core(
+    config: Config,
+    store: Store,
+    runtime: AgyRuntime,
+    adapters: dict[str, ChatAdapter],
+    mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None,
+) -> AsyncIterator[Core]:
+    async with anyio.create_task_group() as tg:
+        deps = CoreDeps(
+            config=config,
+            store=store,
+            runtime=runtime,
+            slots=ProcessSlots(config.agy.max_processes),
+            adapters=adapters,
+            task_group=tg,
+            mcp_servers=mcp_servers,
+        )
+        core = Core(deps)
+        try:
+            yield core
+            with anyio.CancelScope(shield=True):
+                await core.shutdown()
+        finally:
+            tg.cancel_scope.cancel()

@@ -1,0 +1,422 @@
+"""The durable state of the bridge, in SQLite through aiosqlite (WAL, versioned schema).
+
+The inbox is the heart of exactly-once delivery: a message is written here (its platform event
+id is unique, so retries and redeliveries stop here) before the platform is acknowledged, and it
+leaves the ``pending`` state in exactly one transaction, either injected into a running turn or
+taken as (part of) a turn.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.agy.wire import Usage
+from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE threads (
+        key TEXT PRIMARY KEY,
+        platform TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        thread TEXT NOT NULL,
+        conversation_id TEXT,
+        model TEXT,
+        workdir TEXT,
+        usage_json TEXT,
+        num_turns INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        thread_key TEXT NOT NULL,
+        event_key TEXT NOT NULL UNIQUE,
+        message_id TEXT NOT NULL,
+        author_json TEXT NOT NULL,
+        text TEXT NOT NULL,
+        attachments_json TEXT NOT NULL DEFAULT '[]',
+        saved_json TEXT,
+        state TEXT NOT NULL,
+        turn_id INTEGER,
+        received_at REAL NOT NULL,
+        delivered_at REAL
+    );
+    CREATE INDEX inbox_pending ON inbox (thread_key, state, id);
+    CREATE TABLE turns (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        thread_key TEXT NOT NULL,
+        state TEXT NOT NULL,
+        conversation_id TEXT,
+        started_at REAL NOT NULL,
+        ended_at REAL,
+        error TEXT,
+        response TEXT,
+        usage_json TEXT
+    );
+    CREATE INDEX turns_state ON turns (state);
+    CREATE TABLE processes (
+        pgid INTEGER PRIMARY KEY,
+        thread_key TEXT NOT NULL,
+        run_marker TEXT NOT NULL,
+        started_at REAL NOT NULL
+    );
+    """,
+}
+
+# Message states.
+PENDING = "pending"
+IN_TURN = "turn"
+INJECTED = "injected"
+COMMAND = "command"
+FAILED = "failed"
+
+# Turn states.
+RUNNING = "running"
+DONE = "done"
+ERROR = "error"
+INTERRUPTED = "interrupted"
+
+
+class StoreError(Exception):
+    """The store could not be written; nothing was acknowledged."""
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class StoredMessage(_Row):
+    id: int
+    thread_key: str
+    message_id: str
+    author: Author
+    text: str
+    attachments: list[AttachmentRef] = Field(default_factory=list)
+    # Paths of attachments already saved for the agent, or a reason each could not be.
+    saved: list[str] | None = None
+    state: str
+    received_at: float
+
+    @property
+    def ready(self) -> bool:
+        return not self.attachments or self.saved is not None
+
+
+class ThreadRow(_Row):
+    key: str
+    conversation_id: str | None = None
+    model: str | None = None
+    workdir: str | None = None
+    usage: Usage | None = None
+    num_turns: int = 0
+
+
+class TurnRow(_Row):
+    id: int
+    thread_key: str
+    state: str
+    conversation_id: str | None = None
+    started_at: float
+    ended_at: float | None = None
+    error: str | None = None
+    response: str | None = None
+
+
+class ProcessRow(_Row):
+    pgid: int
+    thread_key: str
+    run_marker: str
+
+
+def _message(row: sqlite3.Row) -> StoredMessage:
+    return StoredMessage(
+        id=row["id"],
+        thread_key=row["thread_key"],
+        message_id=row["message_id"],
+        author=Author.model_validate_json(row["author_json"]),
+        text=row["text"],
+        attachments=[AttachmentRef.model_validate(a) for a in json.loads(row["attachments_json"])],
+        saved=json.loads(row["saved_json"]) if row["saved_json"] is not None else None,
+        state=row["state"],
+        received_at=row["received_at"],
+    )
+
+
+class Store:
+    def __init__(self, db: aiosqlite.Connection):
+        self._db = db
+
+    # --- messages -----------------------------------------------------------------------
+
+    async def add_message(self, message: IncomingMessage, *, state: str = PENDING) -> int | None:
+        """Store a message; None when its event id was seen before (a retry or redelivery)."""
+        event_key = f"{message.thread.platform}:{message.event_id}"
+        attachments = json.dumps([a.model_dump() for a in message.attachments])
+        cursor = await self._write(
+            "INSERT INTO inbox (thread_key, event_key, message_id, author_json, text,"
+            " attachments_json, state, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (event_key) DO NOTHING",
+            (
+                message.thread.key,
+                event_key,
+                message.message_id,
+                message.author.model_dump_json(),
+                message.text,
+                attachments,
+                state,
+                time.time(),
+            ),
+        )
+        return cursor if cursor else None
+
+    async def pending(self, thread_key: str) -> list[StoredMessage]:
+        rows = await self._fetch(
+            "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
+            (thread_key, PENDING),
+        )
+        return [_message(r) for r in rows]
+
+    async def take_pending(
+        self, thread_key: str, new_state: str, turn_id: int | None, *, ready_only: bool
+    ) -> list[StoredMessage]:
+        """Move pending messages out of ``pending`` in one transaction; return them in order.
+
+        With ``ready_only``, only the leading run of messages whose attachments are saved is
+        taken, so messages never overtake each other.
+        """
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
+                (thread_key, PENDING),
+            )
+            rows = [_message(r) for r in await cursor.fetchall()]
+            taken: list[StoredMessage] = []
+            for message in rows:
+                if ready_only and not message.ready:
+                    break
+                taken.append(message)
+            if taken:
+                now = time.time()
+                await db.executemany(
+                    "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?"
+                    " AND state = ?",
+                    [(new_state, turn_id, now, m.id, PENDING) for m in taken],
+                )
+        return [m.model_copy(update={"state": new_state}) for m in taken]
+
+    async def set_saved(self, message_id: int, saved: Sequence[str]) -> None:
+        await self._write(
+            "UPDATE inbox SET saved_json = ? WHERE id = ?", (json.dumps(list(saved)), message_id)
+        )
+
+    async def threads_with_pending(self) -> list[str]:
+        rows = await self._fetch(
+            "SELECT DISTINCT thread_key FROM inbox WHERE state = ? ORDER BY thread_key", (PENDING,)
+        )
+        return [r["thread_key"] for r in rows]
+
+    async def messages_of_turn(self, turn_id: int) -> list[StoredMessage]:
+        rows = await self._fetch("SELECT * FROM inbox WHERE turn_id = ? ORDER BY id", (turn_id,))
+        return [_message(r) for r in rows]
+
+    async def history(self, thread_key: str, limit: int) -> list[tuple[float, str, str]]:
+        """(time, author label, text) of user messages and agent answers, oldest first."""
+        rows = await self._fetch(
+            "SELECT at, who, text FROM ("
+            " SELECT received_at AS at, author_json AS who, text FROM inbox"
+            "  WHERE thread_key = ? AND state != ?"
+            " UNION ALL"
+            " SELECT ended_at AS at, NULL AS who, response AS text FROM turns"
+            "  WHERE thread_key = ? AND response IS NOT NULL AND response != ''"
+            ") ORDER BY at DESC LIMIT ?",
+            (thread_key, COMMAND, thread_key, limit),
+        )
+        out = []
+        for row in reversed(rows):
+            who = Author.model_validate_json(row["who"]).label if row["who"] else "agent"
+            out.append((row["at"], who, row["text"]))
+        return out
+
+    # --- threads ------------------------------------------------------------------------
+
+    async def thread(self, ref: ThreadRef) -> ThreadRow:
+        rows = await self._fetch("SELECT * FROM threads WHERE key = ?", (ref.key,))
+        if not rows:
+            now = time.time()
+            await self._write(
+                "INSERT INTO threads (key, platform, channel, thread, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                (ref.key, ref.platform, ref.channel, ref.thread, now, now),
+            )
+            return ThreadRow(key=ref.key)
+        row = rows[0]
+        return ThreadRow(
+            key=row["key"],
+            conversation_id=row["conversation_id"],
+            model=row["model"],
+            workdir=row["workdir"],
+            usage=Usage.model_validate_json(row["usage_json"]) if row["usage_json"] else None,
+            num_turns=row["num_turns"],
+        )
+
+    async def known_thread(self, key: str) -> bool:
+        return bool(await self._fetch("SELECT 1 FROM threads WHERE key = ?", (key,)))
+
+    async def update_thread(self, key: str, **fields: Any) -> None:
+        allowed = {"conversation_id", "model", "workdir", "usage_json", "num_turns"}
+        if not fields or not set(fields) <= allowed:
+            raise ValueError(f"cannot update thread fields {sorted(fields)}")
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        await self._write(
+            f"UPDATE threads SET {assignments}, updated_at = ? WHERE key = ?",
+            (*fields.values(), time.time(), key),
+        )
+
+    # --- turns --------------------------------------------------------------------------
+
+    async def start_turn(self, thread_key: str, conversation_id: str | None) -> int:
+        turn_id = await self._write(
+            "INSERT INTO turns (thread_key, state, conversation_id, started_at)"
+            " VALUES (?, ?, ?, ?)",
+            (thread_key, RUNNING, conversation_id, time.time()),
+        )
+        assert turn_id
+        return turn_id
+
+    async def finish_turn(
+        self,
+        turn_id: int,
+        state: str,
+        *,
+        error: str | None = None,
+        response: str | None = None,
+        usage: Usage | None = None,
+    ) -> None:
+        await self._write(
+            "UPDATE turns SET state = ?, ended_at = ?, error = ?, response = ?, usage_json = ?"
+            " WHERE id = ?",
+            (
+                state,
+                time.time(),
+                error,
+                response,
+                usage.model_dump_json() if usage else None,
+                turn_id,
+            ),
+        )
+
+    async def running_turns(self) -> list[TurnRow]:
+        rows = await self._fetch("SELECT * FROM turns WHERE state = ? ORDER BY id", (RUNNING,))
+        return [
+            TurnRow(
+                id=r["id"],
+                thread_key=r["thread_key"],
+                state=r["state"],
+                conversation_id=r["conversation_id"],
+                started_at=r["started_at"],
+            )
+            for r in rows
+        ]
+
+    # --- processes (for cleanup after a crash) ------------------------------------------
+
+    async def add_process(self, pgid: int, thread_key: str, run_marker: str) -> None:
+        await self._write(
+            "INSERT OR REPLACE INTO processes (pgid, thread_key, run_marker, started_at)"
+            " VALUES (?, ?, ?, ?)",
+            (pgid, thread_key, run_marker, time.time()),
+        )
+
+    async def remove_process(self, pgid: int) -> None:
+        await self._write("DELETE FROM processes WHERE pgid = ?", (pgid,))
+
+    async def processes(self) -> list[ProcessRow]:
+        rows = await self._fetch("SELECT * FROM processes", ())
+        return [
+            ProcessRow(pgid=r["pgid"], thread_key=r["thread_key"], run_marker=r["run_marker"])
+            for r in rows
+        ]
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+        cursor = await self._db.execute(sql, params)
+        return list(await cursor.fetchall())
+
+    async def _write(self, sql: str, params: Sequence[Any]) -> int:
+        """Run one write in its own transaction; returns lastrowid (0 when nothing was added)."""
+        try:
+            cursor = await self._db.execute(sql, params)
+            rowid = cursor.lastrowid if cursor.rowcount > 0 else 0
+            await self._db.commit()
+        except sqlite3.Error as exc:
+            await self._rollback()
+            raise StoreError(f"could not write to the store: {exc}") from exc
+        return rowid or 0
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        try:
+            await self._db.execute("BEGIN IMMEDIATE")
+            yield self._db
+            await self._db.commit()
+        except sqlite3.Error as exc:
+            await self._rollback()
+            raise StoreError(f"could not write to the store: {exc}") from exc
+        except BaseException:
+            await self._rollback()
+            raise
+
+    async def _rollback(self) -> None:
+        try:
+            await self._db.rollback()
+        except sqlite3.Error:
+            pass
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
+    await db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+    cursor = await db.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+    row = await cursor.fetchone()
+    current = int(row[0]) if row else 0
+    if current > SCHEMA_VERSION:
+        raise StoreError(
+            f"the store was written by a newer agy-bridge (schema {current}, this one knows "
+            f"{SCHEMA_VERSION}); upgrade agy-bridge"
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        await db.executescript(
+            "BEGIN;"
+            + _MIGRATIONS[version]
+            + f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{version}');COMMIT;"
+        )
+
+
+@asynccontextmanager
+async def open_store(path: Path) -> AsyncIterator[Store]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db = await aiosqlite.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+    try:
+        db.row_factory = sqlite3.Row
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA synchronous=FULL")
+        await db.execute("PRAGMA busy_timeout=5000")
+        await _migrate(db)
+        yield Store(db)
+    finally:
+        await db.close()

@@ -1,0 +1,487 @@
+"""The turn loop of one thread: its agy process, its turns, and injection into them.
+
+One ``ThreadWorker`` per active thread runs in the core's task group and owns that thread's
+agy process (a context manager held across turns). Messages wait in the store's inbox; the
+worker takes them as turns, and the ``PreInvocation`` hook takes them into a running turn.
+Each message leaves ``pending`` in exactly one transaction, so it reaches agy exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bridge.agy import wire
+from bridge.agy.listener import Registration
+from bridge.agy.plugin import RuleTooLarge
+from bridge.agy.process import AgyProcess, AgyStartError, ProcessExit, open_agy
+from bridge.agy.runtime import AgyRuntime
+from bridge.config import Config
+from bridge.core import store as st
+from bridge.core.attachments import save_attachments
+from bridge.core.events import (
+    ChatAdapter,
+    LiveReply,
+    Reaction,
+    ThreadRef,
+    ToolActivity,
+    TurnOutcome,
+)
+from bridge.core.guidance import build_guidance
+from bridge.core.prompt import injected_text, turn_blocks
+from bridge.core.slots import ProcessSlots
+from bridge.core.store import Store, StoredMessage
+from bridge.core.workspaces import Place, place_for
+
+log = logging.getLogger(__name__)
+
+# How long agy may take to answer SIGINT with its result before the group is killed.
+INTERRUPT_GRACE = 15.0
+
+
+@dataclass
+class CoreDeps:
+    """What every worker shares: one of each per bridge."""
+
+    config: Config
+    store: Store
+    runtime: AgyRuntime
+    slots: ProcessSlots
+    adapters: dict[str, ChatAdapter]
+    task_group: TaskGroup
+    mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
+
+
+@dataclass
+class TurnState:
+    turn_id: int
+    reply: LiveReply
+    started: float = field(default_factory=time.monotonic)
+    interrupted_by: str | None = None
+    timed_out: bool = False
+    denied: list[str] = field(default_factory=list)
+
+
+def tool_summary(step: wire.StepUpdate) -> str:
+    info = step.tool_info
+    params = info.parameters if info else {}
+    for key in ("CommandLine", "AbsolutePath", "TargetFile", "DirectoryPath", "Pattern", "Url"):
+        value = params.get(key)
+        if isinstance(value, str) and value:
+            return value if len(value) <= 120 else value[:117] + "…"
+    if "ToolName" in params:
+        return f"{params.get('ServerName', '?')}/{params['ToolName']}"
+    return ""
+
+
+class ThreadWorker:
+    def __init__(self, ref: ThreadRef, deps: CoreDeps, on_exit: Callable[[ThreadWorker], None]):
+        self.ref = ref
+        self.key = ref.key
+        self.deps = deps
+        self.adapter = deps.adapters[ref.platform]
+        self._on_exit = on_exit
+        self._wake = anyio.Event()
+        self._woken = False
+        self.proc: AgyProcess | None = None
+        self.turn: TurnState | None = None
+        self.place: Place | None = None
+        self.restart_requested = False
+        self._in_turn = False
+
+    # --- signals from the core ------------------------------------------------------------
+
+    def notify(self) -> None:
+        """New work may be waiting (a message, a command)."""
+        self._woken = True
+        self._wake.set()
+
+    @property
+    def busy(self) -> bool:
+        return self._in_turn
+
+    def interrupt(self, by: str) -> bool:
+        """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
+        if self.turn is None or self.proc is None:
+            return False
+        self.turn.interrupted_by = by
+        self.proc.interrupt()
+        return True
+
+    def request_restart(self) -> None:
+        """Restart the process when idle (a model switch, a new conversation)."""
+        self.restart_requested = True
+        self.notify()
+
+    # --- the worker -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        log.info("thread worker started", extra={"thread": self.key})
+        registration: Registration | None = None
+        try:
+            self.place = place_for(self.deps.config, self.ref)
+            self.place.workdir.mkdir(parents=True, exist_ok=True)
+            registration = await self.deps.runtime.prepare(
+                self.place.session_dir,
+                hook=self.on_hook,
+                mcp_servers=self.deps.mcp_servers(self) if self.deps.mcp_servers else None,
+                guidance=build_guidance(self.deps.config.agy.guidance),
+                notes=self.place.notes,
+            )
+            while True:
+                self._woken = False
+                if not await self.deps.store.pending(self.key):
+                    if self._woken:
+                        continue
+                    break
+                await self._serve()
+        except RuleTooLarge as exc:
+            await self._fail_pending(f"the agent's rules are too long: {exc}")
+        except OSError as exc:
+            await self._fail_pending(f"cannot prepare the thread's directories: {exc}")
+        finally:
+            with anyio.CancelScope(shield=True):
+                if registration is not None:
+                    await registration.close()
+            self._on_exit(self)
+            log.info("thread worker stopped", extra={"thread": self.key})
+
+    async def _serve(self) -> None:
+        """Hold a process slot and run turns until idle, evicted, or agy is gone."""
+        async with self.deps.slots.hold(self.key, self._tell_queued) as slot:
+            fresh_retry = True
+            while True:
+                try:
+                    again = await self._with_process(slot.evict)
+                except AgyStartError as exc:
+                    if fresh_retry and await self._drop_conversation_after(exc):
+                        fresh_retry = False
+                        continue
+                    await self._fail_pending(self._start_error_text(exc))
+                    return
+                if not again:
+                    return
+
+    async def _with_process(self, evict: anyio.Event) -> bool:
+        """One agy process. Returns True to start another at once (after !stop, a restart)."""
+        assert self.place is not None
+        thread = await self.deps.store.thread(self.ref)
+        model = thread.model or self.deps.config.agy.model or None
+        spec = self.deps.runtime.spec(
+            self.place.session_dir,
+            self.place.workdir,
+            model=model,
+            conversation=thread.conversation_id,
+        )
+        self.restart_requested = False
+        async with open_agy(spec, self._bad_line) as proc:
+            await self.deps.store.add_process(proc.pid, self.key, self.deps.runtime.run_marker)
+            try:
+                self.proc = proc
+                if proc.conversation_id != thread.conversation_id:
+                    await self.deps.store.update_thread(
+                        self.key, conversation_id=proc.conversation_id
+                    )
+                log.info(
+                    "agy ready",
+                    extra={"thread": self.key, "conversation": proc.conversation_id},
+                )
+                return await self._turns(proc, evict)
+            finally:
+                self.proc = None
+                with anyio.CancelScope(shield=True):
+                    await self.deps.store.remove_process(proc.pid)
+
+    async def _turns(self, proc: AgyProcess, evict: anyio.Event) -> bool:
+        idle_timeout = self.deps.config.agy.idle_timeout
+        while True:
+            if not proc.alive:
+                return False
+            if self.restart_requested:
+                return True
+            pending = await self.deps.store.pending(self.key)
+            if pending:
+                self.deps.slots.set_idle(self.key, False)
+                self._woken = False
+                self._in_turn = True
+                try:
+                    end = await self._turn(proc)
+                finally:
+                    self._in_turn = False
+                if end == st.INTERRUPTED:
+                    # agy exits after SIGINT: carry on with a new process, same conversation.
+                    with anyio.move_on_after(INTERRUPT_GRACE):
+                        while not isinstance(await proc.next(), ProcessExit):
+                            pass
+                    if not proc.alive:
+                        return True
+                continue
+            self.deps.slots.set_idle(self.key, True)
+            self._wake = anyio.Event()
+            if self._woken:
+                self._woken = False
+                continue
+            with anyio.move_on_after(idle_timeout) as idle:
+                async with anyio.create_task_group() as tg:
+
+                    async def _on_evict(scope: anyio.CancelScope = tg.cancel_scope) -> None:
+                        await evict.wait()
+                        scope.cancel()
+
+                    tg.start_soon(_on_evict)
+                    await self._wake.wait()
+                    tg.cancel_scope.cancel()
+            if idle.cancelled_caught or evict.is_set():
+                log.info(
+                    "closing idle agy" if not evict.is_set() else "closing agy for another thread",
+                    extra={"thread": self.key},
+                )
+                return False
+
+    async def _turn(self, proc: AgyProcess) -> str:
+        """Run one turn on everything pending. Returns how it ended."""
+        store = self.deps.store
+        turn_id = await store.start_turn(self.key, proc.conversation_id)
+        messages = await store.take_pending(self.key, st.IN_TURN, turn_id, ready_only=False)
+        if not messages:
+            await store.finish_turn(turn_id, st.DONE)
+            return "empty"
+        messages = [await self._ensure_saved(m) for m in messages]
+        reply = await self.adapter.open_reply(self.ref, messages[-1].message_id)
+        self.turn = TurnState(turn_id, reply)
+        self._spawn(self.adapter.set_typing(self.ref, True))
+        turn = self.turn
+        cancelled: BaseException | None = None
+        try:
+            try:
+                await proc.send_turn(turn_blocks(messages))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass  # agy is gone: the exit event explains why
+            outcome, state, usage = await self._follow(proc, turn)
+        except anyio.get_cancelled_exc_class() as exc:
+            # The bridge is stopping: the thread is told, the turn is recorded, then we go.
+            cancelled = exc
+            outcome = TurnOutcome(
+                error="the bridge stopped during this turn; send the message again later",
+                interrupted=True,
+            )
+            state, usage = st.INTERRUPTED, None
+        finally:
+            self.turn = None
+        with anyio.CancelScope(shield=True):
+            await store.finish_turn(
+                turn_id, state, error=outcome.error, response=outcome.final_text, usage=usage
+            )
+            if usage is not None:
+                await store.update_thread(self.key, usage_json=usage.model_dump_json())
+            await self._deliver(turn.reply, outcome)
+            self._spawn(self.adapter.set_typing(self.ref, False))
+        if cancelled is not None:
+            raise cancelled
+        return state
+
+    async def _follow(
+        self, proc: AgyProcess, turn: TurnState
+    ) -> tuple[TurnOutcome, str, wire.Usage | None]:
+        """Stream one turn's events into its reply until its result (or agy's end)."""
+        deadline = self.deps.config.agy.turn_timeout
+        streamed: list[str] = []
+        with anyio.move_on_after(deadline) as timer:
+            while True:
+                out = await proc.next()
+                result = await self._handle(out, turn, streamed, proc)
+                if result is not None:
+                    return result
+        # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
+        turn.timed_out = True
+        proc.interrupt()
+        with anyio.move_on_after(INTERRUPT_GRACE):
+            while True:
+                out = await proc.next()
+                if isinstance(out, wire.ResultEvent | ProcessExit):
+                    break
+        assert timer.cancelled_caught
+        minutes = deadline / 60
+        text = f"the turn ran longer than {minutes:g} minutes and was stopped"
+        return (
+            TurnOutcome(final_text="".join(streamed), error=text, interrupted=True),
+            st.INTERRUPTED,
+            None,
+        )
+
+    async def _handle(
+        self, out: wire.AgyEvent | ProcessExit, turn: TurnState, streamed: list[str], proc: Any
+    ) -> tuple[TurnOutcome, str, wire.Usage | None] | None:
+        if isinstance(out, wire.StepUpdateEvent):
+            await self._step(out.step_update, turn, streamed, proc)
+            return None
+        if isinstance(out, wire.ResultEvent):
+            return self._outcome(out.result, turn, streamed)
+        if isinstance(out, ProcessExit):
+            text = f"agy stopped unexpectedly ({out.describe()})"
+            if turn.interrupted_by is not None:
+                return (
+                    TurnOutcome(final_text="".join(streamed), interrupted=True, notes=[]),
+                    st.INTERRUPTED,
+                    None,
+                )
+            return (
+                TurnOutcome(final_text="".join(streamed), error=text),
+                st.ERROR,
+                None,
+            )
+        return None  # init again, unknown events: nothing to show
+
+    async def _step(
+        self, step: wire.StepUpdate, turn: TurnState, streamed: list[str], proc: AgyProcess
+    ) -> None:
+        if step.conversation_id and step.conversation_id != proc.conversation_id:
+            return  # a subagent's step
+        if step.step_type == "agent_response" and step.text_delta:
+            streamed.append(step.text_delta)
+            await turn.reply.append(step.text_delta)
+        elif step.step_type == "tool" or step.tool_name:
+            name = step.tool_name or (step.tool_info.name if step.tool_info else None) or "tool"
+            error = None
+            if step.tool_info is not None and step.tool_info.error is not None:
+                error = step.tool_info.error.message
+            if step.is_permission_denial:
+                turn.denied.append(name)
+            await turn.reply.tool(
+                ToolActivity(name=name, summary=tool_summary(step), state=step.state, error=error)
+            )
+
+    def _outcome(
+        self, result: wire.ResultInfo, turn: TurnState, streamed: list[str]
+    ) -> tuple[TurnOutcome, str, wire.Usage | None]:
+        denied = [a.display_name or a.action for a in result.denied_actions] or turn.denied
+        final = result.response or "".join(streamed)
+        if result.ok:
+            return TurnOutcome(final_text=final, denied=denied), st.DONE, result.usage
+        interrupted = turn.interrupted_by is not None or result.error in (
+            "interrupted",
+            "context canceled",
+        )
+        if interrupted:
+            notes = [f"Stopped by {turn.interrupted_by}."] if turn.interrupted_by else []
+            outcome = TurnOutcome(final_text=final, interrupted=True, denied=denied, notes=notes)
+            return outcome, st.INTERRUPTED, result.usage
+        error = result.error or "agy reported an error without a message"
+        return (
+            TurnOutcome(final_text=final, error=error, denied=denied),
+            st.ERROR,
+            result.usage,
+        )
+
+    # --- the PreInvocation hook -----------------------------------------------------------
+
+    async def on_hook(self, event: str, data: wire.HookInput) -> wire.HookReply:
+        """Hand messages that arrived mid-turn to agy's next model call."""
+        turn, proc = self.turn, self.proc
+        if event != "PreInvocation" or turn is None or proc is None:
+            return wire.EMPTY_HOOK_REPLY
+        if data.conversation_id != proc.conversation_id:
+            return wire.EMPTY_HOOK_REPLY  # a subagent's call: not ours to feed
+        taken = await self.deps.store.take_pending(
+            self.key, st.INJECTED, turn.turn_id, ready_only=True
+        )
+        if not taken:
+            return wire.EMPTY_HOOK_REPLY
+        for message in taken:
+            self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.INJECTED))
+        log.info(
+            "injected %d message(s) mid-turn",
+            len(taken),
+            extra={"thread": self.key, "conversation": proc.conversation_id},
+        )
+        return wire.HookReply(
+            inject_steps=[wire.InjectedStep(user_message=injected_text(m)) for m in taken]
+        )
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    async def fetch_in_background(self, message_id: int) -> None:
+        """Save a busy thread's new attachments now, so the hook can inject the message."""
+        pending = {m.id: m for m in await self.deps.store.pending(self.key)}
+        message = pending.get(message_id)
+        if message is not None and not message.ready:
+            await self._ensure_saved(message)
+
+    async def _ensure_saved(self, message: StoredMessage) -> StoredMessage:
+        if message.ready:
+            return message
+        assert self.place is not None
+        saved = await save_attachments(
+            self.adapter,
+            message.attachments,
+            self.place.session_dir / "attachments",
+            f"{message.id:06d}",
+            self.deps.config.bridge.max_attachment_bytes,
+        )
+        await self.deps.store.set_saved(message.id, saved)
+        return message.model_copy(update={"saved": saved})
+
+    async def _deliver(self, reply: LiveReply, outcome: TurnOutcome) -> None:
+        try:
+            await reply.finish(outcome)
+        except Exception:
+            log.exception("could not post the end of a turn", extra={"thread": self.key})
+
+    async def _tell_queued(self, position: int) -> None:
+        limit = self.deps.slots.limit
+        await self._say(
+            f"All {limit} agent slots are busy; this thread is number {position} in line and "
+            "starts as soon as one is free."
+        )
+
+    async def _say(self, text: str) -> None:
+        try:
+            await self.adapter.post_message(self.ref, text)
+        except Exception:
+            log.exception("could not post a notice", extra={"thread": self.key})
+
+    def _spawn(self, coro: Any) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except Exception:
+                log.warning("chat call failed", exc_info=True, extra={"thread": self.key})
+
+        self.deps.task_group.start_soon(guarded)
+
+    def _bad_line(self, reason: str) -> None:
+        log.warning("unreadable line from agy: %s", reason, extra={"thread": self.key})
+
+    async def _drop_conversation_after(self, exc: AgyStartError) -> bool:
+        """agy exited before init on a resume: drop the id and start fresh (once)."""
+        thread = await self.deps.store.thread(self.ref)
+        if exc.kind != "exited" or not thread.conversation_id:
+            return False
+        await self.deps.store.update_thread(self.key, conversation_id=None)
+        detail = exc.exit.stderr_tail.strip() if exc.exit else ""
+        await self._say(
+            "⚠️ agy could not resume this thread's conversation"
+            + (f" ({detail})" if detail else "")
+            + ". Starting a fresh conversation; earlier context is not available to the agent."
+        )
+        return True
+
+    @staticmethod
+    def _start_error_text(exc: AgyStartError) -> str:
+        if exc.kind == "error_result":
+            return f"agy refused to start: {exc.message}"
+        return exc.message
+
+    async def _fail_pending(self, reason: str) -> None:
+        """agy could not take these messages: say so, and leave the thread usable."""
+        failed = await self.deps.store.take_pending(self.key, st.FAILED, None, ready_only=False)
+        for message in failed:
+            self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.FAILED))
+        await self._say(f"⚠️ {reason}")
+

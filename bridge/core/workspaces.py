@@ -1,0 +1,53 @@
+"""Where each thread's agent works, and where its session directory lives."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from bridge.config import Config, WorkspaceSection
+from bridge.core.events import ThreadRef
+
+
+@dataclass(frozen=True)
+class Place:
+    workdir: Path
+    session_dir: Path
+    notes: str
+    workspace: WorkspaceSection | None
+
+
+def thread_slug(ref: ThreadRef) -> str:
+    """A short stable name for a thread, safe as a path component."""
+    digest = hashlib.sha256(ref.key.encode()).hexdigest()[:16]
+    return f"{ref.platform}-{digest}"
+
+
+def find_workspace(config: Config, ref: ThreadRef) -> WorkspaceSection | None:
+    default = None
+    for workspace in config.workspaces:
+        if workspace.is_default:
+            default = workspace
+        elif ref.platform == "slack" and workspace.channel == ref.channel:
+            return workspace
+        elif ref.platform == "matrix" and workspace.room == ref.channel:
+            return workspace
+        elif workspace.channel and workspace.channel == ref.channel:
+            return workspace
+    return default
+
+
+def place_for(config: Config, ref: ThreadRef) -> Place:
+    data_dir = config.bridge.data_dir.resolve()
+    slug = thread_slug(ref)
+    session_dir = data_dir / "sessions" / slug
+    workspace = find_workspace(config, ref)
+    if workspace is None:
+        workdir = data_dir / "workspaces" / slug
+    else:
+        workdir = workspace.path.expanduser().resolve()
+    notes = ""
+    if workspace is not None and workspace.notes_file is not None:
+        notes = workspace.notes_file.expanduser().read_text(encoding="utf-8")
+    return Place(workdir=workdir, session_dir=session_dir, notes=notes, workspace=workspace)

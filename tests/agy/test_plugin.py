@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from bridge.agy.plugin import RuleTooLarge, plugin_dir, write_plugin
+
+
+def _write(tmp_path: Path, guidance: str = "be nice", notes: str = "") -> Path:
+    return write_plugin(
+        tmp_path / "s",
+        guidance=guidance,
+        notes=notes,
+        hook_commands={"PreInvocation": "curl http://x || printf '{}'"},
+        hook_timeout=10,
+        mcp_servers={"chat": "http://127.0.0.1:1/t/mcp/chat"},
+    )
+
+
+def test_plugin_layout_and_shapes(tmp_path: Path) -> None:
+    folder = _write(tmp_path, notes="remember this")
+    assert folder == plugin_dir(tmp_path / "s")
+    assert folder.parts[-3:] == (".agents", "plugins", "bridge")
+    assert json.loads((folder / "plugin.json").read_text()) == {"name": "bridge"}
+    hooks = json.loads((folder / "hooks.json").read_text())
+    assert list(hooks) == ["bridge"]
+    assert hooks["bridge"]["PreInvocation"][0]["type"] == "command"
+    mcp = json.loads((folder / "mcp_config.json").read_text())
+    assert mcp["mcpServers"]["chat"] == {"serverUrl": "http://127.0.0.1:1/t/mcp/chat"}
+    notes = (folder / "rules" / "notes.md").read_text()
+    assert notes.startswith("---\ntrigger: always_on\n---") and "remember this" in notes
+    assert "be nice" in (folder / "rules" / "AGENTS.md").read_text()
+    # The folder holds listener tokens: private to the bridge's user.
+    assert stat.S_IMODE((tmp_path / "s").stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "hooks.json").stat().st_mode) == 0o600
+
+
+def test_rules_over_the_limit_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(RuleTooLarge, match="24,000"):
+        _write(tmp_path, guidance="x" * 24_001)
+    with pytest.raises(RuleTooLarge, match="notes"):
+        _write(tmp_path, notes="é" * 12_001)
+
+
+def test_rewrite_removes_notes_that_went_away(tmp_path: Path) -> None:
+    folder = _write(tmp_path, notes="old")
+    _write(tmp_path, notes="")
+    assert not (folder / "rules" / "notes.md").exists()

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.core import store as st
+from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
+from bridge.core.store import StoreError, open_store
+
+pytestmark = pytest.mark.anyio
+T = ThreadRef(platform="slack", channel="C1", thread="1.0")
+
+
+def msg(event: str, text: str = "hi", attachments: list[AttachmentRef] | None = None):
+    return IncomingMessage(
+        thread=T,
+        event_id=event,
+        message_id=event,
+        author=Author(id="U1", display_name="Alice"),
+        text=text,
+        attachments=attachments or [],
+    )
+
+
+async def test_redelivered_event_is_dropped(tmp_path: Path) -> None:
+    async with open_store(tmp_path / "db.sqlite3") as store:
+        assert await store.add_message(msg("e1")) is not None
+        assert await store.add_message(msg("e1", "again")) is None
+        assert [m.text for m in await store.pending(T.key)] == ["hi"]
+
+
+async def test_take_pending_is_once_and_in_order(tmp_path: Path) -> None:
+    async with open_store(tmp_path / "db.sqlite3") as store:
+        for n in range(3):
+            await store.add_message(msg(f"e{n}", f"m{n}"))
+        turn = await store.start_turn(T.key, "c1")
+        taken = await store.take_pending(T.key, st.INJECTED, turn, ready_only=True)
+        assert [m.text for m in taken] == ["m0", "m1", "m2"]
+        assert await store.take_pending(T.key, st.IN_TURN, turn, ready_only=False) == []
+        assert [m.state for m in await store.messages_of_turn(turn)] == [st.INJECTED] * 3
+
+
+async def test_ready_only_stops_at_an_unsaved_attachment(tmp_path: Path) -> None:
+    ref = AttachmentRef(name="a.png", mimetype="image/png", source="x")
+    async with open_store(tmp_path / "db.sqlite3") as store:
+        await store.add_message(msg("e0", "first"))
+        second = await store.add_message(msg("e1", "pic", [ref]))
+        await store.add_message(msg("e2", "third"))
+        taken = await store.take_pending(T.key, st.INJECTED, None, ready_only=True)
+        assert [m.text for m in taken] == ["first"]
+        assert second is not None
+        await store.set_saved(second, ["/tmp/a.png"])
+        taken = await store.take_pending(T.key, st.INJECTED, None, ready_only=True)
+        assert [m.text for m in taken] == ["pic", "third"]
+        assert taken[0].saved == ["/tmp/a.png"]
+
+
+async def test_state_survives_reopen_and_running_turns_are_found(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    async with open_store(path) as store:
+        await store.thread(T)
+        await store.update_thread(T.key, conversation_id="conv-1", model="m")
+        await store.start_turn(T.key, "conv-1")
+        await store.add_process(4242, T.key, "marker")
+    async with open_store(path) as store:
+        row = await store.thread(T)
+        assert (row.conversation_id, row.model) == ("conv-1", "m")
+        assert [t.thread_key for t in await store.running_turns()] == [T.key]
+        assert [(p.pgid, p.run_marker) for p in await store.processes()] == [(4242, "marker")]
+        assert await store.known_thread(T.key)
+
+
+async def test_history_mixes_messages_and_answers(tmp_path: Path) -> None:
+    async with open_store(tmp_path / "db.sqlite3") as store:
+        await store.add_message(msg("e0", "question"))
+        turn = await store.start_turn(T.key, "c")
+        await store.take_pending(T.key, st.IN_TURN, turn, ready_only=False)
+        await store.finish_turn(turn, st.DONE, response="answer")
+        history = await store.history(T.key, 10)
+        assert [(who, text) for _, who, text in history] == [
+            ("Alice (U1)", "question"),
+            ("agent", "answer"),
+        ]
+
+
+async def test_a_failing_write_is_a_clear_error(tmp_path: Path) -> None:
+    # Tests run as root, where file modes do not stop writes: make SQLite refuse them instead.
+    async with open_store(tmp_path / "db.sqlite3") as store:
+        await store._db.execute("PRAGMA query_only=ON")
+        with pytest.raises(StoreError, match="could not write"):
+            await store.add_message(msg("e1"))
+        with pytest.raises(StoreError):
+            await store.take_pending(T.key, st.IN_TURN, None, ready_only=False)
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    async with open_store(path) as store:
+        await store._db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="newer"):
+        async with open_store(path):
+            pass

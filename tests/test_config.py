@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.config import ConfigError, build_config, load_config
+
+
+def test_defaults_are_usable() -> None:
+    config = build_config({}, environ={})
+    assert config.agy.command == ["agy"]
+    assert config.agy.skip_permissions is True
+    assert not config.slack.configured and not config.matrix.configured
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[agy]\ncomand = ["agy"]\n')
+    with pytest.raises(ConfigError, match=r"agy\.comand"):
+        load_config(path, environ={})
+
+
+def test_bad_value_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"agy\.max_processes"):
+        build_config({"agy": {"max_processes": 0}}, environ={})
+
+
+def test_secrets_from_environment_win_and_are_hidden() -> None:
+    config = build_config(
+        {"slack": {"bot_token": "xoxb-file"}},
+        environ={"SLACK_BOT_TOKEN": "xoxb-env-secret", "MATRIX_PASSWORD": "hunter22"},
+    )
+    assert config.slack.bot_token is not None
+    assert config.slack.bot_token.get_secret_value() == "xoxb-env-secret"
+    assert "xoxb-env-secret" not in repr(config)
+    assert set(config.secret_values()) == {"xoxb-env-secret", "hunter22"}
+
+
+def test_relative_data_dir_is_relative_to_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[bridge]\ndata_dir = "state"\n')
+    assert load_config(path, environ={}).bridge.data_dir == tmp_path / "state"
+
+
+def test_api_url_gets_its_trailing_slash() -> None:
+    config = build_config({"slack": {"api_url": "http://127.0.0.1:1/api"}}, environ={})
+    assert config.slack.api_url == "http://127.0.0.1:1/api/"
+
+
+def test_invalid_toml_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[agy\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(path, environ={})
+
+
+def test_two_default_workspaces_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="only one"):
+        build_config({"workspaces": [{"path": "/a"}, {"path": "/b"}]}, environ={})
+
+
+def test_example_config_is_valid() -> None:
+    example = Path(__file__).resolve().parents[1] / "config.example.toml"
+    config = load_config(example, environ={})
+    assert config.agy.max_processes >= 1
