@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-CONTEXT_FIELDS = ("thread", "conversation")
+CONTEXT_FIELDS = ("chat_thread", "conversation")
 
 
 class RedactSecrets(logging.Filter):
@@ -74,5 +74,5 @@ def setup_logging(level: str, *, json_lines: bool, secrets: Iterable[str]) -> No
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party loggers that would print URLs (with tokens in them) or request bodies.
-    for noisy in ("uvicorn.access", "aiohttp.access", "httpx", "httpcore", "mcp"):
+    for noisy in ("uvicorn.access", "uvicorn.error", "aiohttp.access", "httpx", "httpcore", "mcp"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

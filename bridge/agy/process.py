@@ -289,13 +289,19 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
         raise AgyStartError("missing", f"cannot start {spec.argv[0]}: {exc}") from None
     send, receive = anyio.create_memory_object_stream[AgyOutput](256)
     agy = AgyProcess(process, spec, on_bad_line, _send=send, _receive=receive)
+    start_error: AgyStartError | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(agy._read_stdout)
             tg.start_soon(agy._read_stderr)
             try:
-                await agy._wait_init()
-                yield agy
+                try:
+                    await agy._wait_init()
+                except AgyStartError as exc:
+                    # Raised below, outside the task group, so callers see it unwrapped.
+                    start_error = exc
+                else:
+                    yield agy
             finally:
                 with anyio.CancelScope(shield=True):
                     await agy._shutdown()
@@ -303,6 +309,8 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
     finally:
         with anyio.CancelScope(shield=True):
             await process.aclose()
+    if start_error is not None:
+        raise start_error
 
 
 def _carries_marker(pid: int, marker: str) -> bool:

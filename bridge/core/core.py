@@ -171,7 +171,7 @@ class Core:
         try:
             await self._adapter(thread).post_message(thread, text)
         except Exception:
-            log.exception("could not post a notice", extra={"thread": thread.key})
+            log.exception("could not post a notice", extra={"chat_thread": thread.key})
 
     def _spawn(self, coro: Any) -> None:
         async def guarded() -> None:
@@ -188,8 +188,10 @@ class Core:
         """After a restart: end leftover agy processes, report broken turns, resume the inbox."""
         for row in await self.store.processes():
             if await reap_group(row.pgid, row.run_marker):
-                log.info("ended an agy process group left from an earlier run", extra={
-                    "thread": row.thread_key})
+                log.info(
+                    "ended an agy process group left from an earlier run",
+                    extra={"chat_thread": row.thread_key},
+                )
             await self.store.remove_process(row.pgid)
         for turn in await self.store.running_turns():
             await self.store.finish_turn(

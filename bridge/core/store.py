@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.agy.wire import Usage
@@ -157,6 +158,9 @@ def _message(row: sqlite3.Row) -> StoredMessage:
 class Store:
     def __init__(self, db: aiosqlite.Connection):
         self._db = db
+        # One connection serves every task: without this lock a write from one task would land
+        # inside another task's open transaction (or BEGIN inside BEGIN would fail).
+        self._lock = anyio.Lock()
 
     # --- messages -----------------------------------------------------------------------
 
@@ -352,32 +356,31 @@ class Store:
     # --- plumbing -----------------------------------------------------------------------
 
     async def _fetch(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
-        cursor = await self._db.execute(sql, params)
-        return list(await cursor.fetchall())
+        async with self._lock:
+            cursor = await self._db.execute(sql, params)
+            return list(await cursor.fetchall())
 
     async def _write(self, sql: str, params: Sequence[Any]) -> int:
         """Run one write in its own transaction; returns lastrowid (0 when nothing was added)."""
-        try:
-            cursor = await self._db.execute(sql, params)
+        async with self._transaction() as db:
+            cursor = await db.execute(sql, params)
             rowid = cursor.lastrowid if cursor.rowcount > 0 else 0
-            await self._db.commit()
-        except sqlite3.Error as exc:
-            await self._rollback()
-            raise StoreError(f"could not write to the store: {exc}") from exc
         return rowid or 0
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        try:
-            await self._db.execute("BEGIN IMMEDIATE")
-            yield self._db
-            await self._db.commit()
-        except sqlite3.Error as exc:
-            await self._rollback()
-            raise StoreError(f"could not write to the store: {exc}") from exc
-        except BaseException:
-            await self._rollback()
-            raise
+        async with self._lock:
+            try:
+                await self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+                await self._db.commit()
+            except sqlite3.Error as exc:
+                await self._rollback()
+                raise StoreError(f"could not write to the store: {exc}") from exc
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._rollback()
+                raise
 
     async def _rollback(self) -> None:
         try:

@@ -122,7 +122,7 @@ class ThreadWorker:
     # --- the worker -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        log.info("thread worker started", extra={"thread": self.key})
+        log.info("thread worker started", extra={"chat_thread": self.key})
         registration: Registration | None = None
         try:
             self.place = place_for(self.deps.config, self.ref)
@@ -145,12 +145,20 @@ class ThreadWorker:
             await self._fail_pending(f"the agent's rules are too long: {exc}")
         except OSError as exc:
             await self._fail_pending(f"cannot prepare the thread's directories: {exc}")
+        except Exception:
+            # One thread's failure must not take the bridge (and every other thread) down.
+            log.exception("thread worker failed", extra={"chat_thread": self.key})
+            with anyio.CancelScope(shield=True):
+                await self._fail_pending(
+                    "the bridge hit an internal error in this thread (see its log); "
+                    "send your message again"
+                )
         finally:
             with anyio.CancelScope(shield=True):
                 if registration is not None:
                     await registration.close()
             self._on_exit(self)
-            log.info("thread worker stopped", extra={"thread": self.key})
+            log.info("thread worker stopped", extra={"chat_thread": self.key})
 
     async def _serve(self) -> None:
         """Hold a process slot and run turns until idle, evicted, or agy is gone."""
@@ -163,7 +171,12 @@ class ThreadWorker:
                     if fresh_retry and await self._drop_conversation_after(exc):
                         fresh_retry = False
                         continue
-                    await self._fail_pending(self._start_error_text(exc))
+                    text = self._start_error_text(exc)
+                    if exc.kind == "error_result" and (await self.deps.store.thread(self.ref)).model:
+                        # A model agy refuses (a result before init) must not wedge the thread.
+                        await self.deps.store.update_thread(self.key, model=None)
+                        text += "\nThis thread's model was reset to the default."
+                    await self._fail_pending(text)
                     return
                 if not again:
                     return
@@ -190,7 +203,7 @@ class ThreadWorker:
                     )
                 log.info(
                     "agy ready",
-                    extra={"thread": self.key, "conversation": proc.conversation_id},
+                    extra={"chat_thread": self.key, "conversation": proc.conversation_id},
                 )
                 return await self._turns(proc, evict)
             finally:
@@ -240,7 +253,7 @@ class ThreadWorker:
             if idle.cancelled_caught or evict.is_set():
                 log.info(
                     "closing idle agy" if not evict.is_set() else "closing agy for another thread",
-                    extra={"thread": self.key},
+                    extra={"chat_thread": self.key},
                 )
                 return False
 
@@ -398,7 +411,7 @@ class ThreadWorker:
         log.info(
             "injected %d message(s) mid-turn",
             len(taken),
-            extra={"thread": self.key, "conversation": proc.conversation_id},
+            extra={"chat_thread": self.key, "conversation": proc.conversation_id},
         )
         return wire.HookReply(
             inject_steps=[wire.InjectedStep(user_message=injected_text(m)) for m in taken]
@@ -431,7 +444,7 @@ class ThreadWorker:
         try:
             await reply.finish(outcome)
         except Exception:
-            log.exception("could not post the end of a turn", extra={"thread": self.key})
+            log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
 
     async def _tell_queued(self, position: int) -> None:
         limit = self.deps.slots.limit
@@ -444,19 +457,19 @@ class ThreadWorker:
         try:
             await self.adapter.post_message(self.ref, text)
         except Exception:
-            log.exception("could not post a notice", extra={"thread": self.key})
+            log.exception("could not post a notice", extra={"chat_thread": self.key})
 
     def _spawn(self, coro: Any) -> None:
         async def guarded() -> None:
             try:
                 await coro
             except Exception:
-                log.warning("chat call failed", exc_info=True, extra={"thread": self.key})
+                log.warning("chat call failed", exc_info=True, extra={"chat_thread": self.key})
 
         self.deps.task_group.start_soon(guarded)
 
     def _bad_line(self, reason: str) -> None:
-        log.warning("unreadable line from agy: %s", reason, extra={"thread": self.key})
+        log.warning("unreadable line from agy: %s", reason, extra={"chat_thread": self.key})
 
     async def _drop_conversation_after(self, exc: AgyStartError) -> bool:
         """agy exited before init on a resume: drop the id and start fresh (once)."""

@@ -1,0 +1,150 @@
+"""`agy-bridge console` as a user runs it: a subprocess reading lines, talking to the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bridge.agy.launch import RUN_MARKER_ENV
+
+
+def _config(tmp_path: Path, **agy: object) -> Path:
+    command = json.dumps([sys.executable, "-m", "bridge.simulator"])
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in agy.items())
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {command}\ninit_timeout = 20\n{extra}'
+    )
+    return path
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "AGY_SIM_HOME": str(tmp_path / "sim-home"), "PYTHONUNBUFFERED": "1"}
+
+
+def _console(tmp_path: Path, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "bridge",
+        "console",
+        "--config",
+        str(_config(tmp_path)),
+        "--user",
+        "alice",
+        *args,
+    ]
+
+
+def test_lines_become_turns_and_the_conversation_continues(tmp_path: Path) -> None:
+    first = subprocess.run(
+        _console(tmp_path, "--thread", "demo"),
+        input="hello bridge\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+    )
+    assert first.returncode == 0, first.stderr
+    assert "You said: alice (console:alice): hello bridge" in first.stdout
+    second = subprocess.run(
+        _console(tmp_path, "--thread", "demo"),
+        input="!status\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+    )
+    assert second.returncode == 0, second.stderr
+    conversation = next(
+        line for line in second.stdout.splitlines() if "Conversation:" in line
+    ).split("`")[1]
+    assert conversation != "none yet"
+    stored = " ".join(p.read_text() for p in (tmp_path / "sim-home").rglob("*") if p.is_file())
+    assert conversation in stored, "the bridge keeps the id agy minted"
+
+
+def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    proc = subprocess.Popen(
+        _console(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(f"start [[waitfirst {go}]]\n")
+    proc.stdin.flush()
+    time.sleep(1.5)  # the turn must be under way before the second line; go gates its model call
+    proc.stdin.write("and one more thing\n")
+    proc.stdin.flush()
+    time.sleep(0.5)
+    go.touch()
+    out, err = proc.communicate(input="", timeout=60)
+    assert proc.returncode == 0, err
+    assert "Injected: (Message written in the chat while you were working)" in out
+    assert out.count("and one more thing") == 1
+    assert "seen by the agent mid-turn" in out
+
+
+def _marked_processes() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if f"{RUN_MARKER_ENV}=".encode() in environ and int(entry.name) != os.getpid():
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    before = set(_marked_processes())
+    proc = subprocess.Popen(
+        _console(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(f"[[tool run_command echo $$ > {pidfile}; exec sleep 60]]\n")
+    proc.stdin.flush()
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "the turn never started its command"
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    left = set(_marked_processes()) - before
+    assert child in left, "agy's command outlives a killed bridge (so restart must end it)"
+
+    again = subprocess.run(
+        _console(tmp_path),
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+    )
+    assert again.returncode == 0, again.stderr
+    assert "The bridge restarted while the agent was working" in again.stdout
+    deadline = time.monotonic() + 10
+    while set(_marked_processes()) - before:
+        assert time.monotonic() < deadline, f"left running: {set(_marked_processes()) - before}"
+        time.sleep(0.05)
