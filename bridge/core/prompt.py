@@ -13,7 +13,14 @@ from bridge.core.store import StoredMessage
 
 def message_text(message: StoredMessage) -> str:
     """ "Alice (@alice:example.org): text", then one line per attachment."""
-    lines = [f"{message.author.label}: {message.text}".rstrip()]
+    author = message.author
+    label = author.label
+    if author.email:
+        # The agent credits teammates in commits (Co-authored-by), so give it their address.
+        label = (
+            f"{label[:-1]}, {author.email})" if label.endswith(")") else f"{label} ({author.email})"
+        )
+    lines = [f"{label}: {message.text}".rstrip()]
     saved = message.saved or []
     for ref, where in zip(message.attachments, saved, strict=False):
         kind = "image" if ref.is_image else "file"

@@ -38,6 +38,7 @@ from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store, StoredMessage
 from bridge.core.workspaces import Place, place_for
+from bridge.core.worktrees import WorktreeError, ensure_worktree, is_repository, remove_worktree
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class ThreadWorker:
         registration: Registration | None = None
         try:
             self.place = place_for(self.deps.config, self.ref)
-            self.place.workdir.mkdir(parents=True, exist_ok=True)
+            await self._prepare_workdir(self.place)
             registration = await self.deps.runtime.prepare(
                 self.place.session_dir,
                 hook=self.on_hook,
@@ -141,6 +142,8 @@ class ThreadWorker:
                         continue
                     break
                 await self._serve()
+        except WorktreeError as exc:
+            await self._fail_pending(f"cannot set up this thread's git worktree: {exc}")
         except RuleTooLarge as exc:
             await self._fail_pending(f"the agent's rules are too long: {exc}")
         except OSError as exc:
@@ -157,6 +160,7 @@ class ThreadWorker:
             with anyio.CancelScope(shield=True):
                 if registration is not None:
                     await registration.close()
+                await self._cleanup_workdir()
             self._on_exit(self)
             log.info("thread worker stopped", extra={"chat_thread": self.key})
 
@@ -172,7 +176,10 @@ class ThreadWorker:
                         fresh_retry = False
                         continue
                     text = self._start_error_text(exc)
-                    if exc.kind == "error_result" and (await self.deps.store.thread(self.ref)).model:
+                    if (
+                        exc.kind == "error_result"
+                        and (await self.deps.store.thread(self.ref)).model
+                    ):
                         # A model agy refuses (a result before init) must not wedge the thread.
                         await self.deps.store.update_thread(self.key, model=None)
                         text += "\nThis thread's model was reset to the default."
@@ -419,6 +426,34 @@ class ThreadWorker:
 
     # --- helpers ----------------------------------------------------------------------------
 
+    async def _prepare_workdir(self, place: Place) -> None:
+        if place.repo is None or place.branch is None:
+            place.workdir.mkdir(parents=True, exist_ok=True)
+            return
+        if not await is_repository(place.repo):
+            raise WorktreeError(f"{place.repo} is not a git repository (worktree = true)")
+        if await ensure_worktree(place.repo, place.workdir, place.branch):
+            await self._say(
+                f"This thread works on its own branch `{place.branch}` (a git worktree of "
+                f"`{place.repo}`), so other threads do not touch its files."
+            )
+
+    async def _cleanup_workdir(self) -> None:
+        place = self.place
+        if (
+            place is None
+            or place.repo is None
+            or place.workspace is None
+            or place.workspace.worktree_cleanup != "remove"
+        ):
+            return
+        try:
+            await remove_worktree(place.repo, place.workdir)
+        except OSError:
+            log.warning(
+                "could not remove a worktree", exc_info=True, extra={"chat_thread": self.key}
+            )
+
     async def fetch_in_background(self, message_id: int) -> None:
         """Save a busy thread's new attachments now, so the hook can inject the message."""
         pending = {m.id: m for m in await self.deps.store.pending(self.key)}
@@ -497,4 +532,3 @@ class ThreadWorker:
         for message in failed:
             self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.FAILED))
         await self._say(f"⚠️ {reason}")
-

@@ -16,6 +16,9 @@ class Place:
     session_dir: Path
     notes: str
     workspace: WorkspaceSection | None
+    # Set when the thread works in its own git worktree of the workspace's repository.
+    repo: Path | None = None
+    branch: str | None = None
 
 
 def thread_slug(ref: ThreadRef) -> str:
@@ -43,11 +46,23 @@ def place_for(config: Config, ref: ThreadRef) -> Place:
     slug = thread_slug(ref)
     session_dir = data_dir / "sessions" / slug
     workspace = find_workspace(config, ref)
+    repo = branch = None
     if workspace is None:
         workdir = data_dir / "workspaces" / slug
+    elif workspace.worktree:
+        repo = workspace.path.expanduser().resolve()
+        branch = f"agy/{slug}"
+        workdir = data_dir / "worktrees" / slug
     else:
         workdir = workspace.path.expanduser().resolve()
     notes = ""
     if workspace is not None and workspace.notes_file is not None:
         notes = workspace.notes_file.expanduser().read_text(encoding="utf-8")
-    return Place(workdir=workdir, session_dir=session_dir, notes=notes, workspace=workspace)
+    return Place(
+        workdir=workdir,
+        session_dir=session_dir,
+        notes=notes,
+        workspace=workspace,
+        repo=repo,
+        branch=branch,
+    )

@@ -127,7 +127,9 @@ class RecordingAdapter:
             if r.outcome is not None and (thread is None or r.thread == thread)
         ]
 
-    async def wait_finished(self, count: int, thread: ThreadRef | None = None) -> list[RecordedReply]:
+    async def wait_finished(
+        self, count: int, thread: ThreadRef | None = None
+    ) -> list[RecordedReply]:
         return await self.changes.until(
             lambda: (done := self.finished(thread)) and len(done) >= count and done
         )
@@ -183,13 +185,14 @@ class Harness:
 
 
 @asynccontextmanager
-async def running(tmp: Path, **agy: Any) -> AsyncIterator[Harness]:
+async def running(
+    tmp: Path, extra: dict[str, Any] | None = None, **agy: Any
+) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
     settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, **agy}
-    config = build_config(
-        {"bridge": {"data_dir": str(tmp / "data")}, "agy": settings}, environ={}
-    )
+    raw = {"bridge": {"data_dir": str(tmp / "data")}, "agy": settings, **(extra or {})}
+    config = build_config(raw, environ={})
     adapter = RecordingAdapter()
     async with open_bridge(config, {"test": adapter}) as bridge:
         await bridge.core.recover()

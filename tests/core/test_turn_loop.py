@@ -84,7 +84,7 @@ async def test_after_the_result_it_is_a_turn_of_its_own(tmp_path: Path) -> None:
         await h.say("first")
         await h.adapter.wait_finished(1)
         await h.say("second")
-        first, second = await h.adapter.wait_finished(2)
+        _, second = await h.adapter.wait_finished(2)
         assert "second" in second.outcome.final_text  # type: ignore[union-attr]
         assert texts(h).count("second") == 1
 
@@ -96,7 +96,7 @@ async def test_queued_messages_are_batched_into_one_turn(tmp_path: Path) -> None
         await wait_file(started)
         await h.say("one", who="bob")
         await h.say("two", who="carol")
-        first, second = await h.adapter.wait_finished(2)
+        _, second = await h.adapter.wait_finished(2)
         final = second.outcome.final_text  # type: ignore[union-attr]
         assert "Bob (@bob:test): one" in final and "Carol (@carol:test): two" in final
         await anyio.sleep(0.3)

@@ -79,7 +79,8 @@ class ConsoleReply:
         if not self.at_line_start:
             self._write("\n")
         if outcome.interrupted:
-            self._line("⏹ turn interrupted" + (f" ({' '.join(outcome.notes)})" if outcome.notes else ""))
+            notes = f" ({' '.join(outcome.notes)})" if outcome.notes else ""
+            self._line(f"⏹ turn interrupted{notes}")
         if outcome.error:
             self._line(f"⚠️ agy: {outcome.error}")
         if outcome.denied:

@@ -1,0 +1,206 @@
+"""The agent's hands in the chat: an MCP server named ``chat`` for each session.
+
+agy knows it as ``bridge_chat`` (plugin servers are renamed ``<plugin>_<server>``). Every tool
+acts on the thread of the session that calls it, through the neutral adapter interface. Tool
+failures come back as MCP tool errors with a readable text, never as a crash of the session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bridge.agy.runtime import CHAT_SERVER
+from bridge.config import Config
+from bridge.core.events import ChatAdapter, ThreadRef
+
+if TYPE_CHECKING:
+    from bridge.core.thread import ThreadWorker
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 30_000
+MAX_HISTORY = 200
+
+
+class ToolFailure(Exception):
+    """A failure the agent should read and can act on."""
+
+
+class PostMessageArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class PostFileArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1)
+    title: str | None = Field(default=None, max_length=250)
+
+
+class HistoryArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limit: int = Field(default=30, ge=1, le=MAX_HISTORY)
+
+
+TOOLS = [
+    types.Tool(
+        name="post_message",
+        description=(
+            "Post a Markdown message in this chat thread now: progress on long work, or a "
+            "question to the team. Your final answer is posted anyway; do not repeat it here."
+        ),
+        input_schema=PostMessageArgs.model_json_schema(),
+    ),
+    types.Tool(
+        name="post_file",
+        description=(
+            "Upload a file to this chat thread (a screenshot, a plot, a patch, a log). The path "
+            "must be inside your working directory or this session's directory."
+        ),
+        input_schema=PostFileArgs.model_json_schema(),
+    ),
+    types.Tool(
+        name="thread_history",
+        description=(
+            "The thread's earlier messages (author, time, text), newest last, to catch up on "
+            "what was said before you were asked."
+        ),
+        input_schema=HistoryArgs.model_json_schema(),
+    ),
+]
+
+
+def inside(path: Path, roots: list[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def jailed_path(raw: str, workdir: Path, session_dir: Path) -> Path:
+    """Resolve ``raw`` (after symlinks) and refuse anything outside the two allowed folders."""
+    candidate = Path(raw).expanduser()
+    if not candidate.is_absolute():
+        candidate = workdir / candidate
+    try:
+        resolved = candidate.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise ToolFailure(f"no such file: {raw} ({candidate})") from None
+    roots = [workdir.resolve(), session_dir.resolve()]
+    if not inside(resolved, roots):
+        raise ToolFailure(
+            f"{raw} is outside the working directory ({roots[0]}) and the session directory; "
+            "only files there can be posted"
+        )
+    if not resolved.is_file():
+        raise ToolFailure(f"{raw} is not a regular file")
+    return resolved
+
+
+class ChatTools:
+    """The tool implementations for one thread."""
+
+    def __init__(
+        self,
+        ref: ThreadRef,
+        adapter: ChatAdapter,
+        *,
+        workdir: Callable[[], Path],
+        session_dir: Callable[[], Path],
+        history: Callable[[int], Awaitable[list[tuple[float, str, str]]]],
+        max_file_bytes: int,
+    ):
+        self.ref = ref
+        self.adapter = adapter
+        self.workdir = workdir
+        self.session_dir = session_dir
+        self.store_history = history
+        self.max_file_bytes = max_file_bytes
+
+    async def post_message(self, args: PostMessageArgs) -> str:
+        await self.adapter.post_message(self.ref, args.text)
+        return "posted"
+
+    async def post_file(self, args: PostFileArgs) -> str:
+        path = jailed_path(args.path, self.workdir(), self.session_dir())
+        size = path.stat().st_size
+        if size > self.max_file_bytes:
+            raise ToolFailure(f"{args.path} is {size:,} bytes, over the {self.max_file_bytes:,}")
+        if size == 0:
+            raise ToolFailure(f"{args.path} is empty")
+        await self.adapter.post_file(self.ref, path, args.title)
+        return f"uploaded {path.name} ({size:,} bytes)"
+
+    async def thread_history(self, args: HistoryArgs) -> str:
+        entries = await self.adapter.history(self.ref, args.limit)
+        if entries:
+            lines = [
+                f"[{e.at.astimezone(UTC).isoformat(timespec='seconds') if e.at else '?'}] "
+                f"{e.author.label}: {e.text}"
+                for e in entries[-args.limit :]
+            ]
+        else:
+            lines = [
+                f"[{datetime.fromtimestamp(at, UTC).isoformat(timespec='seconds')}] {who}: {text}"
+                for at, who, text in await self.store_history(args.limit)
+            ]
+        return "\n".join(lines) if lines else "(the thread has no earlier messages)"
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        try:
+            if name == "post_message":
+                return await self.post_message(PostMessageArgs.model_validate(arguments))
+            if name == "post_file":
+                return await self.post_file(PostFileArgs.model_validate(arguments))
+            if name == "thread_history":
+                return await self.thread_history(HistoryArgs.model_validate(arguments))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ToolFailure(f"bad arguments for {name}: {problems}") from None
+        raise ToolFailure(
+            f"unknown tool {name!r}; the tools are post_message, post_file, thread_history"
+        )
+
+
+def build_server(tools: ChatTools) -> Server[Any]:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=TOOLS)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            text = await tools.call(params.name, params.arguments or {})
+            error = False
+        except ToolFailure as exc:
+            text, error = str(exc), True
+        except Exception as exc:
+            log.exception("chat tool %s failed", params.name, extra={"chat_thread": tools.ref.key})
+            text, error = f"{params.name} failed: {exc}", True
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
+
+    return Server("agy-bridge chat", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def chat_tools_factory(config: Config) -> Callable[[ThreadWorker], dict[str, Any]]:
+    def make(worker: ThreadWorker) -> dict[str, Any]:
+        def place() -> Any:
+            assert worker.place is not None
+            return worker.place
+
+        tools = ChatTools(
+            worker.ref,
+            worker.adapter,
+            workdir=lambda: place().workdir,
+            session_dir=lambda: place().session_dir,
+            history=lambda limit: worker.deps.store.history(worker.key, limit),
+            max_file_bytes=config.bridge.max_attachment_bytes,
+        )
+        return {CHAT_SERVER: build_server(tools)}
+
+    return make

@@ -1,0 +1,121 @@
+"""The agent's chat tools (MCP, called by the simulator through the plugin) and workspaces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bridge.core.tools import ToolFailure, jailed_path
+from tests.core.harness import running, thread
+
+pytestmark = pytest.mark.anyio
+
+
+def mcp(tool: str, **args: object) -> str:
+    return f"[[mcp bridge_chat {tool} {json.dumps(args)}]]"
+
+
+async def test_post_file_uploads_from_the_workdir(tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / "report.txt").write_text("all green\n")
+    extra = {"workspaces": [{"path": str(work)}]}
+    async with running(tmp_path, extra) as h:
+        await h.say("share it " + mcp("post_file", path="report.txt", title="Report"))
+        [reply] = await h.adapter.wait_finished(1)
+        assert ("test|room|t1", "file report.txt") in h.adapter.notices
+        assert "Tool post_file: uploaded report.txt" in reply.outcome.final_text  # type: ignore[union-attr]
+
+
+async def test_post_file_refuses_escapes_with_a_tool_error(tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / "sneaky").symlink_to("/etc/hostname")
+    extra = {"workspaces": [{"path": str(work)}]}
+    async with running(tmp_path, extra) as h:
+        await h.say(mcp("post_file", path="/etc/hostname") + " " + mcp("post_file", path="sneaky"))
+        [reply] = await h.adapter.wait_finished(1)
+        errors = [t.error for t in reply.tools if t.state == "ERROR"]
+        assert len(errors) == 2 and all(
+            "outside the working directory" in (e or "") for e in errors
+        )
+        assert not [n for _, n in h.adapter.notices if n.startswith("file ")]
+
+
+def test_jail_accepts_the_session_dir_and_rejects_dotdot(tmp_path: Path) -> None:
+    work, session = tmp_path / "w", tmp_path / "s"
+    work.mkdir()
+    session.mkdir()
+    (session / "shot.png").write_bytes(b"png")
+    (tmp_path / "secret").write_text("x")
+    assert jailed_path(str(session / "shot.png"), work, session) == (session / "shot.png")
+    with pytest.raises(ToolFailure, match="outside"):
+        jailed_path("../secret", work, session)
+    with pytest.raises(ToolFailure, match="no such file"):
+        jailed_path("missing.txt", work, session)
+
+
+async def test_thread_history_returns_the_thread(tmp_path: Path) -> None:
+    async with running(tmp_path) as h:
+        await h.say("the deploy key is in vault", who="bob")
+        await h.adapter.wait_finished(1)
+        await h.say("catch up " + mcp("thread_history", limit=10))
+        _, reply = await h.adapter.wait_finished(2)
+        final = reply.outcome.final_text  # type: ignore[union-attr]
+        assert "Bob (@bob:test): the deploy key is in vault" in final
+        assert "agent: You said: Bob" in final
+
+
+async def test_bad_tool_arguments_are_a_readable_tool_error(tmp_path: Path) -> None:
+    async with running(tmp_path) as h:
+        await h.say(mcp("post_message", txt="typo"))
+        [reply] = await h.adapter.wait_finished(1)
+        [error] = [t.error for t in reply.tools if t.state == "ERROR"]
+        assert error is not None and "bad arguments for post_message" in error
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("hello\n")
+    _git(repo, "add", "README")
+    _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "init")
+    return repo
+
+
+async def test_worktrees_per_thread_and_the_commit_identity(tmp_path: Path, repo: Path) -> None:
+    extra = {
+        "workspaces": [{"path": str(repo), "worktree": True}],
+        "identity": {"name": "Agy Bot", "email": "bot@example.org"},
+    }
+    commit = "[[tool run_command echo {0} > {0}.txt && git add {0}.txt && git commit -qm {0}]]"
+    async with running(tmp_path, extra) as h:
+        await h.say(commit.format("alpha"), where=thread("a"))
+        await h.say(commit.format("beta"), where=thread("b"))
+        await h.adapter.wait_finished(1, thread("a"))
+        await h.adapter.wait_finished(1, thread("b"))
+        notices = [n for _, n in h.adapter.notices if "own branch" in n]
+        assert len(notices) == 2
+        branches = _git(repo, "branch", "--format=%(refname:short)").split()
+        agy_branches = [b for b in branches if b.startswith("agy/")]
+        assert len(agy_branches) == 2
+        files = {b: _git(repo, "ls-tree", "--name-only", b).split() for b in agy_branches}
+        assert sorted(sorted(f) for f in files.values()) == [
+            ["README", "alpha.txt"],
+            ["README", "beta.txt"],
+        ]
+        for branch in agy_branches:
+            author = _git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", branch)
+            assert author == "Agy Bot <bot@example.org>|Agy Bot <bot@example.org>"
+        assert _git(repo, "status", "--porcelain") == ""
