@@ -1,0 +1,295 @@
+"""``agy-bridge doctor``: is this machine ready to run the bridge?
+
+Each check prints one line; the exit status is non-zero when any check failed. ``--live`` also
+runs one short real turn in a scratch session and reports what only a real agy build can show:
+whether ``init`` came, whether our ``PreInvocation`` hook reached the listener, and whether agy
+contacted our MCP server (the proof that this build loads the session directory as a plugin).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from bridge.agy import wire
+from bridge.agy.capabilities import Capabilities, probe
+from bridge.agy.listener import hook_command, open_listener
+from bridge.agy.process import AgyStartError, ProcessExit, open_agy
+from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
+from bridge.app import launch_settings
+from bridge.chat.console.adapter import simulator_command
+from bridge.config import Config
+from bridge.core.store import open_store
+
+LIVE_TURN_SECONDS = 180.0
+LIVE_PROMPT = (
+    "This is agy-bridge's self-test. Call the tool `ping` of the MCP server `bridge_chat` once "
+    "(it takes no arguments), then answer with the single word: ok"
+)
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+    failed: int = 0
+
+    def ok(self, text: str) -> None:
+        self.lines.append(f"✓ {text}")
+        print(f"✓ {text}", flush=True)
+
+    def bad(self, text: str) -> None:
+        self.failed += 1
+        self.lines.append(f"✗ {text}")
+        print(f"✗ {text}", flush=True)
+
+    def info(self, text: str) -> None:
+        print(f"  {text}", flush=True)
+
+
+async def _output(argv: Sequence[str], seconds: float) -> tuple[int | None, str]:
+    try:
+        with anyio.fail_after(seconds):
+            done = await anyio.run_process(list(argv), check=False)
+    except TimeoutError:
+        return None, f"no answer within {seconds:g} s"
+    except OSError as exc:
+        return None, str(exc)
+    text = (done.stdout + done.stderr).decode("utf-8", "replace").strip()
+    return done.returncode, text
+
+
+async def check_agy(config: Config, report: Report, command: list[str]) -> Capabilities:
+    where = shutil.which(command[0]) or (command[0] if Path(command[0]).is_file() else None)
+    if where is None:
+        report.bad(
+            f"agy not found ({command[0]!r}): install the Antigravity CLI, or set [agy] command"
+        )
+        return Capabilities()
+    report.ok(f"agy found: {where}")
+    caps = await probe(command, config.agy.help_timeout)
+    if caps.probed:
+        report.ok(f"agy version: {caps.version or 'unknown'}")
+        report.info("advertised flags: " + ", ".join(sorted(caps.flags)))
+        if caps.missing_essential:
+            missing = ", ".join(caps.missing_essential)
+            report.bad(f"agy --help lacks flags the bridge needs: {missing}")
+        if not caps.has("--print-timeout"):
+            report.info("no --print-timeout: agy cannot report its own timeout before ours")
+    else:
+        report.bad(f"agy --help failed ({caps.problem}); only the essential flags would be sent")
+    code, text = await _output([*command, "models"], max(config.agy.help_timeout, 10))
+    if code == 0:
+        report.ok("agy is signed in (`agy models` answers)")
+    else:
+        first = text.splitlines()[0] if text else "no output"
+        report.bad(
+            f"agy is not ready: `agy models` says {first!r}. Sign in once by running `agy` "
+            "as the user the bridge runs as"
+        )
+    return caps
+
+
+def check_curl(report: Report) -> None:
+    curl = shutil.which("curl")
+    if curl:
+        report.ok(f"curl found: {curl} (agy's hooks use it)")
+    else:
+        report.bad("curl not found: agy's hooks need it to reach the bridge (install curl)")
+
+
+async def check_data_dir(config: Config, report: Report) -> None:
+    data_dir = config.bridge.data_dir.resolve()
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".doctor-") as handle:
+            handle.write(b"ok")
+            handle.flush()
+        async with open_store(data_dir / "bridge.sqlite3"):
+            pass
+    except Exception as exc:
+        report.bad(f"data directory {data_dir} is not usable: {exc}")
+        return
+    report.ok(f"data directory {data_dir} is writable and the store opens")
+
+
+async def check_listener(report: Report) -> None:
+    async def hook(event: str, data: wire.HookInput) -> wire.HookReply:
+        return wire.HookReply(inject_steps=[wire.InjectedStep(user_message="doctor")])
+
+    try:
+        async with open_listener() as listener:
+            registration = await listener.register(hook)
+            command = hook_command(registration.hook_url("PreInvocation"), 10)
+            code, text = await _shell(command, b'{"conversationId":"doctor"}')
+            await registration.close()
+    except OSError as exc:
+        report.bad(f"the loopback listener cannot bind: {exc}")
+        return
+    if code == 0 and "doctor" in text:
+        report.ok(f"listener on 127.0.0.1:{listener.port} answered a hook call made with curl")
+    else:
+        report.bad(f"a hook call through curl did not reach the listener: {text or code}")
+
+
+async def _shell(command: str, stdin: bytes) -> tuple[int | None, str]:
+    try:
+        with anyio.fail_after(15):
+            done = await anyio.run_process(["sh", "-c", command], input=stdin, check=False)
+    except (TimeoutError, OSError) as exc:
+        return None, str(exc)
+    return done.returncode, done.stdout.decode("utf-8", "replace")
+
+
+def check_chats(config: Config, report: Report) -> None:
+    chats = []
+    if config.slack.configured:
+        mode = config.slack.transport
+        needed = config.slack.app_token if mode == "socket" else config.slack.signing_secret
+        if needed is None:
+            what = "app_token" if mode == "socket" else "signing_secret"
+            report.bad(f"Slack {mode} mode needs [slack] {what} (or its environment variable)")
+        chats.append(f"Slack ({mode} mode)")
+    if config.matrix.configured:
+        if config.matrix.password is None and config.matrix.access_token is None:
+            report.bad("Matrix needs [matrix] password or access_token")
+        chats.append(f"Matrix ({config.matrix.user_id})")
+    if chats:
+        report.ok("chat platforms configured: " + ", ".join(chats))
+    else:
+        report.info("no chat platform configured: `agy-bridge console` still works")
+
+
+@dataclass
+class LiveSeen:
+    hooks: list[str] = field(default_factory=list)
+    mcp_calls: list[str] = field(default_factory=list)
+
+
+def _live_mcp_server(seen: LiveSeen) -> Server[Any]:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        seen.mcp_calls.append("tools/list")
+        tool = types.Tool(
+            name="ping",
+            description="agy-bridge self-test: answers pong",
+            input_schema={"type": "object", "properties": {}},
+        )
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        seen.mcp_calls.append(f"tools/call {params.name}")
+        return types.CallToolResult(content=[types.TextContent(text="pong")])
+
+    return Server("agy-bridge doctor", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def live_turn(config: Config, report: Report, command: list[str], caps: Capabilities) -> None:
+    seen = LiveSeen()
+
+    async def hook(event: str, data: wire.HookInput) -> wire.HookReply:
+        seen.hooks.append(event)
+        return wire.EMPTY_HOOK_REPLY
+
+    scratch = config.bridge.data_dir.resolve() / "doctor" / uuid.uuid4().hex[:8]
+    workdir = scratch / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
+    prompt = LIVE_PROMPT
+    if command == simulator_command():
+        prompt += f" [[mcp bridge_{CHAT_SERVER} ping {{}}]]"  # the simulator follows scripts only
+    try:
+        async with open_listener() as listener:
+            runtime = AgyRuntime(
+                settings=launch_settings(config, command),
+                caps=caps,
+                listener=listener,
+                run_marker=uuid.uuid4().hex,
+                init_timeout=config.agy.init_timeout,
+                stop_grace=config.agy.stop_grace,
+            )
+            registration = await runtime.prepare(
+                scratch / "session",
+                hook=hook,
+                mcp_servers={CHAT_SERVER: _live_mcp_server(seen)},
+                guidance="agy-bridge doctor: a self-test session.",
+                notes="",
+            )
+            spec = runtime.spec(
+                scratch / "session", workdir, model=config.agy.model or None, conversation=None
+            )
+            try:
+                await _live_process(spec, prompt, report)
+            finally:
+                await registration.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if seen.hooks:
+        report.ok(f"the PreInvocation hook reached the bridge ({len(seen.hooks)} call(s))")
+    else:
+        report.bad(
+            "the PreInvocation hook never reached the bridge: this agy build did not load the "
+            "plugin's hooks.json (mid-turn messages would wait for the next turn)"
+        )
+    if seen.mcp_calls:
+        report.ok("agy contacted the bridge's MCP server (" + ", ".join(seen.mcp_calls) + ")")
+    else:
+        report.bad(
+            "agy never contacted the bridge's MCP server: the chat tools (post_message, "
+            "post_file, thread_history) will not be available to the agent"
+        )
+
+
+async def _live_process(spec: Any, prompt: str, report: Report) -> None:
+    try:
+        async with open_agy(spec, lambda reason: report.info(f"unreadable line: {reason}")) as proc:
+            init = proc.init
+            assert init is not None
+            report.ok(
+                f"init arrived: conversation {proc.conversation_id}"
+                + (f", model {init.init.model}" if init.init.model else "")
+            )
+            await proc.send_turn([prompt])
+            with anyio.move_on_after(LIVE_TURN_SECONDS) as timer:
+                while True:
+                    out = await proc.next()
+                    if isinstance(out, wire.ResultEvent):
+                        if out.result.ok:
+                            report.ok(f"a turn completed: {out.result.response.strip()[:80]!r}")
+                        else:
+                            report.bad(f"the turn failed, agy says: {out.result.error}")
+                        break
+                    if isinstance(out, ProcessExit):
+                        report.bad(f"agy stopped during the turn ({out.describe()})")
+                        break
+            if timer.cancelled_caught:
+                report.bad(f"the turn did not finish within {LIVE_TURN_SECONDS:g} s")
+    except AgyStartError as exc:
+        report.bad(f"agy did not start: {exc.message}")
+
+
+async def doctor(config: Config, live: bool) -> int:
+    report = Report()
+    command = list(config.agy.command)
+    caps = await check_agy(config, report, command)
+    check_curl(report)
+    await check_data_dir(config, report)
+    await check_listener(report)
+    check_chats(config, report)
+    if live:
+        if report.failed:
+            report.info("skipping the live turn until the problems above are fixed")
+        else:
+            await live_turn(config, report, command, caps)
+    print(
+        "\nall checks passed" if not report.failed else f"\n{report.failed} problem(s) found",
+        file=sys.stdout,
+    )
+    return 1 if report.failed else 0

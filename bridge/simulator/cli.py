@@ -1,0 +1,80 @@
+"""``agy ARGS``: flags, ``--help``, ``--version``, ``models``, and stream-json print mode."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import NoReturn
+
+from bridge.simulator.flags import (
+    VERSION,
+    Options,
+    UsageError,
+    help_text,
+    omitted_flags,
+    parse_args,
+)
+from bridge.simulator.models import listing
+
+EXIT_USAGE = 1
+EXIT_UNSUPPORTED = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    omitted = omitted_flags(os.environ.get("AGY_SIM_HELP_OMIT"))
+    try:
+        options = parse_args(args, omitted)
+    except UsageError as exc:
+        return _fail(f"error: {exc}", EXIT_USAGE)
+    if options.help:
+        sys.stdout.write(help_text(omitted))
+        return 0
+    if options.version:
+        sys.stdout.write(f"agy {VERSION} (agy-bridge simulator)\n")
+        return 0
+    if options.commands:
+        return _command(options.commands)
+    if options.input_format != "stream-json" or options.output_format != "stream-json":
+        return _fail(
+            "error: the agy simulator implements only stream-json print mode: pass "
+            "--input-format stream-json --output-format stream-json",
+            EXIT_UNSUPPORTED,
+        )
+    _exit_now(_print_mode(options))
+
+
+def _command(commands: list[str]) -> int:
+    if commands[0] != "models":
+        return _fail(f'error: unknown command "{commands[0]}" for "agy"', EXIT_USAGE)
+    if os.environ.get("AGY_SIM_SIGNED_OUT") == "1":
+        return _fail("Please sign in", 1)
+    sys.stdout.write(listing())
+    return 0
+
+
+def _print_mode(options: Options) -> int:
+    from bridge.simulator.process import PrintMode
+
+    try:
+        return asyncio.run(PrintMode(options).run())
+    except KeyboardInterrupt:
+        return 1  # SIGINT before the signal handler was installed
+    except BrokenPipeError:
+        return 1  # the reader of our stdout went away
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Flush and leave at once: daemon threads (stdin, abandoned tool waits) must not delay it."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(message + "\n")
+    return code

@@ -1,0 +1,29 @@
+"""``run_command``: a real ``sh -c`` child, left in the simulator's process group.
+
+Real agy does not kill its ``run_command`` children on SIGINT: they can outlive it, and the
+host must clean up agy's process group. So the child is not put in a session of its own, and
+waiting for it happens on a daemon thread that an interrupt simply abandons.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from bridge.simulator.threads import in_thread
+
+
+async def run_command(command: str, cwd: str) -> tuple[int, str]:
+    """Exit status and combined stdout/stderr of ``sh -c command``."""
+    return await in_thread(_run, command, cwd)
+
+
+def _run(command: str, cwd: str) -> tuple[int, str]:
+    proc = subprocess.Popen(
+        ["sh", "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    output, _ = proc.communicate()
+    return proc.returncode, output.decode("utf-8", "replace")

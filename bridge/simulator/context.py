@@ -1,0 +1,80 @@
+"""What every turn of one simulator process shares, and the hook runs it makes."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bridge.simulator.events import Emitter
+from bridge.simulator.hooks import HookRun, hook_input, run_handler
+from bridge.simulator.plugins import McpServer, Plugin
+from bridge.simulator.store import Conversation, ConversationStore
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    sys.stderr.flush()
+
+
+@dataclass
+class Context:
+    conversation: Conversation
+    store: ConversationStore
+    emitter: Emitter
+    plugins: list[Plugin]
+    workspace_paths: list[str]
+    model_name: str
+    home: Path
+    cwd: str
+    # A process started with --conversation shows a text-less system_message in its first turn.
+    resume_note_pending: bool = False
+
+    @property
+    def conversation_id(self) -> str:
+        return self.conversation.conversation_id
+
+    def save(self) -> None:
+        self.store.save(self.conversation)
+
+    def step(self, state: str, step_type: str, index: int | None = None, **fields: object) -> int:
+        """Emit one step (a new index unless ``index`` is given) and return its index."""
+        if index is None:
+            index = self.conversation.take_step()
+        self.emitter.step(self.conversation_id, index, state, step_type, **fields)
+        return index
+
+    def find_server(self, name: str) -> McpServer | None:
+        """A server by its agent-facing name (``bridge_chat``) or its bare one (``chat``)."""
+        servers = [server for plugin in self.plugins for server in plugin.mcp_servers]
+        for server in servers:
+            if server.name == name:
+                return server
+        return next((server for server in servers if server.bare_name == name), None)
+
+    async def pre_invocation(
+        self, conversation_id: str, invocation_num: int, initial_num_steps: int
+    ) -> list[HookRun]:
+        """Run every plugin's ``PreInvocation`` handlers, in order, for one model call."""
+        payload = hook_input(
+            conversation_id=conversation_id,
+            workspace_paths=list(self.workspace_paths),
+            transcript_path=str(
+                self._brain(conversation_id) / ".system_generated/logs/transcript.jsonl"
+            ),
+            artifact_dir=str(self._brain(conversation_id)),
+            model_name=self.model_name,
+            invocation_num=invocation_num,
+            initial_num_steps=initial_num_steps,
+        )
+        runs = []
+        for plugin in self.plugins:
+            for handler in plugin.hooks.get("PreInvocation", []):
+                run = await run_handler(handler, payload, conversation_id)
+                if run.error:
+                    warn(f"warning: PreInvocation hook {plugin.name}/{handler.bundle}: {run.error}")
+                runs.append(run)
+        return runs
+
+    def _brain(self, conversation_id: str) -> Path:
+        return self.home / "brain" / conversation_id

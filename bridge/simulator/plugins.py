@@ -1,0 +1,197 @@
+"""Plugins found in ``--add-dir`` workspaces, read as strictly as agy reads them.
+
+Layout: ``<dir>/.agents/plugins/<name>/`` with ``plugin.json``, ``hooks.json``,
+``mcp_config.json`` and ``rules/*.md``. What agy does with a wrong file (measured on real
+builds, see DESIGN.md) is what happens here:
+
+- ``hooks.json`` is a map of NAMED bundles; a flat ``{"PreInvocation": [...]}`` is inert, a
+  top-level ``enabled`` key disables the file, any parse error drops the whole file.
+- ``mcp_config.json``: an entry without a string ``serverUrl``/``url`` is dropped silently,
+  but a syntax error is fatal for the whole process (:class:`FatalConfigError`).
+- a rule file over 24,000 bytes is cut there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FLAT_EVENTS = ("SessionStart", "PreInvocation", "PostInvocation", "Stop")
+RULE_LIMIT = 24_000
+DEFAULT_HOOK_TIMEOUT = 30
+
+Warn = Callable[[str], None]
+
+
+class FatalConfigError(Exception):
+    """A plugin file so broken that agy refuses to run at all."""
+
+
+class _HooksFileError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class HookHandler:
+    command: str
+    timeout: float  # seconds
+    cwd: Path  # the folder holding hooks.json
+    bundle: str
+
+
+@dataclass(frozen=True)
+class McpServer:
+    name: str  # "<plugin>_<server>", as the agent sees it
+    bare_name: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    path: Path
+    text: str
+    truncated: bool
+
+
+@dataclass
+class Plugin:
+    name: str
+    root: Path
+    hooks: dict[str, list[HookHandler]] = field(default_factory=dict)
+    mcp_servers: list[McpServer] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+
+
+def load_plugins(add_dirs: list[str], warn: Warn) -> list[Plugin]:
+    plugins: list[Plugin] = []
+    for directory in add_dirs:
+        if not os.path.isabs(directory):
+            # Real agy in print mode loads plugins only from absolute workspace paths.
+            warn(f"warning: workspace {directory!r} is not absolute: its plugins are not loaded")
+            continue
+        base = Path(directory, ".agents", "plugins")
+        if not base.is_dir():
+            continue
+        for root in sorted(p for p in base.iterdir() if p.is_dir()):
+            plugin = load_plugin(root, warn)
+            if plugin is not None:
+                plugins.append(plugin)
+    return plugins
+
+
+def load_plugin(root: Path, warn: Warn) -> Plugin | None:
+    name = _plugin_name(root / "plugin.json", warn)
+    if name is None:
+        return None
+    plugin = Plugin(name=name, root=root)
+    hooks_path = root / "hooks.json"
+    if hooks_path.is_file():
+        try:
+            plugin.hooks = parse_hooks(hooks_path.read_bytes(), root)
+        except _HooksFileError as exc:
+            warn(f"warning: ignoring hooks file {hooks_path}: {exc}")
+    mcp_path = root / "mcp_config.json"
+    if mcp_path.is_file():
+        plugin.mcp_servers = parse_mcp_config(mcp_path, name)
+    plugin.rules = load_rules(root / "rules", warn)
+    return plugin
+
+
+def _plugin_name(path: Path, warn: Warn) -> str | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        warn(f"warning: skipping plugin {path.parent}: no plugin.json")
+        return None
+    except (OSError, ValueError) as exc:
+        warn(f"warning: skipping plugin {path.parent}: bad plugin.json: {exc}")
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        warn(f'warning: skipping plugin {path.parent}: plugin.json needs a string "name"')
+        return None
+    return str(data["name"])
+
+
+def parse_hooks(raw: bytes, cwd: Path) -> dict[str, list[HookHandler]]:
+    """Handlers per flat event; raise ``_HooksFileError`` when agy would drop the file."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise _HooksFileError(f"invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _HooksFileError("top level is not an object")
+    if "enabled" in data:
+        # A top-level "enabled" switch turns the whole file off, whatever its value.
+        return {}
+    hooks: dict[str, list[HookHandler]] = {}
+    for bundle, events in data.items():
+        if not isinstance(events, dict):
+            # A flat {"PreInvocation": [...]} lands here: a bundle that holds no event map.
+            continue
+        for event, handlers in events.items():
+            if event not in FLAT_EVENTS:
+                continue  # tool events take matcher groups; the simulator runs none of them
+            hooks.setdefault(event, []).extend(_handlers(bundle, event, handlers, cwd))
+    return hooks
+
+
+def _handlers(bundle: str, event: str, raw: Any, cwd: Path) -> list[HookHandler]:
+    if not isinstance(raw, list):
+        raise _HooksFileError(f"{bundle}.{event} is not a list of handlers")
+    handlers = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise _HooksFileError(f"{bundle}.{event} holds a handler that is not an object")
+        kind, command = item.get("type", ""), item.get("command")
+        timeout = item.get("timeout", DEFAULT_HOOK_TIMEOUT)
+        if not isinstance(kind, str) or not isinstance(command, str):
+            raise _HooksFileError(f"{bundle}.{event}: type and command must be strings")
+        # Go unmarshals the timeout into an integer: a float or a string is a parse error.
+        if isinstance(timeout, bool) or not isinstance(timeout, int):
+            raise _HooksFileError(f"{bundle}.{event}: timeout must be an integer (seconds)")
+        if kind != "command":
+            continue  # only command handlers run; one without a type is not one
+        seconds = timeout if timeout > 0 else DEFAULT_HOOK_TIMEOUT
+        handlers.append(HookHandler(command=command, timeout=seconds, cwd=cwd, bundle=bundle))
+    return handlers
+
+
+def parse_mcp_config(path: Path, plugin: str) -> list[McpServer]:
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise FatalConfigError(f"failed to parse MCP config {path}: {exc}") from None
+    except OSError as exc:
+        raise FatalConfigError(f"failed to read MCP config {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise FatalConfigError(f"failed to parse MCP config {path}: top level is not an object")
+    servers = data.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise FatalConfigError(f"failed to parse MCP config {path}: mcpServers is not an object")
+    found = []
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            continue
+        url = entry.get("serverUrl", entry.get("url"))
+        if not isinstance(url, str) or not url:
+            continue
+        found.append(McpServer(name=f"{plugin}_{name}", bare_name=name, url=url))
+    return found
+
+
+def load_rules(folder: Path, warn: Warn) -> list[Rule]:
+    if not folder.is_dir():
+        return []
+    rules = []
+    for path in sorted(folder.glob("*.md")):
+        data = path.read_bytes()
+        truncated = len(data) > RULE_LIMIT
+        if truncated:
+            warn(f"warning: rule file {path} is {len(data)} bytes; cut at {RULE_LIMIT} bytes")
+            data = data[:RULE_LIMIT]
+        rules.append(Rule(path=path, text=data.decode("utf-8", "replace"), truncated=truncated))
+    return rules

@@ -1,0 +1,206 @@
+"""The life of one simulated agy process in stream-json print mode.
+
+Start (model check, plugins, conversation, ``init``), then one turn per stdin line until EOF.
+Exit codes and the results around them follow real agy: a bad input line or an unknown
+model answers an ERROR ``result`` and exits 1; SIGINT mid-turn answers ``interrupted`` and
+exits 1 (quietly when idle); ``--print-timeout`` answers ``timeout waiting for response``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+from bridge.simulator.context import Context, warn
+from bridge.simulator.events import Emitter
+from bridge.simulator.flags import Options
+from bridge.simulator.models import DEFAULT_MODEL, invalid_model_error, is_known
+from bridge.simulator.plugins import FatalConfigError, load_plugins
+from bridge.simulator.store import Conversation, ConversationStore, Usage
+from bridge.simulator.stream_input import Ignored, InputError, LineReader, parse_line
+from bridge.simulator.turn import ScriptedEnd, SimulatedCrash, TurnState, crash, run_turn
+
+SIGNED_OUT_ERROR = "Please sign in: run `agy` once in a terminal to log in"
+
+
+def sim_home() -> Path:
+    configured = os.environ.get("AGY_SIM_HOME")
+    return Path(configured) if configured else Path.home() / ".agy-sim"
+
+
+class PrintMode:
+    def __init__(self, options: Options):
+        self.options = options
+        self.emitter = Emitter(sys.stdout.buffer)
+        self.home = sim_home()
+        self.store = ConversationStore(self.home)
+        self.interrupted = False
+        self._main: asyncio.Task[object] | None = None
+
+    async def run(self) -> int:
+        self._main = asyncio.current_task()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_sigint)
+        try:
+            return await self._run()
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+            return 1  # SIGINT while idle or starting: exit quietly
+
+    def _on_sigint(self) -> None:
+        if self.interrupted or self._main is None:
+            return
+        self.interrupted = True
+        self._main.cancel()
+
+    async def _run(self) -> int:
+        delay = float(os.environ.get("AGY_SIM_STARTUP_DELAY") or 0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        ctx = self._start()
+        if ctx is None:
+            return 1
+        reader = LineReader(sys.stdin.buffer, asyncio.get_running_loop())
+        reader.start()
+        if self.options.print_prompt:
+            # A prompt given with --print (or a flag a bare -p swallowed) is the first turn.
+            code = await self._turn(ctx, self.options.print_prompt)
+            if code is not None:
+                return code
+        while True:
+            line = await reader.queue.get()
+            if line is None:
+                return 0
+            parsed = parse_line(line)
+            if parsed is None:
+                continue
+            if isinstance(parsed, Ignored):
+                warn(parsed.warning)
+            elif isinstance(parsed, InputError):
+                self._finish(ctx, None, status="ERROR", error=parsed.message)
+                return 1
+            else:
+                code = await self._turn(ctx, parsed.text)
+                if code is not None:
+                    return code
+
+    def _start(self) -> Context | None:
+        """Everything before ``init``; ``None`` after reporting why the process must end."""
+        options = self.options
+        if os.environ.get("AGY_SIM_SIGNED_OUT") == "1":
+            self._early_error(SIGNED_OUT_ERROR)
+            return None
+        if options.model is not None and not is_known(options.model):
+            self._early_error(invalid_model_error(options.model, options.effort or ""))
+            return None
+        try:
+            plugins = load_plugins(options.add_dirs, warn)
+        except FatalConfigError as exc:
+            self._early_error(str(exc))
+            return None
+        cwd = os.getcwd()
+        conversation, resumed = self._conversation(cwd)
+        if conversation is None:
+            warn(f"error: conversation {options.conversation} not found")
+            return None
+        ctx = Context(
+            conversation=conversation,
+            store=self.store,
+            emitter=self.emitter,
+            plugins=plugins,
+            workspace_paths=list(options.add_dirs),
+            model_name=options.model or DEFAULT_MODEL,
+            home=self.home,
+            cwd=cwd,
+            resume_note_pending=resumed,
+        )
+        if not resumed:
+            ctx.save()  # the id can be resumed even if this process ends before a turn
+        self.emitter.init(
+            conversation.conversation_id,
+            inside=os.environ.get("AGY_SIM_INIT_LAYOUT", "beside") == "inside",
+            model=options.model,
+            cwd=cwd,
+            permission_mode=self._permission_mode(),
+        )
+        return ctx
+
+    def _conversation(self, cwd: str) -> tuple[Conversation | None, bool]:
+        wanted = self.options.conversation
+        if wanted:
+            return self.store.load(wanted), True
+        if self.options.resume_latest:
+            latest = self.store.latest_for(cwd)
+            if latest is not None:
+                return latest, True
+        return Conversation(conversation_id=str(uuid.uuid4()), cwd=cwd), False
+
+    def _permission_mode(self) -> str:
+        if self.options.skip_permissions:
+            return "always-proceed"
+        return self.options.mode or "request-review"
+
+    def _early_error(self, error: str) -> None:
+        """A result before any init: empty conversation id, zero usage (agy's bad-model shape)."""
+        self.emitter.result(
+            "",
+            status="ERROR",
+            response="",
+            error=error,
+            duration_seconds=0,
+            num_turns=0,
+            usage=Usage(),
+        )
+
+    async def _turn(self, ctx: Context, text: str) -> int | None:
+        """Run one turn; an exit code when the process must end, else ``None``."""
+        state = TurnState.for_text(text)
+        timeout = self.options.print_timeout
+        try:
+            async with asyncio.timeout(timeout if timeout and timeout > 0 else None):
+                await run_turn(ctx, state)
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            warn("error: interrupted")
+            self._finish(ctx, state, status="ERROR", error="interrupted")
+            return 1
+        except TimeoutError:
+            self._finish(ctx, state, status="ERROR", error="timeout waiting for response")
+            return 1
+        except ScriptedEnd as end:
+            self._finish(ctx, state, status="ERROR", error=end.text)
+            return 1 if end.fatal else None
+        except SimulatedCrash:
+            ctx.save()
+            crash()
+            return 2
+        self._finish(ctx, state, status="SUCCESS")
+        return None
+
+    def _finish(
+        self, ctx: Context, state: TurnState | None, *, status: str, error: str | None = None
+    ) -> None:
+        """Store the conversation, then write the turn's ``result`` (totals: the conversation's)."""
+        conversation = ctx.conversation
+        if state is not None:
+            conversation.duration_seconds += state.elapsed()
+        ctx.save()
+        success = status == "SUCCESS"
+        self.emitter.result(
+            conversation.conversation_id,
+            status=status,
+            response=state.response if success and state is not None else "",
+            error=error,
+            duration_seconds=conversation.duration_seconds,
+            num_turns=conversation.num_turns,
+            usage=conversation.usage,
+            denied_actions=state.denied if state is not None else None,
+        )

@@ -1,0 +1,135 @@
+"""Scripted tool steps: ``run_command``, ``call_mcp_tool`` and a refused ``write_to_file``.
+
+Each is a ``tool`` step: ACTIVE with ``tool_info.parameters``, then DONE with ``output`` or
+ERROR with ``tool_info.error`` ``{type, message}``, in the shapes of the recorded streams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from bridge.simulator.commands import run_command
+from bridge.simulator.context import Context
+from bridge.simulator.script import Action
+
+MCP_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    note: str | None = None  # a line for the default reply
+    denial: dict[str, str] | None = None  # an entry for result.denied_actions
+
+
+async def run_action(ctx: Context, action: Action) -> ToolOutcome:
+    """Run one scripted tool action as a ``tool`` step (ACTIVE, then DONE or ERROR)."""
+    if action.kind == "tool":
+        await _run_command_step(ctx, action.args[1])
+        return ToolOutcome()
+    if action.kind == "mcp":
+        return await _mcp_step(ctx, *action.args)
+    if action.kind == "deny":
+        return _denied_write(ctx)
+    raise ValueError(f"unknown action {action.kind!r}")
+
+
+async def _run_command_step(ctx: Context, command: str) -> None:
+    params = {"CommandLine": command}
+    index = ctx.step(
+        "ACTIVE", "tool", tool_name="run_command", tool_info=_info("run_command", params)
+    )
+    started = time.monotonic()
+    _, output = await run_command(command, ctx.cwd)
+    # A failing command still ends DONE; no output means no "output" field, as recorded.
+    info = _info("run_command", params, output=output or None)
+    ctx.step(
+        "DONE",
+        "tool",
+        index=index,
+        tool_name="run_command",
+        duration_seconds=since(started),
+        tool_info=info,
+    )
+
+
+async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> ToolOutcome:
+    try:
+        arguments = json.loads(raw)
+        bad_arguments = not isinstance(arguments, dict)
+    except ValueError:
+        arguments, bad_arguments = raw, True
+    params = {"ServerName": server_name, "ToolName": tool, "Arguments": arguments}
+    index = ctx.step(
+        "ACTIVE", "tool", tool_name="call_mcp_tool", tool_info=_info("call_mcp_tool", params)
+    )
+    started = time.monotonic()
+    server = ctx.find_server(server_name)
+    error: str | None
+    if bad_arguments:
+        output, error = "", f"invalid tool call: Arguments must be a JSON object, got {raw!r}"
+    elif server is None:
+        output, error = "", f'MCP server "{server_name}" not found'
+    else:
+        from bridge.simulator.mcp_call import call_tool
+
+        timeout = float(os.environ.get("AGY_SIM_MCP_TIMEOUT", MCP_TIMEOUT))
+        outcome = await call_tool(server.url, tool, arguments, timeout)
+        output, error = outcome.output, outcome.error
+    duration = since(started)
+    if error is None:
+        info = _info("call_mcp_tool", params, output=output)
+        ctx.step(
+            "DONE",
+            "tool",
+            index=index,
+            tool_name="call_mcp_tool",
+            duration_seconds=duration,
+            tool_info=info,
+        )
+        return ToolOutcome(note=f"Tool {tool}: {output}")
+    info = _info("call_mcp_tool", params, error={"type": "TOOL_ERROR", "message": error})
+    ctx.step(
+        "ERROR",
+        "tool",
+        index=index,
+        tool_name="call_mcp_tool",
+        duration_seconds=duration,
+        tool_info=info,
+    )
+    return ToolOutcome(note=f"Tool {tool} failed: {error}")
+
+
+def _denied_write(ctx: Context) -> ToolOutcome:
+    target = os.path.join(ctx.cwd, "sim-denied.txt")
+    params = {"TargetFile": target}
+    index = ctx.step(
+        "ACTIVE", "tool", tool_name="write_to_file", tool_info=_info("write_to_file", params)
+    )
+    message = (
+        f'permission check failed for write_file "{target}": '
+        f"user denied permission for write_file({target})"
+    )
+    info = _info("write_to_file", params, error={"type": "TOOL_ERROR", "message": message})
+    ctx.step(
+        "ERROR",
+        "tool",
+        index=index,
+        tool_name="write_to_file",
+        duration_seconds=0.01,
+        tool_info=info,
+    )
+    return ToolOutcome(denial={"action": "write_file", "display_name": "WriteToFile"})
+
+
+def _info(name: str, parameters: Mapping[str, object], **extra: object) -> dict[str, object]:
+    info: dict[str, object] = {"name": name, "parameters": parameters}
+    info.update({key: value for key, value in extra.items() if value is not None})
+    return info
+
+
+def since(started: float) -> float:
+    return round(time.monotonic() - started, 6)

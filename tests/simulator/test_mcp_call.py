@@ -1,0 +1,90 @@
+"""``[[mcp ...]]``: a real Streamable HTTP call with the SDK client to a tiny SDK server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from tests.simulator.driver import SimFactory, make_plugin, result_of, steps
+
+
+def _server() -> MCPServer:
+    server = MCPServer("sim-test")
+
+    @server.tool()
+    def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+    @server.tool()
+    def refuse() -> str:
+        """Always fails."""
+        raise ToolError("no thread for this session")
+
+    return server
+
+
+@pytest.fixture
+def mcp_url() -> Iterator[str]:
+    # A socket bound and listening before uvicorn starts: the simulator's connection waits in
+    # the backlog until the server is up, so nothing has to poll for readiness.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    app = _server().streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/mcp"
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+def _session(sims: SimFactory, url: str) -> Path:
+    workspace = sims.root / "session"
+    config = {"mcpServers": {"chat": {"serverUrl": url}, "broken": "not an object"}}
+    make_plugin(workspace, "bridge", mcp_raw=json.dumps(config))
+    return workspace
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_mcp_tool_call_through_the_sdk(sims: SimFactory, mcp_url: str, mode: str) -> None:
+    sim = sims.start("--add-dir", str(_session(sims, mcp_url)), AGY_SIM_MCP_MODE=mode)
+    sim.next_event()
+    sim.send('[[mcp bridge_chat shout {"text": "hello"}]]')
+    events = sim.turn()
+    active, done = steps(events, "tool")
+    assert active["tool_name"] == done["tool_name"] == "call_mcp_tool"
+    assert done["state"] == "DONE"
+    assert done["tool_info"]["parameters"] == {
+        "ServerName": "bridge_chat",
+        "ToolName": "shout",
+        "Arguments": {"text": "hello"},
+    }
+    assert done["tool_info"]["output"] == "HELLO"
+    assert "Tool shout: HELLO" in result_of(events)["response"]
+
+
+def test_mcp_tool_error_and_unknown_server(sims: SimFactory, mcp_url: str) -> None:
+    sim = sims.start("--add-dir", str(_session(sims, mcp_url)))
+    sim.next_event()
+    sim.send("[[mcp chat refuse {}]] [[mcp broken shout {}]]")
+    events = sim.turn()
+    failed = [s for s in steps(events, "tool") if s["state"] == "ERROR"]
+    assert len(failed) == 2
+    assert "no thread for this session" in failed[0]["tool_info"]["error"]["message"]
+    assert "not found" in failed[1]["tool_info"]["error"]["message"]
+    result = result_of(events)
+    assert result["status"] == "SUCCESS"
+    assert "Tool refuse failed: " in result["response"]
+    assert "no thread for this session" in result["response"]

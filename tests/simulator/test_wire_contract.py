@@ -1,0 +1,38 @@
+"""What the bridge writes (``bridge.agy.wire``) must pass the simulator's strict readers.
+
+The simulator never imports the bridge's models; this test is where the two meet.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bridge.agy import wire
+from bridge.simulator.hooks import parse_reply
+from bridge.simulator.plugins import parse_hooks, parse_mcp_config
+from bridge.simulator.stream_input import UserTurn, parse_line
+
+
+def test_hooks_file_runs(tmp_path: Path) -> None:
+    handler = wire.HookHandler(command="curl -s http://127.0.0.1:1/t/hook/PreInvocation")
+    raw = json.dumps(wire.hooks_file("bridge", {"PreInvocation": handler})).encode()
+    (loaded,) = parse_hooks(raw, tmp_path)["PreInvocation"]
+    assert (loaded.command, loaded.timeout) == (handler.command, handler.timeout)
+
+
+def test_mcp_config_file_names_the_server(tmp_path: Path) -> None:
+    path = tmp_path / "mcp_config.json"
+    path.write_text(json.dumps(wire.mcp_config_file({"chat": "http://127.0.0.1:1/t/mcp/chat"})))
+    (server,) = parse_mcp_config(path, "bridge")
+    assert (server.name, server.url) == ("bridge_chat", "http://127.0.0.1:1/t/mcp/chat")
+
+
+def test_hook_replies_are_accepted() -> None:
+    assert parse_reply(wire.EMPTY_HOOK_REPLY.to_json()) == ([], [])
+    reply = wire.HookReply.model_validate({"injectSteps": [{"userMessage": "late"}]})
+    assert parse_reply(reply.to_json()) == (["late"], [])
+
+
+def test_user_line_is_a_turn() -> None:
+    assert parse_line(wire.user_line(["a", "b\u2028c"])) == UserTurn("a\nb\u2028c")

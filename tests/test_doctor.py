@@ -1,0 +1,59 @@
+"""`agy-bridge doctor` against the simulator: every check, and the live turn."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SIM = [sys.executable, "-m", "bridge.simulator"]
+
+
+def _doctor(
+    tmp_path: Path, *args: str, command: list[str] = SIM, **env: str
+) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(command)}\n')
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", "doctor", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "AGY_SIM_HOME": str(tmp_path / "home"), **env},
+    )
+
+
+def test_a_ready_machine_passes(tmp_path: Path) -> None:
+    done = _doctor(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ agy found" in done.stdout and "--print-timeout" in done.stdout
+    assert "✓ agy is signed in" in done.stdout
+    assert "answered a hook call made with curl" in done.stdout
+    assert "all checks passed" in done.stdout
+
+
+def test_signed_out_agy_is_a_problem(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, AGY_SIM_SIGNED_OUT="1")
+    assert done.returncode == 1
+    assert "Please sign in" in done.stdout and "Sign in once" in done.stdout
+
+
+def test_missing_agy_is_a_problem(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, command=["/nonexistent/agy"])
+    assert done.returncode == 1 and "✗ agy not found" in done.stdout
+
+
+@pytest.mark.slow
+def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, "--live")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ init arrived: conversation" in done.stdout
+    assert "✓ the PreInvocation hook reached the bridge" in done.stdout
+    assert "✓ agy contacted the bridge's MCP server (tools/list, tools/call ping)" in done.stdout
+    assert not (tmp_path / "data" / "doctor").exists() or not any(
+        (tmp_path / "data" / "doctor").iterdir()
+    )
