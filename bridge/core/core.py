@@ -157,10 +157,10 @@ class Core:
             self.deps.task_group.start_soon(worker.run, name=f"thread {thread.key}")
         return worker
 
-    def _forget(self, worker: ThreadWorker) -> None:
+    def _forget(self, worker: ThreadWorker, clean: bool) -> None:
         if self.workers.get(worker.key) is worker:
             del self.workers[worker.key]
-            if worker._woken:
+            if clean and worker._woken:
                 # A message landed while the worker was leaving: start a new one for it.
                 self._worker(worker.ref).notify()
 

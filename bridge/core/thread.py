@@ -82,7 +82,9 @@ def tool_summary(step: wire.StepUpdate) -> str:
 
 
 class ThreadWorker:
-    def __init__(self, ref: ThreadRef, deps: CoreDeps, on_exit: Callable[[ThreadWorker], None]):
+    def __init__(
+        self, ref: ThreadRef, deps: CoreDeps, on_exit: Callable[[ThreadWorker, bool], None]
+    ):
         self.ref = ref
         self.key = ref.key
         self.deps = deps
@@ -125,6 +127,7 @@ class ThreadWorker:
     async def run(self) -> None:
         log.info("thread worker started", extra={"chat_thread": self.key})
         registration: Registration | None = None
+        clean = False
         try:
             self.place = place_for(self.deps.config, self.ref)
             await self._prepare_workdir(self.place)
@@ -142,6 +145,7 @@ class ThreadWorker:
                         continue
                     break
                 await self._serve()
+            clean = True
         except WorktreeError as exc:
             await self._fail_pending(f"cannot set up this thread's git worktree: {exc}")
         except RuleTooLarge as exc:
@@ -161,7 +165,9 @@ class ThreadWorker:
                 if registration is not None:
                     await registration.close()
                 await self._cleanup_workdir()
-            self._on_exit(self)
+            # Only a worker that ran out of work may hand a late message to a successor; one
+            # that was cancelled (shutdown) must not start another.
+            self._on_exit(self, clean)
             log.info("thread worker stopped", extra={"chat_thread": self.key})
 
     async def _serve(self) -> None:

@@ -1,0 +1,222 @@
+"""The Matrix adapter: the core's :class:`ChatAdapter` on top of matrix-nio."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from aiohttp import ClientError
+from anyio.abc import TaskGroup
+from nio import AsyncClient, RoomResolveAliasResponse
+
+from bridge.config import MatrixSection
+from bridge.core.events import (
+    AttachmentRef,
+    HistoryEntry,
+    Inbound,
+    LiveReply,
+    Reaction,
+    ThreadRef,
+)
+
+from . import history as history_module
+from . import media
+from .access import AccessPolicy
+from .client import MatrixFiles, Session, SyncTokenStore, open_session
+from .format import Renderer, with_relation
+from .memo import BoundedMap
+from .outbox import MatrixOutbox
+from .ratelimit import RetryPolicy, RoomSendQueue
+from .reply import MatrixLiveReply, ReplyTuning, SendFailed
+from .sync import RoomDirectory, SyncTuning, SyncWorker
+
+log = logging.getLogger(__name__)
+
+REACTION_KEYS: dict[Reaction, str] = {
+    Reaction.INJECTED: "👀",
+    Reaction.QUEUED: "⏳",
+    Reaction.WORKING: "⚙️",
+    Reaction.FAILED: "⚠️",
+}
+
+
+@dataclass(frozen=True)
+class MatrixTuning:
+    """Timings and limits; the defaults suit a real homeserver, tests shrink them."""
+
+    reply: ReplyTuning = field(default_factory=ReplyTuning)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sync: SyncTuning = field(default_factory=SyncTuning)
+    remembered_events: int = 20_000
+
+
+class NotConnected(RuntimeError):
+    """An adapter method was called while :meth:`MatrixAdapter.run` was not running."""
+
+
+@dataclass
+class _Connection:
+    client: AsyncClient
+    outbox: MatrixOutbox
+    task_group: TaskGroup
+
+
+class MatrixAdapter:
+    """Implements :class:`bridge.core.events.ChatAdapter` for Matrix."""
+
+    platform = "matrix"
+
+    def __init__(
+        self, config: MatrixSection, *, data_dir: Path, tuning: MatrixTuning | None = None
+    ) -> None:
+        self._config = config
+        self._data_dir = data_dir
+        self._tuning = tuning or MatrixTuning()
+        self._renderer = Renderer()
+        self._queue = RoomSendQueue(self._tuning.retry)
+        self._policy = AccessPolicy.of(config.allowed_users, config.allowed_rooms)
+        self._thread_of_event: BoundedMap[str, ThreadRef] = BoundedMap(
+            self._tuning.remembered_events
+        )
+        self._reactions: BoundedMap[str, str] = BoundedMap(self._tuning.remembered_events)
+        self._connection: _Connection | None = None
+        self.user_id = config.user_id
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
+        session = await self._open_session()
+        client = session.client
+        self.user_id = client.user_id
+        if session.encryption_problem:
+            log.warning("Matrix end-to-end encryption is off: %s", session.encryption_problem)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._policy = await self._resolve_rooms(client, self._policy)
+                rooms = RoomDirectory(client)
+                outbox = MatrixOutbox(client, self._queue, rooms.known_room)
+                worker = SyncWorker(
+                    client,
+                    inbound=inbound,
+                    policy=self._policy,
+                    threads=self._config.threads,
+                    outbox=outbox,
+                    queue=self._queue,
+                    tokens=SyncTokenStore(MatrixFiles.under(self._data_dir).sync, client.user_id),
+                    thread_of_event=self._thread_of_event,
+                    encryption_problem=session.encryption_problem,
+                    rooms=rooms,
+                    tuning=self._tuning.sync,
+                    task_group=tg,
+                )
+                self._connection = _Connection(client, outbox, tg)
+                log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)
+                await worker.run(started)
+        finally:
+            self._connection = None
+            with anyio.CancelScope(shield=True):
+                await client.close()
+
+    async def _open_session(self) -> Session:
+        """Log in, waiting for a homeserver that cannot be reached yet (bad credentials raise)."""
+        backoff = 1.0
+        while True:
+            try:
+                return await open_session(self._config, self._data_dir)
+            except (ClientError, TimeoutError) as exc:
+                log.warning(
+                    "Matrix homeserver unreachable (%s); retrying in %.0f s",
+                    type(exc).__name__,
+                    backoff,
+                )
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, self._tuning.sync.backoff_max)
+
+    async def _resolve_rooms(self, client: AsyncClient, policy: AccessPolicy) -> AccessPolicy:
+        """``allowed_rooms`` may name aliases (#room:server): allow the rooms they point to."""
+        rooms: set[str] = set()
+        for room in policy.rooms:
+            rooms.add(room)
+            if not room.startswith("#"):
+                continue
+            try:
+                response = await client.room_resolve_alias(room)
+            except (ClientError, TimeoutError, OSError) as exc:
+                log.warning("allowed room %s could not be resolved: %s", room, exc)
+                continue
+            if isinstance(response, RoomResolveAliasResponse):
+                rooms.add(response.room_id)
+            else:
+                log.warning("allowed room %s could not be resolved: %s", room, response)
+        return policy.with_rooms(rooms)
+
+    def _connected(self) -> _Connection:
+        if self._connection is None:
+            raise NotConnected("the Matrix adapter is not running")
+        return self._connection
+
+    def _remember(self, thread: ThreadRef) -> Callable[[str], None]:
+        def remember(event_id: str) -> None:
+            self._thread_of_event.put(event_id, thread)
+
+        return remember
+
+    # -- ChatAdapter ----------------------------------------------------------------------
+
+    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> LiveReply:
+        connection = self._connected()
+        reply = MatrixLiveReply(
+            connection.outbox,
+            self._renderer,
+            thread,
+            reply_to,
+            tuning=self._tuning.reply,
+            on_sent=self._remember(thread),
+        )
+        await reply.start(connection.task_group)
+        return reply
+
+    async def post_message(self, thread: ThreadRef, text: str) -> None:
+        outbox = self._connected().outbox
+        remember = self._remember(thread)
+        for content in self._renderer.pieces(text, self._tuning.reply.limits):
+            with_relation(content, thread_root=thread.thread)
+            remember(await outbox.send(thread.channel, content))
+
+    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+        connection = self._connected()
+        client = connection.client
+        room = client.rooms.get(thread.channel)
+        encrypt = room is not None and room.encrypted and client.olm is not None
+        try:
+            content = await media.upload(client, self._queue, path, title, encrypt=encrypt)
+        except (RuntimeError, OSError) as exc:
+            raise SendFailed(str(exc)) from None
+        with_relation(content, thread_root=thread.thread)
+        self._remember(thread)(await connection.outbox.send(thread.channel, content))
+
+    async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
+        outbox = self._connected().outbox
+        try:
+            event_id = await outbox.react(thread.channel, message_id, REACTION_KEYS[reaction])
+        except SendFailed as exc:
+            log.warning("reaction in %s failed: %s", thread.channel, exc)
+            return
+        # One status per message: the new reaction replaces ours from before.
+        previous = self._reactions.pop(message_id)
+        self._reactions.put(message_id, event_id)
+        if previous is not None:
+            await outbox.redact(thread.channel, previous)
+
+    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
+        timeout_ms = self._tuning.reply.typing_timeout_ms
+        await self._connected().outbox.typing(thread.channel, busy, timeout_ms)
+
+    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+        return await media.download(self._connected().client, ref, dest, max_bytes)
+
+    async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
+        return await history_module.history(self._connected().client, thread, limit)

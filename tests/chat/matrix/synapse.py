@@ -1,0 +1,285 @@
+"""A real Synapse homeserver on loopback for the Matrix tests.
+
+`make synapse` installs Synapse into its own virtualenv and `make test` names its python in
+``AGY_BRIDGE_SYNAPSE_PYTHON``. :func:`start_synapse` writes a ``homeserver.yaml`` (SQLite, one
+client listener on 127.0.0.1, no federation, cheap bcrypt), starts the server on a port the OS
+picked, waits until ``/_matrix/client/versions`` answers and hands back a :class:`Synapse` that
+registers users through the shared-secret admin API. Everything here is synchronous (subprocess
+and urllib) so session-scoped fixtures can use it without an event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PYTHON_ENV = "AGY_BRIDGE_SYNAPSE_PYTHON"
+SERVER_NAME = "localhost"
+_READY_TIMEOUT = 90.0
+_STOP_TIMEOUT = 20.0
+_START_ATTEMPTS = 3
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+# Raised so that ordinary tests never meet a 429; one test runs with Synapse's defaults.
+_UNLIMITED = {"per_second": 1000, "burst_count": 1000}
+RAISED_RATE_LIMITS: dict[str, Any] = {
+    "rc_message": _UNLIMITED,
+    "rc_registration": _UNLIMITED,
+    "rc_login": {
+        "address": _UNLIMITED,
+        "account": _UNLIMITED,
+        "failed_attempts": _UNLIMITED,
+    },
+    "rc_joins": {"local": _UNLIMITED, "remote": _UNLIMITED},
+    "rc_joins_per_room": _UNLIMITED,
+    "rc_invites": {"per_room": _UNLIMITED, "per_user": _UNLIMITED, "per_issuer": _UNLIMITED},
+    "rc_room_creation": _UNLIMITED,
+    "rc_media_create": _UNLIMITED,
+    "rc_key_requests": _UNLIMITED,
+}
+
+
+class SynapseError(RuntimeError):
+    """Synapse did not start or did not answer; the message carries its log tail."""
+
+
+@dataclass(frozen=True)
+class MatrixUser:
+    user_id: str
+    password: str
+    access_token: str
+    device_id: str
+
+    @property
+    def localpart(self) -> str:
+        return self.user_id.split(":", 1)[0].lstrip("@")
+
+
+@dataclass
+class Synapse:
+    """One running homeserver."""
+
+    base_url: str
+    workdir: Path
+    shared_secret: str
+    process: subprocess.Popen[bytes]
+    server_name: str = SERVER_NAME
+    _counter: int = field(default=0, repr=False)
+
+    def unique_localpart(self, prefix: str) -> str:
+        # Users live as long as the server: every test gets fresh names.
+        self._counter += 1
+        return f"{prefix}{self._counter}x{secrets.token_hex(3)}"
+
+    def register(
+        self,
+        prefix: str,
+        *,
+        password: str | None = None,
+        displayname: str | None = None,
+        admin: bool = False,
+    ) -> MatrixUser:
+        """Create a user through the shared-secret admin API; returns its first login."""
+        localpart = self.unique_localpart(prefix)
+        password = password or secrets.token_urlsafe(12)
+        nonce = _request_json("GET", f"{self.base_url}/_synapse/admin/v1/register")["nonce"]
+        mac = hmac.new(self.shared_secret.encode(), digestmod=hashlib.sha1)
+        mac.update(b"\x00".join([nonce.encode(), localpart.encode(), password.encode()]))
+        mac.update(b"\x00admin" if admin else b"\x00notadmin")
+        body: dict[str, Any] = {
+            "nonce": nonce,
+            "username": localpart,
+            "password": password,
+            "admin": admin,
+            "mac": mac.hexdigest(),
+        }
+        if displayname:
+            body["displayname"] = displayname
+        answer = _request_json("POST", f"{self.base_url}/_synapse/admin/v1/register", body)
+        return MatrixUser(
+            user_id=answer["user_id"],
+            password=password,
+            access_token=answer["access_token"],
+            device_id=answer["device_id"],
+        )
+
+    def log_tail(self, lines: int = 60) -> str:
+        return _log_tail(self.workdir, lines)
+
+    def stop(self) -> None:
+        _terminate(self.process)
+
+
+def synapse_python() -> str | None:
+    """The python of Synapse's virtualenv, or None when the tests were not started by make."""
+    value = os.environ.get(PYTHON_ENV, "").strip()
+    return value or None
+
+
+def start_synapse(python: str, workdir: Path, *, raised_limits: bool = True) -> Synapse:
+    """Start Synapse in ``workdir``; raise :class:`SynapseError` with its log tail on failure."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    last_error = ""
+    for _ in range(_START_ATTEMPTS):
+        port = _free_port()
+        secret = secrets.token_hex(16)
+        config_path = _write_config(workdir, port, secret, raised_limits)
+        process = _spawn(python, config_path, workdir)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_ready(base_url, process, workdir)
+        except SynapseError as exc:
+            _terminate(process)
+            last_error = str(exc)
+            # Another process may have taken the port between our probe and Synapse's bind.
+            if "Address already in use" in last_error:
+                continue
+            raise
+        return Synapse(base_url=base_url, workdir=workdir, shared_secret=secret, process=process)
+    raise SynapseError(last_error)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _write_config(workdir: Path, port: int, secret: str, raised_limits: bool) -> Path:
+    log_config = workdir / "log.yaml"
+    # JSON is YAML: no YAML library needed on this side.
+    log_config.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "formatters": {
+                    "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+                },
+                "handlers": {
+                    "file": {
+                        "class": "logging.FileHandler",
+                        "formatter": "plain",
+                        "filename": str(workdir / "homeserver.log"),
+                    }
+                },
+                "root": {"level": "INFO", "handlers": ["file"]},
+                "disable_existing_loggers": False,
+            }
+        )
+    )
+    config: dict[str, Any] = {
+        "server_name": SERVER_NAME,
+        "pid_file": str(workdir / "homeserver.pid"),
+        "listeners": [
+            {
+                "port": port,
+                "bind_addresses": ["127.0.0.1"],
+                "type": "http",
+                "tls": False,
+                "x_forwarded": False,
+                "resources": [{"names": ["client"], "compress": False}],
+            }
+        ],
+        "database": {"name": "sqlite3", "args": {"database": str(workdir / "homeserver.db")}},
+        "log_config": str(log_config),
+        "media_store_path": str(workdir / "media"),
+        "signing_key_path": str(workdir / "signing.key"),
+        "registration_shared_secret": secret,
+        "macaroon_secret_key": secrets.token_hex(16),
+        "form_secret": secrets.token_hex(16),
+        "enable_registration": False,
+        "bcrypt_rounds": 4,
+        "trusted_key_servers": [],
+        "federation_domain_whitelist": [],
+        "suppress_key_server_warning": True,
+        "presence": {"enabled": False},
+        "report_stats": False,
+        "url_preview_enabled": False,
+        "enable_metrics": False,
+    }
+    if raised_limits:
+        config.update(RAISED_RATE_LIMITS)
+    path = workdir / "homeserver.yaml"
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def _spawn(python: str, config_path: Path, workdir: Path) -> subprocess.Popen[bytes]:
+    out = (workdir / "synapse.out").open("ab")
+    try:
+        return subprocess.Popen(
+            [python, "-m", "synapse.app.homeserver", "-c", str(config_path)],
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        out.close()
+
+
+def _wait_ready(base_url: str, process: subprocess.Popen[bytes], workdir: Path) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SynapseError(
+                f"Synapse exited with code {process.returncode} before it was ready:\n"
+                + _log_tail(workdir)
+            )
+        try:
+            with urllib.request.urlopen(f"{base_url}/_matrix/client/versions", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise SynapseError(
+        f"Synapse did not answer within {_READY_TIMEOUT:.0f} s:\n" + _log_tail(workdir)
+    )
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=_STOP_TIMEOUT)
+
+
+def _log_tail(workdir: Path, lines: int = 60) -> str:
+    parts = []
+    for name in ("synapse.out", "homeserver.log"):
+        path = workdir / name
+        if path.exists():
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {name} (last {len(text)} lines) ---\n" + "\n".join(text))
+    return "\n".join(parts) or "(no log written)"
+
+
+def _request_json(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise SynapseError(f"{method} {url}: HTTP {exc.code}: {exc.read()[:500]!r}") from None
