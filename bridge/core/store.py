@@ -220,6 +220,16 @@ class Store:
                 )
         return [m.model_copy(update={"state": new_state}) for m in taken]
 
+    async def requeue_turn(self, turn_id: int) -> int:
+        """Put a turn's messages back to ``pending`` (agy died before it read them)."""
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "UPDATE inbox SET state = ?, turn_id = NULL, delivered_at = NULL"
+                " WHERE turn_id = ? AND state = ?",
+                (PENDING, turn_id, IN_TURN),
+            )
+            return cursor.rowcount
+
     async def set_saved(self, message_id: int, saved: Sequence[str]) -> None:
         await self._write(
             "UPDATE inbox SET saved_json = ? WHERE id = ?", (json.dumps(list(saved)), message_id)

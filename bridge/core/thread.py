@@ -67,6 +67,8 @@ class TurnState:
     interrupted_by: str | None = None
     timed_out: bool = False
     denied: list[str] = field(default_factory=list)
+    # agy printed something for this turn (its user_input step at least).
+    acknowledged: bool = False
 
 
 def tool_summary(step: wire.StepUpdate) -> str:
@@ -97,6 +99,7 @@ class ThreadWorker:
         self.place: Place | None = None
         self.restart_requested = False
         self._in_turn = False
+        self._requeued = False
 
     # --- signals from the core ------------------------------------------------------------
 
@@ -240,6 +243,12 @@ class ThreadWorker:
                     end = await self._turn(proc)
                 finally:
                     self._in_turn = False
+                if end == st.ERROR and proc.alive:
+                    # Quota and login errors end with agy exiting: do not hand the next turn to
+                    # a process that is on its way out.
+                    with anyio.move_on_after(1.0):
+                        while proc.alive and not isinstance(await proc.next(), ProcessExit):
+                            pass
                 if end == st.INTERRUPTED:
                     # agy exits after SIGINT: carry on with a new process, same conversation.
                     with anyio.move_on_after(INTERRUPT_GRACE):
@@ -300,6 +309,22 @@ class ThreadWorker:
             state, usage = st.INTERRUPTED, None
         finally:
             self.turn = None
+        if (
+            state == st.ERROR
+            and not turn.acknowledged
+            and not proc.alive
+            and not self._requeued
+            and cancelled is None
+        ):
+            # agy died before it read the turn (it was already on its way out): the messages
+            # go back to the inbox for the next process, once, instead of being lost.
+            self._requeued = True
+            with anyio.CancelScope(shield=True):
+                await store.requeue_turn(turn_id)
+                await store.finish_turn(turn_id, st.ERROR, error="agy exited before the turn")
+            log.info("agy exited before reading a turn; requeued", extra={"chat_thread": self.key})
+            return state
+        self._requeued = False
         with anyio.CancelScope(shield=True):
             await store.finish_turn(
                 turn_id, state, error=outcome.error, response=outcome.final_text, usage=usage
@@ -348,6 +373,7 @@ class ThreadWorker:
             await self._step(out.step_update, turn, streamed, proc)
             return None
         if isinstance(out, wire.ResultEvent):
+            turn.acknowledged = True
             return self._outcome(out.result, turn, streamed)
         if isinstance(out, ProcessExit):
             text = f"agy stopped unexpectedly ({out.describe()})"
@@ -367,6 +393,7 @@ class ThreadWorker:
     async def _step(
         self, step: wire.StepUpdate, turn: TurnState, streamed: list[str], proc: AgyProcess
     ) -> None:
+        turn.acknowledged = True
         if step.conversation_id and step.conversation_id != proc.conversation_id:
             return  # a subagent's step
         if step.step_type == "agent_response" and step.text_delta:

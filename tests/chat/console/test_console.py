@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -72,7 +73,7 @@ def test_lines_become_turns_and_the_conversation_continues(tmp_path: Path) -> No
 
 
 def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
-    go = tmp_path / "go"
+    started, go = tmp_path / "started", tmp_path / "go"
     proc = subprocess.Popen(
         _console(tmp_path),
         stdin=subprocess.PIPE,
@@ -82,18 +83,33 @@ def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
         env=_env(tmp_path),
     )
     assert proc.stdin is not None
-    proc.stdin.write(f"start [[waitfirst {go}]]\n")
+    # Two model calls: the first one touches "started"; the second waits for "go".
+    proc.stdin.write(f"start [[calls 2]] [[touch {started}]] [[wait {go}]]\n")
     proc.stdin.flush()
-    time.sleep(1.5)  # the turn must be under way before the second line; go gates its model call
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline, "the turn never started"
+        time.sleep(0.02)
     proc.stdin.write("and one more thing\n")
     proc.stdin.flush()
-    time.sleep(0.5)
+    _wait_stored(tmp_path / "data" / "bridge.sqlite3", "and one more thing")
     go.touch()
     out, err = proc.communicate(input="", timeout=60)
     assert proc.returncode == 0, err
     assert "Injected: (Message written in the chat while you were working)" in out
     assert out.count("and one more thing") == 1
     assert "seen by the agent mid-turn" in out
+
+
+def _wait_stored(db: Path, text: str) -> None:
+    """Until the bridge has the line in its inbox (so the next hook call can take it)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with sqlite3.connect(db) as conn:
+            if conn.execute("SELECT 1 FROM inbox WHERE text LIKE ?", (f"%{text}",)).fetchone():
+                return
+        assert time.monotonic() < deadline, "the line never reached the inbox"
+        time.sleep(0.02)
 
 
 def _marked_processes() -> list[int]:
