@@ -20,6 +20,7 @@ from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.store import Store, open_store
 from bridge.core.thread import ThreadWorker
+from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class Bridge:
     runtime: AgyRuntime
     core: Core
     adapters: dict[str, ChatAdapter]
+    metrics: Metrics
 
 
 McpFactory = Callable[[ThreadWorker], dict[str, Any]]
@@ -88,10 +90,11 @@ async def open_bridge(
             stop_grace=config.agy.stop_grace,
             max_line_bytes=config.agy.max_line_bytes,
         )
+        metrics = Metrics()
         async with open_core(
-            config, store, runtime, adapters, default_mcp_servers(config)
+            config, store, runtime, adapters, default_mcp_servers(config), metrics
         ) as core:
-            yield Bridge(config, store, listener, runtime, core, adapters)
+            yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 
 
 async def start_adapters(bridge: Bridge, tg: anyio.abc.TaskGroup) -> None:
@@ -119,7 +122,5 @@ def chat_adapters(config: Config) -> dict[str, ChatAdapter]:
     if config.matrix.configured:
         from bridge.chat.matrix.adapter import MatrixAdapter
 
-        adapters["matrix"] = MatrixAdapter(
-            config.matrix, data_dir=config.bridge.data_dir.resolve()
-        )
+        adapters["matrix"] = MatrixAdapter(config.matrix, data_dir=config.bridge.data_dir.resolve())
     return adapters

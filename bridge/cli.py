@@ -6,12 +6,15 @@ import argparse
 import logging
 import signal
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from bridge import __version__
-from bridge.app import chat_adapters, open_bridge, start_adapters
+from bridge.admin import open_admin
+from bridge.app import Bridge, chat_adapters, open_bridge, start_adapters
 from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator_command
 from bridge.config import Config, ConfigError, load_config
 from bridge.core.core import Core
@@ -76,7 +79,21 @@ async def _run(config: Config) -> int:
         )
         return 2
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_bridge(config, adapters) as bridge, anyio.create_task_group() as tg:
+        async with (
+            open_bridge(config, adapters) as bridge,
+            AsyncExitStack() as stack,
+            anyio.create_task_group() as tg,
+        ):
+            if config.admin.enabled:
+                admin = await stack.enter_async_context(
+                    open_admin(
+                        bridge.metrics,
+                        host=config.admin.host,
+                        port=config.admin.port,
+                        health=lambda: health(bridge),
+                    )
+                )
+                log.info("admin endpoint on %s (/healthz, /metrics)", admin.url)
             await start_adapters(bridge, tg)
             log.info("agy-bridge running with %s", ", ".join(adapters))
             async for signum in signals:
@@ -86,6 +103,18 @@ async def _run(config: Config) -> int:
             await bridge.core.shutdown()
             tg.cancel_scope.cancel()
     return 0
+
+
+async def health(bridge: Bridge) -> dict[str, Any]:
+    slots = bridge.core.deps.slots
+    return {
+        "status": "ok",
+        "adapters": sorted(bridge.adapters),
+        "live_processes": slots.live,
+        "max_processes": slots.limit,
+        "queued_threads": slots.queued,
+        "active_threads": len(bridge.core.workers),
+    }
 
 
 async def _console(config: Config, thread: str, user: str) -> int:

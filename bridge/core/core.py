@@ -29,6 +29,7 @@ from bridge.core.events import (
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.core.thread import CoreDeps, ThreadWorker
+from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Core:
         await self.store.thread(message.thread)
         worker = self._worker(message.thread)
         if worker.busy:
+            self.deps.metrics.queued(message.thread.platform)
             self._spawn(
                 self._adapter(message.thread).react(
                     message.thread, message.message_id, Reaction.QUEUED
@@ -227,9 +229,12 @@ async def open_core(
     runtime: AgyRuntime,
     adapters: dict[str, ChatAdapter],
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Core]:
+    metrics = metrics or Metrics()
     async with anyio.create_task_group() as tg:
         deps = CoreDeps(
+            metrics=metrics,
             config=config,
             store=store,
             runtime=runtime,
@@ -239,6 +244,9 @@ async def open_core(
             mcp_servers=mcp_servers,
         )
         core = Core(deps)
+        metrics.set_sources(
+            live_processes=lambda: deps.slots.live, queued_threads=lambda: deps.slots.queued
+        )
         try:
             yield core
             with anyio.CancelScope(shield=True):

@@ -39,6 +39,7 @@ from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store, StoredMessage
 from bridge.core.workspaces import Place, place_for
 from bridge.core.worktrees import WorktreeError, ensure_worktree, is_repository, remove_worktree
+from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class CoreDeps:
     slots: ProcessSlots
     adapters: dict[str, ChatAdapter]
     task_group: TaskGroup
+    metrics: Metrics
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
 
 
@@ -290,6 +292,7 @@ class ThreadWorker:
         messages = [await self._ensure_saved(m) for m in messages]
         reply = await self.adapter.open_reply(self.ref, messages[-1].message_id)
         self.turn = TurnState(turn_id, reply)
+        self.deps.metrics.turn_started(self.ref.platform)
         self._spawn(self.adapter.set_typing(self.ref, True))
         turn = self.turn
         cancelled: BaseException | None = None
@@ -325,6 +328,13 @@ class ThreadWorker:
             log.info("agy exited before reading a turn; requeued", extra={"chat_thread": self.key})
             return state
         self._requeued = False
+        self.deps.metrics.turn_finished(
+            self.ref.platform,
+            state if state in (st.DONE, st.ERROR, st.INTERRUPTED) else st.ERROR,
+            time.monotonic() - turn.started,
+        )
+        if state == st.ERROR:
+            self.deps.metrics.error("agy_exit" if not proc.alive else "agy_result")
         with anyio.CancelScope(shield=True):
             await store.finish_turn(
                 turn_id, state, error=outcome.error, response=outcome.final_text, usage=usage
@@ -446,6 +456,7 @@ class ThreadWorker:
         )
         if not taken:
             return wire.EMPTY_HOOK_REPLY
+        self.deps.metrics.injected(self.ref.platform, len(taken))
         for message in taken:
             self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.INJECTED))
         log.info(
@@ -512,6 +523,7 @@ class ThreadWorker:
         try:
             await reply.finish(outcome)
         except Exception:
+            self.deps.metrics.error("chat_post")
             log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
 
     async def _tell_queued(self, position: int) -> None:
@@ -537,6 +549,7 @@ class ThreadWorker:
         self.deps.task_group.start_soon(guarded)
 
     def _bad_line(self, reason: str) -> None:
+        self.deps.metrics.bad_line()
         log.warning("unreadable line from agy: %s", reason, extra={"chat_thread": self.key})
 
     async def _drop_conversation_after(self, exc: AgyStartError) -> bool:
@@ -561,6 +574,7 @@ class ThreadWorker:
 
     async def _fail_pending(self, reason: str) -> None:
         """agy could not take these messages: say so, and leave the thread usable."""
+        self.deps.metrics.error("agy_start")
         failed = await self.deps.store.take_pending(self.key, st.FAILED, None, ready_only=False)
         for message in failed:
             self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.FAILED))

@@ -149,3 +149,24 @@ async def test_attachments_are_saved_or_explained(tmp_path: Path) -> None:
         assert f"[image attached: {path}" in final
         assert "'empty.txt' could not be saved: the file is empty" in final
         assert "'big.bin' could not be saved: the file is larger than 1024 bytes" in final
+
+
+async def test_metrics_count_turns_and_injections(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with running(tmp_path) as h:
+        started, go = h.flag("started"), h.flag("go")
+        await h.say(f"[[calls 2]] [[touch {started}]] [[wait {go}]]")
+        await wait_file(started)
+        await h.say("mid-turn", who="bob")
+        go.touch()
+        await h.adapter.wait_finished(1)
+        body, _ = h.bridge.metrics.render()
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode())
+            for s in family.samples
+        }
+        assert samples[("agy_bridge_turns_total", (("platform", "test"), ("state", "done")))] == 1
+        assert samples[("agy_bridge_injections_total", (("platform", "test"),))] == 1
+        assert samples[("agy_bridge_live_processes", ())] == 1
