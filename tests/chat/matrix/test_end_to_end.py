@@ -1,0 +1,125 @@
+"""Matrix through the whole bridge: a real Synapse, the core, and the agy simulator."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bridge.app import Bridge, open_bridge, start_adapters
+from bridge.chat.matrix import MatrixAdapter
+from bridge.config import build_config
+from tests.chat.matrix.conftest import FAST_TUNING, Human
+from tests.chat.matrix.synapse import Synapse
+
+pytestmark = [pytest.mark.anyio, pytest.mark.synapse, pytest.mark.slow]
+
+
+@dataclass
+class Live:
+    bridge: Bridge
+    human: Human
+    room: str
+    bot: str
+    tmp: Path
+
+
+def content(event: Any) -> dict[str, Any]:
+    raw = event.source.get("content", {})
+    return raw.get("m.new_content", raw) if isinstance(raw, dict) else {}
+
+
+def from_bot_with(live: Live, text: str) -> Any:
+    return lambda e: getattr(e, "sender", "") == live.bot and text in content(e).get("body", "")
+
+
+@asynccontextmanager
+async def live_bridge(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Live]:
+    alice = synapse.register(f"alice{os.urandom(3).hex()}", displayname="Alice Liddell")
+    bot = synapse.register(f"bot{os.urandom(3).hex()}", displayname="Agy Bot")
+    os.environ["AGY_SIM_HOME"] = str(tmp_path / "sim-home")
+    config = build_config(
+        {
+            "bridge": {"data_dir": str(tmp_path / "data")},
+            "agy": {"command": [sys.executable, "-m", "bridge.simulator"], "init_timeout": 30},
+            "matrix": {
+                "homeserver": synapse.base_url,
+                "user_id": bot.user_id,
+                "password": bot.password,
+                "allowed_users": [alice.user_id],
+            },
+        },
+        environ={},
+    )
+    adapter = MatrixAdapter(config.matrix, data_dir=config.bridge.data_dir, tuning=FAST_TUNING)
+    async with Human.connect(synapse, alice) as human:
+        room = await human.create_room([bot.user_id])
+        async with open_bridge(config, {"matrix": adapter}) as bridge:
+            async with anyio.create_task_group() as tg:
+                await start_adapters(bridge, tg)
+                await human.wait_joined(room, bot.user_id)
+                yield Live(bridge, human, room, bot.user_id, tmp_path)
+                await bridge.core.shutdown()
+                tg.cancel_scope.cancel()
+
+
+async def wait_file(path: Path) -> None:
+    with anyio.fail_after(30):
+        while not path.exists():
+            await anyio.sleep(0.05)
+
+
+async def test_a_message_gets_a_streamed_answer(synapse: Synapse, tmp_path: Path) -> None:
+    async with live_bridge(synapse, tmp_path) as live:
+        await live.human.say(live.room, "hello bot [[long 30]] [[chunks 10]]")
+        final = await live.human.wait_event(live.room, from_bot_with(live, "line 30"), within=60)
+        assert "line 1\n" in content(final)["body"]
+
+
+async def test_a_message_mid_turn_is_injected(synapse: Synapse, tmp_path: Path) -> None:
+    async with live_bridge(synapse, tmp_path) as live:
+        started, go = tmp_path / "started", tmp_path / "go"
+        await live.human.say(live.room, f"task [[calls 2]] [[touch {started}]] [[wait {go}]]")
+        await wait_file(started)
+        late = await live.human.say(live.room, "also update the changelog")
+        thread_key = f"matrix|{live.room}|"
+        with anyio.fail_after(30):
+            while not await live.bridge.store.pending(thread_key):
+                await anyio.sleep(0.05)
+        go.touch()
+        await live.human.wait_event(live.room, from_bot_with(live, "Injected:"), within=60)
+        # ⏳ when it arrived (queued), then 👀 once the running turn took it.
+        await live.human.wait_event(
+            live.room,
+            lambda e: (
+                e.source.get("type") == "m.reaction"
+                and e.source["content"].get("m.relates_to", {}).get("event_id") == late
+                and e.source["content"]["m.relates_to"].get("key") == "👀"
+            ),
+        )
+
+
+async def test_a_stop_reaction_interrupts(synapse: Synapse, tmp_path: Path) -> None:
+    async with live_bridge(synapse, tmp_path) as live:
+        started = tmp_path / "started"
+        asked = await live.human.say(live.room, f"long job [[touch {started}]] [[sleep 60]]")
+        await wait_file(started)
+        worker = live.bridge.core.workers[f"matrix|{live.room}|"]
+        assert worker.busy
+        # Nothing has streamed yet, so the 🛑 goes on the message that started the turn.
+        await live.human.send(
+            live.room,
+            {"m.relates_to": {"rel_type": "m.annotation", "event_id": asked, "key": "🛑"}},
+            kind="m.reaction",
+        )
+        with anyio.fail_after(30):
+            while worker.busy:
+                await anyio.sleep(0.05)
+        await live.human.wait_event(live.room, from_bot_with(live, "Stopped by"), within=30)
