@@ -1,0 +1,425 @@
+"""The Slack adapter: Slack events in, the core's replies out (see ``docs/slack.md``)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
+from bridge.chat.slack.client import (
+    CALL_ERRORS,
+    api_error,
+    attach_retry_handlers,
+    build_client,
+    describe,
+    with_retries,
+)
+from bridge.chat.slack.events import (
+    PLATFORM,
+    BotIdentity,
+    Candidate,
+    parse_event,
+    ts_to_datetime,
+)
+from bridge.chat.slack.files import FileHosts, download
+from bridge.chat.slack.format import split_markdown
+from bridge.chat.slack.history import ThreadHistory
+from bridge.chat.slack.reply import STOP_ACTION_ID, Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.transport import (
+    SlackStartError,
+    check_app_token,
+    run_http,
+    run_socket_mode,
+)
+from bridge.chat.slack.users import UserDirectory
+from bridge.config import SlackSection
+from bridge.core.events import (
+    AttachmentRef,
+    ChatAdapter,
+    HistoryEntry,
+    Inbound,
+    IncomingMessage,
+    LiveReply,
+    Reaction,
+    ThreadRef,
+)
+
+log = logging.getLogger(__name__)
+
+REACTIONS: dict[Reaction, str] = {
+    Reaction.INJECTED: "eyes",
+    Reaction.QUEUED: "inbox_tray",
+    Reaction.WORKING: "gear",
+    Reaction.FAILED: "warning",
+}
+# A later mark replaces an earlier one on the same message (queued, then taken by a turn).
+_REPLACES: dict[Reaction, tuple[Reaction, ...]] = {
+    Reaction.INJECTED: (Reaction.QUEUED,),
+    Reaction.WORKING: (Reaction.QUEUED,),
+    Reaction.FAILED: (Reaction.WORKING,),
+}
+
+
+class _Bounded(OrderedDict[tuple[str, str], Any]):
+    """A small LRU map keyed by (channel, ts)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self._capacity = capacity
+
+    def put(self, key: tuple[str, str], value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self._capacity:
+            self.popitem(last=False)
+
+
+class SlackAdapter:
+    """Implements :class:`bridge.core.events.ChatAdapter` for Slack (Bolt, asyncio)."""
+
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        config: SlackSection,
+        *,
+        data_dir: Path,
+        client: AsyncWebClient | None = None,
+        reply_interval: float = 1.0,
+        socket_ping_interval: float = 10.0,
+        retry_backoff: float = 0.5,
+    ) -> None:
+        _check_secrets(config, has_client=client is not None)
+        self._config = config
+        self._data_dir = data_dir
+        if client is None:
+            client = build_client(config, backoff=retry_backoff)
+        else:
+            attach_retry_handlers(client, retry_backoff)
+        self._client = client
+        self._reply_settings = ReplySettings(
+            streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
+        )
+        self._ping_interval = socket_ping_interval
+        self._backoff = retry_backoff
+        self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
+        self._notices = NoticeLedger()
+        self._users = UserDirectory(client)
+        self._history = ThreadHistory(client, self._users, backoff=retry_backoff)
+        self._hosts = FileHosts(config.api_url)
+        self._bot: BotIdentity | None = None
+        self._tg: TaskGroup | None = None
+        self._http_port: int | None = None
+        # Who wrote a message (for stream recipients), and which marks we put on messages.
+        self._writers = _Bounded(4096)
+        self._marks = _Bounded(4096)
+
+    @property
+    def client(self) -> AsyncWebClient:
+        return self._client
+
+    @property
+    def bot(self) -> BotIdentity | None:
+        """The bot's identity once :meth:`run` has asked Slack (``auth.test``)."""
+        return self._bot
+
+    @property
+    def http_port(self) -> int | None:
+        """The port the HTTP transport listens on (useful with ``http_port = 0``)."""
+        return self._http_port
+
+    # ----- running ----------------------------------------------------------------------------
+
+    async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
+        # Token problems stop the bridge here, with a message naming the setting.
+        self._bot = await self._identify()
+        app_token = self._config.app_token
+        if self._config.transport == "socket":
+            assert app_token is not None  # checked in __init__
+            await check_app_token(self._client, app_token.get_secret_value())
+        app = self._build_app(inbound)
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                if app_token is not None and self._config.transport == "socket":
+                    await run_socket_mode(
+                        app,
+                        app_token=app_token.get_secret_value(),
+                        started=started,
+                        ping_interval=self._ping_interval,
+                    )
+                else:
+                    await run_http(
+                        app,
+                        host=self._config.http_host,
+                        port=self._config.http_port,
+                        started=started,
+                        bound=self._set_port,
+                    )
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
+
+    def _set_port(self, port: int) -> None:
+        self._http_port = port
+
+    async def _identify(self) -> BotIdentity:
+        try:
+            response = await with_retries(
+                self._client.auth_test, what="auth.test", thread_key="-", backoff=self._backoff
+            )
+        except SlackApiError as exc:
+            raise SlackStartError(
+                f"Slack refused the bot token ({api_error(exc)}): check slack.bot_token "
+                "(SLACK_BOT_TOKEN, starting with xoxb-)"
+            ) from None
+        bot = BotIdentity(
+            user_id=str(response.get("user_id") or ""),
+            bot_id=str(response.get("bot_id") or ""),
+            team_id=str(response.get("team_id") or ""),
+            name=str(response.get("user") or ""),
+        )
+        log.info("Slack: signed in as %s (%s) in team %s", bot.name, bot.user_id, bot.team_id)
+        return bot
+
+    def _build_app(self, inbound: Inbound) -> AsyncApp:
+        secret = self._config.signing_secret
+        app = AsyncApp(
+            client=self._client,
+            signing_secret=secret.get_secret_value() if secret is not None else "",
+            # Acknowledge an event only once the core has stored it: a crash in between makes
+            # Slack redeliver it (and the core drops what it already has, by event id). This
+            # also keeps Bolt from spawning listener tasks of its own.
+            process_before_response=True,
+            logger=logging.getLogger("bridge.chat.slack.bolt"),
+        )
+
+        async def on_event(event: dict[str, Any], body: dict[str, Any]) -> None:
+            await self._on_event(inbound, event, body)
+
+        async def on_stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            # Interrupting can take a moment; Slack wants the click acknowledged within 3 s.
+            if self._tg is not None:
+                self._tg.start_soon(self._on_stop, inbound, body, action)
+
+        app.event("app_mention")(on_event)
+        app.event("message")(on_event)
+        app.action(STOP_ACTION_ID)(on_stop)
+        return app
+
+    # ----- incoming ---------------------------------------------------------------------------
+
+    async def _on_event(
+        self, inbound: Inbound, event: dict[str, Any], body: dict[str, Any]
+    ) -> None:
+        bot = self._bot
+        if bot is None:
+            return
+        candidate = parse_event(event, bot)
+        if candidate is None or not await self._concerns_agent(inbound, candidate):
+            return
+        channel = candidate.thread.channel
+        if not self._access.allows(candidate.user, channel):
+            log.info("Slack: %s in %s is not allowed", candidate.user, channel)
+            self._notify_refused(candidate.user, channel, candidate.thread.thread)
+            return
+        team = candidate.team or body.get("team_id") or bot.team_id
+        self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
+        message = IncomingMessage(
+            thread=candidate.thread,
+            event_id=candidate.event_id,
+            message_id=candidate.ts,
+            author=await self._users.author(candidate.user),
+            text=candidate.text,
+            attachments=candidate.attachments,
+            sent_at=ts_to_datetime(candidate.ts),
+        )
+        await inbound.submit(message)
+
+    async def _concerns_agent(self, inbound: Inbound, candidate: Candidate) -> bool:
+        """DMs always; in channels a mention, or a reply in a thread that is a conversation."""
+        if candidate.is_dm or candidate.mentioned:
+            return True
+        return candidate.in_thread and await inbound.is_conversation(candidate.thread)
+
+    async def _on_stop(
+        self, inbound: Inbound, body: dict[str, Any], action: dict[str, Any]
+    ) -> None:
+        user = str((body.get("user") or {}).get("id") or "")
+        channel = str(
+            (body.get("channel") or {}).get("id")
+            or (body.get("container") or {}).get("channel_id")
+            or ""
+        )
+        try:
+            thread = ThreadRef.from_key(str(action.get("value") or ""))
+        except ValueError:
+            return
+        if thread.platform != PLATFORM or thread.channel != channel or not user:
+            log.warning("Slack: a Stop button for another thread was ignored")
+            return
+        if not self._access.allows(user, channel):
+            self._notify_refused(user, channel, thread.thread)
+            return
+        try:
+            await inbound.stop(thread, await self._users.author(user))
+        except Exception:
+            # A task of the adapter's group: a failure here must not stop the adapter.
+            log.exception("Slack: stopping %s failed", thread.key)
+
+    def _notify_refused(self, user: str, channel: str, thread_ts: str) -> None:
+        """One ephemeral notice per user and channel per run, sent outside the event handler."""
+        if self._tg is None or not self._notices.first_time(user, channel):
+            return
+        self._tg.start_soon(self._send_notice, user, channel, thread_ts)
+
+    async def _send_notice(self, user: str, channel: str, thread_ts: str) -> None:
+        try:
+            await with_retries(
+                functools.partial(
+                    self._client.chat_postEphemeral,
+                    channel=channel,
+                    user=user,
+                    text=NOTICE_TEXT,
+                    thread_ts=thread_ts or None,
+                ),
+                what="access notice",
+                thread_key=f"{PLATFORM}|{channel}|{thread_ts}",
+                backoff=self._backoff,
+            )
+        except CALL_ERRORS:
+            pass  # logged by with_retries
+
+    # ----- outgoing ---------------------------------------------------------------------------
+
+    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> LiveReply:
+        if self._tg is None:
+            raise RuntimeError("the Slack adapter is not running")
+        reply = SlackLiveReply(
+            self._client,
+            thread=thread,
+            reply_to=reply_to,
+            recipient=self._recipient(thread, reply_to),
+            settings=self._reply_settings,
+        )
+        await reply.begin()
+        self._tg.start_soon(reply.pump)
+        return reply
+
+    def _recipient(self, thread: ThreadRef, reply_to: str | None) -> Recipient:
+        for ts in (reply_to, thread.thread):
+            if ts:
+                known = self._writers.get((thread.channel, ts))
+                if isinstance(known, Recipient):
+                    return known
+        return Recipient(team_id=self._bot.team_id if self._bot else None)
+
+    async def post_message(self, thread: ThreadRef, text: str) -> None:
+        for chunk in split_markdown(text):
+            await with_retries(
+                functools.partial(
+                    self._client.chat_postMessage,
+                    channel=thread.channel,
+                    thread_ts=thread.thread or None,
+                    markdown_text=chunk,
+                ),
+                what="message",
+                thread_key=thread.key,
+                backoff=self._backoff,
+            )
+
+    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+        await with_retries(
+            functools.partial(
+                self._client.files_upload_v2,
+                channel=thread.channel,
+                thread_ts=thread.thread or None,
+                file=str(path),
+                filename=path.name,
+                title=title or path.name,
+            ),
+            what="file upload",
+            thread_key=thread.key,
+            backoff=self._backoff,
+        )
+
+    async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
+        key = (thread.channel, message_id)
+        marks: set[Reaction] = set(self._marks.get(key) or ())
+        try:
+            await self._client.reactions_add(
+                channel=thread.channel, timestamp=message_id, name=REACTIONS[reaction]
+            )
+        except CALL_ERRORS as exc:
+            if api_error(exc) != "already_reacted":
+                log.warning("Slack: reaction in %s failed: %s", thread.key, describe(exc))
+                return
+        marks.add(reaction)
+        for earlier in _REPLACES.get(reaction, ()):
+            if earlier in marks:
+                marks.discard(earlier)
+                await self._unreact(thread, message_id, REACTIONS[earlier])
+        self._marks.put(key, marks)
+
+    async def _unreact(self, thread: ThreadRef, message_id: str, name: str) -> None:
+        try:
+            await self._client.reactions_remove(
+                channel=thread.channel, timestamp=message_id, name=name
+            )
+        except CALL_ERRORS as exc:
+            if api_error(exc) != "no_reaction":
+                log.info("Slack: removing a reaction in %s failed: %s", thread.key, describe(exc))
+
+    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
+        # Only assistant threads have a status line; elsewhere the live reply shows the work.
+        if not thread.thread:
+            return
+        try:
+            await self._client.assistant_threads_setStatus(
+                channel_id=thread.channel,
+                thread_ts=thread.thread,
+                status="is working…" if busy else "",
+            )
+        except CALL_ERRORS as exc:
+            log.debug("Slack: no status in %s: %s", thread.key, describe(exc))
+
+    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+        token = self._client.token
+        if not token:
+            raise RuntimeError("the Slack client has no bot token")
+        return await download(ref, dest, max_bytes, token=token, hosts=self._hosts)
+
+    async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
+        if not thread.thread or limit <= 0 or self._bot is None:
+            return []
+        try:
+            return await self._history.entries(thread, limit, self._bot)
+        except CALL_ERRORS as exc:
+            log.warning("Slack: no history for %s: %s", thread.key, describe(exc))
+            return []
+
+
+def _check_secrets(config: SlackSection, *, has_client: bool) -> None:
+    if config.bot_token is None and not has_client:
+        raise ValueError("slack.bot_token is not set (or SLACK_BOT_TOKEN)")
+    if config.transport == "socket" and config.app_token is None:
+        raise ValueError("slack.app_token is needed for Socket Mode (or SLACK_APP_TOKEN)")
+    if config.transport == "http" and config.signing_secret is None:
+        raise ValueError("slack.signing_secret is needed for HTTP mode (or SLACK_SIGNING_SECRET)")
+
+
+if TYPE_CHECKING:
+    # mypy proves the adapter fits the core's protocol here, not only where the app wires it.
+    def _fits(adapter: SlackAdapter) -> ChatAdapter:
+        return adapter

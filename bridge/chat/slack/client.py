@@ -1,0 +1,154 @@
+"""The Slack Web API client, its retry handlers, and our own bounded retries for replies."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import aiohttp
+import anyio
+from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+from slack_sdk.http_retry.jitter import Jitter
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bridge.config import SlackSection
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Errors worth another try later: Slack is busy or briefly broken.
+TRANSIENT_ERRORS = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+# What a failed Web API call raises: Slack's answer, a request we built wrong, the network.
+CALL_ERRORS = (SlackApiError, SlackRequestError, aiohttp.ClientError, OSError, TimeoutError)
+# The longest we honour a Retry-After from Slack inside one reply operation.
+_MAX_RETRY_AFTER = 30.0
+
+
+class _ProportionalJitter(Jitter):
+    """Up to ``duration`` again at random (the SDK's default adds up to a whole second)."""
+
+    def recalculate(self, duration: float) -> float:
+        return duration * (1 + random.random())
+
+
+def retry_handlers(backoff: float = 0.5) -> list[AsyncRetryHandler]:
+    """The SDK's own handlers: 429 (honouring Retry-After), 500/503, dropped connections."""
+    interval = BackoffRetryIntervalCalculator(backoff_factor=backoff, jitter=_ProportionalJitter())
+    return [
+        AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        AsyncServerErrorRetryHandler(max_retry_count=2, interval_calculator=interval),
+        AsyncConnectionErrorRetryHandler(max_retry_count=2, interval_calculator=interval),
+    ]
+
+
+def attach_retry_handlers(client: AsyncWebClient, backoff: float = 0.5) -> None:
+    """Add the handlers a client given to us lacks (by type), keeping any it already has."""
+    present = {type(handler) for handler in client.retry_handlers}
+    for handler in retry_handlers(backoff):
+        if type(handler) not in present:
+            client.retry_handlers.append(handler)
+
+
+def build_client(config: SlackSection, *, backoff: float = 0.5) -> AsyncWebClient:
+    if config.bot_token is None:
+        raise ValueError("slack.bot_token is not set (or SLACK_BOT_TOKEN)")
+    return AsyncWebClient(
+        token=config.bot_token.get_secret_value(),
+        base_url=config.api_url,
+        retry_handlers=retry_handlers(backoff),
+    )
+
+
+def api_error(exc: BaseException) -> str:
+    """Slack's error code of a failed call ("ratelimited", "not_allowed" ...), or ""."""
+    if isinstance(exc, SlackApiError) and exc.response is not None:
+        # A 5xx answer's body may be plain text rather than JSON.
+        data = exc.response.data
+        return str(data.get("error") or "") if isinstance(data, dict) else ""
+    return ""
+
+
+def describe(exc: BaseException) -> str:
+    """A log-safe reason: Slack's error code, the HTTP status or the exception type (never a
+    request body, which could hold a token or a user's text)."""
+    if isinstance(exc, SlackApiError) and not api_error(exc) and exc.response is not None:
+        return f"HTTP {exc.response.status_code}"
+    return api_error(exc) or type(exc).__name__
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, SlackApiError):
+        return api_error(exc) in TRANSIENT_ERRORS or exc.response.status_code >= 500
+    if isinstance(exc, SlackRequestError):
+        return False  # a request we built wrong: trying again will not help
+    return isinstance(exc, aiohttp.ClientError | OSError | TimeoutError)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    if not isinstance(exc, SlackApiError):
+        return None
+    value = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
+    if isinstance(value, list):
+        value = value[0] if value else None
+    try:
+        return min(float(value), _MAX_RETRY_AFTER) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+async def with_retries(
+    operation: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    thread_key: str,
+    attempts: int = 4,
+    backoff: float = 0.5,
+) -> T:
+    """Run ``operation`` again (with backoff) while it fails transiently, up to ``attempts``.
+
+    On top of the SDK's handlers: a reply must not be lost to a burst of 429s or a Slack
+    outage of a few seconds. The last failure is logged with the thread key and re-raised.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return await operation()
+        except (
+            SlackApiError,
+            SlackRequestError,
+            aiohttp.ClientError,
+            OSError,
+            TimeoutError,
+        ) as exc:
+            if attempt == attempts or not is_transient(exc):
+                log.error(
+                    "Slack %s failed for %s after %d attempt(s): %s",
+                    what,
+                    thread_key,
+                    attempt,
+                    describe(exc),
+                )
+                raise
+            delay = _retry_after(exc)
+            if delay is None:
+                delay = backoff * 2 ** (attempt - 1)
+            log.warning(
+                "Slack %s failed for %s (%s); retrying in %.1f s",
+                what,
+                thread_key,
+                describe(exc),
+                delay,
+            )
+            await anyio.sleep(delay)
+    raise AssertionError("unreachable")  # the loop either returns or raises

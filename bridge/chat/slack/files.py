@@ -1,0 +1,107 @@
+"""Slack files: downloads with the bot token (size-capped), uploads with ``files_upload_v2``."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+import anyio
+
+from bridge.core.events import AttachmentError, AttachmentRef
+
+_CHUNK = 64 * 1024
+# A download taking longer than this (seconds) is given up.
+DOWNLOAD_TIMEOUT = 300.0
+
+MISSING_SCOPE = (
+    "Slack answered a web page instead of the file: the app needs the files:read scope "
+    "(add it and reinstall the app) or the download was not authorized"
+)
+
+
+def size_label(max_bytes: int) -> str:
+    megabytes = max_bytes / (1024 * 1024)
+    return (
+        f"{megabytes:.0f} MB"
+        if megabytes >= 10 or megabytes.is_integer()
+        else f"{megabytes:.1f} MB"
+    )
+
+
+def too_big(max_bytes: int) -> AttachmentError:
+    return AttachmentError(f"file is larger than {size_label(max_bytes)}")
+
+
+class FileHosts:
+    """Where the bot token may be sent: Slack's own hosts, and the API host of the config
+    (a test server or a proxy). A file URL elsewhere is refused rather than handed the token."""
+
+    def __init__(self, api_url: str) -> None:
+        parts = urlsplit(api_url)
+        self._api_host = (parts.hostname or "").lower()
+        self._api_scheme = parts.scheme
+
+    def trusts(self, url: str) -> bool:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if host and host == self._api_host and parts.scheme == self._api_scheme:
+            return True
+        return parts.scheme == "https" and (host == "slack.com" or host.endswith(".slack.com"))
+
+
+async def download(
+    ref: AttachmentRef,
+    dest: Path,
+    max_bytes: int,
+    *,
+    token: str,
+    hosts: FileHosts,
+) -> int:
+    """Save ``ref`` to ``dest``; return its size. Raises :class:`AttachmentError` with a reason
+    for the thread: too big, not a Slack URL, an HTML page (missing scope), HTTP errors."""
+    if ref.size is not None and ref.size > max_bytes:
+        raise too_big(max_bytes)
+    if not hosts.trusts(ref.source):
+        raise AttachmentError(f"{ref.name}: not a Slack file URL")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT)) as session,
+            session.get(ref.source, headers={"Authorization": f"Bearer {token}"}) as response,
+        ):
+            _check_response(response, max_bytes)
+            return await _save(response, dest, max_bytes)
+    except AttachmentError:
+        _remove(dest)
+        raise
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        _remove(dest)
+        raise AttachmentError(f"{ref.name}: download failed ({type(exc).__name__})") from None
+
+
+def _check_response(response: aiohttp.ClientResponse, max_bytes: int) -> None:
+    if response.status != 200:
+        raise AttachmentError(f"download failed: Slack answered HTTP {response.status}")
+    if response.content_type == "text/html":
+        raise AttachmentError(MISSING_SCOPE)
+    if response.content_length is not None and response.content_length > max_bytes:
+        raise too_big(max_bytes)
+
+
+async def _save(response: aiohttp.ClientResponse, dest: Path, max_bytes: int) -> int:
+    total = 0
+    async with await anyio.open_file(dest, "wb") as out:
+        async for chunk in response.content.iter_chunked(_CHUNK):
+            total += len(chunk)
+            if total > max_bytes:
+                # Stop reading: the sender's Content-Length may lie or be absent.
+                raise too_big(max_bytes)
+            await out.write(chunk)
+    return total
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)

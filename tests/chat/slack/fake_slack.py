@@ -1,0 +1,669 @@
+"""A local fake of Slack: the Web API methods the adapter uses, file URLs, and Socket Mode.
+
+Serves on 127.0.0.1 (a port the OS picks). Every API call is recorded; a test can make a method
+answer 429 or 500 a number of times, expire live streams, refuse streaming, push events and
+button clicks over the Socket Mode websocket, collect the acks, and drop the connection.
+
+The fake keeps a model of the messages, so tests can read a thread as a person would see it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import anyio
+from aiohttp import web
+from slack_sdk.signature import SignatureVerifier
+
+BOT_TOKEN = "xoxb-fake-bot-token"
+APP_TOKEN = "xapp-fake-app-token"
+SIGNING_SECRET = "fake-signing-secret"
+BOT_USER = "UBOT0001"
+BOT_ID = "BBOT0001"
+TEAM = "T0FAKE01"
+APP_ID = "A0FAKE01"
+
+
+@dataclass
+class Call:
+    method: str
+    args: dict[str, Any]
+    status: int = 200
+    error: str | None = None
+
+
+@dataclass
+class Message:
+    channel: str
+    ts: str
+    user: str
+    thread_ts: str | None = None
+    text: str | None = None
+    markdown: str | None = None
+    blocks: list[dict[str, Any]] | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)
+    streaming: bool = False
+    expired: bool = False
+    deleted: bool = False
+    stream_args: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def visible(self) -> str:
+        """What a person sees: the Markdown, else the blocks' text, else the plain text."""
+        if self.markdown is not None:
+            return self.markdown
+        if self.blocks:
+            return "\n".join(_block_text(block) for block in self.blocks if _block_text(block))
+        return self.text or ""
+
+    @property
+    def buttons(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for block in self.blocks or []:
+            if block.get("type") == "actions":
+                found.extend(e for e in block.get("elements", []) if e.get("type") == "button")
+        return found
+
+
+def _block_text(block: dict[str, Any]) -> str:
+    text = block.get("text")
+    if isinstance(text, dict):
+        return str(text.get("text", ""))
+    return str(text or "")
+
+
+def _chunks_text(chunks: Any) -> str:
+    if isinstance(chunks, str):
+        chunks = json.loads(chunks)
+    parts = []
+    for chunk in chunks or []:
+        if isinstance(chunk, dict) and chunk.get("type") == "markdown_text":
+            parts.append(str(chunk.get("text", "")))
+    return "".join(parts)
+
+
+@dataclass
+class _Failure:
+    status: int
+    remaining: int
+    retry_after: int | None
+
+
+@dataclass
+class StoredFile:
+    content: bytes
+    name: str
+    mimetype: str
+    html_instead: bool = False  # answer an HTML page, as Slack does without files:read
+
+
+class SlackApiFail(Exception):
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.messages: dict[str, Message] = {}
+        self.users: dict[str, dict[str, Any]] = {}
+        self.reactions: dict[tuple[str, str], set[str]] = {}
+        self.ephemerals: list[dict[str, Any]] = []
+        self.files: dict[str, StoredFile] = {}
+        self.uploads: dict[str, dict[str, Any]] = {}
+        self.assistant_threads: set[tuple[str, str]] = set()
+        self.refuse_streaming: str | None = None
+        self.acks: dict[str, dict[str, Any]] = {}
+        self.sockets: list[web.WebSocketResponse] = []
+        self.socket_connections = 0
+        self._failures: dict[str, list[_Failure]] = {}
+        self._counter = itertools.count(1)
+        self._changed: anyio.Event | None = None
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # ----- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._changed = anyio.Event()
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_get("/files/{file_id}/{name}", self._download)
+        app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/ws", self._websocket)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+
+    async def close(self) -> None:
+        for ws in list(self.sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api/"
+
+    # ----- test controls ----------------------------------------------------------------------
+
+    def fail(self, method: str, *, status: int, times: int, retry_after: int | None = None) -> None:
+        """Answer ``method`` with HTTP ``status`` (429 or 500) the next ``times`` calls."""
+        self._failures.setdefault(method, []).append(_Failure(status, times, retry_after))
+
+    def expire_streams(self) -> None:
+        """Every live stream is now expired: appends and stops answer an error."""
+        for message in self.messages.values():
+            if message.streaming:
+                message.streaming = False
+                message.expired = True
+        self._notify()
+
+    def add_user(self, user_id: str, name: str, email: str | None = None) -> None:
+        profile: dict[str, Any] = {"display_name": name, "real_name": name.title()}
+        if email:
+            profile["email"] = email
+        self.users[user_id] = {"id": user_id, "name": name.lower(), "profile": profile}
+
+    def add_file(
+        self, content: bytes, name: str, mimetype: str, *, html_instead: bool = False
+    ) -> dict[str, Any]:
+        """Store a file and return its Slack file object (as in a message event's ``files``)."""
+        file_id = f"F{next(self._counter):08d}"
+        self.files[file_id] = StoredFile(content, name, mimetype, html_instead)
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(content),
+            "url_private": f"{self.url}/files/{file_id}/{name}",
+            "url_private_download": f"{self.url}/files/{file_id}/{name}?download=1",
+        }
+
+    def add_message(
+        self, channel: str, user: str, text: str, thread_ts: str | None = None
+    ) -> Message:
+        """A message written by a person (for history, or to reply under)."""
+        message = Message(channel, self.next_ts(), user, thread_ts=thread_ts, text=text)
+        self.messages[message.ts] = message
+        return message
+
+    def next_ts(self) -> str:
+        n = next(self._counter)
+        return f"{1_700_000_000 + n}.{n:06d}"
+
+    # ----- reading what happened --------------------------------------------------------------
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [call for call in self.calls if call.method == method]
+
+    def ok_calls(self, method: str) -> list[Call]:
+        return [call for call in self.calls_to(method) if call.status == 200 and not call.error]
+
+    def thread(self, channel: str, thread_ts: str, *, bot_only: bool = True) -> list[Message]:
+        """The thread's messages in order (the bot's own by default), deleted ones left out."""
+        found = [
+            m
+            for m in self.messages.values()
+            if m.channel == channel
+            and not m.deleted
+            and (m.thread_ts == thread_ts or m.ts == thread_ts)
+            and (not bot_only or m.user == BOT_USER)
+        ]
+        return sorted(found, key=lambda m: float(m.ts))
+
+    def answer_messages(self, channel: str, thread_ts: str) -> list[Message]:
+        """The bot's messages in a thread that carry answer text (not the tool/control one)."""
+        return [
+            m
+            for m in self.thread(channel, thread_ts)
+            if m.markdown is not None or (m.blocks is None and m.text)
+        ]
+
+    def answer_text(self, channel: str, thread_ts: str) -> str:
+        return "\n\n".join(m.visible for m in self.answer_messages(channel, thread_ts))
+
+    async def wait_for(self, predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+        with anyio.fail_after(seconds):
+            while True:
+                changed = self._changed
+                assert changed is not None, "start() the fake first"
+                if predicate():
+                    return
+                await changed.wait()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    # ----- events: Socket Mode and HTTP -------------------------------------------------------
+
+    def event_callback(self, event: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:
+        """An Events API ``event_callback`` body around ``event``."""
+        return {
+            "token": "verification-token-unused",
+            "team_id": TEAM,
+            "api_app_id": APP_ID,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
+            "event_time": int(time.time()),
+            "authorizations": [
+                {"team_id": TEAM, "user_id": BOT_USER, "is_bot": True, "enterprise_id": None}
+            ],
+        }
+
+    async def push_event(
+        self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0
+    ) -> str:
+        """Send an ``events_api`` envelope over Socket Mode; returns its envelope id."""
+        return await self._push(
+            {
+                "type": "events_api",
+                "accepts_response_payload": False,
+                "retry_attempt": retry_attempt,
+                "retry_reason": "timeout" if retry_attempt else "",
+                "payload": self.event_callback(event, event_id),
+            }
+        )
+
+    def block_action(self, message: Message, user: str, action_id: str) -> dict[str, Any]:
+        """The ``block_actions`` payload of ``user`` clicking a button of ``message``."""
+        button = next(b for b in message.buttons if b.get("action_id") == action_id)
+        return {
+            "type": "block_actions",
+            "user": {"id": user, "team_id": TEAM},
+            "team": {"id": TEAM},
+            "api_app_id": APP_ID,
+            "token": "verification-token-unused",
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": message.channel,
+                "is_ephemeral": False,
+            },
+            "trigger_id": "1.2.3",
+            "channel": {"id": message.channel, "name": "general"},
+            "message": {"ts": message.ts, "blocks": message.blocks},
+            "response_url": f"{self.url}/response",
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": "agy_bridge_controls",
+                    "value": button.get("value"),
+                    "action_ts": str(time.time()),
+                }
+            ],
+        }
+
+    async def click(self, message: Message, user: str, action_id: str) -> str:
+        return await self._push(
+            {
+                "type": "interactive",
+                "accepts_response_payload": True,
+                "payload": self.block_action(message, user, action_id),
+            }
+        )
+
+    async def _push(self, envelope: dict[str, Any]) -> str:
+        await self.wait_for(lambda: any(not ws.closed for ws in self.sockets))
+        envelope_id = str(uuid.uuid4())
+        envelope["envelope_id"] = envelope_id
+        ws = next(ws for ws in reversed(self.sockets) if not ws.closed)
+        await ws.send_str(json.dumps(envelope))
+        return envelope_id
+
+    async def wait_ack(self, envelope_id: str, seconds: float = 5.0) -> dict[str, Any]:
+        await self.wait_for(lambda: envelope_id in self.acks, seconds)
+        return self.acks[envelope_id]
+
+    async def drop_sockets(self) -> None:
+        """Close every Socket Mode connection from the server side (as Slack does on refresh)."""
+        for ws in list(self.sockets):
+            await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"refresh")
+        self._notify()
+
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        self.socket_connections += 1
+        self._notify()
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": 1,
+                "connection_info": {"app_id": APP_ID},
+                "debug_info": {"host": "fake", "approximate_connection_time": 3600},
+            }
+        )
+        try:
+            async for message in ws:
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    data = json.loads(message.data)
+                    if "envelope_id" in data:
+                        self.acks[data["envelope_id"]] = data
+                        self._notify()
+        finally:
+            self.sockets.remove(ws)
+            self._notify()
+        return ws
+
+    # ----- the Web API ------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await _arguments(request)
+        call = Call(method, args)
+        self.calls.append(call)
+        try:
+            failure = self._next_failure(method)
+            if failure is not None:
+                call.status = failure.status
+                return _failure_response(failure)
+            self._check_token(method, request)
+            handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+            if handler is None:
+                raise SlackApiFail("unknown_method")
+            body = handler(args)
+            return web.json_response({"ok": True, **body})
+        except SlackApiFail as exc:
+            call.error = exc.error
+            return web.json_response({"ok": False, "error": exc.error})
+        finally:
+            self._notify()
+
+    def _next_failure(self, method: str) -> _Failure | None:
+        queue = self._failures.get(method) or []
+        while queue and queue[0].remaining <= 0:
+            queue.pop(0)
+        if not queue:
+            return None
+        queue[0].remaining -= 1
+        return queue[0]
+
+    def _check_token(self, method: str, request: web.Request) -> None:
+        wanted = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
+        if request.headers.get("Authorization") != f"Bearer {wanted}":
+            raise SlackApiFail("invalid_auth")
+
+    def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://fake.slack.com/",
+            "team": "Fake Team",
+            "user": "agy",
+            "team_id": TEAM,
+            "user_id": BOT_USER,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+
+    def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"url": self.url.replace("http://", "ws://") + "/ws"}
+
+    def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = self.users.get(str(args.get("user")))
+        if user is None:
+            raise SlackApiFail("user_not_found")
+        return {"user": user}
+
+    def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
+        markdown = args.get("markdown_text")
+        blocks = _json_list(args.get("blocks"))
+        if markdown is not None and (blocks or args.get("text")):
+            raise SlackApiFail("markdown_text_conflict")
+        if not (markdown or blocks or args.get("text")):
+            raise SlackApiFail("no_text")
+        if markdown is not None and len(markdown) > 12_000:
+            raise SlackApiFail("msg_too_long")
+        message = Message(
+            channel=str(args["channel"]),
+            ts=self.next_ts(),
+            user=BOT_USER,
+            thread_ts=args.get("thread_ts"),
+            text=args.get("text"),
+            markdown=markdown,
+            blocks=blocks,
+        )
+        self.messages[message.ts] = message
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._own_message(args)
+        markdown = args.get("markdown_text")
+        if markdown is not None:
+            if len(markdown) > 12_000:
+                raise SlackApiFail("msg_too_long")
+            message.markdown, message.blocks, message.text = markdown, None, None
+        else:
+            message.markdown = None
+            message.blocks = _json_list(args.get("blocks"))
+            message.text = args.get("text")
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _m_chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._own_message(args)
+        message.deleted = True
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        self.ephemerals.append(args)
+        return {"message_ts": self.next_ts()}
+
+    def _m_chat_startStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self.refuse_streaming:
+            raise SlackApiFail(self.refuse_streaming)
+        channel = str(args["channel"])
+        if not channel.startswith("D") and not (
+            args.get("recipient_user_id") and args.get("recipient_team_id")
+        ):
+            raise SlackApiFail("missing_recipient_user_id")
+        message = Message(
+            channel=channel,
+            ts=self.next_ts(),
+            user=BOT_USER,
+            thread_ts=args.get("thread_ts"),
+            markdown=str(args.get("markdown_text") or "") + _chunks_text(args.get("chunks")),
+            streaming=True,
+            stream_args=args,
+        )
+        self.messages[message.ts] = message
+        return {"channel": channel, "ts": message.ts}
+
+    def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._live_stream(args)
+        message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
+        message.markdown += _chunks_text(args.get("chunks"))
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _m_chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any]:
+        message = self._live_stream(args)
+        message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
+        message.markdown += _chunks_text(args.get("chunks"))
+        message.streaming = False
+        return {"channel": message.channel, "ts": message.ts, "message": {"ts": message.ts}}
+
+    def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
+        names = self.reactions.setdefault((str(args["channel"]), str(args["timestamp"])), set())
+        if args["name"] in names:
+            raise SlackApiFail("already_reacted")
+        names.add(str(args["name"]))
+        return {}
+
+    def _m_reactions_remove(self, args: dict[str, Any]) -> dict[str, Any]:
+        names = self.reactions.get((str(args["channel"]), str(args["timestamp"])), set())
+        if args["name"] not in names:
+            raise SlackApiFail("no_reaction")
+        names.discard(str(args["name"]))
+        return {}
+
+    def _m_assistant_threads_setStatus(self, args: dict[str, Any]) -> dict[str, Any]:
+        if (str(args.get("channel_id")), str(args.get("thread_ts"))) not in self.assistant_threads:
+            raise SlackApiFail("not_allowed")
+        return {}
+
+    def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        thread = self.thread(str(args["channel"]), str(args["ts"]), bot_only=False)
+        if not thread:
+            raise SlackApiFail("thread_not_found")
+        limit = int(args.get("limit") or 1000)
+        offset = int(args.get("cursor") or 0)
+        page = thread[offset : offset + limit]
+        more = offset + limit < len(thread)
+        return {
+            "messages": [_as_api_message(m) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
+        }
+
+    def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        file_id = f"F{next(self._counter):08d}"
+        self.uploads[file_id] = {
+            "filename": args.get("filename"),
+            "length": int(args.get("length") or 0),
+            "data": None,
+        }
+        return {"upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
+
+    def _m_files_completeUploadExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        files = _json_list(args.get("files")) or []
+        done = []
+        for entry in files:
+            upload = self.uploads.get(str(entry.get("id")))
+            if upload is None or upload["data"] is None:
+                raise SlackApiFail("file_not_found")
+            upload.update(
+                title=entry.get("title"),
+                channel=args.get("channel_id"),
+                thread_ts=args.get("thread_ts"),
+            )
+            done.append({"id": entry["id"], "title": entry.get("title")})
+        message = Message(
+            channel=str(args.get("channel_id")),
+            ts=self.next_ts(),
+            user=BOT_USER,
+            thread_ts=args.get("thread_ts"),
+            files=done,
+        )
+        self.messages[message.ts] = message
+        return {"files": done}
+
+    def _own_message(self, args: dict[str, Any]) -> Message:
+        message = self.messages.get(str(args.get("ts")))
+        if message is None or message.deleted or message.channel != args.get("channel"):
+            raise SlackApiFail("message_not_found")
+        if message.user != BOT_USER:
+            raise SlackApiFail("cant_update_message")
+        return message
+
+    def _live_stream(self, args: dict[str, Any]) -> Message:
+        message = self._own_message(args)
+        if not message.streaming:
+            raise SlackApiFail("message_not_in_streaming_state")
+        return message
+
+    # ----- files ------------------------------------------------------------------------------
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        stored = self.files.get(request.match_info["file_id"])
+        if stored is None:
+            return web.Response(status=404)
+        authorized = request.headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
+        if stored.html_instead or not authorized:
+            # Slack's answer without a token or without files:read: a sign-in page.
+            return web.Response(
+                text="<!DOCTYPE html><html>Sign in</html>", content_type="text/html"
+            )
+        return web.Response(body=stored.content, content_type=stored.mimetype)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        upload = self.uploads.get(request.match_info["file_id"])
+        if upload is None:
+            return web.Response(status=404)
+        upload["data"] = await request.read()
+        self._notify()
+        return web.Response(text=f"OK - {len(upload['data'])}")
+
+
+async def _arguments(request: web.Request) -> dict[str, Any]:
+    """Query string, form fields and JSON body merged, as Slack accepts all three."""
+    args: dict[str, Any] = dict(request.query)
+    if request.method == "POST" and request.can_read_body:
+        if request.content_type == "application/json":
+            body = await request.json()
+            if isinstance(body, dict):
+                args.update(body)
+        elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            args.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+    return args
+
+
+def _json_list(value: Any) -> list[dict[str, Any]] | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = json.loads(value)
+    return list(value)
+
+
+def _failure_response(failure: _Failure) -> web.Response:
+    if failure.status == 429:
+        headers = {
+            "Retry-After": str(failure.retry_after if failure.retry_after is not None else 1)
+        }
+        return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
+    return web.Response(status=failure.status, text="fake server error")
+
+
+def _as_api_message(message: Message) -> dict[str, Any]:
+    data: dict[str, Any] = {"type": "message", "ts": message.ts, "text": message.visible}
+    if message.user == BOT_USER:
+        data.update(user=BOT_USER, bot_id=BOT_ID)
+    else:
+        data["user"] = message.user
+    if message.thread_ts:
+        data["thread_ts"] = message.thread_ts
+    if message.files:
+        data["files"] = [{"id": f["id"], "name": f.get("title") or f["id"]} for f in message.files]
+    return data
+
+
+def signed_headers(
+    body: str, secret: str = SIGNING_SECRET, *, at: int | None = None
+) -> dict[str, str]:
+    """The headers Slack sends with an HTTP-mode request."""
+    timestamp = str(at if at is not None else int(time.time()))
+    signature = SignatureVerifier(secret).generate_signature(timestamp=timestamp, body=body)
+    assert signature is not None
+    return {
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": signature,
+        "Content-Type": "application/json",
+    }
+
+
+@asynccontextmanager
+async def serve_fake_slack() -> AsyncIterator[FakeSlack]:
+    """A started :class:`FakeSlack`, closed at the end of the block."""
+    fake = FakeSlack()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.close()

@@ -1,0 +1,113 @@
+"""Files: incoming attachments, size-capped downloads with the bot token, uploads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.chat.slack.files import FileHosts, size_label
+from bridge.core.events import AttachmentError, AttachmentRef, ThreadRef
+from tests.chat.slack.conftest import CHANNEL, RecordingInbound, message_event, running_adapter
+from tests.chat.slack.fake_slack import BOT_USER, FakeSlack
+
+pytestmark = pytest.mark.anyio
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+
+
+async def test_image_share_becomes_an_attachment_that_downloads(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    file = fake_slack.add_file(PNG, "screen shot.png", "image/png")
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        event = message_event(
+            f"<@{BOT_USER}> what is wrong here?",
+            ts=fake_slack.next_ts(),
+            subtype="file_share",
+            files=[file],
+        )
+        await fake_slack.wait_ack(await fake_slack.push_event(event))
+        [message] = inbound.submitted
+        [ref] = message.attachments
+        size = await adapter.fetch_attachment(ref, tmp_path / "saved" / "shot.png", 1_000_000)
+
+    assert message.text == "what is wrong here?"
+    assert ref == AttachmentRef(
+        name="screen shot.png",
+        mimetype="image/png",
+        size=len(PNG),
+        source=file["url_private_download"],
+    )
+    assert ref.is_image
+    assert size == len(PNG)
+    assert (tmp_path / "saved" / "shot.png").read_bytes() == PNG
+
+
+async def test_too_big_files_are_refused(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    file = fake_slack.add_file(PNG, "big.png", "image/png")
+    dest = tmp_path / "big.png"
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        declared = AttachmentRef(name="big.png", size=len(PNG), source=file["url_private_download"])
+        with pytest.raises(AttachmentError, match="larger than"):
+            await adapter.fetch_attachment(declared, dest, 1024)
+        # A size Slack did not declare (or got wrong): reading stops past the cap.
+        undeclared = declared.model_copy(update={"size": None})
+        with pytest.raises(AttachmentError, match="larger than"):
+            await adapter.fetch_attachment(undeclared, dest, 1024)
+
+    assert not dest.exists()
+
+
+async def test_an_html_answer_means_a_missing_scope(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    file = fake_slack.add_file(PNG, "x.png", "image/png", html_instead=True)
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        ref = AttachmentRef(name="x.png", source=file["url_private_download"])
+        with pytest.raises(AttachmentError, match="files:read"):
+            await adapter.fetch_attachment(ref, tmp_path / "x.png", 1_000_000)
+
+
+async def test_the_token_goes_only_to_slack_hosts(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        ref = AttachmentRef(name="x.png", source="https://files.evil.example/x.png")
+        with pytest.raises(AttachmentError, match="not a Slack file URL"):
+            await adapter.fetch_attachment(ref, tmp_path / "x.png", 1_000_000)
+
+    hosts = FileHosts("https://slack.com/api/")
+    assert hosts.trusts("https://files.slack.com/files-pri/T1-F1/download/a.png")
+    assert not hosts.trusts("http://files.slack.com/a.png")
+    assert not hosts.trusts("https://slack.com.evil.example/a.png")
+
+
+async def test_post_file_uploads_into_the_thread(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    path = tmp_path / "report.txt"
+    path.write_bytes(b"all tests passed\n")
+    root = fake_slack.next_ts()
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        fake_slack.fail("files.completeUploadExternal", status=500, times=1)
+        await adapter.post_file(
+            ThreadRef(platform="slack", channel=CHANNEL, thread=root), path, "Test report"
+        )
+
+    [upload] = [u for u in fake_slack.uploads.values() if u.get("title")]
+    assert upload["data"] == b"all tests passed\n"
+    assert upload["filename"] == "report.txt"
+    assert upload["title"] == "Test report"
+    assert (upload["channel"], upload["thread_ts"]) == (CHANNEL, root)
+    assert fake_slack.ok_calls("files.getUploadURLExternal")
+    assert [m.files for m in fake_slack.thread(CHANNEL, root)] == [
+        [{"id": f, "title": "Test report"} for f, u in fake_slack.uploads.items() if u is upload]
+    ]
+
+
+def test_size_labels() -> None:
+    assert size_label(25 * 1024 * 1024) == "25 MB"
+    assert size_label(1536 * 1024) == "1.5 MB"
