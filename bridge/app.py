@@ -91,6 +91,10 @@ async def open_bridge(
             max_line_bytes=config.agy.max_line_bytes,
         )
         metrics = Metrics()
+        for name, adapter in adapters.items():
+            observe = getattr(adapter, "observe_retries", None)
+            if observe is not None:
+                observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
         async with open_core(
             config, store, runtime, adapters, default_mcp_servers(config), metrics
         ) as core:

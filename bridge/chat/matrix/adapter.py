@@ -87,6 +87,10 @@ class MatrixAdapter:
 
     # -- running --------------------------------------------------------------------------
 
+    def observe_retries(self, observe: Callable[[str], None]) -> None:
+        """Report each send retried after a rate limit ("429"), for metrics."""
+        self._queue.on_retry = observe
+
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         session = await self._open_session()
         client = session.client

@@ -55,6 +55,8 @@ class RoomSendQueue:
     ) -> None:
         self._policy = policy or RetryPolicy()
         self._sleep = sleep
+        # Told of every retry (for metrics); set by the adapter's observe_retries.
+        self.on_retry: Callable[[str], None] | None = None
         self._locks: dict[str, anyio.Lock] = {}
 
     def _lock(self, room_id: str) -> anyio.Lock:
@@ -84,5 +86,7 @@ class RoomSendQueue:
                 return response
             wait = min(wait or policy.default_wait, policy.max_wait)
             log.info("rate limited by the homeserver; retrying in %.1f s", wait)
+            if self.on_retry is not None:
+                self.on_retry("429")
             await self._sleep(wait)
             attempt += 1

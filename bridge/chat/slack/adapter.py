@@ -22,6 +22,7 @@ from bridge.chat.slack.client import (
     attach_retry_handlers,
     build_client,
     describe,
+    observe_retries,
     with_retries,
 )
 from bridge.chat.slack.events import (
@@ -107,6 +108,7 @@ class SlackAdapter:
         else:
             attach_retry_handlers(client, retry_backoff)
         self._client = client
+        self._on_retry: Callable[[str], None] | None = None
         self._reply_settings = ReplySettings(
             streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
         )
@@ -139,6 +141,11 @@ class SlackAdapter:
         return self._http_port
 
     # ----- running ----------------------------------------------------------------------------
+
+    def observe_retries(self, observe: Callable[[str], None]) -> None:
+        """Report each retried Slack call ("429", "5xx", "connection", ...), for metrics."""
+        self._on_retry = observe
+        observe_retries(self._client, observe)
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         # Token problems stop the bridge here, with a message naming the setting.
@@ -176,7 +183,11 @@ class SlackAdapter:
     async def _identify(self) -> BotIdentity:
         try:
             response = await with_retries(
-                self._client.auth_test, what="auth.test", thread_key="-", backoff=self._backoff
+                self._client.auth_test,
+                what="auth.test",
+                thread_key="-",
+                backoff=self._backoff,
+                on_retry=self._on_retry,
             )
         except SlackApiError as exc:
             raise SlackStartError(
@@ -297,6 +308,7 @@ class SlackAdapter:
                 what="access notice",
                 thread_key=f"{PLATFORM}|{channel}|{thread_ts}",
                 backoff=self._backoff,
+                on_retry=self._on_retry,
             )
         except CALL_ERRORS:
             pass  # logged by with_retries
@@ -337,6 +349,7 @@ class SlackAdapter:
                 what="message",
                 thread_key=thread.key,
                 backoff=self._backoff,
+                on_retry=self._on_retry,
             )
 
     async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
@@ -352,6 +365,7 @@ class SlackAdapter:
             what="file upload",
             thread_key=thread.key,
             backoff=self._backoff,
+            on_retry=self._on_retry,
         )
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:

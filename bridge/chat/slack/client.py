@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 import anyio
@@ -50,6 +50,43 @@ def retry_handlers(backoff: float = 0.5) -> list[AsyncRetryHandler]:
         AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         AsyncServerErrorRetryHandler(max_retry_count=2, interval_calculator=interval),
         AsyncConnectionErrorRetryHandler(max_retry_count=2, interval_calculator=interval),
+    ]
+
+
+class ObservedRetries(AsyncRetryHandler):
+    """Wraps one of the SDK's handlers to report each retry it decides on (for metrics)."""
+
+    def __init__(self, inner: AsyncRetryHandler, reason: str, observe: Callable[[str], None]):
+        super().__init__(
+            max_retry_count=inner.max_retry_count,
+            interval_calculator=inner.interval_calculator,
+        )
+        self.inner = inner
+        self.reason = reason
+        self.observe = observe
+
+    async def can_retry_async(self, **kwargs: Any) -> bool:
+        allowed = await self.inner.can_retry_async(**kwargs)
+        if allowed:
+            self.observe(self.reason)
+        return allowed
+
+    async def prepare_for_next_attempt_async(self, **kwargs: Any) -> None:
+        await self.inner.prepare_for_next_attempt_async(**kwargs)
+
+
+def observe_retries(client: AsyncWebClient, observe: Callable[[str], None]) -> None:
+    """Report every retry the client's handlers make: "429", "5xx" or "connection"."""
+    reasons = {
+        AsyncRateLimitErrorRetryHandler: "429",
+        AsyncServerErrorRetryHandler: "5xx",
+        AsyncConnectionErrorRetryHandler: "connection",
+    }
+    client.retry_handlers[:] = [
+        handler
+        if isinstance(handler, ObservedRetries)
+        else ObservedRetries(handler, reasons.get(type(handler), "other"), observe)
+        for handler in client.retry_handlers
     ]
 
 
@@ -115,6 +152,7 @@ async def with_retries(
     thread_key: str,
     attempts: int = 4,
     backoff: float = 0.5,
+    on_retry: Callable[[str], None] | None = None,
 ) -> T:
     """Run ``operation`` again (with backoff) while it fails transiently, up to ``attempts``.
 
@@ -141,6 +179,8 @@ async def with_retries(
                 )
                 raise
             delay = _retry_after(exc)
+            if on_retry is not None:
+                on_retry("429" if delay is not None else "transient")
             if delay is None:
                 delay = backoff * 2 ** (attempt - 1)
             log.warning(

@@ -165,6 +165,8 @@ async def test_rate_limits_and_errors_are_retried(fake_slack: FakeSlack, tmp_pat
         ts = fake_slack.next_ts()
         await fake_slack.push_event(mention_event("through the storm", ts=ts))
         await live.answer(ts, "through the storm")
+        body, _ = live.bridge.metrics.render()
+        assert b'agy_bridge_chat_api_retries_total{platform="slack",reason="429"}' in body
 
 
 async def test_a_stranger_gets_a_notice_and_no_agy(fake_slack: FakeSlack, tmp_path: Path) -> None:
