@@ -85,11 +85,14 @@ def build_env(
     agy and every command it runs inherit this; a ``run_command`` of ``env`` must show no token.
     """
     banned = set(settings.secret_env_names)
-    secrets = {value for value in settings.secret_values if value}
+    # Short values ("1", "true") would match everywhere; real tokens and passwords are longer.
+    secrets = [value for value in settings.secret_values if len(value) >= 6]
     env = {
         name: value
         for name, value in base.items()
-        if name not in banned and value not in secrets and not _looks_like_token(name)
+        if name not in banned
+        and not _looks_like_token(name)
+        and not any(secret in value for secret in secrets)
     }
     env.update(
         GIT_AUTHOR_NAME=settings.git_name,

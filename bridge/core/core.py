@@ -33,6 +33,11 @@ from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+RESTART_NOTICE = (
+    "⚠️ The bridge restarted while the agent was working on this thread, so that turn was "
+    "interrupted and its answer is lost. Messages written since then are being picked up now; "
+    "repeat your last request if it still matters."
+)
 # How long running turns get to end on their own at shutdown before processes are stopped.
 SHUTDOWN_GRACE = 10.0
 
@@ -196,17 +201,18 @@ class Core:
                 )
             await self.store.remove_process(row.pgid)
         for turn in await self.store.running_turns():
+            ref = ThreadRef.from_key(turn.thread_key)
+            if ref.platform not in self.deps.adapters:
+                continue  # that chat is not configured now: report it when it is
+            try:
+                await self._adapter(ref).post_message(ref, RESTART_NOTICE)
+            except Exception:
+                # Left "running": the report is tried again at the next start.
+                log.warning("could not report an interrupted turn", exc_info=True)
+                continue
             await self.store.finish_turn(
                 turn.id, st.INTERRUPTED, error="the bridge restarted during this turn"
             )
-            ref = ThreadRef.from_key(turn.thread_key)
-            if ref.platform in self.deps.adapters:
-                await self._say(
-                    ref,
-                    "⚠️ The bridge restarted while the agent was working on this thread, so "
-                    "that turn was interrupted and its answer is lost. Messages written since "
-                    "then are being picked up now; repeat your last request if it still matters.",
-                )
         for key in await self.store.threads_with_pending():
             ref = ThreadRef.from_key(key)
             if ref.platform in self.deps.adapters:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.agy.wire import Usage
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
+from bridge.core.scrub import encodable
 
 SCHEMA_VERSION = 1
 
@@ -177,7 +178,8 @@ class Store:
                 event_key,
                 message.message_id,
                 message.author.model_dump_json(),
-                message.text,
+                # JSON from a chat service can hold lone surrogates, which SQLite refuses.
+                encodable(message.text),
                 attachments,
                 state,
                 time.time(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +35,9 @@ from bridge.core.events import (
 )
 from bridge.core.guidance import build_guidance
 from bridge.core.prompt import injected_text, turn_blocks
+from bridge.core.scrub import Scrubber
 from bridge.core.slots import ProcessSlots
-from bridge.core.store import Store, StoredMessage
+from bridge.core.store import Store, StoredMessage, StoreError
 from bridge.core.workspaces import Place, place_for
 from bridge.core.worktrees import WorktreeError, ensure_worktree, is_repository, remove_worktree
 from bridge.metrics import Metrics
@@ -64,13 +65,20 @@ class CoreDeps:
 @dataclass
 class TurnState:
     turn_id: int
-    reply: LiveReply
+    # Opened on agy's first output for the turn, so a turn agy never read leaves no trace.
+    opener: Callable[[], Awaitable[LiveReply]]
+    live: LiveReply | None = None
     started: float = field(default_factory=time.monotonic)
     interrupted_by: str | None = None
     timed_out: bool = False
     denied: list[str] = field(default_factory=list)
     # agy printed something for this turn (its user_input step at least).
     acknowledged: bool = False
+
+    async def reply(self) -> LiveReply:
+        if self.live is None:
+            self.live = await self.opener()
+        return self.live
 
 
 def tool_summary(step: wire.StepUpdate) -> str:
@@ -100,6 +108,7 @@ class ThreadWorker:
         self.turn: TurnState | None = None
         self.place: Place | None = None
         self.restart_requested = False
+        self.scrub = Scrubber(deps.config.secret_values())
         self._in_turn = False
         self._requeued = False
 
@@ -186,7 +195,7 @@ class ThreadWorker:
                     if fresh_retry and await self._drop_conversation_after(exc):
                         fresh_retry = False
                         continue
-                    text = self._start_error_text(exc)
+                    text = self.scrub(self._start_error_text(exc))
                     if (
                         exc.kind == "error_result"
                         and (await self.deps.store.thread(self.ref)).model
@@ -256,8 +265,9 @@ class ThreadWorker:
                     with anyio.move_on_after(INTERRUPT_GRACE):
                         while not isinstance(await proc.next(), ProcessExit):
                             pass
-                    if not proc.alive:
-                        return True
+                    # One that ignored SIGINT is wedged: closing it ends its process group, and
+                    # the next message gets a fresh process.
+                    return not proc.alive
                 continue
             self.deps.slots.set_idle(self.key, True)
             self._wake = anyio.Event()
@@ -290,8 +300,8 @@ class ThreadWorker:
             await store.finish_turn(turn_id, st.DONE)
             return "empty"
         messages = [await self._ensure_saved(m) for m in messages]
-        reply = await self.adapter.open_reply(self.ref, messages[-1].message_id)
-        self.turn = TurnState(turn_id, reply)
+        reply_to = messages[-1].message_id
+        self.turn = TurnState(turn_id, lambda: self.adapter.open_reply(self.ref, reply_to))
         self.deps.metrics.turn_started(self.ref.platform)
         self._spawn(self.adapter.set_typing(self.ref, True))
         turn = self.turn
@@ -336,13 +346,23 @@ class ThreadWorker:
         if state == st.ERROR:
             self.deps.metrics.error("agy_exit" if not proc.alive else "agy_result")
         with anyio.CancelScope(shield=True):
-            await store.finish_turn(
-                turn_id, state, error=outcome.error, response=outcome.final_text, usage=usage
-            )
-            if usage is not None:
-                await store.update_thread(self.key, usage_json=usage.model_dump_json())
-            await self._deliver(turn.reply, outcome)
+            # The answer goes to the thread first: a store that cannot be written must not
+            # cost the team the agent's work.
+            await self._deliver(turn, outcome)
             self._spawn(self.adapter.set_typing(self.ref, False))
+            try:
+                await store.finish_turn(
+                    turn_id, state, error=outcome.error, response=outcome.final_text, usage=usage
+                )
+                if usage is not None:
+                    await store.update_thread(self.key, usage_json=usage.model_dump_json())
+            except StoreError as exc:
+                self.deps.metrics.error("store")
+                log.error("could not record a turn: %s", exc, extra={"chat_thread": self.key})
+                await self._say(
+                    "⚠️ The bridge could not record this turn in its store (disk full or "
+                    "read-only?); the answer above is all there is of it."
+                )
         if cancelled is not None:
             raise cancelled
         return state
@@ -386,7 +406,7 @@ class ThreadWorker:
             turn.acknowledged = True
             return self._outcome(out.result, turn, streamed)
         if isinstance(out, ProcessExit):
-            text = f"agy stopped unexpectedly ({out.describe()})"
+            text = self.scrub(f"agy stopped unexpectedly ({out.describe()})")
             if turn.interrupted_by is not None:
                 return (
                     TurnOutcome(final_text="".join(streamed), interrupted=True, notes=[]),
@@ -406,25 +426,29 @@ class ThreadWorker:
         turn.acknowledged = True
         if step.conversation_id and step.conversation_id != proc.conversation_id:
             return  # a subagent's step
+        reply = await turn.reply()  # agy took the turn: show the thread it is being worked on
         if step.step_type == "agent_response" and step.text_delta:
-            streamed.append(step.text_delta)
-            await turn.reply.append(step.text_delta)
+            delta = self.scrub(step.text_delta)
+            streamed.append(delta)
+            await reply.append(delta)
         elif step.step_type == "tool" or step.tool_name:
             name = step.tool_name or (step.tool_info.name if step.tool_info else None) or "tool"
             error = None
             if step.tool_info is not None and step.tool_info.error is not None:
-                error = step.tool_info.error.message
+                error = self.scrub(step.tool_info.error.message)
             if step.is_permission_denial:
                 turn.denied.append(name)
-            await turn.reply.tool(
-                ToolActivity(name=name, summary=tool_summary(step), state=step.state, error=error)
+            await reply.tool(
+                ToolActivity(
+                    name=name, summary=self.scrub(tool_summary(step)), state=step.state, error=error
+                )
             )
 
     def _outcome(
         self, result: wire.ResultInfo, turn: TurnState, streamed: list[str]
     ) -> tuple[TurnOutcome, str, wire.Usage | None]:
         denied = [a.display_name or a.action for a in result.denied_actions] or turn.denied
-        final = result.response or "".join(streamed)
+        final = self.scrub(result.response) if result.response else "".join(streamed)
         if result.ok:
             return TurnOutcome(final_text=final, denied=denied), st.DONE, result.usage
         interrupted = turn.interrupted_by is not None or result.error in (
@@ -435,7 +459,7 @@ class ThreadWorker:
             notes = [f"Stopped by {turn.interrupted_by}."] if turn.interrupted_by else []
             outcome = TurnOutcome(final_text=final, interrupted=True, denied=denied, notes=notes)
             return outcome, st.INTERRUPTED, result.usage
-        error = result.error or "agy reported an error without a message"
+        error = self.scrub(result.error or "agy reported an error without a message")
         return (
             TurnOutcome(final_text=final, error=error, denied=denied),
             st.ERROR,
@@ -519,9 +543,9 @@ class ThreadWorker:
         await self.deps.store.set_saved(message.id, saved)
         return message.model_copy(update={"saved": saved})
 
-    async def _deliver(self, reply: LiveReply, outcome: TurnOutcome) -> None:
+    async def _deliver(self, turn: TurnState, outcome: TurnOutcome) -> None:
         try:
-            await reply.finish(outcome)
+            await (await turn.reply()).finish(outcome)
         except Exception:
             self.deps.metrics.error("chat_post")
             log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
@@ -558,7 +582,7 @@ class ThreadWorker:
         if exc.kind != "exited" or not thread.conversation_id:
             return False
         await self.deps.store.update_thread(self.key, conversation_id=None)
-        detail = exc.exit.stderr_tail.strip() if exc.exit else ""
+        detail = self.scrub(exc.exit.stderr_tail.strip()) if exc.exit else ""
         await self._say(
             "⚠️ agy could not resume this thread's conversation"
             + (f" ({detail})" if detail else "")
@@ -575,7 +599,11 @@ class ThreadWorker:
     async def _fail_pending(self, reason: str) -> None:
         """agy could not take these messages: say so, and leave the thread usable."""
         self.deps.metrics.error("agy_start")
-        failed = await self.deps.store.take_pending(self.key, st.FAILED, None, ready_only=False)
+        try:
+            failed = await self.deps.store.take_pending(self.key, st.FAILED, None, ready_only=False)
+        except StoreError as exc:
+            log.error("could not mark messages failed: %s", exc, extra={"chat_thread": self.key})
+            failed = []
         for message in failed:
             self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.FAILED))
         await self._say(f"⚠️ {reason}")

@@ -1,0 +1,413 @@
+"""What the turn benchmarks share: the simulator driven directly, a timing chat adapter, bridge
+configs, process readings, statistics and tables.
+
+Every benchmark here compares the bridge with a baseline measured in the same run, so these
+helpers stay small and predictable: the direct driver does what any client of agy must do
+(write one line, read to ``result``) and nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from bridge.agy import wire
+from bridge.config import Config, build_config
+from bridge.core.events import (
+    AttachmentError,
+    AttachmentRef,
+    Author,
+    HistoryEntry,
+    Inbound,
+    IncomingMessage,
+    Reaction,
+    SubmitOutcome,
+    ThreadRef,
+    ToolActivity,
+    TurnOutcome,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SIMULATOR = (sys.executable, "-m", "bridge.simulator")
+STREAM_FLAGS = ("--input-format", "stream-json", "--output-format", "stream-json")
+MAX_LINE = 1 << 24
+AUTHOR = Author(id="@alice:bench", display_name="Alice")
+
+
+# --- statistics and tables -------------------------------------------------------------------
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (no interpolation: every value reported was measured)."""
+    if not samples:
+        return math.nan
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+def ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base > 0 else "-"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table, columns padded so it also reads well in a terminal."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(headers), rule, *(line(row) for row in rows)])
+
+
+def machine() -> str:
+    """One line about where the numbers were taken."""
+    cpu = "unknown CPU"
+    try:
+        for text in Path("/proc/cpuinfo").read_text().splitlines():
+            if text.startswith("model name"):
+                cpu = text.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = _meminfo_kib("MemTotal")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}), "
+        f"{memory / 1024 / 1024:.0f} GiB RAM, Python {platform.python_version()}, "
+        f"load average at start {load}"
+    )
+
+
+def _meminfo_kib(key: str) -> int:
+    try:
+        for text in Path("/proc/meminfo").read_text().splitlines():
+            if text.startswith(key + ":"):
+                return int(text.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+# --- readings of processes -------------------------------------------------------------------
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process, all its threads, none of its children."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    """Resident memory of one process from /proc (0 when it is gone)."""
+    try:
+        for text in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if text.startswith("VmRSS:"):
+                return int(text.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of ``pid`` (through /proc/<pid>/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(x) for x in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+# --- the simulator driven directly -----------------------------------------------------------
+
+
+def simulator_env(sim_home: Path, startup_delay: float = 0.0) -> dict[str, str]:
+    env = {**os.environ, "AGY_SIM_HOME": str(sim_home)}
+    env.pop("AGY_SIM_STARTUP_DELAY", None)
+    if startup_delay:
+        env["AGY_SIM_STARTUP_DELAY"] = f"{startup_delay:g}"
+    return env
+
+
+@dataclass(frozen=True)
+class TurnTimes:
+    """Seconds from the turn's start (the line written, or the process spawned) to its first
+    answer text and to its ``result``; and how many text deltas it streamed."""
+
+    first_delta: float
+    result: float
+    deltas: int
+
+
+class DirectAgy:
+    """One simulator process on pipes: a line in, events out until ``result``."""
+
+    def __init__(self, process: Process, conversation_id: str) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.process = process
+        self.conversation_id = conversation_id
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+
+    @classmethod
+    async def start(cls, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> DirectAgy:
+        process = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+            env=dict(env),
+        )
+        assert process.stdout is not None
+        agy = cls(process, "")
+        event = await agy._event()
+        if event.get("event") != "init":
+            raise RuntimeError(f"the simulator did not start: {event}")
+        agy.conversation_id = str(event.get("conversation_id") or "")
+        return agy
+
+    async def _event(self) -> dict[str, Any]:
+        line = await self._stdout.receive_until(b"\n", MAX_LINE)
+        event: dict[str, Any] = json.loads(line)
+        return event
+
+    async def turn(self, text: str, started: float | None = None) -> TurnTimes:
+        """Write one user line and read until ``result``; times count from ``started`` (by
+        default, just before the line is written)."""
+        assert self.process.stdin is not None
+        if started is None:
+            started = time.perf_counter()
+        await self.process.stdin.send(wire.user_line([text]))
+        first: float | None = None
+        deltas = 0
+        while True:
+            event = await self._event()
+            kind = event.get("event")
+            if kind == "step_update" and event["step_update"].get("text_delta"):
+                deltas += 1
+                if first is None:
+                    first = time.perf_counter() - started
+            elif kind == "result":
+                done = time.perf_counter() - started
+                if event["result"].get("status") != "SUCCESS":
+                    raise RuntimeError(f"the simulator's turn failed: {event['result']}")
+                return TurnTimes(first if first is not None else done, done, deltas)
+
+    async def close(self) -> None:
+        """stdin EOF (the simulator exits 0 when idle), then wait; kill if it lingers."""
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+        with anyio.move_on_after(10):
+            await self.process.wait()
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        await self.process.aclose()
+
+
+@asynccontextmanager
+async def direct_agy(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path
+) -> AsyncIterator[DirectAgy]:
+    agy = await DirectAgy.start(argv, env, cwd)
+    try:
+        yield agy
+    finally:
+        with anyio.CancelScope(shield=True):
+            await agy.close()
+
+
+# --- a chat adapter that only takes the time -------------------------------------------------
+
+
+class Changes:
+    """Wakes every waiter when something it watches has happened."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def touch(self) -> None:
+        self._event.set()
+        self._event = anyio.Event()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+@dataclass
+class TimedReply:
+    """One turn's reply: when it opened, its first text and its end arrived, and how many
+    calls the core made on it."""
+
+    thread: ThreadRef
+    opened: float
+    changes: Changes
+    first_delta: float | None = None
+    finished: float | None = None
+    appends: int = 0
+    tools: int = 0
+    finishes: int = 0
+    text_chars: int = 0
+    outcome: TurnOutcome | None = None
+
+    async def append(self, text: str) -> None:
+        if self.first_delta is None:
+            self.first_delta = time.perf_counter()
+        self.appends += 1
+        self.text_chars += len(text)
+
+    async def tool(self, activity: ToolActivity) -> None:
+        self.tools += 1
+
+    async def finish(self, outcome: TurnOutcome) -> None:
+        self.finishes += 1
+        self.finished = time.perf_counter()
+        self.outcome = outcome
+        self.changes.touch()
+
+    @property
+    def calls(self) -> int:
+        return self.appends + self.tools + self.finishes
+
+
+class TimingAdapter:
+    """A :class:`bridge.core.events.ChatAdapter` that records timings and counts calls.
+
+    It does no I/O, so what it measures is the core and agy, not a chat service.
+    """
+
+    platform = "bench"
+
+    def __init__(self) -> None:
+        self.changes = Changes()
+        self.replies: dict[str, list[TimedReply]] = {}
+        self.calls: Counter[str] = Counter()
+        self.notices: list[tuple[str, str]] = []
+        self._sent = 0
+
+    # --- ChatAdapter --------------------------------------------------------------------------
+
+    async def run(self, inbound: Inbound, started: Any) -> None:
+        started()
+        await anyio.sleep_forever()
+
+    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> TimedReply:
+        self.calls["open_reply"] += 1
+        reply = TimedReply(thread, time.perf_counter(), self.changes)
+        self.replies.setdefault(thread.key, []).append(reply)
+        return reply
+
+    async def post_message(self, thread: ThreadRef, text: str) -> None:
+        self.calls["post_message"] += 1
+        self.notices.append((thread.key, text))
+        self.changes.touch()
+
+    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+        self.calls["post_file"] += 1
+
+    async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
+        self.calls["react"] += 1
+
+    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
+        self.calls["set_typing"] += 1
+
+    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+        raise AttachmentError("the benchmark sends no attachments")
+
+    async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
+        return []
+
+    # --- driving ------------------------------------------------------------------------------
+
+    def thread(self, name: str) -> ThreadRef:
+        return ThreadRef(platform=self.platform, channel="bench", thread=name)
+
+    def message(self, thread: ThreadRef, text: str) -> IncomingMessage:
+        self._sent += 1
+        mid = f"m{self._sent}"
+        return IncomingMessage(
+            thread=thread, event_id=mid, message_id=mid, author=AUTHOR, text=text
+        )
+
+    def finished(self, thread: ThreadRef) -> list[TimedReply]:
+        return [r for r in self.replies.get(thread.key, []) if r.finished is not None]
+
+    def finished_count(self) -> int:
+        return sum(1 for replies in self.replies.values() for r in replies if r.finished)
+
+    async def wait_for(self, predicate: Any, timeout: float) -> None:
+        """Until ``predicate()`` holds; woken by finished replies and notices only."""
+        with anyio.fail_after(timeout):
+            while not predicate():
+                await self.changes.wait()
+
+
+async def submit(inbound: Inbound, message: IncomingMessage) -> None:
+    outcome = await inbound.submit(message)
+    if outcome is not SubmitOutcome.ACCEPTED:
+        raise RuntimeError(f"the core did not accept a benchmark message: {outcome}")
+
+
+# --- the bridge's configuration --------------------------------------------------------------
+
+
+def bridge_config(
+    data_dir: Path,
+    sim_home: Path,
+    *,
+    startup_delay: float = 0.0,
+    max_processes: int = 4,
+    idle_timeout: float = 900.0,
+    init_timeout: float = 60.0,
+    extra: Mapping[str, Any] | None = None,
+) -> Config:
+    """A bridge on the simulator; the simulator's settings travel in ``[agy] env``."""
+    env = {"AGY_SIM_HOME": str(sim_home)}
+    if startup_delay:
+        env["AGY_SIM_STARTUP_DELAY"] = f"{startup_delay:g}"
+    raw: dict[str, Any] = {
+        "bridge": {"data_dir": str(data_dir)},
+        "agy": {
+            "command": list(SIMULATOR),
+            "env": env,
+            "max_processes": max_processes,
+            "idle_timeout": idle_timeout,
+            "init_timeout": init_timeout,
+            "stop_grace": 5,
+        },
+        **(extra or {}),
+    }
+    return build_config(raw, environ={})
+
+
+@dataclass
+class Samples:
+    """Latencies of one variant, in seconds."""
+
+    name: str
+    values: list[float] = field(default_factory=list)
+
+    def p(self, fraction: float) -> float:
+        return percentile(self.values, fraction)

@@ -1,0 +1,264 @@
+"""One agy process per thread kept across turns, against a process per turn, with agy slow to
+start (the simulator's ``AGY_SIM_STARTUP_DELAY``).
+
+Four variants take turns, one turn each per round in a rotating order, at each startup delay:
+
+- direct persistent: one simulator on pipes, a user line per turn, read until ``result``;
+- direct per turn: as the plugin in seed 001 does it: start the simulator (``--conversation``
+  after the first turn), write the line, close stdin, read until ``result``; then it exits;
+- bridge persistent: the core with a timing adapter, one thread, its process kept (the bridge's
+  default ``idle_timeout``);
+- bridge per turn: a second bridge whose ``idle_timeout`` is a few milliseconds, so its thread's
+  process is gone before each message and every turn starts (and resumes) one: what a thread
+  pays when it comes back after idling out.
+
+A turn is timed from the message (the line written, the spawn, the submit) to its ``result`` or
+``finish``. The persistent variants' first turns, which start their process, are reported on
+their own. The table gives p50 and p99 per variant, the time a kept process saves per turn
+(p50 per turn minus p50 persistent) and the ratio.
+
+    python -m bench.persistent [--delays 0,0.5,2] [--turns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from bench.common import (
+    SIMULATOR,
+    STREAM_FLAGS,
+    DirectAgy,
+    TimingAdapter,
+    bridge_config,
+    direct_agy,
+    machine,
+    ms,
+    percentile,
+    ratio,
+    simulator_env,
+    submit,
+    table,
+)
+from bridge.app import Bridge, open_bridge, start_adapters
+
+DELAYS = (0.0, 0.5, 2.0)
+TURNS = 10
+TURN_TIMEOUT = 120.0
+PER_TURN_IDLE = 0.005  # seconds: the per-turn bridge lets its process go at once
+TEXT = "turn {number}: [[reply done {number}]] [[chunks 3]]"
+
+
+@dataclass
+class Variant:
+    name: str
+    run: Callable[[int], Awaitable[float]]  # one turn; its latency in seconds
+    first: float | None = None  # the turn that started a kept process
+    samples: list[float] = field(default_factory=list)
+
+
+# --- direct ----------------------------------------------------------------------------------
+
+
+def direct_persistent(agy: DirectAgy) -> Variant:
+    async def run(number: int) -> float:
+        return (await agy.turn(TEXT.format(number=number))).result
+
+    return Variant("direct persistent", run)
+
+
+def direct_per_turn(env: dict[str, str], workdir: Path) -> Variant:
+    conversation: list[str] = []
+
+    async def run(number: int) -> float:
+        resume = ["--conversation", conversation[0]] if conversation else []
+        argv = [*SIMULATOR, *STREAM_FLAGS, *resume]
+        started = time.perf_counter()
+        agy = await DirectAgy.start(argv, env, workdir)
+        try:
+            times = await agy.turn(TEXT.format(number=number), started)
+        finally:
+            await agy.close()  # stdin EOF: it exits; not part of the turn's time
+        if not conversation:
+            conversation.append(agy.conversation_id)
+        return times.result
+
+    return Variant("direct per turn", run)
+
+
+# --- through the bridge ----------------------------------------------------------------------
+
+
+def bridge_variant(name: str, bridge: Bridge, adapter: TimingAdapter, *, per_turn: bool) -> Variant:
+    thread = adapter.thread(name.replace(" ", "-"))
+
+    async def run(number: int) -> float:
+        if per_turn:
+            await process_gone(bridge, thread.key)
+        done = len(adapter.finished(thread)) + 1
+        started = time.perf_counter()
+        await submit(bridge.core, adapter.message(thread, TEXT.format(number=number)))
+        await adapter.wait_for(lambda: len(adapter.finished(thread)) >= done, TURN_TIMEOUT)
+        reply = adapter.finished(thread)[-1]
+        assert reply.finished is not None
+        if reply.outcome is None or reply.outcome.error:
+            raise RuntimeError(f"{name}: turn {number} failed: {reply.outcome}")
+        return reply.finished - started
+
+    return Variant(name, run)
+
+
+async def process_gone(bridge: Bridge, key: str) -> None:
+    """Until the thread's worker (and with it its agy process) has ended.
+
+    The core offers no event for this, so it is polled; the wait is outside the timed turn.
+    """
+    with anyio.fail_after(TURN_TIMEOUT):
+        while key in bridge.core.workers:
+            await anyio.sleep(0.005)
+
+
+@asynccontextmanager
+async def running_bridge(
+    root: Path, delay: float, idle_timeout: float
+) -> AsyncIterator[tuple[Bridge, TimingAdapter]]:
+    adapter = TimingAdapter()
+    config = bridge_config(
+        root / "data", root / "sim-home", startup_delay=delay, idle_timeout=idle_timeout
+    )
+    async with open_bridge(config, {adapter.platform: adapter}) as bridge:
+        async with anyio.create_task_group() as tg:
+            await start_adapters(bridge, tg)
+            yield bridge, adapter
+            await bridge.core.shutdown()
+            tg.cancel_scope.cancel()
+
+
+# --- one delay -------------------------------------------------------------------------------
+
+
+async def measure_delay(delay: float, turns: int) -> list[Variant]:
+    with tempfile.TemporaryDirectory(prefix="agy-bench-persistent-") as tmp:
+        root = Path(tmp)
+        for name in ("work-kept", "work-per-turn"):
+            (root / name).mkdir()
+        env = simulator_env(root / "sim-kept", delay)
+        started = time.perf_counter()
+        async with direct_agy([*SIMULATOR, *STREAM_FLAGS], env, root / "work-kept") as kept:
+            kept_start = time.perf_counter() - started
+            async with (
+                running_bridge(root / "bridge-kept", delay, 900.0) as (kept_bridge, kept_chat),
+                running_bridge(root / "bridge-per-turn", delay, PER_TURN_IDLE) as (
+                    per_bridge,
+                    per_chat,
+                ),
+            ):
+                per_turn_env = simulator_env(root / "sim-per-turn", delay)
+                variants = [
+                    direct_persistent(kept),
+                    direct_per_turn(per_turn_env, root / "work-per-turn"),
+                    bridge_variant("bridge persistent", kept_bridge, kept_chat, per_turn=False),
+                    bridge_variant("bridge per turn", per_bridge, per_chat, per_turn=True),
+                ]
+                await alternate(variants, turns)
+                variants[0].first = kept_start
+    return variants
+
+
+async def alternate(variants: list[Variant], turns: int) -> None:
+    """Round 0 starts every process (and the conversations the per-turn variants resume);
+    then one turn per variant per round, the order rotating each round."""
+    for variant in variants:
+        latency = await variant.run(0)
+        if variant.name == "bridge persistent":
+            variant.first = latency
+    for number in range(1, turns + 1):
+        shift = number % len(variants)
+        for variant in [*variants[shift:], *variants[:shift]]:
+            variant.samples.append(await variant.run(number))
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def report(results: Sequence[tuple[float, list[Variant]]], seconds: float) -> None:
+    print(machine())
+    turns = len(results[0][1][0].samples)
+    print(f"{turns} measured turns per variant and delay; {seconds:.0f} s in all\n")
+    rows = []
+    for delay, variants in results:
+        by_name = {v.name: v for v in variants}
+        for variant in variants:
+            p50 = percentile(variant.samples, 0.5)
+            kept_name = variant.name.replace("per turn", "persistent")
+            kept = by_name[kept_name]
+            kept50 = percentile(kept.samples, 0.5)
+            saved = "-" if variant is kept else f"{(p50 - kept50) * 1000:.0f}"
+            rows.append(
+                [
+                    f"{delay:g} s",
+                    variant.name,
+                    ms(p50),
+                    ms(percentile(variant.samples, 0.99)),
+                    ms(variant.first) if variant.first is not None else "-",
+                    saved,
+                    ratio(p50, kept50),
+                ]
+            )
+    print(
+        table(
+            [
+                "startup delay",
+                "variant",
+                "p50 ms",
+                "p99 ms",
+                "first turn / start ms",
+                "saved per turn by a kept process ms",
+                "ratio to persistent",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\n'first turn / start': the direct persistent process's start (to init), the bridge "
+        "persistent thread's first turn (start included)."
+    )
+
+
+async def drive(delays: Sequence[float], turns: int) -> int:
+    started = time.perf_counter()
+    results = []
+    for delay in delays:
+        results.append((delay, await measure_delay(delay, turns)))
+        print(f"  measured startup delay {delay:g} s", flush=True)
+    report(results, time.perf_counter() - started)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.persistent",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--delays", default=",".join(f"{d:g}" for d in DELAYS), help="seconds")
+    parser.add_argument("--turns", type=int, default=TURNS, help="measured turns per variant")
+    parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
+    args = parser.parse_args(argv)
+    delays = [float(d) for d in str(args.delays).split(",") if d]
+    turns = args.turns
+    if args.quick:
+        delays, turns = [0.0], 2
+    return anyio.run(drive, delays, turns, backend="asyncio")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""Many threads at once: N chat threads, each streaming a long answer, through one bridge, beside
+a minimal reader of the same N simulators.
+
+At each level N (default 200; ``--threads 50,100,200`` for several), two variants run one after
+the other, each in a process of its own so that its CPU time (``getrusage(RUSAGE_SELF)``,
+simulators excluded) and its resident memory are its alone:
+
+- bridge: the core with a chat adapter that only counts and takes the time (no chat service),
+  ``max_processes`` = N. All N messages are submitted at once; every thread's answer is
+  ``[[long L]]`` in ``[[chunks C]]`` text deltas;
+- direct: N simulator processes on pipes, read by the least a client can do (split lines, parse
+  JSON, count the deltas): the baseline for CPU per delta and memory per session.
+
+Each variant runs two rounds: *cold* (the message starts the thread's agy process: N processes
+start at once) and *warm* (a second message per thread, processes already running: pure
+streaming). Reported per level and round: wall time, the variant's own CPU time per 1,000
+deltas and as a share of the wall time (one event loop cannot use more than one core), the
+longest wait of any thread from its message to its first delta and to its final answer, chat
+calls per reply, and memory: the bridge's RSS in all and per session, and the simulators'.
+
+    python -m bench.scale [--threads 200] [--lines 400] [--chunks 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench.common import (
+    ROOT,
+    SIMULATOR,
+    STREAM_FLAGS,
+    DirectAgy,
+    TimedReply,
+    TimingAdapter,
+    bridge_config,
+    children_of,
+    cpu_seconds,
+    machine,
+    percentile,
+    rss_bytes,
+    simulator_env,
+    submit,
+    table,
+)
+from bridge.app import open_bridge, start_adapters
+from bridge.core.events import ThreadRef
+
+LEVELS = (200,)
+LINES = 400
+CHUNKS = 100
+ROUND_TIMEOUT = 600.0
+MIB = 1024 * 1024
+
+
+@dataclass
+class RoundResult:
+    """One round of one variant: every thread got one message and answered it."""
+
+    label: str
+    wall: float = 0.0
+    cpu: float = 0.0
+    deltas: int = 0
+    # Per thread, seconds from the burst: its message stored (the platform may be acknowledged
+    # then; the bridge only), its first answer text, its final answer.
+    stored: list[float] = field(default_factory=list)
+    first_delta: list[float] = field(default_factory=list)
+    final: list[float] = field(default_factory=list)
+    calls_per_reply: list[int] = field(default_factory=list)
+    errors: int = 0
+
+
+@dataclass
+class LevelResult:
+    variant: str
+    threads: int
+    rounds: list[RoundResult] = field(default_factory=list)
+    rss_start: int = 0
+    rss_sessions: int = 0  # after the cold round, with N sessions alive
+    simulators_rss: int = 0
+    simulators: int = 0
+
+
+def answer_text(lines: int, chunks: int, number: int) -> str:
+    return f"round {number}: [[long {lines}]] [[chunks {chunks}]]"
+
+
+# --- the bridge variant ----------------------------------------------------------------------
+
+
+async def bridge_round(
+    label: str, number: int, adapter: TimingAdapter, bridge: Any, threads: int, text: str
+) -> RoundResult:
+    """All N messages arrive at once (each submitted in its own task, as an adapter handles
+    events); every wait is measured from that moment."""
+    refs = [adapter.thread(f"t{i:04d}") for i in range(threads)]
+    result = RoundResult(label)
+    cpu0, started = cpu_seconds(), time.perf_counter()
+
+    async def deliver(ref: ThreadRef) -> None:
+        await submit(bridge.core, adapter.message(ref, text))
+        result.stored.append(time.perf_counter() - started)
+
+    async with anyio.create_task_group() as tg:
+        for ref in refs:
+            tg.start_soon(deliver, ref)
+    await adapter.wait_for(
+        lambda: all(len(adapter.finished(ref)) >= number for ref in refs), ROUND_TIMEOUT
+    )
+    result.wall = time.perf_counter() - started
+    result.cpu = cpu_seconds() - cpu0
+    for ref in refs:
+        reply: TimedReply = adapter.finished(ref)[number - 1]
+        assert reply.finished is not None
+        result.deltas += reply.appends
+        result.final.append(reply.finished - started)
+        result.first_delta.append((reply.first_delta or reply.finished) - started)
+        result.calls_per_reply.append(reply.calls)
+        if reply.outcome is None or reply.outcome.error:
+            result.errors += 1
+    return result
+
+
+async def run_bridge(threads: int, lines: int, chunks: int, root: Path) -> LevelResult:
+    adapter = TimingAdapter()
+    # Every thread keeps its process: the limit is the level, and nobody idles out.
+    config = bridge_config(
+        root / "data", root / "sim-home", max_processes=threads, init_timeout=ROUND_TIMEOUT
+    )
+    level = LevelResult("bridge", threads)
+    async with open_bridge(config, {adapter.platform: adapter}) as bridge:
+        async with anyio.create_task_group() as tg:
+            await start_adapters(bridge, tg)
+            level.rss_start = rss_bytes()
+            for number, label in ((1, "cold"), (2, "warm")):
+                text = answer_text(lines, chunks, number)
+                level.rounds.append(
+                    await bridge_round(label, number, adapter, bridge, threads, text)
+                )
+                if number == 1:
+                    level.rss_sessions = rss_bytes()
+                    sims = children_of(os.getpid())
+                    level.simulators = len(sims)
+                    level.simulators_rss = sum(rss_bytes(pid) for pid in sims)
+            level.rounds[-1].errors += len(adapter.notices)  # "slots busy" and the like
+            await bridge.core.shutdown()
+            tg.cancel_scope.cancel()
+    return level
+
+
+# --- the direct variant ----------------------------------------------------------------------
+
+
+async def run_direct(threads: int, lines: int, chunks: int, root: Path) -> LevelResult:
+    level = LevelResult("direct", threads)
+    level.rss_start = rss_bytes()
+    argv = [*SIMULATOR, *STREAM_FLAGS]
+    env = simulator_env(root / "sim-home")
+    workdirs = [root / "work" / f"t{i:04d}" for i in range(threads)]
+    for workdir in workdirs:
+        workdir.mkdir(parents=True)
+    agents: list[DirectAgy | None] = [None] * threads
+    try:
+        for number, label in ((1, "cold"), (2, "warm")):
+            text = answer_text(lines, chunks, number)
+            result = RoundResult(label)
+            cpu0, started = cpu_seconds(), time.perf_counter()
+
+            async def one(
+                index: int, text: str = text, result: RoundResult = result, began: float = started
+            ) -> None:
+                agent = agents[index]
+                if agent is None:
+                    agent = agents[index] = await DirectAgy.start(argv, env, workdirs[index])
+                times = await agent.turn(text, began)
+                result.first_delta.append(times.first_delta)
+                result.final.append(times.result)
+                result.deltas += times.deltas
+
+            with anyio.fail_after(ROUND_TIMEOUT):
+                async with anyio.create_task_group() as tg:
+                    for index in range(threads):
+                        tg.start_soon(one, index)
+            result.wall = time.perf_counter() - started
+            result.cpu = cpu_seconds() - cpu0
+            level.rounds.append(result)
+            if number == 1:
+                level.rss_sessions = rss_bytes()
+                sims = children_of(os.getpid())
+                level.simulators = len(sims)
+                level.simulators_rss = sum(rss_bytes(pid) for pid in sims)
+    finally:
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for agent in agents:
+                    if agent is not None:
+                        tg.start_soon(agent.close)
+    return level
+
+
+# --- the parent: levels, variants, the report ------------------------------------------------
+
+
+def run_variant(variant: str, threads: int, lines: int, chunks: int) -> LevelResult:
+    """One variant at one level, in a process of its own; its result comes back as JSON."""
+    command = [
+        sys.executable,
+        "-m",
+        "bench.scale",
+        "--variant",
+        variant,
+        "--threads",
+        str(threads),
+        "--lines",
+        str(lines),
+        "--chunks",
+        str(chunks),
+    ]
+    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, check=True)
+    data = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    rounds = [RoundResult(**r) for r in data.pop("rounds")]
+    return LevelResult(**data, rounds=rounds)
+
+
+def spread(values: Sequence[float]) -> tuple[float, float]:
+    return (percentile(values, 0.5), max(values)) if values else (float("nan"), float("nan"))
+
+
+def per_thousand(result: RoundResult) -> float:
+    return result.cpu / result.deltas * 1000 * 1000 if result.deltas else float("nan")
+
+
+def report(results: Sequence[LevelResult], lines: int, chunks: int, seconds: float) -> None:
+    print(machine())
+    print(
+        f"every thread: one answer of [[long {lines}]] in [[chunks {chunks}]] per round; "
+        f"{seconds:.0f} s in all\n"
+    )
+    rows = []
+    for level in results:
+        for r in level.rounds:
+            rows.append(
+                [
+                    str(level.threads),
+                    level.variant,
+                    r.label,
+                    f"{r.wall:.2f}",
+                    f"{r.cpu:.2f}",
+                    f"{per_thousand(r):.0f}",
+                    f"{r.cpu / r.wall * 100:.0f}%" if r.wall else "-",
+                    f"{percentile(r.first_delta, 0.5):.2f} / {max(r.first_delta):.2f}",
+                    f"{percentile(r.final, 0.5):.2f} / {max(r.final):.2f}",
+                    str(r.deltas),
+                    str(r.errors),
+                ]
+            )
+    print(
+        table(
+            [
+                "threads",
+                "variant",
+                "round",
+                "wall s",
+                "CPU s",
+                "CPU ms / 1000 deltas",
+                "CPU / wall",
+                "first delta p50 / max s",
+                "final p50 / max s",
+                "deltas",
+                "errors",
+            ],
+            rows,
+        )
+    )
+    print()
+    by_key = {(r.variant, r.threads): r for r in results}
+    rows = []
+    for threads in sorted({r.threads for r in results}):
+        bridge, direct = by_key.get(("bridge", threads)), by_key.get(("direct", threads))
+        if bridge is None or direct is None:
+            continue
+        cells = [str(threads)]
+        for index in (0, 1):
+            b, d = per_thousand(bridge.rounds[index]), per_thousand(direct.rounds[index])
+            cells.append(f"{b / d:.2f}x")
+        added = bridge.rss_sessions - bridge.rss_start
+        direct_added = direct.rss_sessions - direct.rss_start
+        cells += [
+            f"{bridge.rss_start / MIB:.0f}",
+            f"{bridge.rss_sessions / MIB:.0f}",
+            f"{added / threads / 1024:.0f}",
+            f"{direct_added / threads / 1024:.0f}",
+            f"{bridge.simulators_rss / MIB:.0f} ({bridge.simulators})",
+            "{:.2f} / {:.2f}".format(*spread(bridge.rounds[0].stored)),
+        ]
+        calls = bridge.rounds[1].calls_per_reply
+        cells.append(f"{percentile(calls, 0.5):.0f} / {max(calls)}")
+        rows.append(cells)
+    print(
+        table(
+            [
+                "threads",
+                "CPU/delta bridge/direct cold",
+                "warm",
+                "bridge RSS start MiB",
+                "with N sessions MiB",
+                "per session KiB",
+                "direct per process KiB",
+                "simulators RSS MiB (procs)",
+                "cold: stored p50 / max s",
+                "chat calls / reply p50 / max",
+            ],
+            rows,
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.scale",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--threads", default=",".join(map(str, LEVELS)), help="levels, e.g. 50,200")
+    parser.add_argument("--lines", type=int, default=LINES, help="lines in each answer")
+    parser.add_argument("--chunks", type=int, default=CHUNKS, help="text deltas per answer")
+    parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
+    parser.add_argument("--variant", choices=("bridge", "direct"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    levels = [int(x) for x in str(args.threads).split(",") if x]
+    lines, chunks = (20, 5) if args.quick else (args.lines, args.chunks)
+    if args.quick:
+        levels = [2]
+    if args.variant is not None:
+        runner = run_bridge if args.variant == "bridge" else run_direct
+        with tempfile.TemporaryDirectory(prefix=f"agy-bench-scale-{args.variant}-") as tmp:
+            level = anyio.run(runner, levels[0], lines, chunks, Path(tmp), backend="asyncio")
+        print(json.dumps(asdict(level)), flush=True)
+        return 0
+    started = time.perf_counter()
+    results = []
+    for position, threads in enumerate(levels):
+        # The order alternates between levels, so neither variant always runs first.
+        order = ("direct", "bridge") if position % 2 == 0 else ("bridge", "direct")
+        for variant in order:
+            results.append(run_variant(variant, threads, lines, chunks))
+            print(f"  measured {variant} with {threads} threads", flush=True)
+    report(results, lines, chunks, time.perf_counter() - started)
+    failed = sum(r.errors for level in results for r in level.rounds)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""The loopback listener: agy's hook calls and the session's MCP servers, one port per bridge.
+
+Every agy session registers here and gets its own random token; every URL it is given starts
+with that token, so a browser page or another local user that can reach the port cannot call
+anything without reading the session's plugin files. See DESIGN.md, "Security model".
+"""
+
+from bridge.agy.listener.hook_command import hook_command
+from bridge.agy.listener.registration import HookFunc, Registration
+from bridge.agy.listener.serving import Listener, open_listener
+
+__all__ = ["HookFunc", "Listener", "Registration", "hook_command", "open_listener"]

@@ -1,0 +1,144 @@
+"""hook_command, run for real under ``sh -c`` as agy runs it, against a live listener."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bridge.agy.listener import hook_command, open_listener
+from bridge.agy.wire import HookInput, HookReply, InjectedStep
+
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="hook commands run curl")
+
+HOOK_INPUT = {"conversationId": "conv-9", "invocationNum": 0, "initialNumSteps": 2}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def run_hook(command: str, stdin: bytes, env: dict[str, str] | None = None) -> bytes:
+    """Run ``command`` like agy does and return its stdout; the hook must always exit 0."""
+    # A guard against a hang, not a speed check.
+    with anyio.fail_after(20):
+        result = await anyio.run_process(["/bin/sh", "-c", command], input=stdin, env=env)
+    assert result.returncode == 0
+    return result.stdout
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_the_listeners_answer_passes_through_unchanged() -> None:
+    calls: list[HookInput] = []
+    reply = HookReply(inject_steps=[InjectedStep(user_message='Bo said: "stop" \u2028 ok')])
+
+    async def hook(event: str, hook_input: HookInput) -> HookReply:
+        calls.append(hook_input)
+        return reply
+
+    async with open_listener() as listener:
+        registration = await listener.register(hook)
+        command = hook_command(registration.hook_url("PreInvocation"), 10)
+        out = await run_hook(command, json.dumps(HOOK_INPUT).encode())
+    assert out == reply.to_json()
+    assert [c.conversation_id for c in calls] == ["conv-9"]
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_bridge_prints_empty_braces() -> None:
+    command = hook_command(f"http://127.0.0.1:{unused_port()}/tok/hook/PreInvocation", 10)
+    assert await run_hook(command, b"{}") == b"{}"
+
+
+@pytest.mark.anyio
+async def test_an_error_answer_prints_empty_braces() -> None:
+    async def hook(event: str, hook_input: HookInput) -> HookReply:
+        return HookReply(inject_steps=[InjectedStep(user_message="must not be seen")])
+
+    async with open_listener(max_body_bytes=64) as listener:
+        registration = await listener.register(hook)
+        url = registration.hook_url("PreInvocation")
+        wrong = url.replace("/hook/", "/nothook/")
+        not_found = await run_hook(hook_command(wrong, 10), b"{}")
+        too_large = await run_hook(hook_command(url, 10), b" " * 200)
+        bad_json = await run_hook(hook_command(url, 10), b"{oops")
+    assert (not_found, too_large, bad_json) == (b"{}", b"{}", b"{}")
+
+
+@pytest.mark.anyio
+async def test_a_bridge_that_never_answers_gives_empty_braces_before_the_hook_timeout() -> None:
+    entered = anyio.Event()
+
+    async def stuck(event: str, hook_input: HookInput) -> HookReply:
+        entered.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with open_listener() as listener:
+        registration = await listener.register(stuck)
+        out = await run_hook(hook_command(registration.hook_url("PreInvocation"), 2), b"{}")
+    assert entered.is_set()
+    assert out == b"{}"
+
+
+@pytest.mark.anyio
+async def test_a_proxy_in_the_environment_is_not_used() -> None:
+    async def hook(event: str, hook_input: HookInput) -> HookReply:
+        return HookReply(inject_steps=[InjectedStep(user_message="direct")])
+
+    dead_proxy = f"http://127.0.0.1:{unused_port()}"
+    env = dict(os.environ) | {"http_proxy": dead_proxy, "HTTP_PROXY": dead_proxy, "NO_PROXY": ""}
+    async with open_listener() as listener:
+        registration = await listener.register(hook)
+        out = await run_hook(hook_command(registration.hook_url("Stop"), 10), b"{}", env)
+    assert json.loads(out) == {"injectSteps": [{"userMessage": "direct"}]}
+
+
+@pytest.mark.anyio
+async def test_without_curl_the_hook_still_reads_its_input_and_prints_empty_braces(
+    tmp_path: Path,
+) -> None:
+    cat = shutil.which("cat")
+    assert cat is not None
+    (tmp_path / "cat").symlink_to(cat)
+    env = {"PATH": str(tmp_path)}  # a machine with no curl
+    command = hook_command(f"http://127.0.0.1:{unused_port()}/t/hook/Stop", 10)
+    assert await run_hook(command, b"{}", env) == b"{}"
+
+
+@pytest.mark.anyio
+async def test_the_url_is_quoted_for_the_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    url = f"http://127.0.0.1:{unused_port()}/a'b;$(touch {marker})`touch {marker}`/hook/X"
+    command = hook_command(url, 5)
+    assert shlex.quote(url) in command
+    assert await run_hook(command, b"{}") == b"{}"
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("timeout", [1, 2, 5, 10, 30])
+def test_curl_gives_up_before_agys_hook_timeout(timeout: int) -> None:
+    command = hook_command("http://127.0.0.1:1/t/hook/Stop", timeout)
+    max_time = re.search(r"--max-time (\S+)", command)
+    connect = re.search(r"--connect-timeout (\S+)", command)
+    assert max_time and connect
+    assert 0 < float(connect.group(1)) <= float(max_time.group(1)) < timeout
+
+
+def test_a_timeout_under_one_second_is_refused() -> None:
+    with pytest.raises(ValueError):
+        hook_command("http://127.0.0.1:1/t/hook/Stop", 0)
