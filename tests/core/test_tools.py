@@ -119,3 +119,24 @@ async def test_worktrees_per_thread_and_the_commit_identity(tmp_path: Path, repo
             author = _git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", branch)
             assert author == "Agy Bot <bot@example.org>|Agy Bot <bot@example.org>"
         assert _git(repo, "status", "--porcelain") == ""
+
+
+async def test_finished_threads_lose_clean_worktrees_but_keep_commits(
+    tmp_path: Path, repo: Path
+) -> None:
+    extra = {"workspaces": [{"path": str(repo), "worktree": True, "worktree_cleanup": "remove"}]}
+    commit = "[[tool run_command echo {0} > {0}.txt && git add {0}.txt && git commit -qm {0}]]"
+    async with running(tmp_path, extra, idle_timeout=0.3) as h:
+        await h.say(commit.format("kept"), where=thread("a"))
+        await h.say("[[tool run_command echo dirty > dirty.txt]]", where=thread("b"))
+        await h.adapter.wait_finished(1, thread("a"))
+        await h.adapter.wait_finished(1, thread("b"))
+        await h.worker_gone(thread("a"))
+        await h.worker_gone(thread("b"))
+        trees = tmp_path / "data" / "worktrees"
+        remaining = [p for p in trees.iterdir() if (p / ".git").exists()]
+        # The clean one went (its branch and commit stay); the dirty one is kept.
+        assert len(remaining) == 1 and (remaining[0] / "dirty.txt").exists()
+        branches = _git(repo, "branch", "--format=%(refname:short)").split()
+        kept = [b for b in branches if b.startswith("agy/")]
+        assert any("kept.txt" in _git(repo, "ls-tree", "--name-only", b) for b in kept)

@@ -41,7 +41,9 @@ def from_bot_with(live: Live, text: str) -> Any:
 
 
 @asynccontextmanager
-async def live_bridge(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Live]:
+async def live_bridge(
+    synapse: Synapse, tmp_path: Path, workdir: Path | None = None
+) -> AsyncIterator[Live]:
     alice = synapse.register(f"alice{os.urandom(3).hex()}", displayname="Alice Liddell")
     bot = synapse.register(f"bot{os.urandom(3).hex()}", displayname="Agy Bot")
     os.environ["AGY_SIM_HOME"] = str(tmp_path / "sim-home")
@@ -55,6 +57,7 @@ async def live_bridge(synapse: Synapse, tmp_path: Path) -> AsyncIterator[Live]:
                 "password": bot.password,
                 "allowed_users": [alice.user_id],
             },
+            "workspaces": [{"path": str(workdir)}] if workdir else [],
         },
         environ={},
     )
@@ -123,3 +126,23 @@ async def test_a_stop_reaction_interrupts(synapse: Synapse, tmp_path: Path) -> N
             while worker.busy:
                 await anyio.sleep(0.05)
         await live.human.wait_event(live.room, from_bot_with(live, "Stopped by"), within=30)
+
+
+async def test_a_file_posted_by_the_agent_lands_in_the_room(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("release notes\n")
+    async with live_bridge(synapse, tmp_path, work) as live:
+        call = '[[mcp bridge_chat post_file {"path": "notes.txt"}]]'
+        await live.human.say(live.room, f"share {call}")
+        event = await live.human.wait_event(
+            live.room,
+            lambda e: (
+                getattr(e, "sender", "") == live.bot
+                and e.source.get("content", {}).get("msgtype") == "m.file"
+            ),
+            within=60,
+        )
+        assert event.source["content"]["body"] == "notes.txt"

@@ -41,7 +41,9 @@ class Live:
 
 
 @asynccontextmanager
-async def live_bridge(fake: FakeSlack, tmp_path: Path, **slack: Any) -> AsyncIterator[Live]:
+async def live_bridge(
+    fake: FakeSlack, tmp_path: Path, extra: dict[str, Any] | None = None, **slack: Any
+) -> AsyncIterator[Live]:
     os.environ["AGY_SIM_HOME"] = str(tmp_path / "sim-home")
     fake.add_user(ALICE, "alice", "alice@example.org")
     fake.add_user(BOB, "bob")
@@ -56,6 +58,7 @@ async def live_bridge(fake: FakeSlack, tmp_path: Path, **slack: Any) -> AsyncIte
                 "allowed_users": [ALICE, BOB],
                 **slack,
             },
+            **(extra or {}),
         },
         environ={},
     )
@@ -178,3 +181,19 @@ async def test_a_stranger_gets_a_notice_and_no_agy(fake_slack: FakeSlack, tmp_pa
         assert live.bridge.core.workers == {}
         assert live.bridge.core.deps.slots.live == 0
         assert await live.bridge.store.processes() == []
+
+
+async def test_a_file_posted_by_the_agent_lands_in_the_thread(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "plot.png").write_bytes(b"\x89PNG plot")
+    extra = {"workspaces": [{"channel": CHANNEL, "path": str(work)}]}
+    async with live_bridge(fake_slack, tmp_path, extra) as live:
+        ts = fake_slack.next_ts()
+        call = '[[mcp bridge_chat post_file {"path": "plot.png", "title": "The plot"}]]'
+        await fake_slack.push_event(mention_event(f"share the plot {call}", ts=ts))
+        await live.answer(ts, "Tool post_file: uploaded plot.png")
+        [upload] = [u for u in fake_slack.uploads.values() if u.get("thread_ts") == ts]
+        assert upload["data"] == b"\x89PNG plot" and upload["title"] == "The plot"
