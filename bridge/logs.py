@@ -74,5 +74,15 @@ def setup_logging(level: str, *, json_lines: bool, secrets: Iterable[str]) -> No
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party loggers that would print URLs (with tokens in them) or request bodies.
-    for noisy in ("uvicorn.access", "uvicorn.error", "aiohttp.access", "httpx", "httpcore", "mcp"):
+    # aiosqlite and sse_starlette would log chat content (message texts, MCP results).
+    for noisy in (
+        "uvicorn.access",
+        "uvicorn.error",
+        "aiohttp.access",
+        "httpx",
+        "httpcore",
+        "mcp",
+        "aiosqlite",
+        "sse_starlette",
+    ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -18,6 +18,7 @@ from mcp.server.lowlevel import Server
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bridge.agy.runtime import CHAT_SERVER
+from bridge.agy.wire import PLUGINS_DIR
 from bridge.config import Config
 from bridge.core.events import ChatAdapter, ThreadRef
 
@@ -90,13 +91,17 @@ def jailed_path(raw: str, workdir: Path, session_dir: Path) -> Path:
     try:
         resolved = candidate.resolve(strict=True)
     except (OSError, RuntimeError):
-        raise ToolFailure(f"no such file: {raw} ({candidate})") from None
+        raise ToolFailure(f"no such file: {raw}") from None
     roots = [workdir.resolve(), session_dir.resolve()]
     if not inside(resolved, roots):
         raise ToolFailure(
             f"{raw} is outside the working directory ({roots[0]}) and the session directory; "
             "only files there can be posted"
         )
+    plugins = session_dir.resolve().joinpath(*PLUGINS_DIR)
+    if resolved == plugins or plugins in resolved.parents:
+        # The plugin folder holds this session's listener token: never into the chat.
+        raise ToolFailure(f"{raw} is part of the bridge's plugin and cannot be posted")
     if not resolved.is_file():
         raise ToolFailure(f"{raw} is not a regular file")
     return resolved

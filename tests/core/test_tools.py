@@ -56,6 +56,11 @@ def test_jail_accepts_the_session_dir_and_rejects_dotdot(tmp_path: Path) -> None
         jailed_path("../secret", work, session)
     with pytest.raises(ToolFailure, match="no such file"):
         jailed_path("missing.txt", work, session)
+    hooks = session / ".agents" / "plugins" / "bridge" / "hooks.json"
+    hooks.parent.mkdir(parents=True)
+    hooks.write_text("{}")
+    with pytest.raises(ToolFailure, match="plugin"):
+        jailed_path(str(hooks), work, session)
 
 
 async def test_thread_history_returns_the_thread(tmp_path: Path) -> None:

@@ -1,0 +1,51 @@
+"""A turn broken by a crash must be reported in its thread even when the first report fails.
+
+A SIGKILLed bridge leaves the turn ``running`` in the store; the next start reports it. Posting
+can fail (the chat service answers 5xx, or the bridge dies again between recording the turn as
+interrupted and posting): the report must then come with a later start, not be lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.core.store import open_store
+from tests.core.harness import RecordingAdapter, running, thread
+
+pytestmark = [pytest.mark.faults, pytest.mark.anyio]
+
+NOTICE = "The bridge restarted while the agent was working"
+
+
+async def leave_a_running_turn(tmp: Path) -> None:
+    """What a bridge killed mid-turn leaves behind: a turn still marked running."""
+    async with open_store(tmp / "data" / "bridge.sqlite3") as store:
+        await store.thread(thread())
+        await store.start_turn(thread().key, None)
+
+
+async def test_a_broken_turn_is_reported_once_at_the_next_start(tmp_path: Path) -> None:
+    await leave_a_running_turn(tmp_path)
+    async with running(tmp_path) as h:
+        assert [n for _, n in h.adapter.notices if NOTICE in n]
+    async with running(tmp_path) as h:
+        assert not h.adapter.notices, "a reported turn is not reported again"
+
+
+async def test_a_restart_report_that_could_not_be_posted_comes_with_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await leave_a_running_turn(tmp_path)
+    original = RecordingAdapter.post_message
+
+    async def chat_down(self: RecordingAdapter, where: object, text: str) -> None:
+        raise ConnectionError("the chat service answered 503")
+
+    monkeypatch.setattr(RecordingAdapter, "post_message", chat_down)
+    async with running(tmp_path):
+        pass
+    monkeypatch.setattr(RecordingAdapter, "post_message", original)
+    async with running(tmp_path) as h:
+        assert [n for _, n in h.adapter.notices if NOTICE in n]

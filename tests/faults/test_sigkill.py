@@ -1,0 +1,158 @@
+"""The bridge SIGKILLed at random moments while messages keep arriving, then restarted.
+
+`python -m bridge console` is driven as a user runs it, on the agy simulator, with one data
+dir across every run. Lines carry unique tokens. A line the bridge had not stored when it was
+killed was never acknowledged, so it is sent again to the next run, as a chat platform
+redelivers an unacknowledged event. At the end the store, the simulator's conversations, the
+outputs and /proc must agree: nothing lost, nothing delivered twice, every broken turn
+reported, no agy left running.
+
+The seed is printed; set BRIDGE_FAULT_SEED to replay a run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.faults.console import (
+    ConsoleRun,
+    console_env,
+    marked_processes,
+    read_store,
+    sim_conversation_messages,
+    start_console,
+    wait_no_marked_processes,
+    write_config,
+)
+
+CYCLES = 20
+TOKEN = re.compile(r"tok-\d{2}-\d{3}")
+RESTART_NOTICE = "The bridge restarted while the agent was working"
+RESTART_ERROR = "the bridge restarted during this turn"
+# What a line asks of the simulated agent: mostly short turns, some with two model calls (an
+# injection point between them), a few with a command that outlives a killed bridge.
+DIRECTIVES = [
+    ("", 3),
+    ("[[sleep 0.4]]", 3),
+    ("[[calls 2]] [[sleep 0.3]]", 3),
+    ("[[tool run_command sleep 1]]", 1),
+]
+
+
+def _directive(rng: random.Random) -> str:
+    choices, weights = zip(*DIRECTIVES, strict=True)
+    return rng.choices(choices, weights)[0]
+
+
+class Sender:
+    """The user and the platform: new lines, and redelivery of lines never stored."""
+
+    def __init__(self, root: Path, rng: random.Random):
+        self.root = root
+        self.rng = rng
+        self.lines: dict[str, str] = {}
+        self.resent = 0
+
+    def new_line(self, run: ConsoleRun, cycle: int) -> None:
+        token = f"tok-{cycle:02d}-{len(self.lines):03d}"
+        line = f"{token} {_directive(self.rng)}".strip()
+        self.lines[token] = line
+        run.send(line)
+
+    def redeliver(self, run: ConsoleRun) -> None:
+        stored = set(_inbox_tokens(self.root))
+        for token, line in self.lines.items():
+            if token not in stored:
+                self.resent += 1
+                run.send(line)
+
+
+def _inbox_tokens(root: Path) -> list[str]:
+    if not (root / "data" / "bridge.sqlite3").exists():
+        return []
+    return [t for r in read_store(root, "SELECT text FROM inbox") for t in TOKEN.findall(r[0])]
+
+
+def _one_cycle(
+    root: Path, config: Path, sender: Sender, rng: random.Random, cycle: int
+) -> ConsoleRun:
+    run = start_console(root, config, f"run-{cycle:02d}")
+    sender.redeliver(run)
+    if rng.random() < 0.25:
+        # Killed while starting: opening the store, reaping, reporting, resuming.
+        deadline = time.monotonic() + rng.uniform(0.0, 1.5)
+    else:
+        run.wait_ready()
+        deadline = time.monotonic() + rng.uniform(0.1, 3.0)
+    while time.monotonic() < deadline:
+        sender.new_line(run, cycle)
+        # Pacing the user's typing (not synchronisation): lines land mid-turn and between turns.
+        time.sleep(min(rng.uniform(0.05, 0.6), max(0.0, deadline - time.monotonic())))
+    run.kill()
+    return run
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
+    print(f"SIGKILL fault seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
+    rng = random.Random(seed)
+    config = write_config(tmp_path)
+    sim_home = tmp_path / "sim-home"
+    needle = f"AGY_SIM_HOME={sim_home}"
+    assert needle in {f"{k}={v}" for k, v in console_env(tmp_path).items()}
+    sender = Sender(tmp_path, rng)
+    runs = [_one_cycle(tmp_path, config, sender, rng, cycle) for cycle in range(CYCLES)]
+
+    final = start_console(tmp_path, config, "final")
+    sender.redeliver(final)
+    assert final.finish() == 0, final.err()
+    runs.append(final)
+    context = f"(seed {seed}; logs in {tmp_path / 'logs'})"
+
+    # Every line was stored exactly once, and nothing is left waiting or failed.
+    inbox = read_store(tmp_path, "SELECT text, state, turn_id FROM inbox")
+    rows = {TOKEN.findall(r["text"])[0]: r for r in inbox}
+    counts = Counter(t for r in inbox for t in TOKEN.findall(r["text"]))
+    assert set(counts) == set(sender.lines), context
+    assert all(n == 1 for n in counts.values()), f"stored twice: {counts} {context}"
+    states = Counter(r["state"] for r in inbox)
+    assert set(states) <= {"turn", "injected"}, f"{states} {context}"
+    turns = read_store(tmp_path, "SELECT id, state, error FROM turns")
+    assert not [t for t in turns if t["state"] == "running"], context
+    broken = {t["id"] for t in turns if t["state"] == "interrupted" and t["error"] == RESTART_ERROR}
+
+    # Delivered to agy at most once; a line agy never got was part of a turn reported broken.
+    seen = Counter(
+        t
+        for text in sim_conversation_messages(sim_home, ("user", "injected"))
+        for t in TOKEN.findall(text)
+    )
+    twice = {t: n for t, n in seen.items() if n > 1}
+    assert not twice, f"delivered to agy more than once: {twice} {context}"
+    unaccounted = [t for t in sender.lines if not seen[t] and rows[t]["turn_id"] not in broken]
+    assert not unaccounted, f"never delivered and never reported: {unaccounted} {context}"
+
+    # Every turn a restart broke was reported in the thread, once.
+    notices = sum(run.out().count(RESTART_NOTICE) for run in runs)
+    assert notices == len(broken), f"{notices} notices for {len(broken)} broken turns {context}"
+    assert broken, f"no kill landed mid-turn, so this run proved little {context}"
+    for run in runs:
+        assert "internal error" not in run.out(), context
+        assert "could not be handed to the agent" not in run.out(), context
+
+    wait_no_marked_processes(needle)
+    assert not marked_processes(needle)
+    print(
+        f"{len(sender.lines)} lines, {sender.resent} redelivered, {len(broken)} turns broken "
+        f"by a kill, {sum(1 for t in sender.lines if not seen[t])} reported instead of delivered"
+    )
