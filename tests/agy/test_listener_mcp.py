@@ -80,23 +80,20 @@ def rpc(method: str, id_: int | None = None, params: dict[str, Any] | None = Non
     return json.dumps(message).encode()
 
 
-def sse_data(body: str) -> list[dict[str, Any]]:
-    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
-
-
-async def initialize(http: aiohttp.ClientSession, url: str) -> str:
+async def initialize(http: aiohttp.ClientSession, url: str, accept: str = SSE_ACCEPT) -> str:
     """The raw initialize handshake; returns the Mcp-Session-Id the server assigned."""
     params = {
         "protocolVersion": PROTOCOL,
         "capabilities": {},
         "clientInfo": {"name": "raw-test", "version": "0"},
     }
-    headers = {"Accept": SSE_ACCEPT, "Content-Type": "application/json"}
+    headers = {"Accept": accept, "Content-Type": "application/json"}
     async with http.post(url, data=rpc("initialize", 1, params), headers=headers) as response:
         assert response.status == 200
-        assert response.content_type == "text/event-stream"
+        # Plain JSON answers (seed 000's server worked with agy that way).
+        assert response.content_type == "application/json"
         session_id = response.headers.get("Mcp-Session-Id")
-        [answer] = sse_data(await response.text())
+        answer = await response.json()
     assert answer["id"] == 1 and answer["result"]["protocolVersion"] == PROTOCOL
     assert session_id
     headers |= {"Mcp-Session-Id": session_id, "MCP-Protocol-Version": PROTOCOL}
@@ -139,7 +136,7 @@ async def test_a_stateful_session_gets_an_id_a_get_stream_and_can_be_deleted() -
         headers = session_headers(session_id)
         call = rpc("tools/call", 2, {"name": "echo", "arguments": {"text": "x"}})
         async with http.post(url, data=call, headers=headers) as response:
-            [answer] = sse_data(await response.text())
+            answer = await response.json()
         assert answer["result"]["content"][0]["text"] == "a:x"
 
         get_headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session_id}
@@ -254,3 +251,14 @@ async def test_the_listener_shuts_down_cleanly_with_open_sessions_and_calls_in_f
     assert registration.closed
     with pytest.raises(OSError):
         await anyio.connect_tcp("127.0.0.1", port)
+
+
+@pytest.mark.anyio
+async def test_a_client_that_accepts_only_json_is_served() -> None:
+    async with open_listener() as listener:
+        registration = await listener.register(no_hook, {"chat": EchoServer("j").server})
+        async with aiohttp.ClientSession() as http:
+            session_id = await initialize(
+                http, registration.mcp_url("chat"), accept="application/json"
+            )
+        assert session_id

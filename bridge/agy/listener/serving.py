@@ -116,9 +116,12 @@ class Listener:
     ) -> None:
         manager = StreamableHTTPSessionManager(
             server,
-            # The spec's full form: a POST of the initialize era is answered as an SSE stream
-            # (the client must accept JSON and SSE); the SDK answers 2026-era requests as JSON.
-            json_response=False,
+            # Plain JSON answers to POSTs: agy has been seen working with a JSON-only server
+            # (seed 000), and in this mode a client that accepts only application/json is
+            # served too, where SSE mode would answer it 406. Every spec client accepts JSON.
+            # The GET stream and server-assigned session ids stay (stateful mode); what is lost
+            # is sending server-initiated requests inside a POST, which the chat tools never do.
+            json_response=True,
             stateless=False,  # a server-assigned Mcp-Session-Id and a GET stream
             security_settings=self._mcp_security,
             session_idle_timeout=MCP_SESSION_IDLE_SECONDS,
