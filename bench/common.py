@@ -17,17 +17,22 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+from aiohttp import web
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bridge.agy import wire
+from bridge.agy.listener import hook_command
+from bridge.agy.plugin import write_plugin
+from bridge.agy.runtime import HOOK_TIMEOUT_SECONDS
+from bridge.app import Bridge
 from bridge.config import Config, build_config
 from bridge.core.events import (
     AttachmentError,
@@ -239,6 +244,43 @@ async def direct_agy(
             await agy.close()
 
 
+# --- a hook like the bridge's, answered by a minimal server ---------------------------------
+
+
+@asynccontextmanager
+async def minimal_hook_server() -> AsyncIterator[str]:
+    """aiohttp's low-level server answering ``{}`` to anything; yields a hook URL on it."""
+
+    async def answer(request: web.BaseRequest) -> web.Response:
+        await request.read()
+        return web.Response(body=b"{}", content_type="application/json")
+
+    runner = web.ServerRunner(web.Server(answer), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        yield f"http://{host}:{port}/hook/PreInvocation"
+    finally:
+        await runner.cleanup()
+
+
+def hook_plugin(session_dir: Path, url: str) -> Path:
+    """A session folder whose plugin runs the bridge's own hook command (curl) against ``url``,
+    so a simulator driven directly does the same work per model call as under the bridge."""
+    session_dir.mkdir(parents=True, exist_ok=True)
+    write_plugin(
+        session_dir,
+        guidance="",
+        notes="",
+        hook_commands={"PreInvocation": hook_command(url, HOOK_TIMEOUT_SECONDS)},
+        hook_timeout=HOOK_TIMEOUT_SECONDS,
+        mcp_servers={},
+    )
+    return session_dir
+
+
 # --- a chat adapter that only takes the time -------------------------------------------------
 
 
@@ -309,7 +351,7 @@ class TimingAdapter:
 
     # --- ChatAdapter --------------------------------------------------------------------------
 
-    async def run(self, inbound: Inbound, started: Any) -> None:
+    async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         started()
         await anyio.sleep_forever()
 
@@ -357,7 +399,12 @@ class TimingAdapter:
     def finished_count(self) -> int:
         return sum(1 for replies in self.replies.values() for r in replies if r.finished)
 
-    async def wait_for(self, predicate: Any, timeout: float) -> None:
+    async def wait_finished(self, thread: ThreadRef, count: int, timeout: float) -> TimedReply:
+        """Until ``thread`` has ``count`` finished replies; returns the latest."""
+        await self.wait_for(lambda: len(self.finished(thread)) >= count, timeout)
+        return self.finished(thread)[-1]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> None:
         """Until ``predicate()`` holds; woken by finished replies and notices only."""
         with anyio.fail_after(timeout):
             while not predicate():
@@ -402,12 +449,8 @@ def bridge_config(
     return build_config(raw, environ={})
 
 
-@dataclass
-class Samples:
-    """Latencies of one variant, in seconds."""
-
-    name: str
-    values: list[float] = field(default_factory=list)
-
-    def p(self, fraction: float) -> float:
-        return percentile(self.values, fraction)
+async def sync_normal(bridge: Bridge) -> None:
+    """What-if only: the bridge's store connection with ``synchronous=NORMAL`` (in WAL mode no
+    fsync per commit: a power cut may lose the last commits, a crash of the bridge loses none).
+    The bridge itself opens its store with FULL."""
+    await bridge.store._db.execute("PRAGMA synchronous=NORMAL")

@@ -37,6 +37,7 @@ import functools
 import inspect
 import io
 import json
+import logging
 import pstats
 import subprocess
 import sys
@@ -62,17 +63,17 @@ from bench.common import (
     TimingAdapter,
     bridge_config,
     direct_agy,
+    hook_plugin,
     machine,
+    minimal_hook_server,
     ms,
     percentile,
     ratio,
     simulator_env,
     submit,
+    sync_normal,
     table,
 )
-from bridge.agy.listener import hook_command
-from bridge.agy.plugin import write_plugin
-from bridge.agy.runtime import HOOK_TIMEOUT_SECONDS
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.core.events import ChatAdapter
 
@@ -128,6 +129,8 @@ async def serve_slack(rtt: float) -> None:
                 await anyio.sleep(rtt)
             return await super()._api(request)
 
+    # A call still waiting out its round trip when the bridge stops is cut off: not news.
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     fake = SlowFakeSlack()
     await fake.start()
     try:
@@ -150,13 +153,18 @@ async def serve_slack(rtt: float) -> None:
                 marks = fake.reactions.get((SLACK_CHANNEL, ts), set())
                 return visible() and SLACK_STATUS_REACTION not in marks
 
+            first = len(fake.calls)
             started = time.perf_counter()
             await fake.push_event(event)
             await fake.wait_for(visible, TURN_TIMEOUT)
             shown = time.perf_counter() - started
+            before_visible = len(fake.calls) - first
             await fake.wait_for(settled, TURN_TIMEOUT)
             done = time.perf_counter() - started
-            print(json.dumps({"visible": shown, "settled": done}), flush=True)
+            # The turn's Web API calls in order ("!" marks one Slack refused).
+            calls = [c.method + ("!" if c.error else "") for c in fake.calls[first:]]
+            answer = {"visible": shown, "settled": done, "before_visible": before_visible}
+            print(json.dumps({**answer, "calls": calls}), flush=True)
     finally:
         await fake.close()
 
@@ -186,14 +194,15 @@ class SlackProcess:
     async def _line(self) -> bytes:
         return await self._stdout.receive_until(b"\n", 1 << 20)
 
-    async def turn(self, text: str, wanted: str) -> tuple[float, float]:
-        """(visible, settled) in seconds, as the fake measured them."""
+    async def turn(self, text: str, wanted: str) -> dict[str, Any]:
+        """The fake's report of one turn: ``visible`` and ``settled`` in seconds, the Web API
+        ``calls`` in order, and how many came ``before_visible``."""
         assert self.process.stdin is not None
         command = json.dumps({"text": text, "token": wanted}).encode() + b"\n"
         await self.process.stdin.send(command)
         with anyio.fail_after(TURN_TIMEOUT * 2 + 10):
-            answer = json.loads(await self._line())
-        return float(answer["visible"]), float(answer["settled"])
+            answer: dict[str, Any] = json.loads(await self._line())
+        return answer
 
     async def stop(self) -> None:
         assert self.process.stdin is not None
@@ -227,42 +236,6 @@ def slack_section(api_url: str) -> dict[str, Any]:
     }
 
 
-# --- the minimal hook server (the direct+hook baseline) --------------------------------------
-
-
-@asynccontextmanager
-async def minimal_hook_server() -> AsyncIterator[str]:
-    """aiohttp's low-level server answering ``{}`` to anything; yields its URL."""
-
-    async def answer(request: web.BaseRequest) -> web.Response:
-        await request.read()
-        return web.Response(body=b"{}", content_type="application/json")
-
-    runner = web.ServerRunner(web.Server(answer), access_log=None)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        yield f"http://{host}:{port}/hook/PreInvocation"
-    finally:
-        await runner.cleanup()
-
-
-def hook_plugin(session_dir: Path, url: str) -> Path:
-    """A session folder whose plugin runs the bridge's hook command against ``url``."""
-    session_dir.mkdir(parents=True, exist_ok=True)
-    write_plugin(
-        session_dir,
-        guidance="",
-        notes="",
-        hook_commands={"PreInvocation": hook_command(url, HOOK_TIMEOUT_SECONDS)},
-        hook_timeout=HOOK_TIMEOUT_SECONDS,
-        mcp_servers={},
-    )
-    return session_dir
-
-
 # --- the variants ----------------------------------------------------------------------------
 
 
@@ -273,6 +246,8 @@ class Variant:
     total: list[float] = field(default_factory=list)
     # Named phases (seconds from the turn's start), for the breakdown table.
     phases: dict[str, list[float]] = field(default_factory=dict)
+    # Slack only: per turn, the calls before the answer was visible and all the calls in order.
+    api_calls: list[tuple[int, list[str]]] = field(default_factory=list)
 
     def record(self, total: float, **phases: float) -> None:
         self.total.append(total)
@@ -281,6 +256,7 @@ class Variant:
 
     def drop(self, count: int) -> None:
         del self.total[:count]
+        del self.api_calls[:count]
         for values in self.phases.values():
             del values[:count]
 
@@ -303,8 +279,7 @@ def core_variant(name: str, bridge: Bridge, adapter: TimingAdapter) -> Variant:
         started = time.perf_counter()
         await submit(bridge.core, message)
         submitted = time.perf_counter()
-        await adapter.wait_for(lambda: len(adapter.finished(thread)) >= done, TURN_TIMEOUT)
-        reply = adapter.finished(thread)[-1]
+        reply = await adapter.wait_finished(thread, done, TURN_TIMEOUT)
         check_reply(reply, number)
         assert reply.finished is not None and reply.first_delta is not None
         variant.record(
@@ -326,8 +301,9 @@ def check_reply(reply: TimedReply, number: int) -> None:
 
 def slack_variant(slack: SlackProcess) -> Variant:
     async def run(number: int) -> None:
-        visible, settled = await slack.turn(TINY.format(token=token(number)), token(number))
-        variant.record(visible, settled=settled)
+        answer = await slack.turn(TINY.format(token=token(number)), token(number))
+        variant.record(answer["visible"], settled=answer["settled"])
+        variant.api_calls.append((answer["before_visible"], answer["calls"]))
 
     variant = Variant("slack", run)
     return variant
@@ -347,7 +323,7 @@ async def alternate(variants: Sequence[Variant], rounds: int, warmup: int) -> No
 # --- the report ------------------------------------------------------------------------------
 
 
-def report(variants: Sequence[Variant], seconds: float, rtt: float) -> int:
+def report(variants: Sequence[Variant], seconds: float, rtt: float, where: str) -> int:
     base = variants[0]
     base50 = percentile(base.total, 0.5)
     rows = []
@@ -366,12 +342,21 @@ def report(variants: Sequence[Variant], seconds: float, rtt: float) -> int:
                 ratio(p50, base50),
             ]
         )
-    print(machine())
+    print(where)
     print(f"{len(base.total)} measured turns per variant in {seconds:.0f} s\n")
     print(table(["variant", "turns", "p50 ms", "p99 ms", "adds at p50 ms", "ratio p50"], rows))
     print()
     print(breakdown(variants))
     by_name = {v.name: v for v in variants}
+    slack = by_name.get("slack")
+    if slack is not None and slack.api_calls:
+        counts = [len(calls) for _, calls in slack.api_calls]
+        before = [float(n) for n, _ in slack.api_calls]
+        print(
+            f"\nslack: Web API calls per turn p50 {percentile(counts, 0.5):.0f}, of which "
+            f"{percentile(before, 0.5):.0f} before the answer was visible; the last turn's, in "
+            f"order (! = refused): {', '.join(slack.api_calls[-1][1])}"
+        )
     core = by_name.get("core")
     if core is not None:
         added = (percentile(core.total, 0.5) - base50) * 1000
@@ -481,10 +466,7 @@ async def trace_core(bridge: Bridge, adapter: TimingAdapter, turns: int) -> None
             message = adapter.message(thread, TINY.format(token=token(number)))
             started = time.perf_counter()
             await submit(bridge.core, message)
-            await adapter.wait_for(
-                lambda done=done: len(adapter.finished(thread)) >= done, TURN_TIMEOUT
-            )
-            reply = adapter.finished(thread)[-1]
+            reply = await adapter.wait_finished(thread, done, TURN_TIMEOUT)
             assert reply.finished is not None and reply.first_delta is not None
             if number == 0:
                 continue
@@ -576,13 +558,8 @@ async def running_bridge(
         tg.cancel_scope.cancel()
 
 
-async def sync_normal(bridge: Bridge) -> None:
-    """What-if only: the store's connection with ``synchronous=NORMAL`` (no fsync per commit in
-    WAL mode; a power cut may lose the last commits, a crash of the bridge loses nothing)."""
-    await bridge.store._db.execute("PRAGMA synchronous=NORMAL")
-
-
 async def drive(options: Options) -> int:
+    where = machine()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="agy-bench-overhead-") as tmp:
         root = Path(tmp)
@@ -632,7 +609,7 @@ async def drive(options: Options) -> int:
             if slack is not None:
                 variants.append(slack_variant(slack))
             await alternate(variants, options.turns, options.warmup)
-            code = report(variants, time.perf_counter() - started, options.rtt)
+            code = report(variants, time.perf_counter() - started, options.rtt, where)
             if options.trace:
                 await trace_core(bridge, adapter, options.trace)
             if options.profile:

@@ -106,8 +106,7 @@ def bridge_variant(name: str, bridge: Bridge, adapter: TimingAdapter, *, per_tur
         done = len(adapter.finished(thread)) + 1
         started = time.perf_counter()
         await submit(bridge.core, adapter.message(thread, TEXT.format(number=number)))
-        await adapter.wait_for(lambda: len(adapter.finished(thread)) >= done, TURN_TIMEOUT)
-        reply = adapter.finished(thread)[-1]
+        reply = await adapter.wait_finished(thread, done, TURN_TIMEOUT)
         assert reply.finished is not None
         if reply.outcome is None or reply.outcome.error:
             raise RuntimeError(f"{name}: turn {number} failed: {reply.outcome}")
@@ -189,8 +188,8 @@ async def alternate(variants: list[Variant], turns: int) -> None:
 # --- the report ------------------------------------------------------------------------------
 
 
-def report(results: Sequence[tuple[float, list[Variant]]], seconds: float) -> None:
-    print(machine())
+def report(results: Sequence[tuple[float, list[Variant]]], seconds: float, where: str) -> None:
+    print(where)
     turns = len(results[0][1][0].samples)
     print(f"{turns} measured turns per variant and delay; {seconds:.0f} s in all\n")
     rows = []
@@ -234,12 +233,13 @@ def report(results: Sequence[tuple[float, list[Variant]]], seconds: float) -> No
 
 
 async def drive(delays: Sequence[float], turns: int) -> int:
+    where = machine()
     started = time.perf_counter()
     results = []
     for delay in delays:
         results.append((delay, await measure_delay(delay, turns)))
         print(f"  measured startup delay {delay:g} s", flush=True)
-    report(results, time.perf_counter() - started)
+    report(results, time.perf_counter() - started, where)
     return 0
 
 

@@ -9,16 +9,22 @@ simulators excluded) and its resident memory are its alone:
   ``max_processes`` = N. All N messages are submitted at once; every thread's answer is
   ``[[long L]]`` in ``[[chunks C]]`` text deltas;
 - direct: N simulator processes on pipes, read by the least a client can do (split lines, parse
-  JSON, count the deltas): the baseline for CPU per delta and memory per session.
+  JSON, count the deltas): the baseline for CPU per delta and memory per session. Their plugin
+  runs the bridge's own ``PreInvocation`` hook command against a minimal server answering
+  ``{}``, so the simulators do the same work under both variants.
+
+``--what-if`` adds a third variant: the bridge with its store connection switched to
+``synchronous=NORMAL`` (no fsync per commit), to show what the store's fsyncs cost a burst.
 
 Each variant runs two rounds: *cold* (the message starts the thread's agy process: N processes
 start at once) and *warm* (a second message per thread, processes already running: pure
 streaming). Reported per level and round: wall time, the variant's own CPU time per 1,000
 deltas and as a share of the wall time (one event loop cannot use more than one core), the
-longest wait of any thread from its message to its first delta and to its final answer, chat
-calls per reply, and memory: the bridge's RSS in all and per session, and the simulators'.
+longest wait of any thread from the burst to its message being stored (when a platform may be
+acknowledged), to its first delta and to its final answer, chat calls per reply, and memory: the
+bridge's RSS in all and per session, and the simulators'.
 
-    python -m bench.scale [--threads 200] [--lines 400] [--chunks 100]
+    python -m bench.scale [--threads 200] [--lines 400] [--chunks 100] [--what-if]
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -47,20 +52,24 @@ from bench.common import (
     bridge_config,
     children_of,
     cpu_seconds,
+    hook_plugin,
     machine,
+    minimal_hook_server,
     percentile,
     rss_bytes,
     simulator_env,
     submit,
+    sync_normal,
     table,
 )
-from bridge.app import open_bridge, start_adapters
+from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.core.events import ThreadRef
 
 LEVELS = (200,)
 LINES = 400
 CHUNKS = 100
 ROUND_TIMEOUT = 600.0
+NORMAL_VARIANT = "bridge, sync=NORMAL"
 MIB = 1024 * 1024
 
 
@@ -100,7 +109,7 @@ def answer_text(lines: int, chunks: int, number: int) -> str:
 
 
 async def bridge_round(
-    label: str, number: int, adapter: TimingAdapter, bridge: Any, threads: int, text: str
+    label: str, number: int, adapter: TimingAdapter, bridge: Bridge, threads: int, text: str
 ) -> RoundResult:
     """All N messages arrive at once (each submitted in its own task, as an adapter handles
     events); every wait is measured from that moment."""
@@ -132,16 +141,20 @@ async def bridge_round(
     return result
 
 
-async def run_bridge(threads: int, lines: int, chunks: int, root: Path) -> LevelResult:
+async def run_bridge(
+    threads: int, lines: int, chunks: int, root: Path, *, normal: bool = False
+) -> LevelResult:
     adapter = TimingAdapter()
     # Every thread keeps its process: the limit is the level, and nobody idles out.
     config = bridge_config(
         root / "data", root / "sim-home", max_processes=threads, init_timeout=ROUND_TIMEOUT
     )
-    level = LevelResult("bridge", threads)
+    level = LevelResult(NORMAL_VARIANT if normal else "bridge", threads)
     async with open_bridge(config, {adapter.platform: adapter}) as bridge:
         async with anyio.create_task_group() as tg:
             await start_adapters(bridge, tg)
+            if normal:
+                await sync_normal(bridge)
             level.rss_start = rss_bytes()
             for number, label in ((1, "cold"), (2, "warm")):
                 text = answer_text(lines, chunks, number)
@@ -163,13 +176,22 @@ async def run_bridge(threads: int, lines: int, chunks: int, root: Path) -> Level
 
 
 async def run_direct(threads: int, lines: int, chunks: int, root: Path) -> LevelResult:
+    async with minimal_hook_server() as hook_url:
+        return await drive_direct(threads, lines, chunks, root, hook_url)
+
+
+async def drive_direct(
+    threads: int, lines: int, chunks: int, root: Path, hook_url: str
+) -> LevelResult:
     level = LevelResult("direct", threads)
     level.rss_start = rss_bytes()
-    argv = [*SIMULATOR, *STREAM_FLAGS]
     env = simulator_env(root / "sim-home")
     workdirs = [root / "work" / f"t{i:04d}" for i in range(threads)]
-    for workdir in workdirs:
+    argvs = []
+    for index, workdir in enumerate(workdirs):
         workdir.mkdir(parents=True)
+        session = hook_plugin(root / "sessions" / f"t{index:04d}", hook_url)
+        argvs.append([*SIMULATOR, *STREAM_FLAGS, "--add-dir", str(session)])
     agents: list[DirectAgy | None] = [None] * threads
     try:
         for number, label in ((1, "cold"), (2, "warm")):
@@ -182,7 +204,9 @@ async def run_direct(threads: int, lines: int, chunks: int, root: Path) -> Level
             ) -> None:
                 agent = agents[index]
                 if agent is None:
-                    agent = agents[index] = await DirectAgy.start(argv, env, workdirs[index])
+                    agent = agents[index] = await DirectAgy.start(
+                        argvs[index], env, workdirs[index]
+                    )
                 times = await agent.turn(text, began)
                 result.first_delta.append(times.first_delta)
                 result.final.append(times.result)
@@ -207,6 +231,12 @@ async def run_direct(threads: int, lines: int, chunks: int, root: Path) -> Level
                     if agent is not None:
                         tg.start_soon(agent.close)
     return level
+
+
+async def run_one(variant: str, threads: int, lines: int, chunks: int, root: Path) -> LevelResult:
+    if variant == "direct":
+        return await run_direct(threads, lines, chunks, root)
+    return await run_bridge(threads, lines, chunks, root, normal=variant == "bridge-normal")
 
 
 # --- the parent: levels, variants, the report ------------------------------------------------
@@ -241,8 +271,10 @@ def per_thousand(result: RoundResult) -> float:
     return result.cpu / result.deltas * 1000 * 1000 if result.deltas else float("nan")
 
 
-def report(results: Sequence[LevelResult], lines: int, chunks: int, seconds: float) -> None:
-    print(machine())
+def report(
+    results: Sequence[LevelResult], lines: int, chunks: int, seconds: float, where: str
+) -> None:
+    print(where)
     print(
         f"every thread: one answer of [[long {lines}]] in [[chunks {chunks}]] per round; "
         f"{seconds:.0f} s in all\n"
@@ -259,8 +291,9 @@ def report(results: Sequence[LevelResult], lines: int, chunks: int, seconds: flo
                     f"{r.cpu:.2f}",
                     f"{per_thousand(r):.0f}",
                     f"{r.cpu / r.wall * 100:.0f}%" if r.wall else "-",
-                    f"{percentile(r.first_delta, 0.5):.2f} / {max(r.first_delta):.2f}",
-                    f"{percentile(r.final, 0.5):.2f} / {max(r.final):.2f}",
+                    "{:.2f} / {:.2f}".format(*spread(r.stored)) if r.stored else "-",
+                    "{:.2f} / {:.2f}".format(*spread(r.first_delta)),
+                    "{:.2f} / {:.2f}".format(*spread(r.final)),
                     str(r.deltas),
                     str(r.errors),
                 ]
@@ -275,6 +308,7 @@ def report(results: Sequence[LevelResult], lines: int, chunks: int, seconds: flo
                 "CPU s",
                 "CPU ms / 1000 deltas",
                 "CPU / wall",
+                "stored p50 / max s",
                 "first delta p50 / max s",
                 "final p50 / max s",
                 "deltas",
@@ -302,7 +336,6 @@ def report(results: Sequence[LevelResult], lines: int, chunks: int, seconds: flo
             f"{added / threads / 1024:.0f}",
             f"{direct_added / threads / 1024:.0f}",
             f"{bridge.simulators_rss / MIB:.0f} ({bridge.simulators})",
-            "{:.2f} / {:.2f}".format(*spread(bridge.rounds[0].stored)),
         ]
         calls = bridge.rounds[1].calls_per_reply
         cells.append(f"{percentile(calls, 0.5):.0f} / {max(calls)}")
@@ -318,7 +351,6 @@ def report(results: Sequence[LevelResult], lines: int, chunks: int, seconds: flo
                 "per session KiB",
                 "direct per process KiB",
                 "simulators RSS MiB (procs)",
-                "cold: stored p50 / max s",
                 "chat calls / reply p50 / max",
             ],
             rows,
@@ -335,28 +367,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default=",".join(map(str, LEVELS)), help="levels, e.g. 50,200")
     parser.add_argument("--lines", type=int, default=LINES, help="lines in each answer")
     parser.add_argument("--chunks", type=int, default=CHUNKS, help="text deltas per answer")
+    parser.add_argument(
+        "--what-if",
+        action="store_true",
+        help="also run the bridge with its store at synchronous=NORMAL",
+    )
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
-    parser.add_argument("--variant", choices=("bridge", "direct"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--variant", choices=("bridge", "bridge-normal", "direct"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     levels = [int(x) for x in str(args.threads).split(",") if x]
     lines, chunks = (20, 5) if args.quick else (args.lines, args.chunks)
     if args.quick:
         levels = [2]
     if args.variant is not None:
-        runner = run_bridge if args.variant == "bridge" else run_direct
         with tempfile.TemporaryDirectory(prefix=f"agy-bench-scale-{args.variant}-") as tmp:
-            level = anyio.run(runner, levels[0], lines, chunks, Path(tmp), backend="asyncio")
+            level = anyio.run(
+                run_one, args.variant, levels[0], lines, chunks, Path(tmp), backend="asyncio"
+            )
         print(json.dumps(asdict(level)), flush=True)
         return 0
+    where = machine()
     started = time.perf_counter()
     results = []
+    variants = ["direct", "bridge", *(["bridge-normal"] if args.what_if else [])]
     for position, threads in enumerate(levels):
-        # The order alternates between levels, so neither variant always runs first.
-        order = ("direct", "bridge") if position % 2 == 0 else ("bridge", "direct")
-        for variant in order:
+        # The order rotates between levels, so no variant always runs first.
+        shift = position % len(variants)
+        for variant in [*variants[shift:], *variants[:shift]]:
             results.append(run_variant(variant, threads, lines, chunks))
             print(f"  measured {variant} with {threads} threads", flush=True)
-    report(results, lines, chunks, time.perf_counter() - started)
+    report(results, lines, chunks, time.perf_counter() - started, where)
     failed = sum(r.errors for level in results for r in level.rounds)
     return 1 if failed else 0
 

@@ -1,0 +1,98 @@
+"""Each turn benchmark runs at its smallest size and prints its table.
+
+Nothing here looks at speed: the numbers are only checked to be numbers. Each benchmark runs as
+``python -m bench.<name> --quick`` in its own process, as a person would run it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def run_quick(name: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", f"bench.{name}", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def tables(output: str, first_header: str) -> list[list[list[str]]]:
+    """The body rows of every Markdown table whose first column is ``first_header``."""
+    found: list[list[list[str]]] = []
+    rows: list[list[str]] | None = None
+    for line in output.splitlines():
+        if line.startswith(f"| {first_header} "):
+            rows = []
+            found.append(rows)
+        elif rows is not None and line.startswith("|") and not line.startswith("|-"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif not line.startswith("|"):
+            rows = None
+    return found
+
+
+def table_rows(output: str, first_header: str) -> list[list[str]]:
+    return tables(output, first_header)[0]
+
+
+def number(cell: str) -> float:
+    return float(cell.split()[0].rstrip("x%"))
+
+
+def test_overhead_compares_every_variant_with_direct() -> None:
+    output = run_quick("overhead")
+    rows = {row[0]: row for row in table_rows(output, "variant")}
+    assert list(rows) == ["direct", "direct+hook", "core", "slack"]
+    for row in rows.values():
+        assert int(row[1]) > 0  # measured turns
+        assert number(row[2]) > 0 and number(row[3]) >= number(row[2])  # p50 <= p99
+    assert rows["direct"][4] == "-" and rows["direct"][5] == "1.00x"
+    assert "goal: the core adds under 10 ms per turn at p50" in output
+
+
+def test_scale_reports_both_variants_and_rounds() -> None:
+    output = run_quick("scale")
+    rows = table_rows(output, "threads")
+    assert [(row[1], row[2]) for row in rows] == [
+        ("direct", "cold"),
+        ("direct", "warm"),
+        ("bridge", "cold"),
+        ("bridge", "warm"),
+    ]
+    for row in rows:
+        threads, deltas, errors = int(row[0]), int(row[10]), int(row[11])
+        assert errors == 0
+        assert deltas == threads * 5  # --quick: every answer in 5 chunks
+        assert number(row[5]) > 0  # CPU per 1000 deltas
+    summary = tables(output, "threads")[1]
+    assert summary[0][0] == "2"
+    assert summary[0][-1] == "6 / 6"  # 5 appends and a finish per reply
+
+
+def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:
+    output = run_quick("persistent")
+    rows = {row[1]: row for row in table_rows(output, "startup delay")}
+    assert list(rows) == [
+        "direct persistent",
+        "direct per turn",
+        "bridge persistent",
+        "bridge per turn",
+    ]
+    for name in ("direct per turn", "bridge per turn"):
+        assert number(rows[name][5]) == pytest.approx(
+            number(rows[name][2]) - number(rows[name.replace("per turn", "persistent")][2]),
+            abs=1.5,
+        )
