@@ -24,6 +24,7 @@ from mcp.server.lowlevel import Server
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.listener import hook_command, open_listener
+from bridge.agy.plugin import raise_flag
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.app import launch_settings
@@ -222,6 +223,8 @@ async def live_turn(config: Config, report: Report, command: list[str], caps: Ca
                 guidance="agy-bridge doctor: a self-test session.",
                 notes="",
             )
+            # The hook calls the bridge only while something waits: make it call now.
+            raise_flag(scratch / "session")
             spec = runtime.spec(
                 scratch / "session", workdir, model=config.agy.model or None, conversation=None
             )

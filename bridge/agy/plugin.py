@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ from bridge.agy import wire
 
 PLUGIN_NAME = "bridge"
 HOOK_BUNDLE = "bridge"
+# Present while the session may have something for agy's next model call. The hook command
+# calls the listener only then: most model calls have nothing waiting, and skipping curl's
+# start-up (about 8 ms) there is most of the bridge's cost per model call.
+PENDING_FLAG = "pending"
 
 
 class RuleTooLarge(ValueError):
@@ -45,6 +50,29 @@ def _check_rule(label: str, text: str) -> None:
 
 def plugin_dir(session_dir: Path) -> Path:
     return session_dir.joinpath(*wire.PLUGINS_DIR, PLUGIN_NAME)
+
+
+def pending_flag(session_dir: Path) -> Path:
+    return plugin_dir(session_dir) / PENDING_FLAG
+
+
+def raise_flag(session_dir: Path) -> None:
+    """Something waits for agy: the next hook call goes to the listener."""
+    flag = pending_flag(session_dir)
+    flag.parent.mkdir(parents=True, exist_ok=True)
+    flag.touch()
+
+
+def lower_flag(session_dir: Path) -> None:
+    """Called before the waiting messages are taken, so a message stored after it raises the
+    flag again and no signal is lost."""
+    pending_flag(session_dir).unlink(missing_ok=True)
+
+
+def gated_hook_command(flag: Path, command: str) -> str:
+    """Run ``command`` only while ``flag`` exists; otherwise answer ``{}`` at once."""
+    quoted = shlex.quote(str(flag))
+    return f"if [ -e {quoted} ]; then {command}; else cat >/dev/null 2>&1; printf '{{}}'; fi"
 
 
 def write_plugin(

@@ -15,7 +15,7 @@ from typing import Any
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
 from bridge.agy.listener import HookFunc, Listener, Registration, hook_command
-from bridge.agy.plugin import write_plugin
+from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
 from bridge.agy.process import ProcessSpec
 
 # The hooks the bridge installs. PreInvocation is the injection point; it runs before every
@@ -56,7 +56,10 @@ class AgyRuntime:
                 guidance=guidance,
                 notes=notes,
                 hook_commands={
-                    event: hook_command(registration.hook_url(event), HOOK_TIMEOUT_SECONDS)
+                    event: gated_hook_command(
+                        pending_flag(session_dir.resolve()),
+                        hook_command(registration.hook_url(event), HOOK_TIMEOUT_SECONDS),
+                    )
                     for event in HOOK_EVENTS
                 },
                 hook_timeout=HOOK_TIMEOUT_SECONDS,

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from bridge.agy.plugin import raise_flag
 from bridge.agy.process import reap_group
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
@@ -29,6 +30,7 @@ from bridge.core.events import (
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.core.thread import CoreDeps, ThreadWorker
+from bridge.core.workspaces import session_dir_for
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class Core:
         if row_id is None:
             return SubmitOutcome.DUPLICATE
         await self.store.thread(message.thread)
+        raise_flag(session_dir_for(self.deps.config, message.thread))
         worker = self._worker(message.thread)
         if worker.busy:
             self.deps.metrics.queued(message.thread.platform)

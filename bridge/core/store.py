@@ -222,6 +222,32 @@ class Store:
                 )
         return [m.model_copy(update={"state": new_state}) for m in taken]
 
+    async def take_turn(
+        self, thread_key: str, conversation_id: str | None
+    ) -> tuple[int, list[StoredMessage]] | None:
+        """Start a turn on every pending message, in one transaction; None when none waits."""
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
+                (thread_key, PENDING),
+            )
+            messages = [_message(r) for r in await cursor.fetchall()]
+            if not messages:
+                return None
+            now = time.time()
+            cursor = await db.execute(
+                "INSERT INTO turns (thread_key, state, conversation_id, started_at)"
+                " VALUES (?, ?, ?, ?)",
+                (thread_key, RUNNING, conversation_id, now),
+            )
+            turn_id = cursor.lastrowid
+            assert turn_id is not None
+            await db.executemany(
+                "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?",
+                [(IN_TURN, turn_id, now, m.id) for m in messages],
+            )
+        return turn_id, [m.model_copy(update={"state": IN_TURN}) for m in messages]
+
     async def requeue_turn(self, turn_id: int) -> int:
         """Put a turn's messages back to ``pending`` (agy died before it read them)."""
         async with self._transaction() as db:

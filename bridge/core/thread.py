@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 
 from bridge.agy import wire
 from bridge.agy.listener import Registration
-from bridge.agy.plugin import RuleTooLarge
+from bridge.agy.plugin import RuleTooLarge, lower_flag, raise_flag
 from bridge.agy.process import AgyProcess, AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
@@ -294,11 +294,10 @@ class ThreadWorker:
     async def _turn(self, proc: AgyProcess) -> str:
         """Run one turn on everything pending. Returns how it ended."""
         store = self.deps.store
-        turn_id = await store.start_turn(self.key, proc.conversation_id)
-        messages = await store.take_pending(self.key, st.IN_TURN, turn_id, ready_only=False)
-        if not messages:
-            await store.finish_turn(turn_id, st.DONE)
+        taken = await store.take_turn(self.key, proc.conversation_id)
+        if taken is None:
             return "empty"
+        turn_id, messages = taken
         messages = [await self._ensure_saved(m) for m in messages]
         reply_to = messages[-1].message_id
         self.turn = TurnState(turn_id, lambda: self.adapter.open_reply(self.ref, reply_to))
@@ -475,6 +474,8 @@ class ThreadWorker:
             return wire.EMPTY_HOOK_REPLY
         if data.conversation_id != proc.conversation_id:
             return wire.EMPTY_HOOK_REPLY  # a subagent's call: not ours to feed
+        if self.place is not None:
+            lower_flag(self.place.session_dir)
         taken = await self.deps.store.take_pending(
             self.key, st.INJECTED, turn.turn_id, ready_only=True
         )
@@ -528,6 +529,8 @@ class ThreadWorker:
         message = pending.get(message_id)
         if message is not None and not message.ready:
             await self._ensure_saved(message)
+            if self.place is not None:
+                raise_flag(self.place.session_dir)  # now it can be injected
 
     async def _ensure_saved(self, message: StoredMessage) -> StoredMessage:
         if message.ready:

@@ -41,10 +41,14 @@ def find_workspace(config: Config, ref: ThreadRef) -> WorkspaceSection | None:
     return default
 
 
+def session_dir_for(config: Config, ref: ThreadRef) -> Path:
+    return config.bridge.data_dir.resolve() / "sessions" / thread_slug(ref)
+
+
 def place_for(config: Config, ref: ThreadRef) -> Place:
     data_dir = config.bridge.data_dir.resolve()
     slug = thread_slug(ref)
-    session_dir = data_dir / "sessions" / slug
+    session_dir = session_dir_for(config, ref)
     workspace = find_workspace(config, ref)
     repo = branch = None
     if workspace is None:

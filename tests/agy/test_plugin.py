@@ -49,3 +49,26 @@ def test_rewrite_removes_notes_that_went_away(tmp_path: Path) -> None:
     folder = _write(tmp_path, notes="old")
     _write(tmp_path, notes="")
     assert not (folder / "rules" / "notes.md").exists()
+
+
+def test_the_gated_hook_answers_at_once_without_the_flag(tmp_path: Path) -> None:
+    import subprocess
+
+    from bridge.agy.plugin import gated_hook_command, lower_flag, pending_flag, raise_flag
+
+    session = tmp_path / "s"
+    marker = tmp_path / "called"
+    command = gated_hook_command(pending_flag(session), f"cat > {marker}; printf '{{\"x\":1}}'")
+
+    def run() -> str:
+        done = subprocess.run(
+            ["sh", "-c", command], input=b'{"conversationId":"c"}', capture_output=True, timeout=10
+        )
+        return done.stdout.decode()
+
+    assert run() == "{}" and not marker.exists()
+    raise_flag(session)
+    assert run() == '{"x":1}' and marker.read_text() == '{"conversationId":"c"}'
+    lower_flag(session)
+    lower_flag(session)  # idempotent
+    assert run() == "{}"

@@ -101,3 +101,18 @@ async def test_newer_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="newer"):
         async with open_store(path):
             pass
+
+
+async def test_take_turn_starts_a_turn_on_everything_pending(tmp_path: Path) -> None:
+    async with open_store(tmp_path / "db.sqlite3") as store:
+        assert await store.take_turn(T.key, "c") is None
+        await store.add_message(msg("e0", "a"))
+        await store.add_message(msg("e1", "b"))
+        taken = await store.take_turn(T.key, "c")
+        assert taken is not None
+        turn_id, messages = taken
+        assert [m.text for m in messages] == ["a", "b"]
+        assert [t.id for t in await store.running_turns()] == [turn_id]
+        assert await store.pending(T.key) == []
+        assert await store.requeue_turn(turn_id) == 2
+        assert [m.text for m in await store.pending(T.key)] == ["a", "b"]
