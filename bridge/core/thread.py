@@ -294,6 +294,9 @@ class ThreadWorker:
     async def _turn(self, proc: AgyProcess) -> str:
         """Run one turn on everything pending. Returns how it ended."""
         store = self.deps.store
+        if self.place is not None:
+            # What this turn takes needs no hook call; a message stored later raises it again.
+            lower_flag(self.place.session_dir)
         taken = await store.take_turn(self.key, proc.conversation_id)
         if taken is None:
             return "empty"
