@@ -109,6 +109,7 @@ class SlackAdapter:
             attach_retry_handlers(client, retry_backoff)
         self._client = client
         self._on_retry: Callable[[str], None] | None = None
+        self._no_status: set[str] = set()
         self._reply_settings = ReplySettings(
             streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
         )
@@ -324,6 +325,7 @@ class SlackAdapter:
             reply_to=reply_to,
             recipient=self._recipient(thread, reply_to),
             settings=self._reply_settings,
+            no_status=self._no_status,
         )
         await reply.begin()
         self._tg.start_soon(reply.pump)
@@ -397,7 +399,7 @@ class SlackAdapter:
 
     async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
         # Only assistant threads have a status line; elsewhere the live reply shows the work.
-        if not thread.thread:
+        if not thread.thread or thread.channel in self._no_status:
             return
         try:
             await self._client.assistant_threads_setStatus(
@@ -407,6 +409,8 @@ class SlackAdapter:
             )
         except CALL_ERRORS as exc:
             log.debug("Slack: no status in %s: %s", thread.key, describe(exc))
+            if api_error(exc):  # refused (not a passing network error): do not ask again
+                self._no_status.add(thread.channel)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         token = self._client.token

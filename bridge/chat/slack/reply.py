@@ -123,8 +123,12 @@ class SlackLiveReply:
         reply_to: str | None,
         recipient: Recipient,
         settings: ReplySettings,
+        no_status: set[str] | None = None,
     ) -> None:
         self._client = client
+        # Channels where Slack refused assistant.threads.setStatus (shared by the adapter's
+        # replies): asking again every turn only costs a round trip.
+        self._no_status = no_status if no_status is not None else set()
         self._thread = thread
         self._reply_to = reply_to
         self._recipient = recipient
@@ -327,15 +331,20 @@ class SlackLiveReply:
     # ----- status -----------------------------------------------------------------------------
 
     async def _set_status(self) -> None:
-        try:
-            await self._client.assistant_threads_setStatus(
-                channel_id=self._thread.channel, thread_ts=self._thread.thread, status=STATUS_TEXT
-            )
-            self._status = "assistant"
-            return
-        except CALL_ERRORS as exc:
-            # Outside assistant threads Slack refuses: fall back to a reaction.
-            log.debug("no assistant status for %s: %s", self._thread.key, describe(exc))
+        if self._thread.channel not in self._no_status:
+            try:
+                await self._client.assistant_threads_setStatus(
+                    channel_id=self._thread.channel,
+                    thread_ts=self._thread.thread,
+                    status=STATUS_TEXT,
+                )
+                self._status = "assistant"
+                return
+            except CALL_ERRORS as exc:
+                # Outside assistant threads Slack refuses: fall back to a reaction.
+                log.debug("no assistant status for %s: %s", self._thread.key, describe(exc))
+                if api_error(exc):
+                    self._no_status.add(self._thread.channel)
         if not self._reply_to:
             return
         try:

@@ -96,6 +96,8 @@ async def test_mention_gets_a_streamed_answer_in_its_thread(
         await fake_slack.push_event(message_event("and now?", ts=ts2, thread_ts=ts))
         second = await live.answer(ts, "and now?")
         assert "alice (UALICE01, alice@example.org): and now?" in second
+        # Slack refused the assistant status in this channel once: it is not asked again.
+        assert len(fake_slack.calls_to("assistant.threads.setStatus")) == 1
         assert len(await live.bridge.store.threads_with_pending()) == 0
 
 
