@@ -327,8 +327,8 @@ class SlackAdapter:
             settings=self._reply_settings,
             no_status=self._no_status,
         )
-        await reply.begin()
-        self._tg.start_soon(reply.pump)
+        # The control message and the status go up beside the turn, not in front of it.
+        reply.start(self._tg)
         return reply
 
     def _recipient(self, thread: ThreadRef, reply_to: str | None) -> Recipient:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
@@ -72,6 +73,11 @@ class ReplySettings:
     interval: float = 1.0
     attempts: int = 4
     backoff: float = 0.5
+
+
+# The first text waits this long (or for this much text) before a message is started.
+FIRST_TEXT_DELAY = 0.4
+FIRST_TEXT_CHARS = 256
 
 
 @dataclass
@@ -146,6 +152,9 @@ class SlackLiveReply:
         self._pump_started = False
         self._pump_done = anyio.Event()
         self._sleep_scope: anyio.CancelScope | None = None
+        self._begun = anyio.Event()
+        self._begin_scheduled = False
+        self._first_text_at: float | None = None
 
     @property
     def thread(self) -> ThreadRef:
@@ -161,6 +170,8 @@ class SlackLiveReply:
     async def append(self, text: str) -> None:
         if self._finished or not text:
             return
+        if self._first_text_at is None:
+            self._first_text_at = anyio.current_time()
         self._text += text
         self._wake.set()
 
@@ -178,11 +189,24 @@ class SlackLiveReply:
         try:
             await self._render_final(compose_final(outcome, self._text))
         finally:
-            # Whatever happened to the answer, the Stop button and the status go away.
+            # Whatever happened to the answer, the Stop button and the status go away (once
+            # begin(), which runs beside the turn, has put them up).
+            if self._begin_scheduled:
+                await self._begun.wait()
             await self._finish_control()
             await self._clear_status()
 
     # ----- start and the background pump ------------------------------------------------------
+
+    def start(self, task_group: TaskGroup) -> None:
+        """Put up the control message and status, and run the pump, beside the turn."""
+        self._begin_scheduled = True
+        task_group.start_soon(self.begin)
+        task_group.start_soon(self.pump)
+
+    async def ready(self) -> None:
+        """Until begin() has put up the control message and the status."""
+        await self._begun.wait()
 
     async def begin(self) -> None:
         """Post the control message (with the Stop button), then show the status.
@@ -190,6 +214,12 @@ class SlackLiveReply:
         The status comes second: Slack clears an assistant thread's status when the app posts.
         Failures here are logged, never raised: the turn runs even if Slack hiccups now.
         """
+        try:
+            await self._begin()
+        finally:
+            self._begun.set()
+
+    async def _begin(self) -> None:
         try:
             response = await self._retrying(
                 "control message",
@@ -216,8 +246,9 @@ class SlackLiveReply:
                 if self._closing:
                     return
                 self._wake = anyio.Event()
+                deferred = False
                 try:
-                    await self._flush()
+                    deferred = await self._flush()
                 except Exception:
                     # Never let one reply take down the adapter's task group; finish() rewrites
                     # the whole answer anyway.
@@ -226,8 +257,10 @@ class SlackLiveReply:
                     self._sleep_scope = scope
                     if self._closing:
                         scope.cancel()
-                    await anyio.sleep(self._settings.interval)
+                    await anyio.sleep(self._first_delay() if deferred else self._settings.interval)
                 self._sleep_scope = None
+                if deferred:
+                    self._wake.set()  # the held-back first text is due now
         finally:
             self._pump_done.set()
 
@@ -239,18 +272,33 @@ class SlackLiveReply:
         if self._pump_started:
             await self._pump_done.wait()
 
-    async def _flush(self) -> None:
+    def _first_delay(self) -> float:
+        return min(self._settings.interval, FIRST_TEXT_DELAY)
+
+    def _hold_first_text(self) -> bool:
+        """Hold the answer's first message back a moment: a short answer that finishes
+        meanwhile is posted once (one call) instead of as a stream started, stopped and
+        rewritten. Slack shows nothing of a stream before 256 characters anyway."""
+        if self._segments or len(self._text) >= FIRST_TEXT_CHARS or self._first_text_at is None:
+            return False
+        return anyio.current_time() - self._first_text_at < self._first_delay()
+
+    async def _flush(self) -> bool:
+        """Show what is new; True when the first text was held back (flush again soon)."""
         try:
             await self._flush_control()
         except CALL_ERRORS as exc:
             # Tool lines are a nicety: try again next time, and carry on with the answer.
             log.info("tool lines not updated in %s: %s", self._thread.key, describe(exc))
         if not self._text.strip():
-            return
+            return False
+        if self._hold_first_text():
+            return True
         if self._streaming:
             await self._flush_stream()
         else:
             await self._flush_edit()
+        return False
 
     # ----- the control message ----------------------------------------------------------------
 

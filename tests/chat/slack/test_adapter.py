@@ -248,6 +248,7 @@ async def test_stop_button_calls_stop_for_allowed_users_only(
     root = fake_slack.next_ts()
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         reply = await adapter.open_reply(thread(root), None)
+        await reply.ready()  # type: ignore[attr-defined]
         [control] = fake_slack.thread(CHANNEL, root)
         assert [b["action_id"] for b in control.buttons] == [STOP_ACTION_ID]
 

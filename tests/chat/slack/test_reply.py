@@ -30,7 +30,9 @@ async def start_turn(
     ts = fake.next_ts()
     await fake.wait_ack(await fake.push_event(mention_event(text, ts=ts)))
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=ts)
-    return thread, ts, await adapter.open_reply(thread, ts)
+    reply = await adapter.open_reply(thread, ts)
+    await reply.ready()  # type: ignore[attr-defined]
+    return thread, ts, reply
 
 
 async def test_streams_the_answer_then_finishes_with_the_whole_text(
@@ -150,6 +152,7 @@ async def test_unknown_recipient_falls_back_to_editing(
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=root)
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         reply = await adapter.open_reply(thread, None)
+        await reply.ready()  # type: ignore[attr-defined]
         await reply.append("still answered")
         await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, root) == "still answered")
         await reply.finish(TurnOutcome(final_text="still answered"))
@@ -239,6 +242,7 @@ async def test_assistant_threads_use_the_status_line(
     thread = ThreadRef(platform="slack", channel=DM, thread=ts)
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         reply = await adapter.open_reply(thread, ts)
+        await reply.ready()  # type: ignore[attr-defined]
         await reply.append("hello in a DM")
         await reply.finish(TurnOutcome(final_text="hello in a DM"))
 

@@ -73,7 +73,8 @@ async def test_stop_button_over_http(
     root = fake_slack.next_ts()
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=root)
     async with running_adapter(fake_slack, inbound, tmp_path, transport="http") as adapter:
-        await adapter.open_reply(thread, None)
+        reply = await adapter.open_reply(thread, None)
+        await reply.ready()  # type: ignore[attr-defined]
         [control] = fake_slack.thread(CHANNEL, root)
         payload: dict[str, Any] = fake_slack.block_action(control, ALICE, STOP_ACTION_ID)
         body = urlencode({"payload": json.dumps(payload)})
