@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 from aiohttp import ClientError
 from nio import AsyncClient, RoomRedactResponse, RoomSendResponse
 from nio.exceptions import GroupEncryptionError, LocalProtocolError
@@ -29,30 +31,53 @@ class MatrixOutbox:
         client: AsyncClient,
         queue: RoomSendQueue,
         known_room: Callable[[str], Awaitable[bool]] | None = None,
+        outage_patience: float = 300.0,
     ) -> None:
         self._client = client
         self._queue = queue
         self._known_room = known_room
+        self._outage_patience = outage_patience
 
     async def send_event(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
         client = self._client
         if self._known_room is not None and not await self._known_room(room_id):
             raise SendFailed(f"the bot is not in room {room_id}")
 
+        # One transaction id for every try: if a try reached the homeserver after all, the
+        # next one is recognised as the same event, so nothing arrives twice.
+        tx_id = str(uuid.uuid4())
+
         async def call() -> Any:
             # Devices we could not verify still get the keys: the bot cannot verify
             # interactively, and going silent in an encrypted room helps nobody.
             return await client.room_send(
-                room_id, event_type, content, ignore_unverified_devices=True
+                room_id, event_type, content, tx_id=tx_id, ignore_unverified_devices=True
             )
 
-        try:
-            response = await self._queue.send(room_id, call)
-        except _SEND_ERRORS as exc:
-            raise SendFailed(f"{type(exc).__name__}: {exc}") from None
+        response = await self._through_outages(room_id, call)
         if isinstance(response, RoomSendResponse):
             return str(response.event_id)
         raise SendFailed(str(response))
+
+    async def _through_outages(self, room_id: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Retry a send the homeserver could not be reached for (down, restarting), with
+        backoff, for up to ``outage_patience`` seconds: a reply must not be dropped because
+        the server was away for a minute."""
+        deadline = anyio.current_time() + self._outage_patience
+        wait = 0.5
+        while True:
+            try:
+                return await self._queue.send(room_id, call)
+            except (ClientError, TimeoutError, OSError) as exc:
+                if anyio.current_time() + wait > deadline:
+                    raise SendFailed(f"{type(exc).__name__}: {exc}") from None
+                log.info("homeserver unreachable (%s); sending again in %.1f s", exc, wait)
+                if self._queue.on_retry is not None:
+                    self._queue.on_retry("connection")
+                await anyio.sleep(wait)
+                wait = min(wait * 2, 15.0)
+            except _SEND_ERRORS as exc:
+                raise SendFailed(f"{type(exc).__name__}: {exc}") from None
 
     async def send(self, room_id: str, content: dict[str, Any]) -> str:
         return await self.send_event(room_id, "m.room.message", content)

@@ -121,6 +121,11 @@ class Synapse:
     def stop(self) -> None:
         _terminate(self.process)
 
+    def start_again(self, python: str) -> None:
+        """Start the stopped server again: same port, same database (an outage, not a reset)."""
+        self.process = _spawn(python, self.workdir / "homeserver.yaml", self.workdir)
+        _wait_ready(self.base_url, self.process, self.workdir)
+
 
 def synapse_python() -> str | None:
     """The python of Synapse's virtualenv, or None when the tests were not started by make."""

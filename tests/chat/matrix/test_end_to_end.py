@@ -17,7 +17,7 @@ from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.chat.matrix import MatrixAdapter
 from bridge.config import build_config
 from tests.chat.matrix.conftest import FAST_TUNING, Human
-from tests.chat.matrix.synapse import Synapse
+from tests.chat.matrix.synapse import Synapse, start_synapse, synapse_python
 
 pytestmark = [pytest.mark.anyio, pytest.mark.synapse, pytest.mark.slow]
 
@@ -146,3 +146,39 @@ async def test_a_file_posted_by_the_agent_lands_in_the_room(
             within=60,
         )
         assert event.source["content"]["body"] == "notes.txt"
+
+
+@pytest.mark.faults
+async def test_an_answer_made_while_synapse_is_down_arrives_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    python = synapse_python()
+    if python is None:
+        pytest.skip("needs Synapse: run `make test` (or `make synapse`)")
+    synapse = start_synapse(python, tmp_path / "homeserver")
+    try:
+        async with live_bridge(synapse, tmp_path) as live:
+            started = tmp_path / "started"
+            await live.human.say(live.room, f"outage [[touch {started}]] [[sleep 1]]")
+            await wait_file(started)
+            # The homeserver goes away mid-turn (and mid-sync): the answer is made meanwhile.
+            await anyio.to_thread.run_sync(synapse.stop)
+            await anyio.sleep(3)
+            await anyio.to_thread.run_sync(synapse.start_again, python)
+            await live.human.wait_event(live.room, from_bot_with(live, "outage"), within=90)
+            await live.human.say(live.room, "after the outage")
+            await live.human.wait_event(
+                live.room, from_bot_with(live, "after the outage"), within=60
+            )
+            # One reply message per turn (edits aside): the outage doubled nothing.
+            replies = [
+                e
+                for e in live.human.timeline.get(live.room, [])
+                if getattr(e, "sender", "") == live.bot
+                and e.source.get("type") == "m.room.message"
+                and e.source.get("content", {}).get("m.relates_to", {}).get("rel_type")
+                != "m.replace"
+            ]
+            assert len(replies) == 2, [r.source.get("content", {}).get("body") for r in replies]
+    finally:
+        synapse.stop()
