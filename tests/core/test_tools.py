@@ -145,3 +145,21 @@ async def test_finished_threads_lose_clean_worktrees_but_keep_commits(
         branches = _git(repo, "branch", "--format=%(refname:short)").split()
         kept = [b for b in branches if b.startswith("agy/")]
         assert any("kept.txt" in _git(repo, "ls-tree", "--name-only", b) for b in kept)
+
+
+async def test_guidance_and_workspace_notes_reach_agy_as_rules(tmp_path: Path) -> None:
+    notes = tmp_path / "NOTES.md"
+    notes.write_text("Deploys go through the staging branch.\n")
+    work = tmp_path / "w"
+    work.mkdir()
+    extra = {"workspaces": [{"path": str(work), "notes_file": str(notes)}]}
+    async with running(tmp_path, extra, guidance="Be terse.") as h:
+        await h.say("[[rules]] which rules?")
+        [reply] = await h.adapter.wait_finished(1)
+        final = reply.outcome.final_text  # type: ignore[union-attr]
+        assert "Rule bridge/AGENTS.md" in final and "Rule bridge/notes.md" in final
+        plugin = next((tmp_path / "data" / "sessions").iterdir()) / ".agents/plugins/bridge"
+        agents = (plugin / "rules" / "AGENTS.md").read_text()
+        # The built-in chat guidance first, then the operator's.
+        assert agents.index("team chat") < agents.index("Be terse.")
+        assert "staging branch" in (plugin / "rules" / "notes.md").read_text()
