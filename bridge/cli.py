@@ -57,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"agy-bridge: {exc}", file=sys.stderr)
         return 2
-    setup_logging(
-        config.bridge.log_level, json_lines=config.bridge.log_json, secrets=config.secret_values()
-    )
+    level = config.bridge.log_level
+    if args.command == "console" and args.config is None and level in ("DEBUG", "INFO"):
+        # The terminal is the chat: without a config asking for more, only problems are logged.
+        level = "WARNING"
+    setup_logging(level, json_lines=config.bridge.log_json, secrets=config.secret_values())
     if args.command == "run":
         return anyio.run(_run, config, backend="asyncio")
     if args.command == "console":
