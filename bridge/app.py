@@ -7,7 +7,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 
@@ -19,7 +18,7 @@ from bridge.config import Config
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.store import Store, open_store
-from bridge.core.thread import ThreadWorker
+from bridge.core.tools import chat_tools_factory
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -55,17 +54,6 @@ class Bridge:
     metrics: Metrics
 
 
-McpFactory = Callable[[ThreadWorker], dict[str, Any]]
-
-
-def default_mcp_servers(config: Config) -> McpFactory | None:
-    try:
-        from bridge.core.tools import chat_tools_factory
-    except ImportError:  # the chat tools are optional wiring until they land
-        return None
-    return chat_tools_factory(config)
-
-
 @asynccontextmanager
 async def open_bridge(
     config: Config,
@@ -96,7 +84,7 @@ async def open_bridge(
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
         async with open_core(
-            config, store, runtime, adapters, default_mcp_servers(config), metrics
+            config, store, runtime, adapters, chat_tools_factory(config), metrics
         ) as core:
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 
