@@ -1,7 +1,11 @@
 # Two entry points for a fresh machine with only Python 3.11+: `make run` and `make test`.
 # Each creates (or reuses) its own virtualenv from the pinned lock files.
-PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
-	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' && { echo $$p; break; }; done)
+# The newest Python 3.11+ that actually runs (a pyenv shim can exist for a version that is not
+# active); probed once.
+ifndef PYTHON
+PYTHON := $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { echo $$p; break; }; done)
+endif
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
