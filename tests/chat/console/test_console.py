@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,25 @@ def _console(tmp_path: Path, *args: str) -> list[str]:
     ]
 
 
+def _open_console(tmp_path: Path) -> subprocess.Popen[str]:
+    """A console the test types into line by line."""
+    return subprocess.Popen(
+        _console(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
+
+
+def _wait_until(condition: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
 def test_lines_become_turns_and_the_conversation_continues(tmp_path: Path) -> None:
     first = subprocess.run(
         _console(tmp_path, "--thread", "demo"),
@@ -74,22 +94,12 @@ def test_lines_become_turns_and_the_conversation_continues(tmp_path: Path) -> No
 
 def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
     started, go = tmp_path / "started", tmp_path / "go"
-    proc = subprocess.Popen(
-        _console(tmp_path),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(tmp_path),
-    )
+    proc = _open_console(tmp_path)
     assert proc.stdin is not None
     # Two model calls: the first one touches "started"; the second waits for "go".
     proc.stdin.write(f"start [[calls 2]] [[touch {started}]] [[wait {go}]]\n")
     proc.stdin.flush()
-    deadline = time.monotonic() + 30
-    while not started.exists():
-        assert time.monotonic() < deadline, "the turn never started"
-        time.sleep(0.02)
+    _wait_until(started.exists, "the turn never started")
     proc.stdin.write("and one more thing\n")
     proc.stdin.flush()
     _wait_stored(tmp_path / "data" / "bridge.sqlite3", "and one more thing")
@@ -129,21 +139,14 @@ def _marked_processes() -> list[int]:
 def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     before = set(_marked_processes())
-    proc = subprocess.Popen(
-        _console(tmp_path),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(tmp_path),
-    )
+    proc = _open_console(tmp_path)
     assert proc.stdin is not None
     proc.stdin.write(f"[[tool run_command echo $$ > {pidfile}; exec sleep 60]]\n")
     proc.stdin.flush()
-    deadline = time.monotonic() + 30
-    while not (pidfile.exists() and pidfile.read_text().strip()):
-        assert time.monotonic() < deadline, "the turn never started its command"
-        time.sleep(0.05)
+    _wait_until(
+        lambda: pidfile.exists() and bool(pidfile.read_text().strip()),
+        "the turn never started its command",
+    )
     child = int(pidfile.read_text())
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
