@@ -222,14 +222,19 @@ class DirectAgy:
 
     async def close(self) -> None:
         """stdin EOF (the simulator exits 0 when idle), then wait; kill if it lingers."""
-        assert self.process.stdin is not None
-        await self.process.stdin.aclose()
-        with anyio.move_on_after(10):
-            await self.process.wait()
-        if self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-        await self.process.aclose()
+        await close_process(self.process)
+
+
+async def close_process(process: Process) -> None:
+    """stdin EOF, up to 10 s to exit on its own, then kill: a helper process never lingers."""
+    assert process.stdin is not None
+    await process.stdin.aclose()
+    with anyio.move_on_after(10):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+    await process.aclose()
 
 
 @asynccontextmanager

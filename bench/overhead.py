@@ -62,6 +62,7 @@ from bench.common import (
     TimedReply,
     TimingAdapter,
     bridge_config,
+    close_process,
     direct_agy,
     hook_plugin,
     machine,
@@ -205,14 +206,7 @@ class SlackProcess:
         return answer
 
     async def stop(self) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.aclose()
-        with anyio.move_on_after(10):
-            await self.process.wait()
-        if self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-        await self.process.aclose()
+        await close_process(self.process)
 
 
 @asynccontextmanager
