@@ -34,8 +34,17 @@ from pydantic import BaseModel, ConfigDict
 # The system, visible read-only. Where one of them is a symlink (/bin -> usr/bin on merged-/usr
 # systems) the sandbox gets the same symlink.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-# Namespaces every sandbox gets; the network is deliberately not among them.
-NAMESPACE_ARGS = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent")
+# Namespaces every sandbox gets (the network is deliberately not among them), and no
+# capabilities: a bridge running as root would otherwise hand them on (bubblewrap keeps them for
+# root), and with them mount or mknod reach every file on the host.
+NAMESPACE_ARGS = (
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--die-with-parent",
+    "--cap-drop",
+    "ALL",
+)
 PROBE_TIMEOUT = 10.0
 
 
