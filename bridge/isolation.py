@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 
 from bridge.agy.sandbox import (
+    SYSTEM_PATHS,
     ExtraBinds,
     Isolation,
     Sandbox,
@@ -30,6 +31,10 @@ SIMULATOR_MODULE = "bridge.simulator"
 
 class IsolationError(ConfigError):
     """``isolation = "bwrap"`` was asked for where bubblewrap cannot work."""
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
 
 
 def _install_root(executable: Path) -> Path:
@@ -70,7 +75,11 @@ def state_dirs(config: Config, command: Sequence[str]) -> list[Path]:
 def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
     hidden = [config.bridge.data_dir.resolve()]
     if config.source is not None:
-        hidden += [config.source, config.source.parent]
+        hidden.append(config.source)
+        folder = config.source.parent
+        # A config straight in /etc (or /) hides only itself: the system must stay visible.
+        if not any(_under(Path(system), folder) for system in SYSTEM_PATHS):
+            hidden.append(folder)
     extras = [
         ExtraBinds(
             root=workspace.path.expanduser().resolve(),

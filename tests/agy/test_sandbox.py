@@ -21,7 +21,7 @@ from bridge.agy.sandbox import (
 from bridge.app import open_bridge
 from bridge.cli import main
 from bridge.config import build_config, load_config
-from bridge.isolation import IsolationError, install_paths, resolve_isolation
+from bridge.isolation import IsolationError, install_paths, resolve_isolation, sandbox_for
 from tests.agy.sandboxed import require_bwrap
 from tests.core.harness import SIMULATOR, RecordingAdapter
 
@@ -167,6 +167,19 @@ def test_a_forged_git_file_binds_nothing(worktree: tuple[Path, Path], tmp_path: 
     # The real worktree's repository is bound.
     dests = [str(m.dest) for m in plan(sandbox, workdir=tree, session_dir=tmp_path / "s")]
     assert str((repo / ".git").resolve()) in dests
+
+
+def test_the_config_and_its_folder_are_hidden_but_never_the_system(tmp_path: Path) -> None:
+    own = tmp_path / "etc" / "agy-bridge" / "config.toml"
+    own.parent.mkdir(parents=True)
+    own.write_text("")
+    hidden = sandbox_for(load_config(own, environ={}), SIMULATOR, "bwrap").hidden
+    assert own.resolve() in hidden and own.parent.resolve() in hidden
+    assert (own.parent / "data").resolve() in hidden  # the data directory, relative to it
+    config = load_config(own, environ={})
+    config._source = Path("/etc/agy-bridge.toml")  # as if read from there
+    hidden = sandbox_for(config, SIMULATOR, "bwrap").hidden
+    assert Path("/etc/agy-bridge.toml") in hidden and Path("/etc") not in hidden
 
 
 def test_install_paths_of_a_virtualenv_python_module() -> None:
