@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,6 @@ from bridge.agy.sandbox import (
     wrap,
 )
 from bridge.app import open_bridge
-from bridge.cli import main
 from bridge.config import build_config, load_config
 from bridge.isolation import IsolationError, install_paths, resolve_isolation, sandbox_for
 from tests.agy.sandboxed import require_bwrap
@@ -247,19 +247,24 @@ async def test_explicit_bwrap_where_it_cannot_work_refuses_naming_the_reason(
         await resolve_isolation(config, SIMULATOR, locate=lambda: broken)
 
 
-def test_the_bridge_refuses_to_start_with_explicit_bwrap_it_cannot_use(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_bridge_refuses_to_start_with_explicit_bwrap_it_cannot_use(tmp_path: Path) -> None:
     folder = tmp_path / "bin"
     failing_bwrap(folder)
-    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
     path = tmp_path / "config.toml"
     command = ", ".join(f'"{part}"' for part in SIMULATOR)
     path.write_text(f'[agy]\nisolation = "bwrap"\ncommand = [{command}]\n')
-    assert main(["console", "--config", str(path)]) == 2
-    said = capsys.readouterr().err
-    assert 'isolation = "bwrap"' in said and "user namespaces" in said
-    assert "Traceback" not in said
+    # In its own process, as an operator starts it (the CLI sets up logging for the process).
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "console", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="",
+        env={**os.environ, "PATH": f"{folder}:/usr/bin:/bin"},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert 'isolation = "bwrap"' in done.stderr and "user namespaces" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.anyio
