@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -18,7 +20,7 @@ from bridge.agy.launch import RUN_MARKER_ENV
 from bridge.agy.plugin import PLUGIN_NAME
 from bridge.agy.process import group_members, pid_state
 from bridge.core.workspaces import thread_slug
-from tests.agy.sandboxed import sandboxed_bridge
+from tests.agy.sandboxed import require_bwrap, sandboxed_bridge, write_config
 from tests.core.harness import running, thread
 
 pytestmark = pytest.mark.anyio
@@ -210,3 +212,52 @@ async def test_a_workspace_sees_its_operator_listed_paths_and_only_it_does(
     assert "Read-only file system" in write_ro and not (shared / "nope").exists()
     assert write_rw.endswith("rc=0\n") and (cache / "entry").read_text() == "cached\n"
     assert "No such file" in elsewhere
+
+
+def _marked(command: bytes) -> list[int]:
+    """Host PIDs running ``command`` that carry any bridge run's marker."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == command:
+                if f"{RUN_MARKER_ENV}=".encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_killed_bridge_leaves_nothing_of_the_agent_behind(tmp_path: Path) -> None:
+    """SIGKILL of the bridge mid-turn: --die-with-parent ends every sandbox at once, even a
+    child that left agy's process group (without the sandbox it waits for the next start)."""
+    require_bwrap()
+    config = write_config(tmp_path)
+    sleeper = b"sleep\x001001\x00"
+    before = set(_marked(sleeper))
+    console = subprocess.Popen(
+        [sys.executable, "-m", "bridge", "console", "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert console.stdin is not None
+        console.stdin.write(
+            "[[tool run_command setsid sleep 1001 > /dev/null 2>&1 &]] [[calls 2]] [[wait go]]\n"
+        )
+        console.stdin.flush()
+        deadline = time.monotonic() + 30
+        while not set(_marked(sleeper)) - before:
+            assert time.monotonic() < deadline, "the agent's command never started"
+            time.sleep(0.02)
+        console.send_signal(signal.SIGKILL)
+        console.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while left := set(_marked(sleeper)) - before:
+            assert time.monotonic() < deadline, f"left running after the bridge died: {left}"
+            time.sleep(0.02)
+    finally:
+        if console.poll() is None:
+            console.kill()
+            console.wait()
