@@ -14,9 +14,10 @@ from typing import Any
 
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
-from bridge.agy.listener import HookFunc, Listener, Registration, hook_command
+from bridge.agy.listener import Listener, hook_command
 from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
 from bridge.agy.process import ProcessSpec
+from bridge.agy.session import AgySession, InjectFunc, injection_hook
 
 # The hooks the bridge installs. PreInvocation is the injection point; it runs before every
 # model call, so its timeout is short and the curl falls back to "{}" well before it.
@@ -39,17 +40,17 @@ class AgyRuntime:
         self,
         session_dir: Path,
         *,
-        hook: HookFunc,
+        inject: InjectFunc,
         mcp_servers: Mapping[str, Any] | None = None,
         guidance: str,
         notes: str,
-    ) -> Registration:
+    ) -> AgySession:
         """Register the session with the listener and write its plugin folder.
 
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
-        registration = await self.listener.register(hook, dict(mcp_servers or {}))
+        registration = await self.listener.register(injection_hook(inject), dict(mcp_servers or {}))
         try:
             write_plugin(
                 session_dir,
@@ -68,7 +69,7 @@ class AgyRuntime:
         except BaseException:
             await registration.close()
             raise
-        return registration
+        return AgySession(session_dir, registration)
 
     def spec(
         self,
