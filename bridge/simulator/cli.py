@@ -36,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.commands:
         return _command(options.commands)
+    if options.print_prompt is None and os.environ.get("AGY_SIM_DRIVER_MODE") != "1":
+        # Without --print agy starts its interactive terminal UI, which a pipe cannot drive.
+        # Some later builds run a stream-json "driver mode" without it (AGY_SIM_DRIVER_MODE=1).
+        return _fail(
+            "error: the interactive UI needs a terminal: pass --print (-p) to run "
+            'non-interactively (an empty prompt is --print "")',
+            EXIT_USAGE,
+        )
     if options.input_format != "stream-json" or options.output_format != "stream-json":
         return _fail(
             "error: the agy simulator implements only stream-json print mode: pass "

@@ -4,17 +4,23 @@ Layout: ``<dir>/.agents/plugins/<name>/`` with ``plugin.json``, ``hooks.json``,
 ``mcp_config.json`` and ``rules/*.md``. What agy does with a wrong file (measured on real
 builds, see DESIGN.md) is what happens here:
 
-- ``hooks.json`` is a map of NAMED bundles; a flat ``{"PreInvocation": [...]}`` is inert, a
-  top-level ``enabled`` key disables the file, any parse error drops the whole file.
-- ``mcp_config.json``: an entry without a string ``serverUrl``/``url`` is dropped silently,
-  but a syntax error is fatal for the whole process (:class:`FatalConfigError`).
-- a rule file over 24,000 bytes is cut there.
+- ``plugin.json`` names the plugin; a name outside ``[A-Za-z0-9_-]`` refuses the plugin.
+- ``hooks.json`` is a map of NAMED bundles; a flat ``{"PreInvocation": [...]}`` is inert (the
+  event name is read as a bundle name, and its list is no bundle), also beside real bundles;
+  a top-level ``enabled`` key disables the file, a bundle's ``"enabled": false`` disables that
+  bundle, any parse error drops the whole file.
+- ``mcp_config.json``: an entry without a string ``serverUrl`` is dropped silently (``url`` only
+  on builds that accept it), but a syntax error is fatal for the whole process
+  (:class:`FatalConfigError`).
+- a rule file without ``trigger: always_on`` front matter is not applied; one over 24,000 bytes
+  is cut there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +29,10 @@ from typing import Any
 FLAT_EVENTS = ("SessionStart", "PreInvocation", "PostInvocation", "Stop")
 RULE_LIMIT = 24_000
 DEFAULT_HOOK_TIMEOUT = 30
+_PLUGIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+# YAML front matter at the very start of a rule file: ``---``, key lines, ``---``.
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
+_ALWAYS_ON = re.compile(r"""^trigger[ \t]*:[ \t]*(["']?)always_on\1[ \t]*$""", re.MULTILINE)
 
 Warn = Callable[[str], None]
 
@@ -66,7 +76,9 @@ class Plugin:
     rules: list[Rule] = field(default_factory=list)
 
 
-def load_plugins(add_dirs: list[str], warn: Warn) -> list[Plugin]:
+def load_plugins(add_dirs: list[str], warn: Warn, *, accept_url: bool = False) -> list[Plugin]:
+    """Plugins of every absolute workspace. ``accept_url``: this build also reads ``url`` in
+    ``mcp_config.json`` (later builds do; the documented key is ``serverUrl``)."""
     plugins: list[Plugin] = []
     for directory in add_dirs:
         if not os.path.isabs(directory):
@@ -77,13 +89,13 @@ def load_plugins(add_dirs: list[str], warn: Warn) -> list[Plugin]:
         if not base.is_dir():
             continue
         for root in sorted(p for p in base.iterdir() if p.is_dir()):
-            plugin = load_plugin(root, warn)
+            plugin = load_plugin(root, warn, accept_url=accept_url)
             if plugin is not None:
                 plugins.append(plugin)
     return plugins
 
 
-def load_plugin(root: Path, warn: Warn) -> Plugin | None:
+def load_plugin(root: Path, warn: Warn, *, accept_url: bool = False) -> Plugin | None:
     name = _plugin_name(root / "plugin.json", warn)
     if name is None:
         return None
@@ -96,7 +108,7 @@ def load_plugin(root: Path, warn: Warn) -> Plugin | None:
             warn(f"warning: ignoring hooks file {hooks_path}: {exc}")
     mcp_path = root / "mcp_config.json"
     if mcp_path.is_file():
-        plugin.mcp_servers = parse_mcp_config(mcp_path, name)
+        plugin.mcp_servers = parse_mcp_config(mcp_path, name, accept_url=accept_url)
     plugin.rules = load_rules(root / "rules", warn)
     return plugin
 
@@ -113,7 +125,14 @@ def _plugin_name(path: Path, warn: Warn) -> str | None:
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
         warn(f'warning: skipping plugin {path.parent}: plugin.json needs a string "name"')
         return None
-    return str(data["name"])
+    name = str(data["name"])
+    if not _PLUGIN_NAME.fullmatch(name):
+        warn(
+            f"warning: skipping plugin {path.parent}: invalid plugin name {name!r} "
+            "(only letters, digits, '_' and '-')"
+        )
+        return None
+    return name
 
 
 def parse_hooks(raw: bytes, cwd: Path) -> dict[str, list[HookHandler]]:
@@ -130,8 +149,14 @@ def parse_hooks(raw: bytes, cwd: Path) -> dict[str, list[HookHandler]]:
     hooks: dict[str, list[HookHandler]] = {}
     for bundle, events in data.items():
         if not isinstance(events, dict):
-            # A flat {"PreInvocation": [...]} lands here: a bundle that holds no event map.
+            # A flat {"PreInvocation": [...]} lands here: a bundle that holds no event map. It
+            # is inert, and the named bundles beside it still load.
             continue
+        enabled = events.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise _HooksFileError(f"{bundle}.enabled is not a boolean")
+        if not enabled:
+            continue  # "enabled": false switches this bundle off
         for event, handlers in events.items():
             if event not in FLAT_EVENTS:
                 continue  # tool events take matcher groups; the simulator runs none of them
@@ -160,7 +185,7 @@ def _handlers(bundle: str, event: str, raw: Any, cwd: Path) -> list[HookHandler]
     return handlers
 
 
-def parse_mcp_config(path: Path, plugin: str) -> list[McpServer]:
+def parse_mcp_config(path: Path, plugin: str, *, accept_url: bool = False) -> list[McpServer]:
     try:
         data = json.loads(path.read_bytes())
     except ValueError as exc:
@@ -176,7 +201,11 @@ def parse_mcp_config(path: Path, plugin: str) -> list[McpServer]:
     for name, entry in servers.items():
         if not isinstance(entry, dict):
             continue
-        url = entry.get("serverUrl", entry.get("url"))
+        # The documented key is serverUrl ("legacy url/httpUrl are not supported"); later
+        # builds read url too.
+        url = entry.get("serverUrl")
+        if url is None and accept_url:
+            url = entry.get("url")
         if not isinstance(url, str) or not url:
             continue
         found.append(McpServer(name=f"{plugin}_{name}", bare_name=name, url=url))
@@ -184,14 +213,26 @@ def parse_mcp_config(path: Path, plugin: str) -> list[McpServer]:
 
 
 def load_rules(folder: Path, warn: Warn) -> list[Rule]:
+    """The rules agy applies to every turn: those with ``trigger: always_on`` front matter.
+
+    A rule file without it (or with another trigger) is silently not applied in print mode.
+    """
     if not folder.is_dir():
         return []
     rules = []
     for path in sorted(folder.glob("*.md")):
         data = path.read_bytes()
+        if not is_always_on(data):
+            continue
         truncated = len(data) > RULE_LIMIT
         if truncated:
             warn(f"warning: rule file {path} is {len(data)} bytes; cut at {RULE_LIMIT} bytes")
             data = data[:RULE_LIMIT]
         rules.append(Rule(path=path, text=data.decode("utf-8", "replace"), truncated=truncated))
     return rules
+
+
+def is_always_on(data: bytes) -> bool:
+    """Whether a rule file starts with front matter that says ``trigger: always_on``."""
+    match = _FRONT_MATTER.match(data.decode("utf-8", "replace"))
+    return match is not None and _ALWAYS_ON.search(match.group(1)) is not None

@@ -98,7 +98,9 @@ class PrintMode:
             self._early_error(invalid_model_error(options.model, options.effort or ""))
             return None
         try:
-            plugins = load_plugins(options.add_dirs, warn)
+            plugins = load_plugins(
+                options.add_dirs, warn, accept_url=os.environ.get("AGY_SIM_ACCEPTS_URL") == "1"
+            )
         except FatalConfigError as exc:
             self._early_error(str(exc))
             return None
