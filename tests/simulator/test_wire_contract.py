@@ -36,3 +36,24 @@ def test_hook_replies_are_accepted() -> None:
 
 def test_user_line_is_a_turn() -> None:
     assert parse_line(wire.user_line(["a", "b\u2028c"])) == UserTurn("a\nb\u2028c")
+
+
+def test_the_bridge_plugin_loads_whole_in_the_simulator(tmp_path: Path) -> None:
+    """Name, rules (always on), hooks and the MCP server of the plugin the bridge writes."""
+    from bridge.agy.plugin import write_plugin
+    from bridge.simulator.plugins import load_plugins
+
+    write_plugin(
+        tmp_path,
+        guidance="be kind",
+        notes="remember",
+        hook_commands={"PreInvocation": "printf '{}'"},
+        hook_timeout=10,
+        mcp_servers={"chat": "http://127.0.0.1:1/t/mcp/chat"},
+    )
+    warnings: list[str] = []
+    (plugin,) = load_plugins([str(tmp_path)], warnings.append)
+    assert warnings == []
+    assert [rule.path.name for rule in plugin.rules] == ["AGENTS.md", "notes.md"]
+    assert [h.command for h in plugin.hooks["PreInvocation"]] == ["printf '{}'"]
+    assert [server.name for server in plugin.mcp_servers] == ["bridge_chat"]
