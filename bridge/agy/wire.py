@@ -10,15 +10,36 @@ error drops a whole ``hooks.json``).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 # --- stdout: the event stream -------------------------------------------------------------
 
 
 class _Tolerant(BaseModel):
+    """A shape agy writes: unknown fields kept, and ``null`` read as "absent" in every field.
+
+    Go's encoder writes ``null`` for a nil slice, map or pointer, and one null in an optional
+    field must not turn a whole line (a lost ``result`` stalls a turn) into a bad line.
+    """
+
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_absent(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+def _without_nulls(value: Any) -> Any:
+    return [item for item in value if item is not None] if isinstance(value, list) else value
+
+
+# A list agy writes, where a null element is skipped rather than failing the line.
+_StrList = Annotated[list[str], BeforeValidator(_without_nulls)]
 
 
 class Usage(_Tolerant):
@@ -34,7 +55,7 @@ class InitInfo(_Tolerant):
     conversation_id: str | None = None
     model: str | None = None  # present only when --model was given
     cwd: str | None = None
-    tools: list[str] = Field(default_factory=list)
+    tools: _StrList = Field(default_factory=list)
     permission_mode: str | None = None
 
 
@@ -108,7 +129,9 @@ class ResultInfo(_Tolerant):
     # usage, num_turns and duration accumulate over the whole conversation.
     num_turns: int | None = None
     usage: Usage | None = None
-    denied_actions: list[DeniedAction] = Field(default_factory=list)
+    denied_actions: Annotated[list[DeniedAction], BeforeValidator(_without_nulls)] = Field(
+        default_factory=list
+    )
 
     @property
     def ok(self) -> bool:
@@ -184,7 +207,7 @@ class HookInput(_Tolerant):
     """The camelCase JSON agy writes to a hook's stdin. The prompt text is not in it."""
 
     conversation_id: str = Field(default="", alias="conversationId")
-    workspace_paths: list[str] = Field(default_factory=list, alias="workspacePaths")
+    workspace_paths: _StrList = Field(default_factory=list, alias="workspacePaths")
     transcript_path: str | None = Field(default=None, alias="transcriptPath")
     artifact_directory_path: str | None = Field(default=None, alias="artifactDirectoryPath")
     model_name: str | None = Field(default=None, alias="modelName")
