@@ -7,6 +7,7 @@ import os
 import sys
 from typing import NoReturn
 
+from bridge.simulator.account import SIGNED_OUT_ERROR, account_error
 from bridge.simulator.flags import (
     VERSION,
     Options,
@@ -56,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 def _command(commands: list[str]) -> int:
     if commands[0] != "models":
         return _fail(f'error: unknown command "{commands[0]}" for "agy"', EXIT_USAGE)
-    if os.environ.get("AGY_SIM_SIGNED_OUT") == "1":
-        return _fail("Please sign in", 1)
+    refused = account_error()
+    if refused == SIGNED_OUT_ERROR:  # a used-up quota still lists the models
+        return _fail(refused, 1)
     sys.stdout.write(listing())
     return 0
 

@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 import uuid
-from pathlib import Path
 
+from bridge.simulator.account import account_error, sim_home
 from bridge.simulator.context import Context, warn
 from bridge.simulator.events import Emitter
 from bridge.simulator.flags import Options
@@ -23,13 +23,6 @@ from bridge.simulator.plugins import FatalConfigError, load_plugins
 from bridge.simulator.store import Conversation, ConversationStore, Usage
 from bridge.simulator.stream_input import Ignored, InputError, LineReader, parse_line
 from bridge.simulator.turn import ScriptedEnd, SimulatedCrash, TurnState, crash, run_turn
-
-SIGNED_OUT_ERROR = "Please sign in: run `agy` once in a terminal to log in"
-
-
-def sim_home() -> Path:
-    configured = os.environ.get("AGY_SIM_HOME")
-    return Path(configured) if configured else Path.home() / ".agy-sim"
 
 
 class PrintMode:
@@ -91,8 +84,11 @@ class PrintMode:
     def _start(self) -> Context | None:
         """Everything before ``init``; ``None`` after reporting why the process must end."""
         options = self.options
-        if os.environ.get("AGY_SIM_SIGNED_OUT") == "1":
-            self._early_error(SIGNED_OUT_ERROR)
+        refused = account_error()
+        if refused is not None:
+            # Before anything else, a resumed conversation included: it stays as it was.
+            warn(f"error: {refused}")
+            self._early_error(refused)
             return None
         if options.model is not None and not is_known(options.model):
             self._early_error(invalid_model_error(options.model, options.effort or ""))
