@@ -14,7 +14,14 @@ from typing import Any
 
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
-from bridge.agy.listener import HookFunc, Listener, Registration, hook_command
+from bridge.agy.listener import (
+    HookFunc,
+    Listener,
+    Registration,
+    UndeliveredFunc,
+    answer_deadline,
+    hook_command,
+)
 from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
 from bridge.agy.process import ProcessSpec
 
@@ -43,13 +50,21 @@ class AgyRuntime:
         mcp_servers: Mapping[str, Any] | None = None,
         guidance: str,
         notes: str,
+        on_undelivered: UndeliveredFunc | None = None,
     ) -> Registration:
         """Register the session with the listener and write its plugin folder.
 
+        ``on_undelivered(event, answer)`` hears of every hook answer agy cannot have read (see
+        ``Listener.register``): put what it injected back as pending.
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
-        registration = await self.listener.register(hook, dict(mcp_servers or {}))
+        registration = await self.listener.register(
+            hook,
+            dict(mcp_servers or {}),
+            answer_within={event: answer_deadline(HOOK_TIMEOUT_SECONDS) for event in HOOK_EVENTS},
+            on_undelivered=on_undelivered,
+        )
         try:
             write_plugin(
                 session_dir,
