@@ -8,7 +8,8 @@ builds, see DESIGN.md) is what happens here:
 - ``hooks.json`` is a map of NAMED bundles; a flat ``{"PreInvocation": [...]}`` is inert (the
   event name is read as a bundle name, and its list is no bundle), also beside real bundles;
   a top-level ``enabled`` key disables the file, a bundle's ``"enabled": false`` disables that
-  bundle, any parse error drops the whole file.
+  bundle, any parse error drops the whole file. Tool events (``PreToolUse``) take matcher
+  groups: ``[{"matcher": "run_command", "hooks": [handler, ...]}]``, ``"*"`` for every tool.
 - ``mcp_config.json``: an entry without a string ``serverUrl`` is dropped silently (``url`` only
   on builds that accept it), but a syntax error is fatal for the whole process
   (:class:`FatalConfigError`).
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 FLAT_EVENTS = ("SessionStart", "PreInvocation", "PostInvocation", "Stop")
+TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 RULE_LIMIT = 24_000
 DEFAULT_HOOK_TIMEOUT = 30
 _PLUGIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -51,6 +53,25 @@ class HookHandler:
     timeout: float  # seconds
     cwd: Path  # the folder holding hooks.json
     bundle: str
+    # How agy names the handler in its errors: jsonhook__<bundle>_<event>_<group>_<handler>.
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ToolHookGroup:
+    """The handlers of a tool event for the tools ``matcher`` names."""
+
+    matcher: str  # a tool's name as agy calls it, or "*"
+    handlers: tuple[HookHandler, ...]
+
+    def matches(self, tool: str) -> bool:
+        return self.matcher == "*" or self.matcher == tool
+
+
+@dataclass
+class HookSet:
+    flat: dict[str, list[HookHandler]] = field(default_factory=dict)
+    tool: dict[str, list[ToolHookGroup]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,6 +93,7 @@ class Plugin:
     name: str
     root: Path
     hooks: dict[str, list[HookHandler]] = field(default_factory=dict)
+    tool_hooks: dict[str, list[ToolHookGroup]] = field(default_factory=dict)
     mcp_servers: list[McpServer] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
 
@@ -103,7 +125,8 @@ def load_plugin(root: Path, warn: Warn, *, accept_url: bool = False) -> Plugin |
     hooks_path = root / "hooks.json"
     if hooks_path.is_file():
         try:
-            plugin.hooks = parse_hooks(hooks_path.read_bytes(), root)
+            parsed = parse_hook_file(hooks_path.read_bytes(), root)
+            plugin.hooks, plugin.tool_hooks = parsed.flat, parsed.tool
         except _HooksFileError as exc:
             warn(f"warning: ignoring hooks file {hooks_path}: {exc}")
     mcp_path = root / "mcp_config.json"
@@ -137,6 +160,11 @@ def _plugin_name(path: Path, warn: Warn) -> str | None:
 
 def parse_hooks(raw: bytes, cwd: Path) -> dict[str, list[HookHandler]]:
     """Handlers per flat event; raise ``_HooksFileError`` when agy would drop the file."""
+    return parse_hook_file(raw, cwd).flat
+
+
+def parse_hook_file(raw: bytes, cwd: Path) -> HookSet:
+    """Every handler of a hooks.json; raise ``_HooksFileError`` when agy would drop the file."""
     try:
         data = json.loads(raw)
     except ValueError as exc:
@@ -145,8 +173,8 @@ def parse_hooks(raw: bytes, cwd: Path) -> dict[str, list[HookHandler]]:
         raise _HooksFileError("top level is not an object")
     if "enabled" in data:
         # A top-level "enabled" switch turns the whole file off, whatever its value.
-        return {}
-    hooks: dict[str, list[HookHandler]] = {}
+        return HookSet()
+    hooks = HookSet()
     for bundle, events in data.items():
         if not isinstance(events, dict):
             # A flat {"PreInvocation": [...]} lands here: a bundle that holds no event map. It
@@ -158,17 +186,35 @@ def parse_hooks(raw: bytes, cwd: Path) -> dict[str, list[HookHandler]]:
         if not enabled:
             continue  # "enabled": false switches this bundle off
         for event, handlers in events.items():
-            if event not in FLAT_EVENTS:
-                continue  # tool events take matcher groups; the simulator runs none of them
-            hooks.setdefault(event, []).extend(_handlers(bundle, event, handlers, cwd))
+            if event in FLAT_EVENTS:
+                hooks.flat.setdefault(event, []).extend(_handlers(bundle, event, handlers, cwd))
+            elif event in TOOL_EVENTS:
+                hooks.tool.setdefault(event, []).extend(_groups(bundle, event, handlers, cwd))
     return hooks
+
+
+def _groups(bundle: str, event: str, raw: Any, cwd: Path) -> list[ToolHookGroup]:
+    if not isinstance(raw, list):
+        raise _HooksFileError(f"{bundle}.{event} is not a list of matcher groups")
+    groups = []
+    for number, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise _HooksFileError(f"{bundle}.{event} holds a matcher group that is not an object")
+        # Go's zero value: a group without a matcher matches no tool.
+        matcher = item.get("matcher", "")
+        if not isinstance(matcher, str):
+            raise _HooksFileError(f"{bundle}.{event}: matcher must be a string")
+        label = f"{event}_{number}"
+        handlers = _handlers(bundle, label, item.get("hooks", []), cwd)
+        groups.append(ToolHookGroup(matcher=matcher, handlers=tuple(handlers)))
+    return groups
 
 
 def _handlers(bundle: str, event: str, raw: Any, cwd: Path) -> list[HookHandler]:
     if not isinstance(raw, list):
         raise _HooksFileError(f"{bundle}.{event} is not a list of handlers")
     handlers = []
-    for item in raw:
+    for number, item in enumerate(raw):
         if not isinstance(item, dict):
             raise _HooksFileError(f"{bundle}.{event} holds a handler that is not an object")
         kind, command = item.get("type", ""), item.get("command")
@@ -181,7 +227,10 @@ def _handlers(bundle: str, event: str, raw: Any, cwd: Path) -> list[HookHandler]
         if kind != "command":
             continue  # only command handlers run; one without a type is not one
         seconds = timeout if timeout > 0 else DEFAULT_HOOK_TIMEOUT
-        handlers.append(HookHandler(command=command, timeout=seconds, cwd=cwd, bundle=bundle))
+        name = f"jsonhook__{bundle}_{event}_{number}"
+        handlers.append(
+            HookHandler(command=command, timeout=seconds, cwd=cwd, bundle=bundle, name=name)
+        )
     return handlers
 
 

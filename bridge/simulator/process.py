@@ -180,22 +180,33 @@ class PrintMode:
             ctx.save()
             crash()
             return 2
+        if state.hook_error is not None:
+            # As recorded (1.1.24): a failing PreToolUse handler makes the turn an ERROR that
+            # still carries the model's answer.
+            self._finish(ctx, state, status="ERROR", error=state.hook_error, keep_response=True)
+            return None
         self._finish(ctx, state, status="SUCCESS")
         return None
 
     def _finish(
-        self, ctx: Context, state: TurnState | None, *, status: str, error: str | None = None
+        self,
+        ctx: Context,
+        state: TurnState | None,
+        *,
+        status: str,
+        error: str | None = None,
+        keep_response: bool = False,
     ) -> None:
         """Store the conversation, then write the turn's ``result`` (totals: the conversation's)."""
         conversation = ctx.conversation
         if state is not None:
             conversation.duration_seconds += state.elapsed()
         ctx.save()
-        success = status == "SUCCESS"
+        answered = status == "SUCCESS" or keep_response
         self.emitter.result(
             conversation.conversation_id,
             status=status,
-            response=state.response if success and state is not None else "",
+            response=state.response if answered and state is not None else "",
             error=error,
             duration_seconds=conversation.duration_seconds,
             num_turns=conversation.num_turns,
