@@ -151,9 +151,7 @@ async def _write_step(ctx: Context, target: str, text: str) -> ToolOutcome:
         return refused  # the file is not written
     started = time.monotonic()
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as file:
-            file.write(text)
+        _write_file(path, text)
     except OSError as exc:
         message = f"failed to write {path}: {exc.strerror or exc}"
         info = _info("write_to_file", params, error={"type": "TOOL_ERROR", "message": message})
@@ -175,6 +173,13 @@ async def _write_step(ctx: Context, target: str, text: str) -> ToolOutcome:
         tool_info=_info("write_to_file", params),
     )
     return ToolOutcome(note=f"Tool write_to_file: wrote {path}")
+
+
+def _write_file(path: str, text: str) -> None:
+    # Small files on a local disk: a thread would cost more than the write.
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
 
 
 async def _denied_write(ctx: Context) -> ToolOutcome:
