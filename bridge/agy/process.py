@@ -14,9 +14,10 @@ import signal
 import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import Process
@@ -67,6 +68,7 @@ class AgyStartError(Exception):
 
 
 BadLineCallback = Callable[[str], None]
+
 AgyOutput = wire.AgyEvent | ProcessExit
 
 
@@ -78,6 +80,31 @@ class ProcessSpec:
     init_timeout: float = 90.0
     stop_grace: float = 5.0
     max_line_bytes: int = 8 * 1024 * 1024
+
+
+class AgyHandle(Protocol):
+    """What the core uses of a running agy (an :class:`AgyProcess`, or a test's double)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    async def send_turn(self, blocks: list[str]) -> None: ...
+
+    async def next(self) -> AgyOutput: ...
+
+    async def drain(self) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+
+ProcessOpener = Callable[[ProcessSpec, BadLineCallback], AbstractAsyncContextManager[AgyHandle]]
+"""Starts agy and waits for ``init`` on entering; stops it and its process group on leaving."""
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import anyio
 
 from bridge.agy.plugin import RuleTooLarge
-from bridge.agy.process import AgyProcess, AgyStartError, open_agy
+from bridge.agy.process import AgyHandle, AgyStartError
 from bridge.agy.session import AgySession
 from bridge.agy.start_failure import StartFailure, classify
 from bridge.agy.turn import TurnStatus
@@ -49,7 +49,7 @@ class ThreadWorker:
         self.wakeup = Wakeup()
         self.scrub = Scrubber(deps.config.secret_values())
         self.place: Place | None = None
-        self.proc: AgyProcess | None = None
+        self.proc: AgyHandle | None = None
         self._on_exit = on_exit
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
@@ -165,7 +165,7 @@ class ThreadWorker:
             conversation=thread.conversation_id,
         )
         self._restart_requested = False
-        async with open_agy(spec, self._bad_line) as proc:
+        async with self.deps.open_process(spec, self._bad_line) as proc:
             await self.deps.store.add_process(proc.pid, self.key, self.deps.runtime.run_marker)
             try:
                 self.proc = proc
@@ -181,7 +181,7 @@ class ThreadWorker:
                 with anyio.CancelScope(shield=True):
                     await self.deps.store.remove_process(proc.pid)
 
-    async def _turns(self, proc: AgyProcess, evict: anyio.Event) -> bool:
+    async def _turns(self, proc: AgyHandle, evict: anyio.Event) -> bool:
         assert self._runner is not None
         while True:
             if not proc.alive:

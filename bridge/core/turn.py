@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from bridge.agy import turn as agy_turn
-from bridge.agy.process import AgyOutput, AgyProcess
+from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core.deps import CoreDeps
@@ -85,7 +85,7 @@ class TurnRunner:
         self.marks = marks
         self.scrub = Scrubber(deps.config.secret_values())
         self._save = save
-        self._proc: AgyProcess | None = None
+        self._proc: AgyHandle | None = None
         self._requeued_last = False
         self.current: RunningTurn | None = None
         # The turn before, for a hook answer that turns out undelivered after its turn ended.
@@ -107,7 +107,7 @@ class TurnRunner:
 
     # --- one turn ---------------------------------------------------------------------------
 
-    async def run(self, proc: AgyProcess) -> TurnResult | None:
+    async def run(self, proc: AgyHandle) -> TurnResult | None:
         """Run one turn on everything pending; None when nothing was pending after all."""
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
@@ -137,7 +137,7 @@ class TurnRunner:
                 self._proc = None
 
     async def _run(
-        self, proc: AgyProcess, turn: RunningTurn, messages: list[StoredMessage]
+        self, proc: AgyHandle, turn: RunningTurn, messages: list[StoredMessage]
     ) -> TurnResult:
         self.deps.metrics.turn_started(self.ref.platform)
         cancelled: BaseException | None = None
@@ -178,7 +178,7 @@ class TurnRunner:
         assert end is not None
         return TurnResult(result.state, exit_wait=end.exit_wait)
 
-    async def _follow(self, proc: AgyProcess, turn: RunningTurn) -> TurnEnd:
+    async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
         """Stream one turn's events into its reply until its end (or our own deadline)."""
         with anyio.move_on_after(self.deps.config.agy.turn_timeout):
             while True:
@@ -217,7 +217,7 @@ class TurnRunner:
             )
         return None
 
-    async def _requeue_unread(self, proc: AgyProcess, turn: RunningTurn, end: TurnEnd) -> bool:
+    async def _requeue_unread(self, proc: AgyHandle, turn: RunningTurn, end: TurnEnd) -> bool:
         """agy died before it read the turn (it was already on its way out): the messages go
         back to the inbox for the next process, once, instead of being lost."""
         if (
@@ -269,7 +269,7 @@ class TurnRunner:
             extra={"chat_thread": self.key},
         )
 
-    def _count(self, proc: AgyProcess, turn: RunningTurn, result: Classified) -> None:
+    def _count(self, proc: AgyHandle, turn: RunningTurn, result: Classified) -> None:
         metrics = self.deps.metrics
         metrics.turn_finished(self.ref.platform, result.state, time.monotonic() - turn.started)
         if result.state is TurnState.ERROR:
