@@ -1,7 +1,7 @@
 """Every shape agy reads or writes, in one module.
 
-The evidence is ``shared/seeds`` and the recorded streams summarised in DESIGN.md. When a new agy
-build changes a shape, the fix belongs here and nowhere else. Models that read agy's output keep
+The evidence is summarised in docs/agy.md. When a new agy build changes a shape, the fix
+belongs here and nowhere else. Models that read agy's output keep
 unknown fields (``extra="allow"``) and accept unknown event and step types; models that we write
 for agy are strict, because agy parses its inputs strictly (protojson for hook replies, one parse
 error drops a whole ``hooks.json``).
