@@ -41,7 +41,6 @@ from bench.common import (
     SIMULATOR,
     STREAM_FLAGS,
     DirectAgy,
-    TimingAdapter,
     bridge_config,
     direct_agy,
     machine,
@@ -51,14 +50,15 @@ from bench.common import (
     simulator_env,
     submit,
     table,
+    timing_adapter,
 )
-from bridge.agy import wire
 from bridge.agy.capabilities import probe
 from bridge.agy.listener import open_listener
 from bridge.agy.runtime import AgyRuntime
 from bridge.agy.sandbox import Isolation, bwrap_problem, find_bwrap, not_isolated
 from bridge.app import Bridge, launch_settings, open_bridge, start_adapters
 from bridge.isolation import sandbox_for
+from tests.doubles import RecordingAdapter
 
 DELAYS = (0.0, 0.5, 2.0)
 TURNS = 10
@@ -109,7 +109,9 @@ def direct_per_turn(env: dict[str, str], workdir: Path) -> Variant:
 # --- through the bridge ----------------------------------------------------------------------
 
 
-def bridge_variant(name: str, bridge: Bridge, adapter: TimingAdapter, *, per_turn: bool) -> Variant:
+def bridge_variant(
+    name: str, bridge: Bridge, adapter: RecordingAdapter, *, per_turn: bool
+) -> Variant:
     thread = adapter.thread(name.replace(" ", "-"))
 
     async def run(number: int) -> float:
@@ -118,7 +120,7 @@ def bridge_variant(name: str, bridge: Bridge, adapter: TimingAdapter, *, per_tur
         done = len(adapter.finished(thread)) + 1
         started = time.perf_counter()
         await submit(bridge.core, adapter.message(thread, TEXT.format(number=number)))
-        reply = await adapter.wait_finished(thread, done, TURN_TIMEOUT)
+        reply = (await adapter.wait_finished(done, thread, TURN_TIMEOUT))[-1]
         assert reply.finished is not None
         if reply.outcome is None or reply.outcome.error:
             raise RuntimeError(f"{name}: turn {number} failed: {reply.outcome}")
@@ -140,8 +142,8 @@ async def process_gone(bridge: Bridge, key: str) -> None:
 @asynccontextmanager
 async def running_bridge(
     root: Path, delay: float, idle_timeout: float
-) -> AsyncIterator[tuple[Bridge, TimingAdapter]]:
-    adapter = TimingAdapter()
+) -> AsyncIterator[tuple[Bridge, RecordingAdapter]]:
+    adapter = timing_adapter()
     config = bridge_config(
         root / "data", root / "sim-home", startup_delay=delay, idle_timeout=idle_timeout
     )
@@ -224,7 +226,7 @@ async def measure_starts(count: int) -> tuple[list[float], list[float]] | str:
 
             variants = [(runtime(not_isolated("bench")), plain), (runtime(sandboxed), boxed)]
             registration = await variants[0][0].prepare(
-                session, hook=_no_hook, guidance="bench", notes=""
+                session, inject=_nothing, guidance="bench", notes=""
             )
             try:
                 for number in range(count + 1):
@@ -242,8 +244,8 @@ async def measure_starts(count: int) -> tuple[list[float], list[float]] | str:
     return plain, boxed
 
 
-async def _no_hook(event: str, data: wire.HookInput) -> wire.HookReply:
-    return wire.EMPTY_HOOK_REPLY
+async def _nothing(conversation_id: str) -> list[str]:
+    return []
 
 
 def report_starts(starts: tuple[list[float], list[float]] | str) -> None:

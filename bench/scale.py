@@ -47,8 +47,6 @@ from bench.common import (
     SIMULATOR,
     STREAM_FLAGS,
     DirectAgy,
-    TimedReply,
-    TimingAdapter,
     bridge_config,
     children_of,
     cpu_seconds,
@@ -61,9 +59,11 @@ from bench.common import (
     submit,
     sync_normal,
     table,
+    timing_adapter,
 )
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.core.events import ThreadRef
+from tests.doubles import RecordedReply, RecordingAdapter
 
 LEVELS = (200,)
 LINES = 400
@@ -109,7 +109,7 @@ def answer_text(lines: int, chunks: int, number: int) -> str:
 
 
 async def bridge_round(
-    label: str, number: int, adapter: TimingAdapter, bridge: Bridge, threads: int, text: str
+    label: str, number: int, adapter: RecordingAdapter, bridge: Bridge, threads: int, text: str
 ) -> RoundResult:
     """All N messages arrive at once (each submitted in its own task, as an adapter handles
     events); every wait is measured from that moment."""
@@ -124,13 +124,13 @@ async def bridge_round(
     async with anyio.create_task_group() as tg:
         for ref in refs:
             tg.start_soon(deliver, ref)
-    await adapter.wait_for(
+    await adapter.changes.until(
         lambda: all(len(adapter.finished(ref)) >= number for ref in refs), ROUND_TIMEOUT
     )
     result.wall = time.perf_counter() - started
     result.cpu = cpu_seconds() - cpu0
     for ref in refs:
-        reply: TimedReply = adapter.finished(ref)[number - 1]
+        reply: RecordedReply = adapter.finished(ref)[number - 1]
         assert reply.finished is not None
         result.deltas += reply.appends
         result.final.append(reply.finished - started)
@@ -144,7 +144,7 @@ async def bridge_round(
 async def run_bridge(
     threads: int, lines: int, chunks: int, root: Path, *, normal: bool = False
 ) -> LevelResult:
-    adapter = TimingAdapter()
+    adapter = timing_adapter()
     # Every thread keeps its process: the limit is the level, and nobody idles out.
     config = bridge_config(
         root / "data", root / "sim-home", max_processes=threads, init_timeout=ROUND_TIMEOUT

@@ -24,7 +24,6 @@ from mcp.server.lowlevel import Server
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.listener import hook_command, open_listener
-from bridge.agy.plugin import raise_flag
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.agy.sandbox import Isolation, not_isolated, wrap
@@ -299,9 +298,9 @@ async def live_turn(
 ) -> None:
     seen = LiveSeen()
 
-    async def hook(event: str, data: wire.HookInput) -> wire.HookReply:
-        seen.hooks.append(event)
-        return wire.EMPTY_HOOK_REPLY
+    async def inject(conversation_id: str) -> list[str]:
+        seen.hooks.append("PreInvocation")
+        return []
 
     scratch = config.bridge.data_dir.resolve() / "doctor" / uuid.uuid4().hex[:8]
     workdir = scratch / "work"
@@ -322,22 +321,22 @@ async def live_turn(
             )
             if runtime.isolation.isolated:
                 report.info("the live turn runs inside the thread sandbox, as the bridge runs it")
-            registration = await runtime.prepare(
+            session = await runtime.prepare(
                 scratch / "session",
-                hook=hook,
+                inject=inject,
                 mcp_servers={CHAT_SERVER: _live_mcp_server(seen)},
                 guidance="agy-bridge doctor: a self-test session.",
                 notes="",
             )
             # The hook calls the bridge only while something waits: make it call now.
-            raise_flag(scratch / "session")
+            session.mark_pending()
             spec = runtime.spec(
-                scratch / "session", workdir, model=config.agy.model or None, conversation=None
+                session.directory, workdir, model=config.agy.model or None, conversation=None
             )
             try:
                 await _live_process(spec, prompt, report)
             finally:
-                await registration.close()
+                await session.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if seen.hooks:

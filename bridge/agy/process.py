@@ -14,9 +14,10 @@ import signal
 import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import Process
@@ -67,6 +68,7 @@ class AgyStartError(Exception):
 
 
 BadLineCallback = Callable[[str], None]
+
 AgyOutput = wire.AgyEvent | ProcessExit
 
 
@@ -81,6 +83,31 @@ class ProcessSpec:
     # When argv starts agy through a wrapper (a sandbox) that does not forward signals: maps
     # the started process's PID to agy's, which gets SIGINT.
     signal_pid: Callable[[int], int | None] | None = None
+
+
+class AgyHandle(Protocol):
+    """What the core uses of a running agy (an :class:`AgyProcess`, or a test's double)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    async def send_turn(self, blocks: list[str]) -> None: ...
+
+    async def next(self) -> AgyOutput: ...
+
+    async def drain(self) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+
+ProcessOpener = Callable[[ProcessSpec, BadLineCallback], AbstractAsyncContextManager[AgyHandle]]
+"""Starts agy and waits for ``init`` on entering; stops it and its process group on leaving."""
 
 
 @dataclass
@@ -127,6 +154,11 @@ class AgyProcess:
         except anyio.EndOfStream:
             # The reader always sends the exit before closing, so this is a late caller.
             return self.exit or ProcessExit(self.process.returncode, self.stderr_tail())
+
+    async def drain(self) -> None:
+        """Discard output until agy exits (it is on its way out after an error or a SIGINT)."""
+        while not isinstance(await self.next(), ProcessExit):
+            pass
 
     def interrupt(self) -> None:
         """SIGINT, as a user's Ctrl-C: agy ends the turn with an ``interrupted`` result."""

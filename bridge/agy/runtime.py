@@ -14,10 +14,17 @@ from typing import Any
 
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
-from bridge.agy.listener import HookFunc, Listener, Registration, hook_command
+from bridge.agy.listener import Listener, answer_deadline, hook_command
 from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
 from bridge.agy.process import ProcessSpec
 from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, wrap
+from bridge.agy.session import (
+    AgySession,
+    InjectFunc,
+    LostFunc,
+    injection_hook,
+    undelivered_injection,
+)
 
 # The hooks the bridge installs. PreInvocation is the injection point; it runs before every
 # model call, so its timeout is short and the curl falls back to "{}" well before it.
@@ -46,17 +53,26 @@ class AgyRuntime:
         self,
         session_dir: Path,
         *,
-        hook: HookFunc,
+        inject: InjectFunc,
         mcp_servers: Mapping[str, Any] | None = None,
         guidance: str,
         notes: str,
-    ) -> Registration:
+        lost: LostFunc | None = None,
+    ) -> AgySession:
         """Register the session with the listener and write its plugin folder.
 
+        ``inject(conversation_id)`` answers each ``PreInvocation`` call with the messages to hand
+        over; ``lost()`` hears when such an answer cannot have been read by agy (it came after
+        the listener's deadline, or curl had gone), so those messages go back to the inbox.
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
-        registration = await self.listener.register(hook, dict(mcp_servers or {}))
+        registration = await self.listener.register(
+            injection_hook(inject),
+            dict(mcp_servers or {}),
+            answer_within={event: answer_deadline(HOOK_TIMEOUT_SECONDS) for event in HOOK_EVENTS},
+            on_undelivered=undelivered_injection(lost) if lost is not None else None,
+        )
         try:
             write_plugin(
                 session_dir,
@@ -75,7 +91,7 @@ class AgyRuntime:
         except BaseException:
             await registration.close()
             raise
-        return registration
+        return AgySession(session_dir, registration)
 
     def spec(
         self,
