@@ -24,7 +24,6 @@ from mcp.server.lowlevel import Server
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.listener import hook_command, open_listener
-from bridge.agy.plugin import raise_flag
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.app import launch_settings
@@ -196,9 +195,9 @@ def _live_mcp_server(seen: LiveSeen) -> Server[Any]:
 async def live_turn(config: Config, report: Report, command: list[str], caps: Capabilities) -> None:
     seen = LiveSeen()
 
-    async def hook(event: str, data: wire.HookInput) -> wire.HookReply:
-        seen.hooks.append(event)
-        return wire.EMPTY_HOOK_REPLY
+    async def inject(conversation_id: str) -> list[str]:
+        seen.hooks.append("PreInvocation")
+        return []
 
     scratch = config.bridge.data_dir.resolve() / "doctor" / uuid.uuid4().hex[:8]
     workdir = scratch / "work"
@@ -216,22 +215,22 @@ async def live_turn(config: Config, report: Report, command: list[str], caps: Ca
                 init_timeout=config.agy.init_timeout,
                 stop_grace=config.agy.stop_grace,
             )
-            registration = await runtime.prepare(
+            session = await runtime.prepare(
                 scratch / "session",
-                hook=hook,
+                inject=inject,
                 mcp_servers={CHAT_SERVER: _live_mcp_server(seen)},
                 guidance="agy-bridge doctor: a self-test session.",
                 notes="",
             )
             # The hook calls the bridge only while something waits: make it call now.
-            raise_flag(scratch / "session")
+            session.mark_pending()
             spec = runtime.spec(
-                scratch / "session", workdir, model=config.agy.model or None, conversation=None
+                session.directory, workdir, model=config.agy.model or None, conversation=None
             )
             try:
                 await _live_process(spec, prompt, report)
             finally:
-                await registration.close()
+                await session.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if seen.hooks:

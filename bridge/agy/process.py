@@ -125,6 +125,11 @@ class AgyProcess:
             # The reader always sends the exit before closing, so this is a late caller.
             return self.exit or ProcessExit(self.process.returncode, self.stderr_tail())
 
+    async def drain(self) -> None:
+        """Discard output until agy exits (it is on its way out after an error or a SIGINT)."""
+        while not isinstance(await self.next(), ProcessExit):
+            pass
+
     def interrupt(self) -> None:
         """SIGINT, as a user's Ctrl-C: agy ends the turn with an ``interrupted`` result."""
         if self.process.returncode is None:

@@ -14,16 +14,16 @@ from typing import Any
 
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
-from bridge.agy.listener import (
-    HookFunc,
-    Listener,
-    Registration,
-    UndeliveredFunc,
-    answer_deadline,
-    hook_command,
-)
+from bridge.agy.listener import Listener, answer_deadline, hook_command
 from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
 from bridge.agy.process import ProcessSpec
+from bridge.agy.session import (
+    AgySession,
+    InjectFunc,
+    LostFunc,
+    injection_hook,
+    undelivered_injection,
+)
 
 # The hooks the bridge installs. PreInvocation is the injection point; it runs before every
 # model call, so its timeout is short and the curl falls back to "{}" well before it.
@@ -46,24 +46,25 @@ class AgyRuntime:
         self,
         session_dir: Path,
         *,
-        hook: HookFunc,
+        inject: InjectFunc,
         mcp_servers: Mapping[str, Any] | None = None,
         guidance: str,
         notes: str,
-        on_undelivered: UndeliveredFunc | None = None,
-    ) -> Registration:
+        lost: LostFunc | None = None,
+    ) -> AgySession:
         """Register the session with the listener and write its plugin folder.
 
-        ``on_undelivered(event, answer)`` hears of every hook answer agy cannot have read (see
-        ``Listener.register``): put what it injected back as pending.
+        ``inject(conversation_id)`` answers each ``PreInvocation`` call with the messages to hand
+        over; ``lost()`` hears when such an answer cannot have been read by agy (it came after
+        the listener's deadline, or curl had gone), so those messages go back to the inbox.
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
         registration = await self.listener.register(
-            hook,
+            injection_hook(inject),
             dict(mcp_servers or {}),
             answer_within={event: answer_deadline(HOOK_TIMEOUT_SECONDS) for event in HOOK_EVENTS},
-            on_undelivered=on_undelivered,
+            on_undelivered=undelivered_injection(lost) if lost is not None else None,
         )
         try:
             write_plugin(
@@ -83,7 +84,7 @@ class AgyRuntime:
         except BaseException:
             await registration.close()
             raise
-        return registration
+        return AgySession(session_dir, registration)
 
     def spec(
         self,

@@ -33,13 +33,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
 from bridge.chat.slack.format import (
     SPLIT_LIMIT,
-    compose_final,
     cut_point,
     slice_for_display,
     split_markdown,
     tool_line,
 )
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
+from bridge.core.outcome import render_outcome
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ class SlackLiveReply:
         self._finished = True
         await self._stop_pump()
         try:
-            await self._render_final(compose_final(outcome, self._text))
+            await self._render_final(render_outcome(outcome, self._text))
         finally:
             # Whatever happened to the answer, the Stop button and the status go away (once
             # begin(), which runs beside the turn, has put them up).
@@ -195,6 +195,13 @@ class SlackLiveReply:
                 await self._begun.wait()
             await self._finish_control()
             await self._clear_status()
+
+    async def close(self) -> None:
+        """Leaving the reply without an answer (the turn was cancelled): clear what is shown."""
+        if not self._finished:
+            await self.finish(
+                TurnOutcome(error="the turn ended before the agent answered", interrupted=True)
+            )
 
     # ----- start and the background pump ------------------------------------------------------
 

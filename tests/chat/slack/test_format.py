@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from bridge.chat.slack.format import (
     close_open_fence,
-    compose_final,
     cut_point,
     open_fence_at_end,
     slice_for_display,
     split_markdown,
     tool_line,
 )
-from bridge.core.events import ToolActivity, TurnOutcome
+from bridge.core.events import ToolActivity
 
 
 def test_short_text_is_one_piece_and_blank_text_none() -> None:
@@ -94,25 +93,3 @@ def test_tool_lines_are_short_single_lines() -> None:
     assert "`echo 'x'" in long
     failed = tool_line(ToolActivity(name="edit", state="ERROR", error="permission check failed"))
     assert failed == "› edit — ⚠️ permission check failed"
-
-
-def test_compose_final() -> None:
-    assert compose_final(TurnOutcome(final_text="Done."), "Do") == "Done."
-    assert compose_final(TurnOutcome(), "streamed only") == "streamed only"
-    assert compose_final(TurnOutcome(), "") == "_(no answer)_"
-    text = compose_final(
-        TurnOutcome(
-            final_text="Partial",
-            interrupted=True,
-            error="interrupted",
-            denied=["command", "edit"],
-            notes=["resumed from a new process"],
-        ),
-        "",
-    )
-    assert text == (
-        "Partial\n\n⏹️ _Interrupted._\n\n🚫 Not allowed: `command`, `edit`"
-        "\n\nℹ️ resumed from a new process"
-    )
-    quota = compose_final(TurnOutcome(error="Individual quota reached"), "")
-    assert quota == "⚠️ agy: Individual quota reached"
