@@ -139,3 +139,38 @@ def test_by_default_server_discover_comes_before_anything_else(
         "tools/list",
     ], method_log.methods
     assert "tools/call" in method_log.methods
+
+
+def test_a_pre_tool_use_deny_keeps_the_mcp_call_from_the_server(
+    sims: SimFactory, mcp_url: str, method_log: _MethodLog
+) -> None:
+    workspace = sims.root / "session"
+    hooks = {
+        "gate": {
+            "PreToolUse": [
+                {
+                    "matcher": "call_mcp_tool",
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": 'printf \'{"decision":"deny","reason":"no"}\'',
+                        }
+                    ],
+                }
+            ]
+        }
+    }
+    config = {"mcpServers": {"chat": {"serverUrl": mcp_url}}}
+    make_plugin(workspace, "bridge", hooks=hooks, mcp_raw=json.dumps(config))
+    sim = sims.start("--add-dir", str(workspace))
+    sim.next_event()
+    sim.send('[[mcp chat shout {"text": "x"}]]')
+    events = sim.turn()
+    refused = steps(events, "tool")[-1]
+    assert refused["state"] == "ERROR"
+    assert refused["tool_info"]["error"]["message"] == "Tool call denied by pre-tool hook: no"
+    assert method_log.methods == [], "the server was never called"
+    assert (
+        "Tool call_mcp_tool failed: Tool call denied by pre-tool hook: no"
+        in (result_of(events)["response"])
+    )
