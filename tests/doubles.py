@@ -113,6 +113,7 @@ class RecordingAdapter:
         self.platform = platform
         self.changes = Changes()
         self.replies: list[RecordedReply] = []
+        self._replies_of: dict[str, list[RecordedReply]] = {}
         self.notices: list[tuple[str, str]] = []
         self.reactions: list[tuple[str, Reaction]] = []
         self.calls: Counter[str] = Counter()
@@ -133,6 +134,7 @@ class RecordingAdapter:
         self.calls["open_reply"] += 1
         reply = RecordedReply(thread, reply_to, self.changes, author, self.record_text)
         self.replies.append(reply)
+        self._replies_of.setdefault(thread.key, []).append(reply)
         self.changes.touch()
         try:
             yield reply
@@ -180,11 +182,8 @@ class RecordingAdapter:
         )
 
     def finished(self, thread: ThreadRef | None = None) -> list[RecordedReply]:
-        return [
-            r
-            for r in self.replies
-            if r.outcome is not None and (thread is None or r.thread == thread)
-        ]
+        replies = self.replies if thread is None else self._replies_of.get(thread.key, [])
+        return [r for r in replies if r.outcome is not None]
 
     async def wait_finished(
         self, count: int, thread: ThreadRef | None = None, timeout: float = 20
