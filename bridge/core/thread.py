@@ -189,10 +189,10 @@ class ThreadWorker:
             if self._restart_requested:
                 return True
             self.wakeup.clear()
-            if await self.deps.store.pending(self.key):
-                self.deps.slots.set_idle(self.key, False)
-                result = await self._runner.run(proc)
-                if result is None or result.exit_wait == 0 or not proc.alive:
+            self.deps.slots.set_idle(self.key, False)
+            result = await self._runner.run(proc)  # None: nothing was waiting
+            if result is not None:
+                if result.exit_wait == 0 or not proc.alive:
                     continue
                 # agy is on its way out (an error result, a SIGINT): let it go before the next
                 # turn rather than hand that turn to a dying process.
