@@ -28,6 +28,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -82,9 +83,12 @@ class Sandbox(BaseModel):
         return next((extra for extra in self.extras if extra.root.resolve() in roots), None)
 
 
+MountKind = Literal["ro", "rw", "ro-try", "rw-try", "tmpfs", "hide-file", "symlink"]
+
+
 @dataclass(frozen=True)
 class Mount:
-    kind: str  # "ro", "rw", "ro-try", "rw-try", "tmpfs", "hide-file", "symlink"
+    kind: MountKind
     dest: Path
     source: Path | None = None
 
