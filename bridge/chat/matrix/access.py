@@ -1,8 +1,9 @@
 """Who may talk to the agent: deny by default.
 
-A user is allowed when listed in ``allowed_users``; every member of a room listed in
-``allowed_rooms`` is allowed in that room. An invite is accepted on the same terms (the inviter
-is allowed, or the room is listed).
+A message is served when (its sender is listed in ``allowed_users``, or that list is empty)
+and (its room is listed in ``allowed_rooms``, or that list is empty), and at least one list
+is non-empty: an operator who fills both means "these people, in these rooms"; with both
+empty nobody is served. An invite is accepted on the same terms (the inviter, the room).
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ class AccessPolicy:
         )
 
     def allows(self, user_id: str, room_id: str) -> bool:
-        return user_id in self.users or room_id in self.rooms
+        if not self.users and not self.rooms:
+            return False
+        user_ok = not self.users or user_id in self.users
+        room_ok = not self.rooms or room_id in self.rooms
+        return user_ok and room_ok
 
     def with_rooms(self, rooms: Iterable[str]) -> AccessPolicy:
         """The same policy with room aliases replaced by the room ids they resolved to."""

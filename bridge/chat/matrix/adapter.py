@@ -31,7 +31,7 @@ from .memo import BoundedMap
 from .outbox import MatrixOutbox
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
-from .sync import RoomDirectory, SyncTuning, SyncWorker
+from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,28 @@ class MatrixAdapter:
         self._queue.on_retry = observe
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
-        session = await self._open_session()
+        announced = False
+
+        def once() -> None:
+            nonlocal announced
+            if not announced:
+                announced = True
+                started()
+
+        while True:
+            session = await self._open_session()
+            try:
+                await self._run_session(session, inbound, once)
+            except* SessionLost:
+                # The device was deleted or logged out: its keys are gone with it, so the next
+                # login makes a new device (new keys, signed again by the bot's identity).
+                log.warning(
+                    "Matrix: the homeserver no longer knows the bot's login; logging in again"
+                )
+
+    async def _run_session(
+        self, session: Session, inbound: Inbound, started: Callable[[], None]
+    ) -> None:
         client = session.client
         self.user_id = client.user_id
         if session.encryption_problem:

@@ -79,6 +79,10 @@ class RoomDirectory:
         return room_id in self._client.rooms
 
 
+class SessionLost(Exception):
+    """The homeserver no longer knows the bot's access token (``M_UNKNOWN_TOKEN``)."""
+
+
 class SubmitFailed(Exception):
     """The core did not take a message: the batch is fetched again, its token not stored."""
 
@@ -191,6 +195,8 @@ class SyncWorker:
             return None
         if isinstance(response, SyncResponse):
             return response
+        if getattr(response, "status_code", None) == "M_UNKNOWN_TOKEN":
+            raise SessionLost(str(response))
         wait = retry_after(response)
         if wait:
             await anyio.sleep(min(wait, self._tuning.backoff_max))
