@@ -1,4 +1,11 @@
-"""The adapter's outgoing Matrix calls: per room, rate-limited, encrypted where the room is."""
+"""The adapter's outgoing Matrix calls: per room, rate-limited, encrypted where the room is.
+
+Encrypted sends do what nio's ``room_send`` does, with three differences: every event type is
+encrypted (nio sends reactions in the clear), each send has a deadline, and a room-key share
+that died half-way is cleaned up. nio's ``share_group_session`` marks the room as sharing and
+then claims one-time keys outside its try/finally: when that claim fails (the homeserver is
+away), the mark stays, and every later ``room_send`` to the room would wait on it forever.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ from typing import Any
 import anyio
 from aiohttp import ClientError
 from nio import AsyncClient, RoomRedactResponse, RoomSendResponse
-from nio.exceptions import GroupEncryptionError, LocalProtocolError
+from nio.api import Api
+from nio.exceptions import GroupEncryptionError, LocalProtocolError, MembersSyncError
 
 from .format import edit_content
 from .ratelimit import RoomSendQueue
@@ -20,7 +28,14 @@ log = logging.getLogger(__name__)
 
 # What a send can raise besides returning an error response: unknown room, members not
 # synced, no group session, the connection.
-_SEND_ERRORS = (LocalProtocolError, GroupEncryptionError, ClientError, TimeoutError, OSError)
+_SEND_ERRORS = (
+    LocalProtocolError,
+    GroupEncryptionError,
+    MembersSyncError,
+    ClientError,
+    TimeoutError,
+    OSError,
+)
 
 
 class MatrixOutbox:
@@ -32,11 +47,18 @@ class MatrixOutbox:
         queue: RoomSendQueue,
         known_room: Callable[[str], Awaitable[bool]] | None = None,
         outage_patience: float = 300.0,
+        send_deadline: float = 90.0,
     ) -> None:
         self._client = client
         self._queue = queue
         self._known_room = known_room
         self._outage_patience = outage_patience
+        self._send_deadline = send_deadline
+
+    def encrypts(self, room_id: str) -> bool:
+        """Whether events sent to ``room_id`` are encrypted."""
+        room = self._client.rooms.get(room_id)
+        return self._client.olm is not None and room is not None and room.encrypted
 
     async def send_event(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
         client = self._client
@@ -48,16 +70,53 @@ class MatrixOutbox:
         tx_id = str(uuid.uuid4())
 
         async def call() -> Any:
-            # Devices we could not verify still get the keys: the bot cannot verify
-            # interactively, and going silent in an encrypted room helps nobody.
-            return await client.room_send(
-                room_id, event_type, content, tx_id=tx_id, ignore_unverified_devices=True
-            )
+            if not self.encrypts(room_id):
+                return await client.room_send(room_id, event_type, content, tx_id=tx_id)
+            with anyio.fail_after(self._send_deadline):
+                return await self._encrypted_send(room_id, event_type, content, tx_id)
 
         response = await self._through_outages(room_id, call)
         if isinstance(response, RoomSendResponse):
             return str(response.event_id)
         raise SendFailed(str(response))
+
+    async def _encrypted_send(
+        self, room_id: str, event_type: str, content: dict[str, Any], tx_id: str
+    ) -> Any:
+        client = self._client
+        room = client.rooms[room_id]
+        if not room.members_synced:
+            # Every member's devices must get the room key.
+            await client.joined_members(room_id)
+            if client.should_query_keys:
+                await client.keys_query()
+        await self._share_room_key(room_id)
+        kind, encrypted = client.encrypt(room_id, event_type, content)
+        method, path, data = Api.room_send(client.access_token, room_id, kind, encrypted, tx_id)
+        return await client._send(RoomSendResponse, method, path, data, (room_id,))
+
+    async def _share_room_key(self, room_id: str) -> None:
+        client = self._client
+        olm = client.olm
+        assert olm is not None
+        if not olm.should_share_group_session(room_id):
+            return
+        pending = client.sharing_session.get(room_id)
+        if pending is not None:
+            # Another send shares the key right now; it has a deadline, so this wait ends.
+            await pending.wait()
+            return
+        try:
+            # Devices we could not verify still get the keys: going silent in an encrypted
+            # room helps nobody (Element decides what to show for the bot's signed device).
+            await client.share_group_session(room_id, ignore_unverified_devices=True)
+        except BaseException:
+            # The claim of one-time keys runs outside nio's try/finally: drop a mark it left,
+            # and wake whoever waits on it, so the next try can share again.
+            stale = client.sharing_session.pop(room_id, None)
+            if stale is not None:
+                stale.set()
+            raise
 
     async def _through_outages(self, room_id: str, call: Callable[[], Awaitable[Any]]) -> Any:
         """Retry a send the homeserver could not be reached for (down, restarting), with
