@@ -13,6 +13,8 @@ from aiohttp import ClientError
 from anyio.abc import TaskGroup
 from nio import AsyncClient, RoomResolveAliasResponse
 
+from bridge.chat.common.access import AccessRule
+from bridge.chat.common.lru import LRUMap
 from bridge.config import MatrixSection
 from bridge.core.events import (
     AttachmentRef,
@@ -26,10 +28,8 @@ from bridge.core.events import (
 
 from . import history as history_module
 from . import media
-from .access import AccessPolicy
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
 from .format import Renderer, with_relation
-from .memo import BoundedMap
 from .outbox import MatrixOutbox
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
@@ -78,11 +78,9 @@ class MatrixAdapter:
         self._tuning = tuning or MatrixTuning()
         self._renderer = Renderer()
         self._queue = RoomSendQueue(self._tuning.retry)
-        self._policy = AccessPolicy.of(config.allowed_users, config.allowed_rooms)
-        self._thread_of_event: BoundedMap[str, ThreadRef] = BoundedMap(
-            self._tuning.remembered_events
-        )
-        self._reactions: BoundedMap[str, str] = BoundedMap(self._tuning.remembered_events)
+        self._policy = AccessRule.of(config.allowed_users, config.allowed_rooms)
+        self._thread_of_event: LRUMap[str, ThreadRef] = LRUMap(self._tuning.remembered_events)
+        self._reactions: LRUMap[str, str] = LRUMap(self._tuning.remembered_events)
         self._connection: _Connection | None = None
         self.user_id = config.user_id
 
@@ -161,10 +159,10 @@ class MatrixAdapter:
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self._tuning.sync.backoff_max)
 
-    async def _resolve_rooms(self, client: AsyncClient, policy: AccessPolicy) -> AccessPolicy:
+    async def _resolve_rooms(self, client: AsyncClient, policy: AccessRule) -> AccessRule:
         """``allowed_rooms`` may name aliases (#room:server): allow the rooms they point to."""
         rooms: set[str] = set()
-        for room in policy.rooms:
+        for room in policy.places:
             rooms.add(room)
             if not room.startswith("#"):
                 continue
@@ -177,7 +175,7 @@ class MatrixAdapter:
                 rooms.add(response.room_id)
             else:
                 log.warning("allowed room %s could not be resolved: %s", room, response)
-        return policy.with_rooms(rooms)
+        return AccessRule(users=policy.users, places=frozenset(rooms))
 
     def _connected(self) -> _Connection:
         if self._connection is None:

@@ -33,12 +33,12 @@ from nio.events import Event
 from nio.exceptions import EncryptionError, LocalProtocolError
 from nio.responses import RoomInfo
 
+from bridge.chat.common.access import AccessRule
+from bridge.chat.common.lru import LRUMap
 from bridge.core.events import Author, Inbound, IncomingMessage, ThreadRef
 
-from .access import AccessPolicy
 from .client import SyncTokenStore
 from .events import author_of, content_of, stop_target, thread_ref, to_incoming
-from .memo import BoundedMap
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
 
@@ -112,12 +112,12 @@ class SyncWorker:
         client: AsyncClient,
         *,
         inbound: Inbound,
-        policy: AccessPolicy,
+        policy: AccessRule,
         threads: bool,
         outbox: MatrixOutbox,
         queue: RoomSendQueue,
         tokens: SyncTokenStore,
-        thread_of_event: BoundedMap[str, ThreadRef],
+        thread_of_event: LRUMap[str, ThreadRef],
         encryption_problem: str,
         rooms: RoomDirectory,
         tuning: SyncTuning,
@@ -135,7 +135,7 @@ class SyncWorker:
         self._rooms = rooms
         self._tuning = tuning
         self._tg = task_group
-        self._seen: BoundedMap[str, bool] = BoundedMap(tuning.remembered_events)
+        self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
         self._undecrypted: dict[str, _Undecrypted] = {}
         self._told_no_encryption: set[str] = set()
         self._told_not_allowed: set[str] = set()
@@ -280,13 +280,35 @@ class SyncWorker:
         events: list[Event] = list(info.timeline.events)
         join_index = max((i for i, e in enumerate(events) if self._is_own_join(e)), default=-1)
         if join_index >= 0:
-            # A newly joined room's timeline starts with history from before the join.
-            return events[join_index + 1 :]
+            # A newly joined room's timeline starts with history from before the join; of
+            # that, only what the inviter wrote after inviting us was meant for the bot.
+            return self._written_since_invite(events[:join_index]) + events[join_index + 1 :]
         joined_at = max((e.server_timestamp for e in info.state if self._is_own_join(e)), default=0)
         if info.timeline.limited and since and info.timeline.prev_batch:
             older = await self._backfill(room_id, info.timeline.prev_batch, since)
             events = [e for e in older if e.server_timestamp >= joined_at] + events
         return events
+
+    def _written_since_invite(self, before_join: list[Event]) -> list[Event]:
+        """Element creates a DM lazily: its first message is sent before the bot joins."""
+        invite_index = max(
+            (
+                i
+                for i, e in enumerate(before_join)
+                if isinstance(e, RoomMemberEvent)
+                and e.state_key == self.user_id
+                and e.membership == "invite"
+            ),
+            default=-1,
+        )
+        if invite_index < 0:
+            return []
+        inviter = before_join[invite_index].sender
+        return [
+            e
+            for e in before_join[invite_index + 1 :]
+            if e.sender == inviter and not isinstance(e, RoomMemberEvent)
+        ]
 
     async def _backfill(self, room_id: str, start: str, since: str) -> list[Event]:
         """Events between the last sync and the start of a limited timeline, oldest first."""

@@ -11,7 +11,6 @@ import pytest
 from pydantic import SecretStr
 
 from bridge.chat.matrix import MatrixAdapter, NotConnected
-from bridge.chat.matrix.access import AccessPolicy
 from bridge.chat.matrix.client import (
     MatrixFiles,
     MatrixLoginError,
@@ -50,26 +49,6 @@ def test_sync_token_round_trip_and_owner_check(tmp_path: Path) -> None:
     assert SyncTokenStore(path, "@other:example.org").load() is None
     path.write_text("not json")
     assert store.load() is None
-
-
-def test_access_policy_both_lists_apply_together() -> None:
-    # Both filled: these people, in these rooms.
-    both = AccessPolicy.of(["@alice:x", " "], ["!room:x"])
-    assert both.allows("@alice:x", "!room:x")
-    assert not both.allows("@alice:x", "!elsewhere:x")
-    assert not both.allows("@bob:x", "!room:x")
-    assert not both.allows("@bob:x", "!elsewhere:x")
-    # Only users: those users, in any room.
-    users = AccessPolicy.of(["@alice:x"], [])
-    assert users.allows("@alice:x", "!elsewhere:x")
-    assert not users.allows("@bob:x", "!room:x")
-    # Only rooms: anyone, in those rooms.
-    rooms = AccessPolicy.of([], ["!room:x"])
-    assert rooms.allows("@bob:x", "!room:x")
-    assert not rooms.allows("@alice:x", "!elsewhere:x")
-    # Neither: nobody (deny by default).
-    assert not AccessPolicy.of([], []).allows("@alice:x", "!room:x")
-    assert not AccessPolicy.of([" "], []).allows("@alice:x", "!room:x")
 
 
 async def test_no_credentials_is_a_clear_error(tmp_path: Path) -> None:
