@@ -9,6 +9,7 @@ the bot's own events and event ids already handled never start a turn.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,12 +24,14 @@ from nio import (
     MatrixRoom,
     MegolmEvent,
     RoomGetEventResponse,
+    RoomKeyRequestResponse,
     RoomLeaveResponse,
     RoomMemberEvent,
     RoomMessagesResponse,
     SyncResponse,
+    UnknownToDeviceEvent,
 )
-from nio.api import MessageDirection
+from nio.api import Api, MessageDirection
 from nio.events import Event
 from nio.exceptions import EncryptionError, LocalProtocolError
 from nio.responses import RoomInfo
@@ -77,6 +80,27 @@ class RoomDirectory:
             while room_id not in self._client.rooms:
                 await self._synced.wait()
         return room_id in self._client.rooms
+
+
+_WITHHELD = "m.room_key.withheld"
+# What the codes of m.room_key.withheld mean, in words a user understands.
+_WITHHELD_CODES = {
+    "m.unverified": "it does not send keys to devices it has not verified",
+    "m.blacklisted": "it blocked the bot's device",
+    "m.unauthorised": "the bot was not allowed to read that message",
+    "m.unavailable": "it no longer has the key",
+    "m.no_olm": "it could not open a secure channel to the bot",
+}
+
+
+def withheld_reason(content: dict[str, Any]) -> str:
+    """The reason of an ``m.room_key.withheld``: the sender's words, else the code's meaning."""
+    code = str(content.get("code") or "")
+    reason = content.get("reason")
+    meaning = _WITHHELD_CODES.get(code, code or "no reason given")
+    if isinstance(reason, str) and reason.strip():
+        return f"{meaning}: {reason.strip()}" if code in _WITHHELD_CODES else reason.strip()
+    return meaning
 
 
 class SessionLost(Exception):
@@ -137,6 +161,7 @@ class SyncWorker:
         self._tg = task_group
         self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
         self._undecrypted: dict[str, _Undecrypted] = {}
+        self._withheld: LRUMap[str, str] = LRUMap(1_000)
         self._told_no_encryption: set[str] = set()
         self._told_not_allowed: set[str] = set()
 
@@ -204,6 +229,7 @@ class SyncWorker:
         return None
 
     async def _process(self, response: SyncResponse, *, since: str | None, history: bool) -> None:
+        self._note_withheld(response)
         await self._handle_invites(response)
         for room_id, info in response.rooms.join.items():
             room = self._client.rooms.get(room_id)
@@ -435,11 +461,42 @@ class SyncWorker:
             return
         event.room_id = room.room_id
         self._undecrypted[event.event_id] = _Undecrypted(room.room_id, event, anyio.current_time())
+        await self._request_key(event)
+
+    async def _request_key(self, event: MegolmEvent) -> None:
+        """Ask the device that encrypted ``event`` for its key (nio would ask our own devices,
+        and the bot has no other device that could have it)."""
+        client = self._client
+        if event.session_id in client.outgoing_key_requests or not event.device_id:
+            return
+        message = event.as_key_request(
+            event.sender, str(client.device_id), device_id=event.device_id
+        )
+        method, path, data = Api.to_device(
+            client.access_token, message.type, message.as_dict(), uuid.uuid4()
+        )
         try:
-            await self._client.request_room_key(event)
-        except (LocalProtocolError, *_NETWORK_ERRORS):
-            # Already requested for this session, or the request failed: wait anyway.
-            pass
+            # Sent the way nio sends its own request, so that nio records it and accepts the
+            # forwarded key when it comes.
+            await client._send(
+                RoomKeyRequestResponse,
+                method,
+                path,
+                data,
+                (event.session_id, event.session_id, event.room_id, event.algorithm),
+            )
+        except _NETWORK_ERRORS as exc:
+            log.warning("asking for a room key failed: %s", type(exc).__name__)
+
+    def _note_withheld(self, response: SyncResponse) -> None:
+        """Remember why a sender's client refused us a key (``m.room_key.withheld``)."""
+        for event in response.to_device_events:
+            if not isinstance(event, UnknownToDeviceEvent) or event.type != _WITHHELD:
+                continue
+            content = event.source.get("content")
+            if not isinstance(content, dict) or not isinstance(content.get("session_id"), str):
+                continue
+            self._withheld.put(str(content["session_id"]), withheld_reason(content))
 
     async def _retry_undecrypted(self) -> None:
         now = anyio.current_time()
@@ -455,14 +512,24 @@ class SyncWorker:
                     # Its batch is stored already: keep it here to hand over later.
                     self._undecrypted[event_id] = pending
                     raise
+                continue
+            withheld = self._withheld.peek(pending.event.session_id)
+            if withheld is not None:
+                del self._undecrypted[event_id]
+                self._tg.start_soon(
+                    self._outbox.notice,
+                    pending.room_id,
+                    f"🔒 I could not decrypt a message from {pending.event.sender}: their client "
+                    f"withheld the key ({withheld}).",
+                )
             elif now - pending.since > self._tuning.decrypt_grace or room is None:
                 del self._undecrypted[event_id]
                 self._tg.start_soon(
                     self._outbox.notice,
                     pending.room_id,
                     f"🔒 I could not decrypt a message from {pending.event.sender}: its key "
-                    "never reached me. Sending it again may help; check that your client "
-                    "shares keys with unverified devices.",
+                    "never reached me. Sending it again may help; if it keeps happening, "
+                    "verify the bot in your client (see the bridge's Matrix guide).",
                 )
 
     async def crypto_housekeeping(self) -> None:

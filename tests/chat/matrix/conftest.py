@@ -31,7 +31,7 @@ from nio import (
     SyncResponse,
 )
 from nio.api import RoomPreset
-from nio.events import Event
+from nio.events import Event, ToDeviceEvent
 
 from bridge.chat.matrix import MatrixAdapter, MatrixTuning
 from bridge.chat.matrix.ratelimit import RetryPolicy
@@ -138,6 +138,7 @@ class Human:
         self.client = client
         self.user = user
         self.timeline: dict[str, list[Event]] = {}
+        self.to_device: list[ToDeviceEvent] = []
 
     @property
     def user_id(self) -> str:
@@ -179,6 +180,7 @@ class Human:
         assert isinstance(response, SyncResponse), response
         for room_id, info in response.rooms.join.items():
             self.timeline.setdefault(room_id, []).extend(info.timeline.events)
+        self.to_device.extend(response.to_device_events)
         if client.olm is not None:
             if client.outgoing_to_device_messages:
                 await client.send_to_device_messages()

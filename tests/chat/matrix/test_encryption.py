@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from nio import AsyncClient, MegolmEvent, ReactionEvent, RoomMessageText
+import vodozemac
+from nio import (
+    AsyncClient,
+    MegolmEvent,
+    ReactionEvent,
+    RoomKeyRequest,
+    RoomMessageNotice,
+    RoomMessageText,
+    RoomSendResponse,
+    ToDeviceMessage,
+)
+from nio.api import Api
 from nio.events import Event
 
 from bridge.core.events import Reaction
@@ -94,3 +106,72 @@ async def test_reactions_in_encrypted_rooms_are_encrypted(synapse: Synapse, tmp_
         assert reaction.decrypted
         assert reaction.key == "⏳"
         assert reaction.reacts_to == question
+
+
+async def test_missing_key_is_asked_of_the_sender_and_a_withheld_reason_shown(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    async with matrix_world(synapse, tmp_path, encrypted=True) as world:
+        alice = world.human
+        bot = world.bot_user.user_id
+        bot_device = str(world.adapter._connected().client.device_id)
+        olm = alice.client.olm
+        assert olm is not None
+        # A message encrypted with a room key Alice's client never shared with the bot.
+        session = vodozemac.GroupSession()
+        plaintext = json.dumps(
+            {
+                "type": "m.room.message",
+                "room_id": world.room_id,
+                "content": {"msgtype": "m.text", "body": "for your eyes only"},
+            }
+        )
+        content = {
+            "algorithm": "m.megolm.v1.aes-sha2",
+            "sender_key": olm.account.identity_keys["curve25519"],
+            "ciphertext": session.encrypt(plaintext.encode()).to_base64(),
+            "session_id": session.session_id,
+            "device_id": alice.user.device_id,
+        }
+        method, path, data = Api.room_send(
+            alice.client.access_token, world.room_id, "m.room.encrypted", content, "tx-withheld"
+        )
+        response = await alice.client._send(RoomSendResponse, method, path, data, (world.room_id,))
+        assert isinstance(response, RoomSendResponse), response
+        # The bot asks Alice's device for that key (not its own devices, which cannot have it).
+        with anyio.fail_after(30):
+            while True:
+                requests = [
+                    e
+                    for e in alice.to_device
+                    if isinstance(e, RoomKeyRequest) and e.session_id == session.session_id
+                ]
+                if requests:
+                    break
+                await alice.sync()
+        [request] = requests
+        assert request.sender == bot
+        assert request.requesting_device_id == bot_device
+        # Alice's client refuses, and says why.
+        withheld = ToDeviceMessage(
+            "m.room_key.withheld",
+            bot,
+            bot_device,
+            {
+                "algorithm": "m.megolm.v1.aes-sha2",
+                "room_id": world.room_id,
+                "session_id": session.session_id,
+                "sender_key": content["sender_key"],
+                "code": "m.unverified",
+                "reason": "Device not verified",
+            },
+        )
+        await alice.client.to_device(withheld)
+        notice = await alice.wait_event(
+            world.room_id,
+            lambda e: isinstance(e, RoomMessageNotice) and e.sender == bot,
+        )
+        assert "withheld the key" in notice.body
+        assert "does not send keys to devices it has not verified" in notice.body
+        assert "Device not verified" in notice.body
+        assert world.inbound.messages == []
