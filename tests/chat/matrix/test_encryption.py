@@ -23,7 +23,7 @@ from nio import (
 from nio.api import Api
 from nio.events import Event
 
-from bridge.core.events import Reaction
+from bridge.core.events import Reaction, TurnOutcome
 
 from .conftest import SKIP_REASON, matrix_world
 from .synapse import Synapse, start_synapse, synapse_python
@@ -175,3 +175,37 @@ async def test_missing_key_is_asked_of_the_sender_and_a_withheld_reason_shown(
         assert "does not send keys to devices it has not verified" in notice.body
         assert "Device not verified" in notice.body
         assert world.inbound.messages == []
+
+
+async def test_thread_history_in_an_encrypted_room_shows_the_newest_edit(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    async with matrix_world(synapse, tmp_path, threads=True, encrypted=True) as world:
+        root = await world.human.say(world.room_id, "root message")
+        await world.human.say(
+            world.room_id,
+            "in the thread",
+            **{
+                "m.relates_to": {
+                    "rel_type": "m.thread",
+                    "event_id": root,
+                    "is_falling_back": True,
+                    "m.in_reply_to": {"event_id": root},
+                }
+            },
+        )
+        await world.inbound.wait_for(lambda i: len(i.messages) >= 2)
+        message = world.inbound.messages[1]
+        async with world.adapter.open_reply(message.thread, message.message_id) as live:
+            await live.append("first fragment")
+            await world.human.wait_event(
+                world.room_id, _bot_said(world.bot_user.user_id, "first fragment")
+            )
+            await live.append(" and the rest of the answer")
+            await live.finish(TurnOutcome(final_text="first fragment and the rest of the answer"))
+        entries = await world.adapter.history(message.thread, 10)
+        assert [e.text for e in entries] == [
+            "root message",
+            "in the thread",
+            "first fragment and the rest of the answer",
+        ]
