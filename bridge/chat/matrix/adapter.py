@@ -63,6 +63,8 @@ class _Connection:
     client: AsyncClient
     outbox: MatrixOutbox
     task_group: TaskGroup
+    # Asked of /versions at the first download.
+    authenticated_media: bool | None = None
 
 
 class MatrixAdapter:
@@ -243,7 +245,16 @@ class MatrixAdapter:
             await outbox.redact(thread.channel, previous)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
-        return await media.download(self._connected().client, ref, dest, max_bytes)
+        connection = self._connected()
+        if connection.authenticated_media is None:
+            connection.authenticated_media = await media.authenticated_media(connection.client)
+        return await media.download(
+            connection.client,
+            ref,
+            dest,
+            max_bytes,
+            authenticated=connection.authenticated_media,
+        )
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         return await history_module.history(self._connected().client, thread, limit)
