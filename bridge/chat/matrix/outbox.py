@@ -16,13 +16,14 @@ from typing import Any
 
 import anyio
 from aiohttp import ClientError
-from nio import AsyncClient, RoomRedactResponse, RoomSendResponse
+from nio import AsyncClient, RoomReadMarkersResponse, RoomRedactResponse, RoomSendResponse
 from nio.api import Api
 from nio.exceptions import GroupEncryptionError, LocalProtocolError, MembersSyncError
 
-from .format import edit_content
-from .ratelimit import RoomSendQueue
-from .reply import SendFailed
+from .format import edit_content, with_mentions, with_relation
+from .pacing import Priority
+from .ratelimit import RoomSendQueue, retry_after
+from .reply import RateLimited, SendFailed
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,13 @@ class MatrixOutbox:
         room = self._client.rooms.get(room_id)
         return self._client.olm is not None and room is not None and room.encrypted
 
-    async def send_event(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
+    async def send_event(
+        self,
+        room_id: str,
+        event_type: str,
+        content: dict[str, Any],
+        priority: Priority = Priority.ORDINARY,
+    ) -> str:
         client = self._client
         if self._known_room is not None and not await self._known_room(room_id):
             raise SendFailed(f"the bot is not in room {room_id}")
@@ -75,9 +82,11 @@ class MatrixOutbox:
             with anyio.fail_after(self._send_deadline):
                 return await self._encrypted_send(room_id, event_type, content, tx_id)
 
-        response = await self._through_outages(room_id, call)
+        response = await self._through_outages(room_id, call, priority)
         if isinstance(response, RoomSendResponse):
             return str(response.event_id)
+        if retry_after(response) is not None:
+            raise RateLimited(str(response))
         raise SendFailed(str(response))
 
     async def _encrypted_send(
@@ -118,7 +127,9 @@ class MatrixOutbox:
                 stale.set()
             raise
 
-    async def _through_outages(self, room_id: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def _through_outages(
+        self, room_id: str, call: Callable[[], Awaitable[Any]], priority: Priority
+    ) -> Any:
         """Retry a send the homeserver could not be reached for (down, restarting), with
         backoff, for up to ``outage_patience`` seconds: a reply must not be dropped because
         the server was away for a minute."""
@@ -126,9 +137,9 @@ class MatrixOutbox:
         wait = 0.5
         while True:
             try:
-                return await self._queue.send(room_id, call)
+                return await self._queue.send(room_id, call, priority)
             except (ClientError, TimeoutError, OSError) as exc:
-                if anyio.current_time() + wait > deadline:
+                if priority is Priority.INTERMEDIATE or anyio.current_time() + wait > deadline:
                     raise SendFailed(f"{type(exc).__name__}: {exc}") from None
                 log.info("homeserver unreachable (%s); sending again in %.1f s", exc, wait)
                 if self._queue.on_retry is not None:
@@ -138,24 +149,36 @@ class MatrixOutbox:
             except _SEND_ERRORS as exc:
                 raise SendFailed(f"{type(exc).__name__}: {exc}") from None
 
-    async def send(self, room_id: str, content: dict[str, Any]) -> str:
-        return await self.send_event(room_id, "m.room.message", content)
+    async def send(
+        self, room_id: str, content: dict[str, Any], priority: Priority = Priority.ORDINARY
+    ) -> str:
+        return await self.send_event(room_id, "m.room.message", content, priority)
 
-    async def edit(self, room_id: str, event_id: str, new_content: dict[str, Any]) -> None:
-        await self.send_event(room_id, "m.room.message", edit_content(new_content, event_id))
+    async def edit(
+        self,
+        room_id: str,
+        event_id: str,
+        new_content: dict[str, Any],
+        priority: Priority = Priority.ORDINARY,
+    ) -> None:
+        await self.send_event(
+            room_id, "m.room.message", edit_content(new_content, event_id), priority
+        )
 
     async def react(self, room_id: str, event_id: str, key: str) -> str:
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
         return await self.send_event(room_id, "m.reaction", content)
 
-    async def redact(self, room_id: str, event_id: str) -> None:
+    async def redact(
+        self, room_id: str, event_id: str, priority: Priority = Priority.ORDINARY
+    ) -> None:
         client = self._client
 
         async def call() -> Any:
             return await client.room_redact(room_id, event_id)
 
         try:
-            response = await self._queue.send(room_id, call)
+            response = await self._queue.send(room_id, call, priority)
         except _SEND_ERRORS as exc:
             log.warning("redaction in %s failed: %s", room_id, type(exc).__name__)
             return
@@ -169,17 +192,25 @@ class MatrixOutbox:
         except _SEND_ERRORS as exc:
             log.debug("typing notice in %s failed: %s", room_id, type(exc).__name__)
 
-    async def notice(self, room_id: str, text: str, thread_root: str = "") -> None:
-        """A short bridge notice (``m.notice``), best effort."""
-        content: dict[str, Any] = {"msgtype": "m.notice", "body": text}
-        if thread_root:
-            content["m.relates_to"] = {
-                "rel_type": "m.thread",
-                "event_id": thread_root,
-                "is_falling_back": True,
-                "m.in_reply_to": {"event_id": thread_root},
-            }
+    async def receipt(self, room_id: str, event_id: str) -> None:
+        """Mark ``event_id`` as read by the bot: shown under the message, and no event in the
+        room (receipts are not counted against the account's message rate)."""
         try:
-            await self.send(room_id, content)
+            response = await self._client.room_read_markers(
+                room_id, fully_read_event=event_id, read_event=event_id
+            )
+        except _SEND_ERRORS as exc:
+            log.debug("read receipt in %s failed: %s", room_id, type(exc).__name__)
+            return
+        if not isinstance(response, RoomReadMarkersResponse):
+            log.debug("read receipt in %s failed: %s", room_id, response)
+
+    async def notice(self, room_id: str, text: str, thread_root: str = "") -> None:
+        """A short bridge notice (``m.notice``), best effort but patient (it may say that an
+        answer was lost). It mentions nobody."""
+        content: dict[str, Any] = with_mentions({"msgtype": "m.notice", "body": text})
+        with_relation(content, thread_root=thread_root)
+        try:
+            await self.send(room_id, content, Priority.FINAL)
         except SendFailed as exc:
             log.warning("notice in %s failed: %s", room_id, exc)

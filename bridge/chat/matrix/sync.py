@@ -41,7 +41,7 @@ from bridge.chat.common.lru import LRUMap
 from bridge.core.events import Author, Inbound, IncomingMessage, ThreadRef
 
 from .client import SyncTokenStore
-from .events import author_of, content_of, stop_target, thread_ref, to_incoming
+from .events import author_of, content_of, stop_target, thread_ref, thread_root, to_incoming
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
 
@@ -142,6 +142,7 @@ class SyncWorker:
         queue: RoomSendQueue,
         tokens: SyncTokenStore,
         thread_of_event: LRUMap[str, ThreadRef],
+        element_thread_of: LRUMap[str, str],
         encryption_problem: str,
         rooms: RoomDirectory,
         tuning: SyncTuning,
@@ -155,6 +156,7 @@ class SyncWorker:
         self._queue = queue
         self._tokens = tokens
         self._thread_of_event = thread_of_event
+        self._element_thread_of = element_thread_of
         self._encryption_problem = encryption_problem
         self._rooms = rooms
         self._tuning = tuning
@@ -396,6 +398,9 @@ class SyncWorker:
             raise SubmitFailed(event_id) from exc
         self._seen.put(event_id, True)
         self._thread_of_event.put(event_id, message.thread)
+        # The Element thread the message was written in, also when rooms are conversations
+        # (threads = false): the answer goes there.
+        self._element_thread_of.put(event_id, thread_root(content_of(event)))
 
     def _tell_not_allowed(self, room: MatrixRoom, message: IncomingMessage) -> None:
         """One short notice per user and run: their messages do not reach the agent."""
