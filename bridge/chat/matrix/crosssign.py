@@ -254,7 +254,11 @@ class CrossSigner:
             keys.self_signing
         ):
             await self._upload_keys(keys, replacing=published.master is not None)
-            log.info("Matrix: cross-signing keys published for %s", self._user_id)
+            log.info(
+                "Matrix: cross-signing keys published for %s (master key %s)",
+                self._user_id,
+                public_b64(keys.master),
+            )
         if published.device is None:
             raise CrossSigningError("the bot's device keys are not on the homeserver yet")
         if not verify(published.device, public_b64(keys.self_signing), self._user_id):
