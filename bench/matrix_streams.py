@@ -80,8 +80,8 @@ async def run_level(synapse: Synapse, server: str, rooms: int, quick: bool, tmp:
     texts = [answer(r, paragraphs) for r in range(rooms)]
     limited_waits: list[float] = []
     async with Human.connect(synapse, alice_user) as alice:
-        room_ids = [await alice.create_room([bot.user_id]) for _ in range(rooms)]
-        async with running_adapter(adapter, RecordingInbound()):
+        async with running_adapter(adapter, RecordingInbound(), within=300):
+            room_ids = [await alice.create_room([bot.user_id]) for _ in range(rooms)]
             for room_id in room_ids:
                 await alice.wait_joined(room_id, bot.user_id)
             pacer_limited = adapter._queue.on_limited

@@ -181,10 +181,6 @@ class MatrixLiveReply:
     def room_id(self) -> str:
         return self._thread.channel
 
-    @property
-    def event_ids(self) -> list[str]:
-        return [m.event_id for m in self._messages]
-
     async def start(self, task_group: TaskGroup) -> None:
         self._task_group = task_group
         await self._outbox.typing(self.room_id, True, self._tuning.typing_timeout_ms)
