@@ -389,7 +389,7 @@ class SyncWorker:
         if not allowed:
             log.info("ignoring a message from %s in %s (not allowed)", event.sender, room.room_id)
             self._seen.put(event_id, True)
-            self._tell_not_allowed(room, message)
+            self._tell_not_allowed(room, message, thread_root(content_of(event)))
             return
         try:
             await self._inbound.submit(message)
@@ -402,7 +402,7 @@ class SyncWorker:
         # (threads = false): the answer goes there.
         self._element_thread_of.put(event_id, thread_root(content_of(event)))
 
-    def _tell_not_allowed(self, room: MatrixRoom, message: IncomingMessage) -> None:
+    def _tell_not_allowed(self, room: MatrixRoom, message: IncomingMessage, root: str) -> None:
         """One short notice per user and run: their messages do not reach the agent."""
         user_id = message.author.id
         if user_id in self._told_not_allowed:
@@ -413,7 +413,8 @@ class SyncWorker:
             self._outbox.notice,
             room.room_id,
             f"{name}: you are not allowed to use this agent, so your messages do not reach it.",
-            message.thread.thread,
+            # In the Element thread it was written in, whether or not threads are conversations.
+            root,
         )
 
     async def _stop(self, room: MatrixRoom, target: str, by: Author) -> None:
