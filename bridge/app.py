@@ -17,7 +17,7 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
-from bridge.core.store import Store, open_store
+from bridge.core.store import Store, open_store, store_url
 from bridge.core.tools import chat_tools_factory
 from bridge.metrics import Metrics
 
@@ -68,7 +68,7 @@ async def open_bridge(
     settings = launch_settings(config, command)
     if caps is None:
         caps = await probe(settings.command, config.agy.help_timeout)
-    async with open_store(data_dir / "bridge.sqlite3") as store, open_listener() as listener:
+    async with open_store(store_url(config)) as store, open_listener() as listener:
         runtime = AgyRuntime(
             settings=settings,
             caps=caps,
