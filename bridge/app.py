@@ -17,6 +17,7 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
+from bridge.core.leases import open_leases
 from bridge.core.store import Store, open_store, store_url
 from bridge.core.tools import chat_tools_factory
 from bridge.metrics import Metrics
@@ -83,8 +84,9 @@ async def open_bridge(
             observe = getattr(adapter, "observe_retries", None)
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
+        leases = open_leases(store, config.store.instance, config.store.lease_seconds)
         async with open_core(
-            config, store, runtime, adapters, chat_tools_factory(config), metrics
+            config, store, runtime, adapters, chat_tools_factory(config), metrics, leases
         ) as core:
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 

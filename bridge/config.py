@@ -153,8 +153,11 @@ class StoreSection(_Section):
     # sqlite:///path or postgresql://user:password@host/db; empty: bridge.sqlite3 in data_dir.
     # A secret (it can hold a password): may come from AGY_BRIDGE_STORE_URL instead.
     url: SecretStr | None = None
-    # This instance's name among several (default: host name and process id).
+    # This instance's name among several (default: the host name).
     instance: str = ""
+    # agy's state directory (its home) is shared storage for every instance: a thread moved
+    # to another instance resumes its conversation there instead of starting a new one.
+    shared_agy_state: bool = False
     # A thread's lease lapses this long after its instance was last heard from (PostgreSQL).
     lease_seconds: PositiveSeconds = 30.0
     # SIGTERM: how long running turns get to finish before they are handed over.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from anyio.abc import TaskGroup
@@ -11,6 +11,7 @@ from anyio.abc import TaskGroup
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.events import ChatAdapter
+from bridge.core.leases import Leases, LocalLeases
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.metrics import Metrics
@@ -30,3 +31,5 @@ class CoreDeps:
     metrics: Metrics
     # The MCP servers a thread's agy gets (the chat tools), built per worker.
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
+    # Which threads run on this instance (every one, unless the store is shared).
+    leases: Leases = field(default_factory=lambda: LocalLeases("local"))

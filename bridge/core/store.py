@@ -89,7 +89,8 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE threads DROP COLUMN num_turns
     """,
     # Several instances on one PostgreSQL: a thread runs where its lease is; a turn and an agy
-    # process belong to the instance that started them (unused, and harmless, on SQLite).
+    # process belong to the run of the instance that started them, a conversation to the instance
+    # whose agy holds it (unused, and harmless, on SQLite).
     3: """
     CREATE TABLE leases (
         thread_key TEXT PRIMARY KEY,
@@ -97,6 +98,7 @@ _MIGRATIONS: dict[int, str] = {
         expires_at {real} NOT NULL
     );
     CREATE INDEX leases_owner ON leases (owner);
+    ALTER TABLE threads ADD COLUMN conversation_instance TEXT;
     ALTER TABLE turns ADD COLUMN owner TEXT;
     ALTER TABLE processes ADD COLUMN owner TEXT
     """,
@@ -166,6 +168,8 @@ class ThreadRow(_Row):
     conversation_id: str | None = None
     model: str | None = None
     usage: Usage | None = None
+    # The instance whose agy started the conversation (its state is under that host's home).
+    conversation_instance: str | None = None
 
 
 class TurnRow(_Row):
@@ -226,12 +230,18 @@ class Database(Protocol):
     for_update: str
     # Where it lives, for logs and ``doctor`` (no password).
     where: str
+    # Several instances may share it (PostgreSQL): threads are leased.
+    shared: bool
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A transaction; a database error inside becomes :class:`StoreError`."""
         ...
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    async def ping(self) -> bool:
+        """The database answers (``/healthz``)."""
+        ...
 
 
 def _text(text: str) -> str:
@@ -241,7 +251,8 @@ def _text(text: str) -> str:
 
 
 class Store:
-    # The PostgreSQL channel that carries the thread key of every message stored.
+    # The PostgreSQL channel that carries the thread key of a message stored for a thread the
+    # storing instance does not run.
     INBOX_CHANNEL = "agy_bridge_inbox"
 
     def __init__(self, db: Database):
@@ -275,8 +286,6 @@ class Store:
                     time.time(),
                 ),
             )
-            if rows and state is MessageState.PENDING:
-                await tx.notify(self.INBOX_CHANNEL, message.thread.key)
         return int(rows[0]["id"]) if rows else None
 
     async def pending(self, thread_key: str) -> list[StoredMessage]:
@@ -412,13 +421,20 @@ class Store:
             conversation_id=row["conversation_id"],
             model=row["model"],
             usage=Usage.model_validate_json(row["usage_json"]) if row["usage_json"] else None,
+            conversation_instance=row["conversation_instance"],
         )
 
     async def known_thread(self, key: str) -> bool:
         return bool(await self._db.fetch("SELECT 1 FROM threads WHERE key = ?", (key,)))
 
-    async def set_conversation(self, key: str, conversation_id: str | None) -> None:
-        await self._set_thread(key, "conversation_id", conversation_id)
+    async def set_conversation(
+        self, key: str, conversation_id: str | None, *, instance: str | None = None
+    ) -> None:
+        await self._write(
+            "UPDATE threads SET conversation_id = ?, conversation_instance = ?, updated_at = ?"
+            " WHERE key = ?",
+            (conversation_id, instance, time.time(), key),
+        )
 
     async def set_model(self, key: str, model: str | None) -> None:
         await self._set_thread(key, "model", model)

@@ -65,6 +65,7 @@ class PgTx:
 class PostgresDatabase:
     types = TYPES
     for_update = " FOR UPDATE"
+    shared = True
 
     def __init__(self, url: str, pool: AsyncConnectionPool[Any]):
         self._url = url

@@ -41,6 +41,7 @@ class SqliteTx:
 class SqliteDatabase:
     types = TYPES
     for_update = ""
+    shared = False
 
     def __init__(self, conn: aiosqlite.Connection, path: Path):
         self.conn = conn
@@ -54,6 +55,13 @@ class SqliteDatabase:
                 return [dict(r) for r in await cursor.fetchall()]
             except sqlite3.Error as exc:
                 raise StoreError(f"could not read the store: {exc}") from exc
+
+    async def ping(self) -> bool:
+        try:
+            await self.fetch("SELECT 1")
+            return True
+        except StoreError:
+            return False
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteTx]:
