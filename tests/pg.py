@@ -98,7 +98,9 @@ class Postgres:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_postgres(bindir: Path) -> Postgres:
+def start_postgres(bindir: Path, *, durable: bool = False) -> Postgres:
+    """Tests run without fsync (the data is thrown away); ``durable`` keeps PostgreSQL's
+    defaults, for benchmarks that compare against SQLite's fsync per commit."""
     # Not under pytest's tmp (mode 0700 under root's tree): the server's user must reach it.
     workdir = Path(tempfile.mkdtemp(prefix="agy-bridge-pg-"))
     data, sock = workdir / "data", workdir / "sock"
@@ -121,12 +123,14 @@ def start_postgres(bindir: Path) -> Postgres:
         shutil.rmtree(workdir, ignore_errors=True)
         raise PostgresError(f"initdb failed: {exc}\n{output.decode(errors='replace')}") from exc
     port = _free_port()
+    fast = [] if durable else [
+        "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+    ]  # fmt: skip
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [*prefix, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sock}",
-             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-             "-c", "max_connections=200"],
+             *fast, "-c", "max_connections=200"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     server = Postgres(port=port, workdir=workdir, process=process)

@@ -237,6 +237,8 @@ class Cluster:
         """SIGTERM: take no new threads, let running turns finish, hand the rest over."""
         self.draining = True
         workers = self.core.workers
+        for worker in workers.values():
+            worker.lease.draining = True
         with anyio.move_on_after(deadline):
             while any(w.busy for w in workers.values()):  # noqa: ASYNC110
                 await anyio.sleep(0.05)

@@ -66,6 +66,8 @@ class Lease:
     # Text blocks for agy's first turn (the thread's history, on a handover).
     context: list[str] = field(default_factory=list)
     lost: anyio.Event = field(default_factory=anyio.Event)
+    # The instance drains: finish the running turn, start no other (another instance will).
+    draining: bool = False
     _ending: bool = False
 
     def end(self) -> None:

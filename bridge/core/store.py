@@ -239,6 +239,11 @@ class Database(Protocol):
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
 
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """One statement, committed on its own (one round trip where the database allows it);
+        the number of rows it changed."""
+        ...
+
     async def ping(self) -> bool:
         """The database answers (``/healthz``)."""
         ...
@@ -544,8 +549,7 @@ class Store:
 
     async def _write(self, sql: str, params: Sequence[Any]) -> int:
         """Run one write in its own transaction; the number of rows it changed."""
-        async with self._db.transaction() as tx:
-            return await tx.execute(sql, params)
+        return await self._db.execute(sql, params)
 
 
 async def migrate(db: Database, lock: str = "") -> None:

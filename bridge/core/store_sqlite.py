@@ -56,6 +56,10 @@ class SqliteDatabase:
             except sqlite3.Error as exc:
                 raise StoreError(f"could not read the store: {exc}") from exc
 
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        async with self.transaction() as tx:
+            return await tx.execute(sql, params)
+
     async def ping(self) -> bool:
         try:
             await self.fetch("SELECT 1")

@@ -193,7 +193,7 @@ class ThreadWorker:
             if self._restart_requested:
                 return True
             self.wakeup.clear()
-            if await self.deps.store.pending(self.key):
+            if not self.lease.draining and await self.deps.store.pending(self.key):
                 self.deps.slots.set_idle(self.key, False)
                 result = await self._runner.run(proc)
                 if result is None or result.exit_wait == 0 or not proc.alive:
