@@ -20,6 +20,7 @@ from bridge.core.events import ChatAdapter
 from bridge.core.leases import open_leases
 from bridge.core.store import Store, open_store, store_url
 from bridge.core.tools import chat_tools_factory
+from bridge.leader import SINGLE_INSTANCE, run_as_leader
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -93,9 +94,22 @@ async def open_bridge(
 
 async def start_adapters(bridge: Bridge, tg: anyio.abc.TaskGroup) -> None:
     """Connect every adapter (each in the task group), then resume the inbox."""
+    shared = bridge.core.cluster.shared
     for name, adapter in bridge.adapters.items():
         started = anyio.Event()
-        tg.start_soon(_run_adapter, adapter, bridge.core, started.set, name=f"adapter {name}")
+        if shared and name in SINGLE_INSTANCE:
+            tg.start_soon(
+                run_as_leader,
+                adapter,
+                bridge.core,
+                started.set,
+                name,
+                bridge.config.bridge.data_dir.resolve(),
+                bridge.config.store.lease_seconds / 3,
+                name=f"adapter {name} (leader)",
+            )
+        else:
+            tg.start_soon(_run_adapter, adapter, bridge.core, started.set, name=f"adapter {name}")
         with anyio.fail_after(ADAPTER_START_TIMEOUT):
             await started.wait()
         log.info("%s adapter connected", name)

@@ -20,7 +20,7 @@ import anyio
 
 from bridge.agy.process import reap_group
 from bridge.core.events import ThreadRef
-from bridge.core.leases import Lease, Leases
+from bridge.core.leases import SINGLE_INSTANCE, Lease, Leases, leader_key
 from bridge.core.store import TurnState
 
 if TYPE_CHECKING:
@@ -48,6 +48,8 @@ class Cluster:
         self.core = core
         self.leases = leases
         self.draining = False
+        # Leader leases this instance holds (``leader|matrix``): their chats run here only.
+        self.leading: dict[str, Lease] = {}
         # Claims and releases of one instance one at a time: a release must not remove the
         # lease a new claim for the same thread just renewed.
         self._lock = anyio.Lock()
@@ -70,7 +72,7 @@ class Cluster:
         workers = self.core.workers
         if (worker := workers.get(thread.key)) is not None:
             return worker
-        if self.draining:
+        if self.draining or not self._serves(thread.platform):
             return None
         limit = self.core.deps.slots.limit
         # At its limit an instance leaves new threads to others; one left waiting for two
@@ -172,11 +174,21 @@ class Cluster:
     # --- LeaseEvents --------------------------------------------------------------------------
 
     def held(self) -> Collection[str]:
-        return list(self.core.workers)
+        return [*self.core.workers, *self.leading]
 
     def lost(self, key: str) -> None:
         if (worker := self.core.workers.get(key)) is not None:
             worker.lease.lost.set()
+        if (lead := self.leading.get(key)) is not None:
+            lead.lost.set()
+
+    def _serves(self, platform: str) -> bool:
+        """A chat that runs on one instance at a time has its threads run there too."""
+        return (
+            not self.shared
+            or platform not in SINGLE_INSTANCE
+            or leader_key(platform) in self.leading
+        )
 
     def stored(self, key: str) -> None:
         if (worker := self.core.workers.get(key)) is not None:

@@ -39,6 +39,15 @@ CONTROL_CHANNEL = "agy_bridge_control"
 _NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
 
 
+# Chats whose client state is local files (the Matrix encryption store): one instance at a time
+# runs them, the one holding their leader lease (see bridge/leader.py).
+SINGLE_INSTANCE = frozenset({"matrix"})
+
+
+def leader_key(platform: str) -> str:
+    return f"leader|{platform}"
+
+
 def instance_name(configured: str) -> str:
     # The host by default: agy keeps its conversations under the host's home, so instances on
     # one host can resume each other's.
@@ -227,8 +236,11 @@ class SharedLeases:
 
     async def release_all(self) -> None:
         async with self._db.transaction() as tx:
+            # A leader lease is left to lapse: whoever takes the role next learns whose it was.
             keys = await tx.fetch(
-                "DELETE FROM leases WHERE owner = ? RETURNING thread_key", (self.owner,)
+                "DELETE FROM leases WHERE owner = ? AND thread_key NOT LIKE 'leader|%'"
+                " RETURNING thread_key",
+                (self.owner,),
             )
             for row in keys:
                 await tx.execute(
