@@ -77,7 +77,7 @@ class Cluster:
         limit = self.core.deps.slots.limit
         # At its limit an instance leaves new threads to others; one left waiting for two
         # sweeps is taken anyway (every instance is full: it queues here).
-        if self.shared and len(workers) >= limit and waited < 2 * self._period:
+        if self.shared and len(workers) >= limit and waited < 2 * self.leases.period:
             return None
         async with self._lock:
             if (worker := workers.get(thread.key)) is not None:
@@ -91,10 +91,6 @@ class Cluster:
                     await self._take_over(thread, claim.previous)
                 await self._check_conversation(thread, lease)
             return self.core._worker(thread, lease)
-
-    @property
-    def _period(self) -> float:
-        return float(getattr(self.leases, "period", 0.0))
 
     async def _take_over(self, thread: ThreadRef, previous: str) -> None:
         store = self.core.store

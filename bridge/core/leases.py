@@ -127,6 +127,8 @@ class Leases(Protocol):
     name: str  # this instance, as ``!status`` names it
     owner: str  # this run of it, in the leases table
     shared: bool
+    # How often leases are renewed and orphaned threads looked for (seconds).
+    period: float
 
     async def claim(self, key: str) -> Claim: ...
 
@@ -154,6 +156,7 @@ class LocalLeases:
     """One instance on SQLite: every thread is this instance's."""
 
     shared = False
+    period = 0.0
 
     def __init__(self, name: str):
         self.name = name
