@@ -293,3 +293,38 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
         while marked_processes(str(tmp_path / "sim-home")):
             await anyio.sleep(0.1)
     print(f"{len(sent)} messages, {len(broken)} turns broken by a kill {context}")
+
+
+async def test_sigterm_drains_under_load_and_the_other_instance_carries_on(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    try:
+        threads = [fake_slack.next_ts() for _ in range(6)]
+        for n, ts in enumerate(threads):
+            await fake_slack.wait_ack(
+                await fake_slack.push_event(
+                    mention_event(f"first {n} [[sleep 1]]", ts=ts), via=a.ws
+                )
+            )
+        # More keeps arriving for those threads, at either instance, while A is told to stop.
+        for n, ts in enumerate(threads):
+            event = mention_event(f"second {n}", ts=fake_slack.next_ts(), thread_ts=ts)
+            await fake_slack.wait_ack(await fake_slack.push_event(event, via=(a, b)[n % 2].ws))
+        assert await a.terminate() == 0
+        await settled(url)
+        for n, ts in enumerate(threads):
+            await fake_slack.wait_for(
+                lambda n=n, ts=ts: all(
+                    f"{word} {n}" in fake_slack.answer_text(CHANNEL, ts)
+                    for word in ("first", "second")
+                ),
+                60,
+            )
+            text = fake_slack.answer_text(CHANNEL, ts)
+            assert text.count(f"first {n}") == 1 and text.count(f"second {n}") == 1, text
+            assert "interrupted" not in text.lower() and "shutting down" not in text, text
+        assert not [r for r in query(url, "SELECT owner FROM leases") if r[0].startswith("a#")]
+    finally:
+        await stop_all(a, b)
