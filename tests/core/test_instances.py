@@ -223,3 +223,17 @@ async def test_matrix_runs_on_one_instance_and_moves_only_with_its_files(
     async with matrix_instance(tmp_path, "c", url, "data-a") as c:
         with anyio.fail_after(30):
             await c.running.wait()
+
+
+async def test_a_worker_whose_lease_was_taken_stops(tmp_path: Path, postgres: Postgres) -> None:
+    url = postgres.new_database()
+    async with instance(tmp_path, "a", url) as a:
+        started = a.flag("started")
+        await a.say(f"long [[touch {started}]] [[sleep 60]]")
+        await until(started.exists)
+        # Another instance holds the thread now (A was cut off from the database too long).
+        async with a.bridge.store.database.transaction() as tx:
+            await tx.execute("UPDATE leases SET owner = 'elsewhere#1'")
+        await a.worker_gone()
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.interrupted
