@@ -26,9 +26,12 @@ from bridge.chat.slack.client import (
     with_retries,
 )
 from bridge.chat.slack.events import (
+    FILES_INFO,
     PLATFORM,
     BotIdentity,
     Candidate,
+    SlackFile,
+    attachments,
     parse_event,
     ts_to_datetime,
 )
@@ -45,6 +48,7 @@ from bridge.chat.slack.transport import (
 from bridge.chat.slack.users import UserDirectory
 from bridge.config import SlackSection
 from bridge.core.events import (
+    AttachmentError,
     AttachmentRef,
     ChatAdapter,
     HistoryEntry,
@@ -103,6 +107,7 @@ class SlackAdapter:
         self._backoff = retry_backoff
         self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
         self._notices = NoticeLedger()
+        self._allowed_bots = frozenset(b.strip() for b in config.allowed_bots if b.strip())
         self._users = UserDirectory(client)
         self._history = ThreadHistory(client, self._users, backoff=retry_backoff)
         self._hosts = FileHosts(config.api_url)
@@ -224,7 +229,12 @@ class SlackAdapter:
         bot = self._bot
         if bot is None:
             return
-        candidate = parse_event(event, bot)
+        candidate = parse_event(
+            event,
+            bot,
+            allowed_bots=self._allowed_bots,
+            enterprise_id=body.get("enterprise_id") or None,
+        )
         if candidate is None or not await self._concerns_agent(inbound, candidate):
             return
         channel = candidate.thread.channel
@@ -232,7 +242,7 @@ class SlackAdapter:
             log.info("Slack: %s in %s is not allowed", candidate.user, channel)
             self._notify_refused(candidate.user, channel, candidate.thread.thread)
             return
-        team = candidate.team or body.get("team_id") or bot.team_id
+        team = candidate.org or body.get("team_id") or bot.team_id
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
         message = IncomingMessage(
             thread=candidate.thread,
@@ -323,7 +333,9 @@ class SlackAdapter:
                 known = self._writers.get((thread.channel, ts))
                 if known is not None:
                     return known
-        return Recipient(team_id=self._bot.team_id if self._bot else None)
+        # Unknown (a thread whose messages this run has not seen): neither id rather than a
+        # half-filled pair Slack would refuse; the reply then edits instead of streaming.
+        return Recipient()
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         for chunk in split_message(text):
@@ -402,7 +414,29 @@ class SlackAdapter:
         token = self._client.token
         if not token:
             raise RuntimeError("the Slack client has no bot token")
+        if ref.source.startswith(FILES_INFO):
+            ref = await self._described(ref)
         return await download(ref, dest, max_bytes, token=token, hosts=self._hosts)
+
+    async def _described(self, ref: AttachmentRef) -> AttachmentRef:
+        """A file the event gave without URLs (Slack Connect), as ``files.info`` describes it."""
+        file_id = ref.source.removeprefix(FILES_INFO)
+        try:
+            response = await with_retries(
+                functools.partial(self._client.files_info, file=file_id),
+                what="files.info",
+                thread_key=file_id,
+                backoff=self._backoff,
+                on_retry=self._on_retry,
+            )
+        except CALL_ERRORS as exc:
+            raise AttachmentError(
+                f"{ref.name}: Slack did not let the bot read this file ({describe(exc)})"
+            ) from None
+        [described] = attachments([SlackFile.model_validate(response.get("file") or {})]) or [ref]
+        if described.source.startswith(FILES_INFO):
+            raise AttachmentError(f"{ref.name}: Slack gave no download link for this file")
+        return described
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         if not thread.thread or limit <= 0 or self._bot is None:

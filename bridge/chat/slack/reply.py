@@ -33,6 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.markdown import cut_point, slice_for_display
 from bridge.chat.common.pump import FlushPump
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
+from bridge.chat.slack.events import is_dm_channel
 from bridge.chat.slack.format import SPLIT_LIMIT, compose_final, split_message, tool_line
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 
@@ -59,6 +60,10 @@ class Recipient:
 
     user_id: str | None = None
     team_id: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.user_id and self.team_id)
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,10 @@ class SlackLiveReply:
         self._reply_to = reply_to
         self._recipient = recipient
         self._settings = settings
-        self._streaming = settings.streaming
+        # Outside DMs Slack streams only to a known recipient (user and team together).
+        self._streaming = settings.streaming and (
+            recipient.complete or is_dm_channel(thread.channel)
+        )
         self._text = ""
         self._tools = _ToolLog()
         self._segments: list[_Segment] = []
@@ -416,8 +424,9 @@ class SlackLiveReply:
         stream = await self._client.chat_stream(
             channel=self._thread.channel,
             thread_ts=self._thread.thread,
-            recipient_user_id=self._recipient.user_id,
-            recipient_team_id=self._recipient.team_id,
+            # Both or neither: Slack refuses half a pair.
+            recipient_user_id=self._recipient.user_id if self._recipient.complete else None,
+            recipient_team_id=self._recipient.team_id if self._recipient.complete else None,
             # Our pump already coalesces text once per interval: every append is sent.
             buffer_size=1,
         )

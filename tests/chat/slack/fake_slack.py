@@ -103,6 +103,18 @@ class StoredFile:
     name: str
     mimetype: str
     html_instead: bool = False  # answer an HTML page, as Slack does without files:read
+    # Where the file URL sends the download first: nowhere (None), to another Slack origin
+    # ("slack", as Slack's file servers do), or to a host that is not Slack's ("elsewhere").
+    redirect: str | None = None
+
+
+@dataclass
+class Download:
+    """One request for a file's bytes, as the file server saw it."""
+
+    host: str
+    path: str
+    authorized: bool
 
 
 class SlackApiFail(Exception):
@@ -122,6 +134,7 @@ class FakeSlack:
         self.uploads: dict[str, dict[str, Any]] = {}
         self.assistant_threads: set[tuple[str, str]] = set()
         self.refuse_streaming: str | None = None
+        self.downloads: list[Download] = []
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
         self.socket_connections = 0
@@ -130,6 +143,8 @@ class FakeSlack:
         self._changed: anyio.Event | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
+        # A second origin (another port) for Slack's own file redirects.
+        self.files_url = ""
 
     # ----- lifecycle --------------------------------------------------------------------------
 
@@ -138,6 +153,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/files/{file_id}/{name}", self._download)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._download_final)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/ws", self._websocket)
         self._runner = web.AppRunner(app, access_log=None)
@@ -146,6 +162,10 @@ class FakeSlack:
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
+        files_site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await files_site.start()
+        files_port = self._runner.addresses[1][1]
+        self.files_url = f"http://127.0.0.1:{files_port}"
 
     async def close(self) -> None:
         for ws in list(self.sockets):
@@ -178,18 +198,37 @@ class FakeSlack:
         self.users[user_id] = {"id": user_id, "name": name.lower(), "profile": profile}
 
     def add_file(
-        self, content: bytes, name: str, mimetype: str, *, html_instead: bool = False
+        self,
+        content: bytes,
+        name: str,
+        mimetype: str,
+        *,
+        html_instead: bool = False,
+        redirect: str | None = None,
+        connect: bool = False,
     ) -> dict[str, Any]:
-        """Store a file and return its Slack file object (as in a message event's ``files``)."""
+        """Store a file and return its Slack file object (as in a message event's ``files``).
+
+        ``connect``: a file shared from another organisation over Slack Connect: the event
+        carries no URLs, only ``file_access: "check_file_info"`` (``files.info`` has them).
+        """
         file_id = f"F{next(self._counter):08d}"
-        self.files[file_id] = StoredFile(content, name, mimetype, html_instead)
+        self.files[file_id] = StoredFile(content, name, mimetype, html_instead, redirect)
+        info = self._file_object(file_id)
+        if connect:
+            return {"id": file_id, "file_access": "check_file_info", "created": int(time.time())}
+        return info
+
+    def _file_object(self, file_id: str) -> dict[str, Any]:
+        stored = self.files[file_id]
+        name = stored.name
         return {
             "id": file_id,
             "name": name,
             "title": name,
-            "mimetype": mimetype,
+            "mimetype": stored.mimetype,
             "filetype": name.rsplit(".", 1)[-1],
-            "size": len(content),
+            "size": len(stored.content),
             "url_private": f"{self.url}/files/{file_id}/{name}",
             "url_private_download": f"{self.url}/files/{file_id}/{name}?download=1",
         }
@@ -470,10 +509,10 @@ class FakeSlack:
         if self.refuse_streaming:
             raise SlackApiFail(self.refuse_streaming)
         channel = str(args["channel"])
-        if not channel.startswith("D") and not (
-            args.get("recipient_user_id") and args.get("recipient_team_id")
-        ):
-            raise SlackApiFail("missing_recipient_user_id")
+        user, team = args.get("recipient_user_id"), args.get("recipient_team_id")
+        # The two go together (required outside DMs); Slack names the one that is missing.
+        if (user or team or not channel.startswith("D")) and not (user and team):
+            raise SlackApiFail("missing_recipient_team_id" if user else "missing_recipient_user_id")
         message = Message(
             channel=channel,
             ts=self.next_ts(),
@@ -532,6 +571,12 @@ class FakeSlack:
             "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
         }
 
+    def _m_files_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(args.get("file") or "")
+        if file_id not in self.files:
+            raise SlackApiFail("file_not_found")
+        return {"file": self._file_object(file_id)}
+
     def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
         file_id = f"F{next(self._counter):08d}"
         self.uploads[file_id] = {
@@ -584,7 +629,26 @@ class FakeSlack:
         stored = self.files.get(request.match_info["file_id"])
         if stored is None:
             return web.Response(status=404)
+        if stored.redirect is not None:
+            self._record_download(request)
+            # Slack's file servers answer a download with a redirect to another origin, where
+            # the token is needed again (aiohttp drops it on a cross-origin redirect).
+            port = self.files_url.rsplit(":", 1)[1]
+            host = "127.0.0.1" if stored.redirect == "slack" else "localhost"
+            path = request.path_qs.replace("/files/", "/files-pri/", 1)
+            raise web.HTTPFound(f"http://{host}:{port}{path}")
+        return await self._download_final(request)
+
+    def _record_download(self, request: web.Request) -> bool:
         authorized = request.headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
+        self.downloads.append(Download(request.host, request.path, authorized))
+        return authorized
+
+    async def _download_final(self, request: web.Request) -> web.StreamResponse:
+        stored = self.files.get(request.match_info["file_id"])
+        if stored is None:
+            return web.Response(status=404)
+        authorized = self._record_download(request)
         if stored.html_instead or not authorized:
             # Slack's answer without a token or without files:read: a sign-in page.
             return web.Response(

@@ -228,6 +228,57 @@ async def test_a_listed_channel_admits_everyone_in_it_but_opens_no_dms(
     }
 
 
+async def test_users_and_channels_together_mean_these_people_in_these_channels(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, allowed_users=[ALICE], allowed_channels=[CHANNEL]
+    ):
+        await deliver(fake_slack, mention_event("bob here", user=BOB, ts=fake_slack.next_ts()))
+        await deliver(
+            fake_slack,
+            mention_event("alice there", channel=OTHER_CHANNEL, ts=fake_slack.next_ts()),
+        )
+        await deliver(fake_slack, mention_event("alice here", ts=fake_slack.next_ts()))
+        await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) >= 2)
+
+    assert [m.text for m in inbound.submitted] == ["alice here"]
+    assert {(e["user"], e["channel"]) for e in fake_slack.ephemerals} == {
+        (BOB, CHANNEL),
+        (ALICE, OTHER_CHANNEL),
+    }
+
+
+async def test_other_apps_do_not_drive_the_agent_unless_listed(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    def from_app(text: str) -> dict[str, object]:
+        # As Slack delivers another app's post made with its bot token: no subtype.
+        return mention_event(text, user="UCIBOT01", ts=fake_slack.next_ts()) | {
+            "bot_id": "BCIBOT01",
+            "app_id": "ACIBOT01",
+            "bot_profile": {"id": "BCIBOT01", "app_id": "ACIBOT01", "name": "ci"},
+        }
+
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, allowed_users=[], allowed_channels=[CHANNEL]
+    ):
+        await deliver(fake_slack, from_app("ping"))
+    assert inbound.submitted == []
+    assert fake_slack.ephemerals == []
+
+    async with running_adapter(
+        fake_slack,
+        inbound,
+        tmp_path,
+        allowed_users=[],
+        allowed_channels=[CHANNEL],
+        allowed_bots=["ACIBOT01"],
+    ):
+        await deliver(fake_slack, from_app("listed"))
+    assert [m.text for m in inbound.submitted] == ["listed"]
+
+
 async def test_nobody_is_allowed_when_both_lists_are_empty(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
