@@ -360,11 +360,14 @@ class TimingAdapter:
         started()
         await anyio.sleep_forever()
 
-    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> TimedReply:
+    @asynccontextmanager
+    async def open_reply(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
+    ) -> AsyncIterator[TimedReply]:
         self.calls["open_reply"] += 1
         reply = TimedReply(thread, time.perf_counter(), self.changes)
         self.replies.setdefault(thread.key, []).append(reply)
-        return reply
+        yield reply
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         self.calls["post_message"] += 1
@@ -376,9 +379,6 @@ class TimingAdapter:
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         self.calls["react"] += 1
-
-    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
-        self.calls["set_typing"] += 1
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         raise AttachmentError("the benchmark sends no attachments")

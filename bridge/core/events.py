@@ -8,10 +8,11 @@ and one :class:`LiveReply` per turn. Nothing here knows agy or any chat SDK.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,6 +47,9 @@ class Author(_Model):
     id: str
     display_name: str = ""
     email: str | None = None
+    # The author's organisation where the platform has one (Slack: team id, or the enterprise
+    # id on Enterprise Grid); adapters need it to address a reply to the author.
+    org: str | None = None
 
     @property
     def label(self) -> str:
@@ -95,7 +99,6 @@ class Reaction(enum.Enum):
 
     INJECTED = "injected"  # seen by the running turn (mid-turn)
     QUEUED = "queued"  # waits for the next turn
-    WORKING = "working"  # a turn started on it
     FAILED = "failed"
 
 
@@ -124,7 +127,11 @@ class HistoryEntry(_Model):
 
 
 class LiveReply(Protocol):
-    """One turn's reply in a thread, streamed as the agent works."""
+    """One turn's reply in a thread, streamed as the agent works.
+
+    The core gets one from :meth:`ChatAdapter.open_reply` (an async context manager) and calls
+    :meth:`finish` exactly once before leaving it.
+    """
 
     async def append(self, text: str) -> None:
         """Stream more answer text (Markdown)."""
@@ -149,7 +156,6 @@ class Inbound(Protocol):
         """Whether the thread already is a conversation (Slack: later replies need no mention)."""
 
 
-@runtime_checkable
 class ChatAdapter(Protocol):
     """A chat platform as the core sees it. Implementations live in ``bridge.chat.<platform>``."""
 
@@ -158,8 +164,15 @@ class ChatAdapter(Protocol):
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         """Connect and deliver messages until cancelled; call ``started`` once connected."""
 
-    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> LiveReply:
-        """Start the live reply for one turn, replying to ``reply_to`` where the platform can."""
+    def open_reply(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None
+    ) -> AbstractAsyncContextManager[LiveReply]:
+        """The live reply of one turn, replying to ``reply_to`` (written by ``author``).
+
+        Entering shows that the agent is working (a status line, typing, a Stop control: the
+        reply alone owns that "working" status); leaving clears it, also when the turn was
+        cancelled before :meth:`LiveReply.finish`.
+        """
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         """Post a Markdown message in the thread now (notices, the agent's progress notes)."""
@@ -168,10 +181,10 @@ class ChatAdapter(Protocol):
         """Upload a file to the thread."""
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
-        """Mark a user's message (seen mid-turn, queued, working, failed)."""
+        """Mark a user's message (seen mid-turn, queued, failed); the new mark replaces ours.
 
-    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
-        """Show or clear "the agent is working" where the platform has such a status."""
+        The core calls this for one thread at a time, in order.
+        """
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         """Download ``ref`` into ``dest`` (at most ``max_bytes``); return the size.
@@ -185,7 +198,3 @@ class ChatAdapter(Protocol):
 
 class AttachmentError(Exception):
     """An attachment could not be saved; the message is for the thread."""
-
-
-StartedCallback = Callable[[], None]
-AsyncCallback = Callable[[], Awaitable[None]]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +67,8 @@ class CoreDeps:
 class TurnState:
     turn_id: int
     # Opened on agy's first output for the turn, so a turn agy never read leaves no trace.
-    opener: Callable[[], Awaitable[LiveReply]]
+    opener: Callable[[], AbstractAsyncContextManager[LiveReply]]
+    stack: AsyncExitStack
     live: LiveReply | None = None
     started: float = field(default_factory=time.monotonic)
     interrupted_by: str | None = None
@@ -77,7 +79,7 @@ class TurnState:
 
     async def reply(self) -> LiveReply:
         if self.live is None:
-            self.live = await self.opener()
+            self.live = await self.stack.enter_async_context(self.opener())
         return self.live
 
 
@@ -303,10 +305,18 @@ class ThreadWorker:
         turn_id, messages = taken
         messages = [await self._ensure_saved(m) for m in messages]
         reply_to = messages[-1].message_id
-        self.turn = TurnState(turn_id, lambda: self.adapter.open_reply(self.ref, reply_to))
+        author = messages[-1].author
+        async with AsyncExitStack() as stack:
+            self.turn = TurnState(
+                turn_id, lambda: self.adapter.open_reply(self.ref, reply_to, author), stack
+            )
+            return await self._run_turn(proc, self.turn, turn_id, messages)
+
+    async def _run_turn(
+        self, proc: AgyProcess, turn: TurnState, turn_id: int, messages: list[StoredMessage]
+    ) -> str:
+        store = self.deps.store
         self.deps.metrics.turn_started(self.ref.platform)
-        self._spawn(self.adapter.set_typing(self.ref, True))
-        turn = self.turn
         cancelled: BaseException | None = None
         try:
             try:
@@ -351,7 +361,6 @@ class ThreadWorker:
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
             await self._deliver(turn, outcome)
-            self._spawn(self.adapter.set_typing(self.ref, False))
             try:
                 await store.finish_turn(
                     turn_id, state, error=outcome.error, response=outcome.final_text, usage=usage

@@ -56,6 +56,8 @@ class RecordedReply:
     deltas: list[str] = field(default_factory=list)
     tools: list[ToolActivity] = field(default_factory=list)
     outcome: TurnOutcome | None = None
+    author: Author | None = None
+    closed: bool = False
 
     async def append(self, text: str) -> None:
         self.deltas.append(text)
@@ -85,11 +87,19 @@ class RecordingAdapter:
         started()
         await anyio.sleep_forever()
 
-    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> RecordedReply:
+    @asynccontextmanager
+    async def open_reply(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
+    ) -> AsyncIterator[RecordedReply]:
         reply = RecordedReply(thread, reply_to, self.changes)
+        reply.author = author
         self.replies.append(reply)
         self.changes.touch()
-        return reply
+        try:
+            yield reply
+        finally:
+            reply.closed = True
+            self.changes.touch()
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         self.notices.append((thread.key, text))
@@ -102,9 +112,6 @@ class RecordingAdapter:
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         self.reactions.append((message_id, reaction))
         self.changes.touch()
-
-    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
-        return None
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         if ref.source not in self.files:

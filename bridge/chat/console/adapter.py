@@ -9,7 +9,8 @@ from __future__ import annotations
 import shutil
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -34,7 +35,6 @@ from bridge.core.events import (
 REACTION_WORDS = {
     Reaction.INJECTED: "seen by the agent mid-turn",
     Reaction.QUEUED: "queued for the next turn",
-    Reaction.WORKING: "the agent is on it",
     Reaction.FAILED: "could not be handed to the agent",
 }
 
@@ -134,8 +134,11 @@ class ConsoleAdapter:
         self.stdout.write(f"[bridge] {text}\n")
         self.stdout.flush()
 
-    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> LiveReply:
-        return ConsoleReply(self.stdout)
+    @asynccontextmanager
+    async def open_reply(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
+    ) -> AsyncIterator[LiveReply]:
+        yield ConsoleReply(self.stdout)
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         for line in text.splitlines() or [""]:
@@ -147,9 +150,6 @@ class ConsoleAdapter:
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         number = message_id.rsplit(":", 1)[-1]
         self._notice(f"message {number}: {REACTION_WORDS[reaction]}")
-
-    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
-        return None
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         raise AttachmentError("the console cannot send attachments")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from nio import AsyncClient, RoomResolveAliasResponse
 from bridge.config import MatrixSection
 from bridge.core.events import (
     AttachmentRef,
+    Author,
     HistoryEntry,
     Inbound,
     LiveReply,
@@ -38,7 +40,6 @@ log = logging.getLogger(__name__)
 REACTION_KEYS: dict[Reaction, str] = {
     Reaction.INJECTED: "👀",
     Reaction.QUEUED: "⏳",
-    Reaction.WORKING: "⚙️",
     Reaction.FAILED: "⚠️",
 }
 
@@ -170,7 +171,10 @@ class MatrixAdapter:
 
     # -- ChatAdapter ----------------------------------------------------------------------
 
-    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> LiveReply:
+    @asynccontextmanager
+    async def open_reply(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
+    ) -> AsyncIterator[LiveReply]:
         connection = self._connected()
         reply = MatrixLiveReply(
             connection.outbox,
@@ -181,7 +185,11 @@ class MatrixAdapter:
             on_sent=self._remember(thread),
         )
         await reply.start(connection.task_group)
-        return reply
+        try:
+            yield reply
+        finally:
+            with anyio.CancelScope(shield=True):
+                await reply.close()
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         outbox = self._connected().outbox
@@ -214,10 +222,6 @@ class MatrixAdapter:
         self._reactions.put(message_id, event_id)
         if previous is not None:
             await outbox.redact(thread.channel, previous)
-
-    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
-        timeout_ms = self._tuning.reply.typing_timeout_ms
-        await self._connected().outbox.typing(thread.channel, busy, timeout_ms)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         return await media.download(self._connected().client, ref, dest, max_bytes)

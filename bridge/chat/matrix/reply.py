@@ -56,7 +56,6 @@ class ReplyTuning:
     typing_timeout_ms: int = 30_000
     typing_refresh: float = 20.0
     # A reply that is never finished stops typing after this long.
-    typing_max: float = 4 * 3600.0
     max_tool_lines: int = 5
     limits: Limits = field(default_factory=Limits)
 
@@ -188,6 +187,13 @@ class MatrixLiveReply:
         finally:
             await self._outbox.typing(self.room_id, False, 0)
 
+    async def close(self) -> None:
+        """Leaving the reply without an answer (the turn was cancelled): stop typing."""
+        if not self._closed:
+            await self.finish(
+                TurnOutcome(error="the turn ended before the agent answered", interrupted=True)
+            )
+
     # -- internals ------------------------------------------------------------------------
 
     async def _background(self) -> None:
@@ -197,11 +203,11 @@ class MatrixLiveReply:
                 tasks.start_soon(self._keep_typing)
 
     async def _keep_typing(self) -> None:
+        # Until finish() cancels the scope: the reply is open only while its turn runs.
         tuning = self._tuning
-        with anyio.move_on_after(tuning.typing_max):
-            while True:
-                await anyio.sleep(tuning.typing_refresh)
-                await self._outbox.typing(self.room_id, True, tuning.typing_timeout_ms)
+        while True:
+            await anyio.sleep(tuning.typing_refresh)
+            await self._outbox.typing(self.room_id, True, tuning.typing_timeout_ms)
 
     async def _pump(self) -> None:
         while True:

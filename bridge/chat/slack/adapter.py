@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ from bridge.config import SlackSection
 from bridge.core.events import (
     AttachmentError,
     AttachmentRef,
+    Author,
     ChatAdapter,
     HistoryEntry,
     Inbound,
@@ -64,14 +66,12 @@ log = logging.getLogger(__name__)
 REACTIONS: dict[Reaction, str] = {
     Reaction.INJECTED: "eyes",
     Reaction.QUEUED: "inbox_tray",
-    Reaction.WORKING: "gear",
     Reaction.FAILED: "warning",
 }
 # A later mark replaces an earlier one on the same message (queued, then taken by a turn).
 _REPLACES: dict[Reaction, tuple[Reaction, ...]] = {
     Reaction.INJECTED: (Reaction.QUEUED,),
-    Reaction.WORKING: (Reaction.QUEUED,),
-    Reaction.FAILED: (Reaction.WORKING,),
+    Reaction.FAILED: (Reaction.QUEUED,),
 }
 
 
@@ -312,7 +312,10 @@ class SlackAdapter:
 
     # ----- outgoing ---------------------------------------------------------------------------
 
-    async def open_reply(self, thread: ThreadRef, reply_to: str | None) -> LiveReply:
+    @asynccontextmanager
+    async def open_reply(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
+    ) -> AsyncIterator[LiveReply]:
         if self._tg is None:
             raise RuntimeError("the Slack adapter is not running")
         reply = SlackLiveReply(
@@ -325,7 +328,11 @@ class SlackAdapter:
         )
         # The control message and the status go up beside the turn, not in front of it.
         reply.start(self._tg)
-        return reply
+        try:
+            yield reply
+        finally:
+            with anyio.CancelScope(shield=True):
+                await reply.close()
 
     def _recipient(self, thread: ThreadRef, reply_to: str | None) -> Recipient:
         for ts in (reply_to, thread.thread):
@@ -394,21 +401,6 @@ class SlackAdapter:
         except CALL_ERRORS as exc:
             if api_error(exc) != "no_reaction":
                 log.info("Slack: removing a reaction in %s failed: %s", thread.key, describe(exc))
-
-    async def set_typing(self, thread: ThreadRef, busy: bool) -> None:
-        # Only assistant threads have a status line; elsewhere the live reply shows the work.
-        if not thread.thread or thread.channel in self._no_status:
-            return
-        try:
-            await self._client.assistant_threads_setStatus(
-                channel_id=thread.channel,
-                thread_ts=thread.thread,
-                status="is working…" if busy else "",
-            )
-        except CALL_ERRORS as exc:
-            log.debug("Slack: no status in %s: %s", thread.key, describe(exc))
-            if api_error(exc):  # refused (not a passing network error): do not ask again
-                self._no_status.add(thread.channel)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         token = self._client.token

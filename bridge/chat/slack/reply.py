@@ -195,6 +195,13 @@ class SlackLiveReply:
             await self._finish_control()
             await self._clear_status()
 
+    async def close(self) -> None:
+        """Leaving the reply without an answer (the turn was cancelled): clear what is shown."""
+        if not self._finished:
+            await self.finish(
+                TurnOutcome(error="the turn ended before the agent answered", interrupted=True)
+            )
+
     # ----- start and the background pump ------------------------------------------------------
 
     def start(self, task_group: TaskGroup) -> None:

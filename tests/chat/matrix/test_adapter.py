@@ -180,47 +180,49 @@ async def test_threaded_message_gets_its_own_thread(synapse: Synapse, tmp_path: 
         assert second.event_id == reply
 
         # The bot's answer goes into that thread.
-        live = await world.adapter.open_reply(second.thread, second.message_id)
-        await live.append("threaded answer")
-        await live.finish(TurnOutcome(final_text="threaded answer"))
-        answer = await world.human.wait_event(world.room_id, _from(world.bot_user.user_id))
-        relation = _content(answer)["m.relates_to"]
-        assert relation["rel_type"] == "m.thread"
-        assert relation["event_id"] == root
-        # The thread's history: its root and its replies, oldest first.
-        entries = await world.adapter.history(second.thread, 10)
-        assert [e.text for e in entries] == ["root message", "in the thread", "threaded answer"]
+        async with world.adapter.open_reply(second.thread, second.message_id) as live:
+            await live.append("threaded answer")
+            await live.finish(TurnOutcome(final_text="threaded answer"))
+            answer = await world.human.wait_event(world.room_id, _from(world.bot_user.user_id))
+            relation = _content(answer)["m.relates_to"]
+            assert relation["rel_type"] == "m.thread"
+            assert relation["event_id"] == root
+            # The thread's history: its root and its replies, oldest first.
+            entries = await world.adapter.history(second.thread, 10)
+            assert [e.text for e in entries] == ["root message", "in the thread", "threaded answer"]
 
 
 async def test_live_reply_edits_end_in_the_full_answer(synapse: Synapse, tmp_path: Path) -> None:
     async with matrix_world(synapse, tmp_path) as world:
         question = await world.human.say(world.room_id, "question")
-        live = await world.adapter.open_reply(world.thread(), question)
-        chunks = [f"part {n} " for n in range(30)]
-        for chunk in chunks:
-            await live.append(chunk)
-            await anyio.sleep(0.02)
-        await live.tool(ToolActivity(name="run_command", summary="ls -la", state="ACTIVE"))
-        await live.finish(TurnOutcome(final_text="**Final** answer: " + "".join(chunks)))
+        async with world.adapter.open_reply(world.thread(), question) as live:
+            chunks = [f"part {n} " for n in range(30)]
+            for chunk in chunks:
+                await live.append(chunk)
+                await anyio.sleep(0.02)
+            await live.tool(ToolActivity(name="run_command", summary="ls -la", state="ACTIVE"))
+            await live.finish(TurnOutcome(final_text="**Final** answer: " + "".join(chunks)))
 
-        first = await world.human.wait_event(world.room_id, _from(world.bot_user.user_id))
-        # A reply to the question, rendered as HTML.
-        assert _content(first)["m.relates_to"]["m.in_reply_to"]["event_id"] == question
-        final_text = "**Final** answer: " + "".join(chunks).strip()
-        last = await world.human.wait_event(
-            world.room_id,
-            lambda e: (
-                _is_edit_of(first.event_id)(e)
-                and _content(e)["m.new_content"]["body"] == final_text
-            ),
-        )
-        new = _content(last)["m.new_content"]
-        assert new["format"] == "org.matrix.custom.html"
-        assert "<strong>Final</strong>" in new["formatted_body"]
-        edits = [e for e in world.human.timeline[world.room_id] if _is_edit_of(first.event_id)(e)]
-        # Coalesced: far fewer edits than appends, the final one last.
-        assert 1 <= len(edits) < len(chunks)
-        assert edits[-1].event_id == last.event_id
+            first = await world.human.wait_event(world.room_id, _from(world.bot_user.user_id))
+            # A reply to the question, rendered as HTML.
+            assert _content(first)["m.relates_to"]["m.in_reply_to"]["event_id"] == question
+            final_text = "**Final** answer: " + "".join(chunks).strip()
+            last = await world.human.wait_event(
+                world.room_id,
+                lambda e: (
+                    _is_edit_of(first.event_id)(e)
+                    and _content(e)["m.new_content"]["body"] == final_text
+                ),
+            )
+            new = _content(last)["m.new_content"]
+            assert new["format"] == "org.matrix.custom.html"
+            assert "<strong>Final</strong>" in new["formatted_body"]
+            edits = [
+                e for e in world.human.timeline[world.room_id] if _is_edit_of(first.event_id)(e)
+            ]
+            # Coalesced: far fewer edits than appends, the final one last.
+            assert 1 <= len(edits) < len(chunks)
+            assert edits[-1].event_id == last.event_id
 
 
 async def test_long_answer_is_split(synapse: Synapse, tmp_path: Path) -> None:
@@ -228,24 +230,24 @@ async def test_long_answer_is_split(synapse: Synapse, tmp_path: Path) -> None:
         paragraphs = [f"Paragraph {n}: " + "lorem ipsum " * 79 + "dolor." for n in range(40)]
         answer = "\n\n".join(paragraphs)
         assert len(answer.encode()) > 30_000
-        live = await world.adapter.open_reply(world.thread(), None)
-        await live.finish(TurnOutcome(final_text=answer))
-        bot = world.bot_user.user_id
-        # Wait until the messages hold the whole answer, in order.
-        with anyio.fail_after(30):
-            while True:
-                messages = [
-                    e
-                    for e in world.human.timeline.get(world.room_id, [])
-                    if _from(bot)(e) and "m.relates_to" not in _content(e)
-                ]
-                joined = "\n\n".join(m.body for m in messages)
-                if joined == answer:
-                    break
-                await world.human.sync()
-        assert len(messages) >= 3
-        for message in messages:
-            assert len(json.dumps(message.source).encode()) < 65_536
+        async with world.adapter.open_reply(world.thread(), None) as live:
+            await live.finish(TurnOutcome(final_text=answer))
+            bot = world.bot_user.user_id
+            # Wait until the messages hold the whole answer, in order.
+            with anyio.fail_after(30):
+                while True:
+                    messages = [
+                        e
+                        for e in world.human.timeline.get(world.room_id, [])
+                        if _from(bot)(e) and "m.relates_to" not in _content(e)
+                    ]
+                    joined = "\n\n".join(m.body for m in messages)
+                    if joined == answer:
+                        break
+                    await world.human.sync()
+            assert len(messages) >= 3
+            for message in messages:
+                assert len(json.dumps(message.source).encode()) < 65_536
 
 
 async def test_react_puts_and_replaces_reactions(synapse: Synapse, tmp_path: Path) -> None:
@@ -257,42 +259,47 @@ async def test_react_puts_and_replaces_reactions(synapse: Synapse, tmp_path: Pat
         )
         assert isinstance(queued, ReactionEvent)
         assert queued.reacts_to == message
-        await world.adapter.react(world.thread(), message, Reaction.WORKING)
+        await world.adapter.react(world.thread(), message, Reaction.INJECTED)
         await world.human.wait_event(
-            world.room_id, lambda e: isinstance(e, ReactionEvent) and e.key == "⚙️"
+            world.room_id, lambda e: isinstance(e, ReactionEvent) and e.key == "👀"
         )
         # The earlier status goes away.
         await world.human.wait_event(
             world.room_id,
             lambda e: isinstance(e, RedactionEvent) and e.redacts == queued.event_id,
         )
-        for reaction, key in ((Reaction.INJECTED, "👀"), (Reaction.FAILED, "⚠️")):
-            await world.adapter.react(world.thread(), message, reaction)
-            await world.human.wait_event(world.room_id, _reaction(key))
+        await world.adapter.react(world.thread(), message, Reaction.FAILED)
+        await world.human.wait_event(world.room_id, _reaction("⚠️"))
 
 
 async def test_stop_reaction_on_live_reply_stops_the_turn(synapse: Synapse, tmp_path: Path) -> None:
     async with matrix_world(synapse, tmp_path) as world:
-        live = await world.adapter.open_reply(world.thread(), None)
-        await live.append("working on it")
-        reply = await world.human.wait_event(world.room_id, _from(world.bot_user.user_id))
-        await world.human.send(
-            world.room_id,
-            {"m.relates_to": {"rel_type": "m.annotation", "event_id": reply.event_id, "key": "🛑"}},
-            kind="m.reaction",
-        )
-        await world.inbound.wait_for(lambda i: len(i.stops) >= 1)
-        thread, by = world.inbound.stops[0]
-        assert thread == world.thread()
-        assert by.id == world.human.user_id
-        await live.finish(TurnOutcome(final_text="", interrupted=True))
-        await world.human.wait_event(
-            world.room_id,
-            lambda e: (
-                _is_edit_of(reply.event_id)(e)
-                and "interrupted" in _content(e)["m.new_content"]["body"]
-            ),
-        )
+        async with world.adapter.open_reply(world.thread(), None) as live:
+            await live.append("working on it")
+            reply = await world.human.wait_event(world.room_id, _from(world.bot_user.user_id))
+            await world.human.send(
+                world.room_id,
+                {
+                    "m.relates_to": {
+                        "rel_type": "m.annotation",
+                        "event_id": reply.event_id,
+                        "key": "🛑",
+                    }
+                },
+                kind="m.reaction",
+            )
+            await world.inbound.wait_for(lambda i: len(i.stops) >= 1)
+            thread, by = world.inbound.stops[0]
+            assert thread == world.thread()
+            assert by.id == world.human.user_id
+            await live.finish(TurnOutcome(final_text="", interrupted=True))
+            await world.human.wait_event(
+                world.room_id,
+                lambda e: (
+                    _is_edit_of(reply.event_id)(e)
+                    and "interrupted" in _content(e)["m.new_content"]["body"]
+                ),
+            )
 
 
 async def test_image_is_an_attachment_and_fetched(synapse: Synapse, tmp_path: Path) -> None:
@@ -345,18 +352,18 @@ async def test_post_file_lands_in_the_room(synapse: Synapse, tmp_path: Path) -> 
 async def test_history_is_oldest_first_with_edits(synapse: Synapse, tmp_path: Path) -> None:
     async with matrix_world(synapse, tmp_path) as world:
         await world.human.say(world.room_id, "first")
-        live = await world.adapter.open_reply(world.thread(), None)
-        await live.append("draft")
-        await live.finish(TurnOutcome(final_text="final answer"))
-        await world.human.say(world.room_id, "second")
-        await world.inbound.wait_for(lambda i: len(i.messages) >= 2)
-        entries = await world.adapter.history(world.thread(), 10)
-        assert [e.text for e in entries] == ["first", "final answer", "second"]
-        assert entries[0].author.display_name == "Alice Liddell"
-        assert [e.text for e in await world.adapter.history(world.thread(), 2)] == [
-            "final answer",
-            "second",
-        ]
+        async with world.adapter.open_reply(world.thread(), None) as live:
+            await live.append("draft")
+            await live.finish(TurnOutcome(final_text="final answer"))
+            await world.human.say(world.room_id, "second")
+            await world.inbound.wait_for(lambda i: len(i.messages) >= 2)
+            entries = await world.adapter.history(world.thread(), 10)
+            assert [e.text for e in entries] == ["first", "final answer", "second"]
+            assert entries[0].author.display_name == "Alice Liddell"
+            assert [e.text for e in await world.adapter.history(world.thread(), 2)] == [
+                "final answer",
+                "second",
+            ]
 
 
 async def test_restart_submits_missed_messages_once(synapse: Synapse, tmp_path: Path) -> None:
@@ -443,20 +450,20 @@ async def test_encrypted_room_end_to_end(synapse: Synapse, tmp_path: Path) -> No
         assert plain == b"classified\n"
 
         # The bot's answer is encrypted and readable on Alice's side.
-        live = await world.adapter.open_reply(world.thread(), message.message_id)
-        await live.append("secret ")
-        answer = await alice.wait_event(world.room_id, _from(world.bot_user.user_id))
-        assert answer.decrypted
-        assert _content(answer)["body"] == "secret "
-        await live.finish(TurnOutcome(final_text="secret answer"))
-        await alice.wait_event(
-            world.room_id,
-            lambda e: (
-                e.decrypted
-                and _is_edit_of(answer.event_id)(e)
-                and _content(e)["m.new_content"]["body"] == "secret answer"
-            ),
-        )
+        async with world.adapter.open_reply(world.thread(), message.message_id) as live:
+            await live.append("secret ")
+            answer = await alice.wait_event(world.room_id, _from(world.bot_user.user_id))
+            assert answer.decrypted
+            assert _content(answer)["body"] == "secret "
+            await live.finish(TurnOutcome(final_text="secret answer"))
+            await alice.wait_event(
+                world.room_id,
+                lambda e: (
+                    e.decrypted
+                    and _is_edit_of(answer.event_id)(e)
+                    and _content(e)["m.new_content"]["body"] == "secret answer"
+                ),
+            )
 
 
 async def test_encrypted_room_without_encryption_says_so(synapse: Synapse, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from bridge.chat.matrix.client import (
     write_private,
 )
 from bridge.config import MatrixSection
-from bridge.core.events import ChatAdapter, ThreadRef
+from bridge.core.events import ThreadRef
 
 from .conftest import bot_config
 from .synapse import Synapse
@@ -110,7 +110,6 @@ async def test_access_token_login(synapse: Synapse, tmp_path: Path) -> None:
 async def test_adapter_is_a_chat_adapter_that_needs_run(tmp_path: Path) -> None:
     config = MatrixSection(homeserver="http://127.0.0.1:9", user_id="@bot:localhost")
     adapter = MatrixAdapter(config, data_dir=tmp_path)
-    assert isinstance(adapter, ChatAdapter)
     assert adapter.platform == "matrix"
     with pytest.raises(NotConnected):
         await adapter.post_message(ThreadRef(platform="matrix", channel="!r:x"), "hi")

@@ -11,7 +11,7 @@ from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.reply import STOP_ACTION_ID
 from bridge.chat.slack.transport import SlackStartError
 from bridge.config import SlackSection
-from bridge.core.events import ChatAdapter, Reaction, ThreadRef, TurnOutcome
+from bridge.core.events import Reaction, ThreadRef, TurnOutcome
 from tests.chat.slack.conftest import (
     ALICE,
     BOB,
@@ -289,24 +289,20 @@ async def test_nobody_is_allowed_when_both_lists_are_empty(
     assert inbound.submitted == []
 
 
-async def test_adapter_is_a_chat_adapter(fake_slack: FakeSlack, tmp_path: Path) -> None:
-    assert isinstance(SlackAdapter(slack_section(fake_slack), data_dir=tmp_path), ChatAdapter)
-
-
 async def test_stop_button_calls_stop_for_allowed_users_only(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
     root = fake_slack.next_ts()
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        reply = await adapter.open_reply(thread(root), None)
-        await reply.ready()  # type: ignore[attr-defined]
-        [control] = fake_slack.thread(CHANNEL, root)
-        assert [b["action_id"] for b in control.buttons] == [STOP_ACTION_ID]
+        async with adapter.open_reply(thread(root), None) as reply:
+            await reply.ready()  # type: ignore[attr-defined]
+            [control] = fake_slack.thread(CHANNEL, root)
+            assert [b["action_id"] for b in control.buttons] == [STOP_ACTION_ID]
 
-        await fake_slack.wait_ack(await fake_slack.click(control, MALLORY, STOP_ACTION_ID))
-        await fake_slack.wait_ack(await fake_slack.click(control, BOB, STOP_ACTION_ID))
-        await inbound.wait_for(lambda: inbound.stops)
-        await reply.finish(TurnOutcome(final_text="stopped early", interrupted=True))
+            await fake_slack.wait_ack(await fake_slack.click(control, MALLORY, STOP_ACTION_ID))
+            await fake_slack.wait_ack(await fake_slack.click(control, BOB, STOP_ACTION_ID))
+            await inbound.wait_for(lambda: inbound.stops)
+            await reply.finish(TurnOutcome(final_text="stopped early", interrupted=True))
 
     [(stopped, by)] = inbound.stops
     assert stopped == thread(root)
@@ -338,9 +334,8 @@ async def test_react_maps_states_and_replaces_the_queued_mark(
         await adapter.react(thread(ts), ts, Reaction.QUEUED)
         await adapter.react(thread(ts), ts, Reaction.QUEUED)  # already_reacted: ignored
         assert fake_slack.reactions[(CHANNEL, ts)] == {"inbox_tray"}
-        await adapter.react(thread(ts), ts, Reaction.WORKING)
-        assert fake_slack.reactions[(CHANNEL, ts)] == {"gear"}
         await adapter.react(thread(ts), ts, Reaction.INJECTED)
+        assert fake_slack.reactions[(CHANNEL, ts)] == {"eyes"}
         await adapter.react(thread(ts), ts, Reaction.FAILED)
 
     assert fake_slack.reactions[(CHANNEL, ts)] == {"eyes", "warning"}
@@ -422,15 +417,19 @@ def test_missing_secrets_are_named(tmp_path: Path) -> None:
         )
 
 
-async def test_set_typing_uses_the_status_line_where_slack_has_one(
+async def test_the_reply_owns_the_status_line_where_slack_has_one(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
     assistant, plain = fake_slack.next_ts(), fake_slack.next_ts()
     fake_slack.assistant_threads.add((DM, assistant))
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        await adapter.set_typing(thread(assistant, DM), True)
-        await adapter.set_typing(thread(assistant, DM), False)
-        await adapter.set_typing(thread(plain), True)  # refused by Slack: quietly nothing
+        async with adapter.open_reply(thread(assistant, DM), assistant) as reply:
+            await reply.ready()  # type: ignore[attr-defined]
+            await reply.finish(TurnOutcome(final_text="done"))
+        # Refused by Slack outside assistant threads: quietly nothing, the answer still comes.
+        async with adapter.open_reply(thread(plain), plain) as reply:
+            await reply.ready()  # type: ignore[attr-defined]
+            await reply.finish(TurnOutcome(final_text="done too"))
 
     calls = fake_slack.calls_to("assistant.threads.setStatus")
     assert [(c.args["thread_ts"], c.args["status"], c.error) for c in calls] == [
@@ -438,3 +437,4 @@ async def test_set_typing_uses_the_status_line_where_slack_has_one(
         (assistant, "", None),
         (plain, "is working…", "not_allowed"),
     ]
+    assert fake_slack.answer_text(CHANNEL, plain) == "done too"

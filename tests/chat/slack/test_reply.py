@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -23,43 +25,48 @@ from tests.chat.slack.fake_slack import FakeSlack
 pytestmark = pytest.mark.anyio
 
 
+@asynccontextmanager
 async def start_turn(
     fake: FakeSlack, adapter: SlackAdapter, text: str = "go"
-) -> tuple[ThreadRef, str, LiveReply]:
+) -> AsyncIterator[tuple[ThreadRef, str, LiveReply]]:
     """A mention from Alice (so the adapter knows the stream's recipient), then its reply."""
     ts = fake.next_ts()
     await fake.wait_ack(await fake.push_event(mention_event(text, ts=ts)))
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=ts)
-    reply = await adapter.open_reply(thread, ts)
-    await reply.ready()  # type: ignore[attr-defined]
-    return thread, ts, reply
+    async with adapter.open_reply(thread, ts) as reply:
+        await reply.ready()  # type: ignore[attr-defined]
+        yield thread, ts, reply
 
 
 async def test_streams_the_answer_then_finishes_with_the_whole_text(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        assert fake_slack.reactions[(CHANNEL, ts)] == {STATUS_REACTION}
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            assert fake_slack.reactions[(CHANNEL, ts)] == {STATUS_REACTION}
 
-        await reply.append("Looking at the ")
-        await reply.append("repository now.")
-        await fake_slack.wait_for(
-            lambda: fake_slack.answer_text(CHANNEL, ts) == "Looking at the repository now."
-        )
-        [streamed] = fake_slack.answer_messages(CHANNEL, ts)
-        assert streamed.streaming
-        await reply.tool(ToolActivity(name="run_command", summary="ls -la"))
-        await reply.tool(ToolActivity(name="run_command", summary="ls -la", state="DONE"))
-        await reply.tool(
-            ToolActivity(name="read_file", summary="setup.cfg", state="ERROR", error="no such file")
-        )
-        await reply.append("\n\nAll **good**.")
-        await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts).endswith("**good**."))
-        final = "Looking at the repository now.\n\nAll **good**, nothing to fix."
-        await reply.finish(TurnOutcome(final_text=final))
+            await reply.append("Looking at the ")
+            await reply.append("repository now.")
+            await fake_slack.wait_for(
+                lambda: fake_slack.answer_text(CHANNEL, ts) == "Looking at the repository now."
+            )
+            [streamed] = fake_slack.answer_messages(CHANNEL, ts)
+            assert streamed.streaming
+            await reply.tool(ToolActivity(name="run_command", summary="ls -la"))
+            await reply.tool(ToolActivity(name="run_command", summary="ls -la", state="DONE"))
+            await reply.tool(
+                ToolActivity(
+                    name="read_file", summary="setup.cfg", state="ERROR", error="no such file"
+                )
+            )
+            await reply.append("\n\nAll **good**.")
+            await fake_slack.wait_for(
+                lambda: fake_slack.answer_text(CHANNEL, ts).endswith("**good**.")
+            )
+            final = "Looking at the repository now.\n\nAll **good**, nothing to fix."
+            await reply.finish(TurnOutcome(final_text=final))
 
-        [control, answer] = fake_slack.thread(CHANNEL, ts)
+            [control, answer] = fake_slack.thread(CHANNEL, ts)
 
     assert fake_slack.ok_calls("chat.startStream")
     assert fake_slack.ok_calls("chat.appendStream")
@@ -80,27 +87,27 @@ async def test_a_stream_expiring_mid_turn_still_ends_with_the_whole_answer(
 ) -> None:
     parts = ["First part of a long turn. ", "Second part, after a long idle gap. ", "Third."]
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        await reply.append(parts[0])
-        await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == parts[0])
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append(parts[0])
+            await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == parts[0])
 
-        fake_slack.expire_streams()
-        await reply.append(parts[1])
-        # The expired message is finished with an edit: it now holds both parts.
-        await fake_slack.wait_for(
-            lambda: fake_slack.answer_text(CHANNEL, ts) == parts[0] + parts[1]
-        )
-        await reply.append(parts[2])
-        # The rest streams into a new message: the thread holds everything, in order.
-        await fake_slack.wait_for(lambda: len(fake_slack.answer_messages(CHANNEL, ts)) == 2)
-        await fake_slack.wait_for(
-            lambda: (
-                [m.visible for m in fake_slack.answer_messages(CHANNEL, ts)]
-                == [parts[0] + parts[1], parts[2]]
+            fake_slack.expire_streams()
+            await reply.append(parts[1])
+            # The expired message is finished with an edit: it now holds both parts.
+            await fake_slack.wait_for(
+                lambda: fake_slack.answer_text(CHANNEL, ts) == parts[0] + parts[1]
             )
-        )
-        assert len(fake_slack.ok_calls("chat.startStream")) == 2
-        await reply.finish(TurnOutcome(final_text="".join(parts)))
+            await reply.append(parts[2])
+            # The rest streams into a new message: the thread holds everything, in order.
+            await fake_slack.wait_for(lambda: len(fake_slack.answer_messages(CHANNEL, ts)) == 2)
+            await fake_slack.wait_for(
+                lambda: (
+                    [m.visible for m in fake_slack.answer_messages(CHANNEL, ts)]
+                    == [parts[0] + parts[1], parts[2]]
+                )
+            )
+            assert len(fake_slack.ok_calls("chat.startStream")) == 2
+            await reply.finish(TurnOutcome(final_text="".join(parts)))
 
     assert [c.error for c in fake_slack.calls_to("chat.appendStream")].count(
         "message_not_in_streaming_state"
@@ -115,14 +122,16 @@ async def test_refused_streaming_falls_back_to_coalesced_edits(
     fake_slack.refuse_streaming = "not_allowed"
     pieces = [f"word{i} " for i in range(20)]
     async with running_adapter(fake_slack, inbound, tmp_path, reply_interval=0.2) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        for piece in pieces:
-            await reply.append(piece)
-            await anyio.sleep(0.02)  # text arrives over time, as agy streams it
-        await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == "".join(pieces))
-        answer_ts = fake_slack.answer_messages(CHANNEL, ts)[0].ts
-        edits = [c for c in fake_slack.ok_calls("chat.update") if c.args["ts"] == answer_ts]
-        await reply.finish(TurnOutcome(final_text="".join(pieces).strip()))
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            for piece in pieces:
+                await reply.append(piece)
+                await anyio.sleep(0.02)  # text arrives over time, as agy streams it
+            await fake_slack.wait_for(
+                lambda: fake_slack.answer_text(CHANNEL, ts) == "".join(pieces)
+            )
+            answer_ts = fake_slack.answer_messages(CHANNEL, ts)[0].ts
+            edits = [c for c in fake_slack.ok_calls("chat.update") if c.args["ts"] == answer_ts]
+            await reply.finish(TurnOutcome(final_text="".join(pieces).strip()))
 
     assert len(fake_slack.ok_calls("chat.startStream")) == 0
     assert len(edits) < len(pieces) // 2  # coalesced: far fewer edits than pieces of text
@@ -135,10 +144,10 @@ async def test_streaming_disabled_edits_one_message(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
     async with running_adapter(fake_slack, inbound, tmp_path, streaming=False) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        await reply.append("partial")
-        await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == "partial")
-        await reply.finish(TurnOutcome(final_text="partial and complete"))
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append("partial")
+            await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == "partial")
+            await reply.finish(TurnOutcome(final_text="partial and complete"))
 
     assert fake_slack.calls_to("chat.startStream") == []
     assert fake_slack.answer_text(CHANNEL, ts) == "partial and complete"
@@ -152,11 +161,13 @@ async def test_unknown_recipient_falls_back_to_editing(
     root = fake_slack.next_ts()
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=root)
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        reply = await adapter.open_reply(thread, None)
-        await reply.ready()  # type: ignore[attr-defined]
-        await reply.append("still answered")
-        await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, root) == "still answered")
-        await reply.finish(TurnOutcome(final_text="still answered"))
+        async with adapter.open_reply(thread, None) as reply:
+            await reply.ready()  # type: ignore[attr-defined]
+            await reply.append("still answered")
+            await fake_slack.wait_for(
+                lambda: fake_slack.answer_text(CHANNEL, root) == "still answered"
+            )
+            await reply.finish(TurnOutcome(final_text="still answered"))
 
     # No stream Slack would refuse for a half-filled recipient pair: edits straight away.
     assert fake_slack.calls_to("chat.startStream") == []
@@ -169,13 +180,13 @@ async def test_long_streamed_answer_rolls_over_and_surplus_messages_go(
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 150 for i in range(16)]
     long_text = "\n\n".join(p.strip() for p in paragraphs)
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        for paragraph in paragraphs:
-            await reply.append(paragraph.strip() + "\n\n")
-        await fake_slack.wait_for(lambda: len(fake_slack.answer_messages(CHANNEL, ts)) >= 3)
-        live = [m.ts for m in fake_slack.answer_messages(CHANNEL, ts)]
-        # The agent's final text is much shorter than what streamed: extra messages go away.
-        await reply.finish(TurnOutcome(final_text="In short: fine."))
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            for paragraph in paragraphs:
+                await reply.append(paragraph.strip() + "\n\n")
+            await fake_slack.wait_for(lambda: len(fake_slack.answer_messages(CHANNEL, ts)) >= 3)
+            live = [m.ts for m in fake_slack.answer_messages(CHANNEL, ts)]
+            # The agent's final text is much shorter than what streamed: extra messages go away.
+            await reply.finish(TurnOutcome(final_text="In short: fine."))
 
     assert len(long_text) > 2 * 11_000
     assert len(live) >= 3
@@ -190,8 +201,8 @@ async def test_final_text_is_split_on_boundaries_with_code_fences_reopened(
     code = "\n".join(f"    line_{i} = compute({i})  # some commentary" for i in range(700))
     final = "Here is the script:\n\n```python\n" + code + "\n```\n\nThat is all."
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        await reply.finish(TurnOutcome(final_text=final))
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.finish(TurnOutcome(final_text=final))
 
     messages = fake_slack.answer_messages(CHANNEL, ts)
     assert len(messages) >= 2
@@ -212,16 +223,16 @@ async def test_errors_interruptions_denials_and_notes_are_shown(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        await reply.append("I started to")
-        await reply.finish(
-            TurnOutcome(
-                final_text="",
-                error="Individual quota reached for gemini-3-pro",
-                denied=["command"],
-                notes=["the session was resumed"],
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append("I started to")
+            await reply.finish(
+                TurnOutcome(
+                    final_text="",
+                    error="Individual quota reached for gemini-3-pro",
+                    denied=["command"],
+                    notes=["the session was resumed"],
+                )
             )
-        )
 
     text = fake_slack.answer_text(CHANNEL, ts)
     assert text.startswith("I started to")  # the streamed text stays when no final text came
@@ -241,10 +252,10 @@ async def test_assistant_threads_use_the_status_line(
     fake_slack.assistant_threads.add((DM, ts))
     thread = ThreadRef(platform="slack", channel=DM, thread=ts)
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        reply = await adapter.open_reply(thread, ts)
-        await reply.ready()  # type: ignore[attr-defined]
-        await reply.append("hello in a DM")
-        await reply.finish(TurnOutcome(final_text="hello in a DM"))
+        async with adapter.open_reply(thread, ts) as reply:
+            await reply.ready()  # type: ignore[attr-defined]
+            await reply.append("hello in a DM")
+            await reply.finish(TurnOutcome(final_text="hello in a DM"))
 
     statuses = [c.args["status"] for c in fake_slack.ok_calls("assistant.threads.setStatus")]
     assert statuses == ["is working…", ""]
@@ -256,11 +267,11 @@ async def test_final_edit_outlasts_rate_limits(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
     async with running_adapter(fake_slack, inbound, tmp_path, streaming=False) as adapter:
-        _, ts, reply = await start_turn(fake_slack, adapter)
-        await reply.append("draft")
-        await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == "draft")
-        fake_slack.fail("chat.update", status=429, times=4, retry_after=0)
-        await reply.finish(TurnOutcome(final_text="final"))
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append("draft")
+            await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == "draft")
+            fake_slack.fail("chat.update", status=429, times=4, retry_after=0)
+            await reply.finish(TurnOutcome(final_text="final"))
 
     assert fake_slack.answer_text(CHANNEL, ts) == "final"
 

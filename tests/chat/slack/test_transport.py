@@ -73,14 +73,14 @@ async def test_stop_button_over_http(
     root = fake_slack.next_ts()
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=root)
     async with running_adapter(fake_slack, inbound, tmp_path, transport="http") as adapter:
-        reply = await adapter.open_reply(thread, None)
-        await reply.ready()  # type: ignore[attr-defined]
-        [control] = fake_slack.thread(CHANNEL, root)
-        payload: dict[str, Any] = fake_slack.block_action(control, ALICE, STOP_ACTION_ID)
-        body = urlencode({"payload": json.dumps(payload)})
-        headers = signed_headers(body) | {"Content-Type": "application/x-www-form-urlencoded"}
-        status, _ = await post(adapter, body, headers)
-        await inbound.wait_for(lambda: inbound.stops)
+        async with adapter.open_reply(thread, None) as reply:
+            await reply.ready()  # type: ignore[attr-defined]
+            [control] = fake_slack.thread(CHANNEL, root)
+            payload: dict[str, Any] = fake_slack.block_action(control, ALICE, STOP_ACTION_ID)
+            body = urlencode({"payload": json.dumps(payload)})
+            headers = signed_headers(body) | {"Content-Type": "application/x-www-form-urlencoded"}
+            status, _ = await post(adapter, body, headers)
+            await inbound.wait_for(lambda: inbound.stops)
 
     assert status == 200
     assert [(t, a.id) for t, a in inbound.stops] == [(thread, ALICE)]
