@@ -17,15 +17,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
+from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.client import (
     CALL_ERRORS,
     api_error,
-    attach_retry_handlers,
     build_client,
     describe,
     observe_retries,
     with_retries,
 )
+from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.events import (
     FILES_INFO,
     PLATFORM,
@@ -39,7 +40,7 @@ from bridge.chat.slack.events import (
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import split_message
 from bridge.chat.slack.history import ThreadHistory
-from bridge.chat.slack.reply import STOP_ACTION_ID, Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.transport import (
     SlackStartError,
     check_app_token,
@@ -85,22 +86,22 @@ class SlackAdapter:
         config: SlackSection,
         *,
         data_dir: Path,
-        client: AsyncWebClient | None = None,
         reply_interval: float = 1.0,
         socket_ping_interval: float = 10.0,
         retry_backoff: float = 0.5,
+        reply_settings: ReplySettings | None = None,
+        budget: RateBudget | None = None,
     ) -> None:
-        _check_secrets(config, has_client=client is not None)
+        _check_secrets(config)
         self._config = config
         self._data_dir = data_dir
-        if client is None:
-            client = build_client(config, backoff=retry_backoff)
-        else:
-            attach_retry_handlers(client, retry_backoff)
-        self._client = client
+        # One rate budget for every call the app makes (see budget.py).
+        self._budget = budget or RateBudget()
+        self._client = build_client(config, budget=self._budget, backoff=retry_backoff)
         self._on_retry: Callable[[str], None] | None = None
+        # Channels where Slack refused the status line for good (not a passing 429).
         self._no_status: set[str] = set()
-        self._reply_settings = ReplySettings(
+        self._reply_settings = reply_settings or ReplySettings(
             streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
         )
         self._ping_interval = socket_ping_interval
@@ -108,8 +109,8 @@ class SlackAdapter:
         self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
         self._notices = NoticeLedger()
         self._allowed_bots = frozenset(b.strip() for b in config.allowed_bots if b.strip())
-        self._users = UserDirectory(client)
-        self._history = ThreadHistory(client, self._users, backoff=retry_backoff)
+        self._users = UserDirectory(self._client)
+        self._history = ThreadHistory(self._client, self._users, backoff=retry_backoff)
         self._hosts = FileHosts(config.api_url)
         self._bot: BotIdentity | None = None
         self._tg: TaskGroup | None = None
@@ -117,6 +118,12 @@ class SlackAdapter:
         # Who wrote a message (for stream recipients), and which marks we put on messages.
         self._writers: LRUMap[tuple[str, str], Recipient] = LRUMap(4096)
         self._marks: LRUMap[tuple[str, str], set[Reaction]] = LRUMap(4096)
+        # The running reply of each thread (told when the adapter posts beside it).
+        self._live: dict[str, SlackLiveReply] = {}
+
+    @property
+    def budget(self) -> RateBudget:
+        return self._budget
 
     @property
     def client(self) -> AsyncWebClient:
@@ -248,7 +255,9 @@ class SlackAdapter:
             thread=candidate.thread,
             event_id=candidate.event_id,
             message_id=candidate.ts,
-            author=await self._users.author(candidate.user),
+            # With the author's organisation: the core keeps it with the message, so a reply
+            # after a restart can still address its stream to the author.
+            author=(await self._users.author(candidate.user)).model_copy(update={"org": team}),
             text=candidate.text,
             attachments=candidate.attachments,
             sent_at=ts_to_datetime(candidate.ts),
@@ -322,29 +331,40 @@ class SlackAdapter:
             self._client,
             thread=thread,
             reply_to=reply_to,
-            recipient=self._recipient(thread, reply_to),
+            recipient=self._recipient(thread, reply_to, author),
             settings=self._reply_settings,
+            budget=self._budget,
             no_status=self._no_status,
         )
-        # The control message and the status go up beside the turn, not in front of it.
+        # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)
+        self._live[thread.key] = reply
         try:
             yield reply
         finally:
+            if self._live.get(thread.key) is reply:
+                del self._live[thread.key]
             with anyio.CancelScope(shield=True):
                 await reply.close()
 
-    def _recipient(self, thread: ThreadRef, reply_to: str | None) -> Recipient:
+    def _recipient(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None
+    ) -> Recipient:
+        # The author the core stored with the message (it survives a restart), else the
+        # writer this run saw.
+        if author is not None and author.id and author.org:
+            return Recipient(user_id=author.id, team_id=author.org)
         for ts in (reply_to, thread.thread):
             if ts:
                 known = self._writers.get((thread.channel, ts))
                 if known is not None:
                     return known
-        # Unknown (a thread whose messages this run has not seen): neither id rather than a
-        # half-filled pair Slack would refuse; the reply then edits instead of streaming.
+        # Unknown: neither id rather than a half-filled pair Slack would refuse; the reply
+        # then edits instead of streaming (in a DM a stream needs no recipient).
         return Recipient()
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
+        live = self._live.get(thread.key)
         for chunk in split_message(text):
             await with_retries(
                 functools.partial(
@@ -358,6 +378,8 @@ class SlackAdapter:
                 backoff=self._backoff,
                 on_retry=self._on_retry,
             )
+            if live is not None:
+                live.posted_elsewhere()
 
     async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
         await with_retries(
@@ -440,8 +462,8 @@ class SlackAdapter:
             return []
 
 
-def _check_secrets(config: SlackSection, *, has_client: bool) -> None:
-    if config.bot_token is None and not has_client:
+def _check_secrets(config: SlackSection) -> None:
+    if config.bot_token is None:
         raise ValueError("slack.bot_token is not set (or SLACK_BOT_TOKEN)")
     if config.transport == "socket" and config.app_token is None:
         raise ValueError("slack.app_token is needed for Socket Mode (or SLACK_APP_TOKEN)")

@@ -4,13 +4,26 @@ Serves on 127.0.0.1 (a port the OS picks). Every API call is recorded; a test ca
 answer 429 or 500 a number of times, expire live streams, refuse streaming, push events and
 button clicks over the Socket Mode websocket, collect the acks, and drop the connection.
 
+It is as strict as Slack where the bridge depends on it:
+- rate tiers: past a method's rate (per workspace, ``chat.postMessage`` per channel) it answers
+  HTTP 429 with ``Retry-After`` (:data:`TIERS`, ``enforce_tiers``);
+- streams end ``stream_lifetime`` seconds after they started, text flowing or not, and
+  ``chat.update`` on a message still streaming answers ``streaming_state_conflict``;
+- ``chat.startStream`` wants ``recipient_user_id`` and ``recipient_team_id`` together (both
+  outside DMs) and names the one missing;
+- ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
+  clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
+
 The fake keeps a model of the messages, so tests can read a thread as a person would see it.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
+import math
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -30,6 +43,24 @@ BOT_USER = "UBOT0001"
 BOT_ID = "BBOT0001"
 TEAM = "T0FAKE01"
 APP_ID = "A0FAKE01"
+
+# Slack's rate tiers, as (calls, window in seconds, counted per channel): Tier 2 about 20 a
+# minute, Tier 3 about 50, Tier 4 about 100; chat.postMessage about one a second per channel.
+TIERS: dict[str, tuple[int, float, bool]] = {
+    "chat.postMessage": (5, 5.0, True),
+    "chat.update": (50, 60.0, False),
+    "chat.delete": (50, 60.0, False),
+    "chat.startStream": (20, 60.0, False),
+    "chat.appendStream": (100, 60.0, False),
+    "chat.stopStream": (20, 60.0, False),
+    "chat.postEphemeral": (100, 60.0, False),
+    "assistant.threads.setStatus": (50, 60.0, False),
+    "reactions.add": (50, 60.0, False),
+    "reactions.remove": (50, 60.0, False),
+    "conversations.replies": (50, 60.0, False),
+}
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+_TS = re.compile(r"^\d+\.\d+$")
 
 
 @dataclass
@@ -52,6 +83,7 @@ class Message:
     files: list[dict[str, Any]] = field(default_factory=list)
     streaming: bool = False
     expired: bool = False
+    stream_started: float = 0.0
     deleted: bool = False
     stream_args: dict[str, Any] = field(default_factory=dict)
 
@@ -132,8 +164,18 @@ class FakeSlack:
         self.ephemerals: list[dict[str, Any]] = []
         self.files: dict[str, StoredFile] = {}
         self.uploads: dict[str, dict[str, Any]] = {}
-        self.assistant_threads: set[tuple[str, str]] = set()
         self.refuse_streaming: str | None = None
+        # Rate tiers, stream and status lifetimes (seconds), as Slack has them.
+        self.enforce_tiers = True
+        self.tiers = dict(TIERS)
+        self.limited: list[Call] = []
+        self._recent: dict[tuple[str, str], collections.deque[float]] = {}
+        self.stream_lifetime = 300.0
+        self.status_lifetime = 120.0
+        # (channel, thread_ts) -> (status text, when set); and every setStatus that worked.
+        self.statuses: dict[tuple[str, str], tuple[str, float]] = {}
+        self.status_log: list[tuple[str, str, str]] = []
+        self.missing_channels: set[str] = set()
         self.downloads: list[Download] = []
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
@@ -249,6 +291,13 @@ class FakeSlack:
 
     def calls_to(self, method: str) -> list[Call]:
         return [call for call in self.calls if call.method == method]
+
+    def status_of(self, channel: str, thread_ts: str) -> str:
+        """The status line a person sees in the thread now ("" when none)."""
+        shown = self.statuses.get((channel, thread_ts))
+        if shown is None or time.monotonic() - shown[1] >= self.status_lifetime:
+            return ""
+        return shown[0]
 
     def ok_calls(self, method: str) -> list[Call]:
         return [call for call in self.calls_to(method) if call.status == 200 and not call.error]
@@ -417,6 +466,11 @@ class FakeSlack:
                 call.status = failure.status
                 return _failure_response(failure)
             self._check_token(method, request)
+            wait = self._over_tier(method, args)
+            if wait is not None:
+                call.status = 429
+                self.limited.append(call)
+                return _failure_response(_Failure(429, 0, wait))
             handler = getattr(self, "_m_" + method.replace(".", "_"), None)
             if handler is None:
                 raise SlackApiFail("unknown_method")
@@ -427,6 +481,24 @@ class FakeSlack:
             return web.json_response({"ok": False, "error": exc.error})
         finally:
             self._notify()
+
+    def _over_tier(self, method: str, args: dict[str, Any]) -> int | None:
+        """Seconds until ``method`` may be called again when this call is past its tier."""
+        tier = self.tiers.get(method)
+        if not self.enforce_tiers or tier is None:
+            return None
+        limit, window, per_channel = tier
+        channel = str(args.get("channel") or args.get("channel_id") or "")
+        recent = self._recent.setdefault(
+            (method, channel if per_channel else ""), collections.deque()
+        )
+        now = time.monotonic()
+        while recent and now - recent[0] >= window:
+            recent.popleft()
+        if len(recent) >= limit:
+            return max(1, math.ceil(recent[0] + window - now))
+        recent.append(now)
+        return None
 
     def _next_failure(self, method: str) -> _Failure | None:
         queue = self._failures.get(method) or []
@@ -481,10 +553,18 @@ class FakeSlack:
             blocks=blocks,
         )
         self.messages[message.ts] = message
+        self._posted(message)
         return {"channel": message.channel, "ts": message.ts}
+
+    def _posted(self, message: Message) -> None:
+        # Slack takes a thread's status down when the app posts in it.
+        if message.thread_ts:
+            self.statuses.pop((message.channel, message.thread_ts), None)
 
     def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._own_message(args)
+        if self._still_streaming(message):
+            raise SlackApiFail("streaming_state_conflict")
         markdown = args.get("markdown_text")
         if markdown is not None:
             if len(markdown) > 12_000:
@@ -520,9 +600,11 @@ class FakeSlack:
             thread_ts=args.get("thread_ts"),
             markdown=str(args.get("markdown_text") or "") + _chunks_text(args.get("chunks")),
             streaming=True,
+            stream_started=time.monotonic(),
             stream_args=args,
         )
         self.messages[message.ts] = message
+        self._posted(message)
         return {"channel": channel, "ts": message.ts}
 
     def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -553,8 +635,17 @@ class FakeSlack:
         return {}
 
     def _m_assistant_threads_setStatus(self, args: dict[str, Any]) -> dict[str, Any]:
-        if (str(args.get("channel_id")), str(args.get("thread_ts"))) not in self.assistant_threads:
-            raise SlackApiFail("not_allowed")
+        channel, thread_ts = str(args.get("channel_id") or ""), str(args.get("thread_ts") or "")
+        if not _CHANNEL_ID.match(channel) or channel in self.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        if not _TS.match(thread_ts):
+            raise SlackApiFail("invalid_thread_ts")
+        status = str(args.get("status") or "")
+        if status:
+            self.statuses[(channel, thread_ts)] = (status, time.monotonic())
+        else:
+            self.statuses.pop((channel, thread_ts), None)
+        self.status_log.append((channel, thread_ts, status))
         return {}
 
     def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -617,9 +708,16 @@ class FakeSlack:
             raise SlackApiFail("cant_update_message")
         return message
 
+    def _still_streaming(self, message: Message) -> bool:
+        """Whether ``message`` streams; Slack ends a stream some minutes after it started."""
+        if message.streaming and time.monotonic() - message.stream_started >= self.stream_lifetime:
+            message.streaming = False
+            message.expired = True
+        return message.streaming
+
     def _live_stream(self, args: dict[str, Any]) -> Message:
         message = self._own_message(args)
-        if not message.streaming:
+        if not self._still_streaming(message):
             raise SlackApiFail("message_not_in_streaming_state")
         return message
 

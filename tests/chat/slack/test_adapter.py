@@ -8,7 +8,7 @@ import pytest
 from pydantic import SecretStr
 
 from bridge.chat.slack.adapter import SlackAdapter
-from bridge.chat.slack.reply import STOP_ACTION_ID
+from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.transport import SlackStartError
 from bridge.config import SlackSection
 from bridge.core.events import Reaction, ThreadRef, TurnOutcome
@@ -20,6 +20,7 @@ from tests.chat.slack.conftest import (
     MALLORY,
     OTHER_CHANNEL,
     RecordingInbound,
+    control_message,
     mention_event,
     message_event,
     running_adapter,
@@ -295,8 +296,11 @@ async def test_stop_button_calls_stop_for_allowed_users_only(
     root = fake_slack.next_ts()
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         async with adapter.open_reply(thread(root), None) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            [control] = fake_slack.thread(CHANNEL, root)
+            await fake_slack.wait_for(
+                lambda: control_message(fake_slack, CHANNEL, root) is not None
+            )
+            control = control_message(fake_slack, CHANNEL, root)
+            assert control is not None
             assert [b["action_id"] for b in control.buttons] == [STOP_ACTION_ID]
 
             await fake_slack.wait_ack(await fake_slack.click(control, MALLORY, STOP_ACTION_ID))
@@ -417,24 +421,22 @@ def test_missing_secrets_are_named(tmp_path: Path) -> None:
         )
 
 
-async def test_the_reply_owns_the_status_line_where_slack_has_one(
+async def test_the_reply_owns_the_status_line_in_channels_and_dms(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
-    assistant, plain = fake_slack.next_ts(), fake_slack.next_ts()
-    fake_slack.assistant_threads.add((DM, assistant))
-    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        async with adapter.open_reply(thread(assistant, DM), assistant) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            await reply.finish(TurnOutcome(final_text="done"))
-        # Refused by Slack outside assistant threads: quietly nothing, the answer still comes.
-        async with adapter.open_reply(thread(plain), plain) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            await reply.finish(TurnOutcome(final_text="done too"))
+    """Set when the reply opens, taken down by the final post: no call of the core's."""
+    async with running_adapter(fake_slack, inbound, tmp_path, control_delay=5.0) as adapter:
+        for channel in (DM, CHANNEL):
+            ts = fake_slack.next_ts()
+            async with adapter.open_reply(thread(ts, channel), ts) as reply:
+                await fake_slack.wait_for(
+                    lambda c=channel, t=ts: fake_slack.status_of(c, t) != ""  # type: ignore[misc]
+                )
+                await reply.finish(TurnOutcome(final_text="done"))
+            assert fake_slack.status_of(channel, ts) == ""
+            assert fake_slack.answer_text(channel, ts) == "done"
 
-    calls = fake_slack.calls_to("assistant.threads.setStatus")
-    assert [(c.args["thread_ts"], c.args["status"], c.error) for c in calls] == [
-        (assistant, "is working…", None),
-        (assistant, "", None),
-        (plain, "is working…", "not_allowed"),
+    assert [(c, s) for c, _, s in fake_slack.status_log] == [
+        (DM, "is working…"),
+        (CHANNEL, "is working…"),
     ]
-    assert fake_slack.answer_text(CHANNEL, plain) == "done too"
