@@ -58,7 +58,7 @@ TIER_2 = Tier(20)
 TIER_3 = Tier(50)
 TIER_4 = Tier(100)
 SLACK_TIERS: dict[str, Tier] = {
-    "chat.postMessage": Tier(5, window=5.0, burst=2.0, per_channel=True),
+    "chat.postMessage": Tier(10, window=10.0, burst=2.0, per_channel=True),
     "chat.update": TIER_3,
     "chat.delete": TIER_3,
     "chat.startStream": TIER_2,

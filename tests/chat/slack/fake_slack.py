@@ -47,7 +47,7 @@ APP_ID = "A0FAKE01"
 # Slack's rate tiers, as (calls, window in seconds, counted per channel): Tier 2 about 20 a
 # minute, Tier 3 about 50, Tier 4 about 100; chat.postMessage about one a second per channel.
 TIERS: dict[str, tuple[int, float, bool]] = {
-    "chat.postMessage": (5, 5.0, True),
+    "chat.postMessage": (10, 10.0, True),
     "chat.update": (50, 60.0, False),
     "chat.delete": (50, 60.0, False),
     "chat.startStream": (20, 60.0, False),
@@ -69,6 +69,7 @@ class Call:
     args: dict[str, Any]
     status: int = 200
     error: str | None = None
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
