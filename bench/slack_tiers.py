@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import machine, table
+from bench.common import machine, percentile, table
 from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.format import split_message
 from bridge.core.events import (
@@ -71,6 +71,7 @@ async def one_turn(
     author: Author,
     pieces: list[str],
     every: float,
+    finishing: list[float],
 ) -> None:
     async with adapter.open_reply(thread, thread.thread, author) as reply:
         for number, piece in enumerate(pieces):
@@ -80,7 +81,9 @@ async def one_turn(
                 await reply.tool(ToolActivity(name="run_command", summary=summary))
                 await reply.tool(ToolActivity(name="run_command", summary=summary, state="DONE"))
             await anyio.sleep(every)
+        started = time.monotonic()
         await reply.finish(TurnOutcome(final_text="".join(pieces)))
+        finishing.append(time.monotonic() - started)
 
 
 def peak(times: Sequence[float], window: float) -> int:
@@ -115,11 +118,14 @@ async def run(threads: int, seconds: float, channels: int, every: float) -> int:
                     thread = ThreadRef(platform="slack", channel=channel, thread=fake.next_ts())
                     turns.append((thread, answer_of(index, chunks)))
                 author = Author(id=USER, org="T0FAKE01")
+                finishing: list[float] = []
                 first = len(fake.calls)
                 started = time.monotonic()
                 async with anyio.create_task_group() as turns_tg:
                     for thread, pieces in turns:
-                        turns_tg.start_soon(one_turn, adapter, thread, author, pieces, every)
+                        turns_tg.start_soon(
+                            one_turn, adapter, thread, author, pieces, every, finishing
+                        )
                 took = time.monotonic() - started
                 tg.cancel_scope.cancel()
         calls = fake.calls[first:]
@@ -134,6 +140,11 @@ async def run(threads: int, seconds: float, channels: int, every: float) -> int:
         print(report(fake.tiers, calls, adapter, took))
         print()
         limited = [c for c in calls if c.status == 429]
+        print(
+            f"final answer whole after finish(): p50 {percentile(finishing, 0.5):.1f} s, "
+            f"max {max(finishing, default=0.0):.1f} s (Tier 2 allows about 20 stream stops "
+            "a minute)"
+        )
         print(
             f"{threads} threads in {channels} channels, {took:.0f} s: final answers complete "
             f"{complete}/{threads}; 429s from Slack {len(limited)} "

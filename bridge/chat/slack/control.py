@@ -97,6 +97,8 @@ class ControlMessage:
         return blocks
 
     async def post(self) -> None:
+        # What is posted now: tool lines recorded during the call are news for update().
+        shown = self.text(live=True)
         response = await self._client.chat_postMessage(
             channel=self._thread.channel,
             thread_ts=self._thread.thread or None,
@@ -105,7 +107,7 @@ class ControlMessage:
         )
         value = response.get("ts")
         self.ts = str(value) if value else None
-        self._shown = self.text(live=True)
+        self._shown = shown
 
     async def update(self) -> None:
         """Show the latest tool lines (when the message is up and they changed)."""
@@ -114,11 +116,12 @@ class ControlMessage:
         wanted = self.text(live=True)
         if wanted == self._shown:
             return
+        blocks = self.blocks(live=True)
         await self._client.chat_update(
             channel=self._thread.channel,
             ts=self.ts,
             text="Working…",
-            blocks=self.blocks(live=True),
+            blocks=blocks,
         )
         self._shown = wanted
 

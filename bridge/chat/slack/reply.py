@@ -249,6 +249,7 @@ class SlackLiveReply:
             return
         self._control_due = math.inf
         self._after_post()
+        self._pump.poke()  # tool lines recorded while it was being posted
 
     async def _stop_keeper(self) -> None:
         self._keeper_stopping = True
@@ -259,10 +260,9 @@ class SlackLiveReply:
     # ----- the pump ---------------------------------------------------------------------------
 
     def _interval(self) -> float:
-        methods: list[tuple[str, str | None]] = [("chat.update", None)]
-        if self._streaming:
-            methods.append(("chat.appendStream", None))
-        return self._budget.interval(self._settings.interval, methods)
+        # Paced by what carries the answer; tool-line edits just wait for spare chat.update.
+        method = "chat.appendStream" if self._streaming else "chat.update"
+        return self._budget.interval(self._settings.interval, [(method, None)])
 
     def _first_delay(self) -> float:
         return min(self._settings.interval, FIRST_TEXT_DELAY)
@@ -287,6 +287,8 @@ class SlackLiveReply:
     async def _flush_now(self) -> float | None:
         try:
             await self._control.update()
+        except Deferred:
+            pass  # no chat.update to spare now: the tool lines wait, the answer does not
         except CALL_ERRORS as exc:
             # Tool lines are a nicety: try again next time, and carry on with the answer.
             log.info("tool lines not updated in %s: %s", self._thread.key, describe(exc))

@@ -494,3 +494,28 @@ async def test_an_edited_turn_stays_within_chat_update_s_tier(
 
     assert fake_slack.limited == []  # never a 429
     assert fake_slack.answer_text(CHANNEL, ts) == "".join(pieces).strip()
+
+
+async def test_tool_lines_waiting_for_the_budget_do_not_hold_up_the_answer(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    # chat.update spent for the hour after one edit: new tool lines cannot be shown.
+    budget = RateBudget(tiers={"chat.update": Tier(1, window=3600.0, burst=1)})
+    first, more = "the answer streams " * 20, "and goes on " * 5
+    async with running_adapter(fake_slack, inbound, tmp_path, budget=budget) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.tool(ToolActivity(name="run_command", summary="step 0"))
+            await fake_slack.wait_for(lambda: len(fake_slack.ok_calls("chat.update")) == 1)
+            await reply.tool(ToolActivity(name="run_command", summary="step 1"))
+            for piece, shown in ((first, first), (more, first + more)):
+                await reply.append(piece)
+                await fake_slack.wait_for(
+                    lambda shown=shown: fake_slack.answer_text(CHANNEL, ts).strip() == shown.strip()
+                )
+            # The flush that streamed the rest tried the tool lines first, and was refused.
+            assert budget.stats["chat.update"].deferred > 0
+            # The final tool log is an edit too, which waits for the hour: not this test's matter.
+            with anyio.move_on_after(2):
+                await reply.finish(TurnOutcome(final_text=first + more))
+
+    assert fake_slack.answer_text(CHANNEL, ts).strip() == (first + more).strip()
