@@ -9,14 +9,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.slack.format import tool_line
 from bridge.core.events import ThreadRef, ToolActivity
 
-T = TypeVar("T")
 Retrying = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 STOP_ACTION_ID = "agy_bridge_stop"
