@@ -13,12 +13,14 @@ import anyio
 from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.launch import LaunchSettings
 from bridge.agy.listener import Listener, open_listener
+from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.store import Store, open_store
 from bridge.core.tools import chat_tools_factory
+from bridge.isolation import resolve_isolation
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ async def open_bridge(
     *,
     command: list[str] | None = None,
     caps: Capabilities | None = None,
+    open_process: ProcessOpener = open_agy,
 ) -> AsyncIterator[Bridge]:
     """Everything but the adapters' connections: yields once the core is ready."""
     data_dir = config.bridge.data_dir.resolve()
@@ -68,6 +71,10 @@ async def open_bridge(
     settings = launch_settings(config, command)
     if caps is None:
         caps = await probe(settings.command, config.agy.help_timeout)
+    # Raises IsolationError (naming the reason) when isolation = "bwrap" cannot work here.
+    isolation = await resolve_isolation(config, settings.command)
+    if not isolation.isolated:
+        log.warning("⚠️ %s", isolation.warning())
     async with open_store(data_dir / "bridge.sqlite3") as store, open_listener() as listener:
         runtime = AgyRuntime(
             settings=settings,
@@ -77,6 +84,7 @@ async def open_bridge(
             init_timeout=config.agy.init_timeout,
             stop_grace=config.agy.stop_grace,
             max_line_bytes=config.agy.max_line_bytes,
+            isolation=isolation,
         )
         metrics = Metrics()
         for name, adapter in adapters.items():
@@ -84,7 +92,13 @@ async def open_bridge(
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
         async with open_core(
-            config, store, runtime, adapters, chat_tools_factory(config), metrics
+            config,
+            store,
+            runtime,
+            adapters,
+            chat_tools_factory(config),
+            metrics,
+            open_process=open_process,
         ) as core:
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
-from bridge.agy.listener import HookFunc, Listener, Registration, hook_command
+from bridge.agy.listener import Listener, answer_deadline, hook_command
 from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
 from bridge.agy.process import ProcessSpec
+from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, wrap
+from bridge.agy.session import (
+    AgySession,
+    InjectFunc,
+    LostFunc,
+    injection_hook,
+    undelivered_injection,
+)
 
 # The hooks the bridge installs. PreInvocation is the injection point; it runs before every
 # model call, so its timeout is short and the curl falls back to "{}" well before it.
@@ -34,22 +42,37 @@ class AgyRuntime:
     init_timeout: float = 90.0
     stop_grace: float = 5.0
     max_line_bytes: int = 8 * 1024 * 1024
+    # Whether agy runs in a bubblewrap sandbox per thread (and if not, why not).
+    isolation: Isolation = field(default_factory=lambda: not_isolated("isolation not set up"))
+
+    def isolation_status(self) -> str:
+        """One line for a thread's ``!status``: isolated, or loudly not."""
+        return self.isolation.status_line()
 
     async def prepare(
         self,
         session_dir: Path,
         *,
-        hook: HookFunc,
+        inject: InjectFunc,
         mcp_servers: Mapping[str, Any] | None = None,
         guidance: str,
         notes: str,
-    ) -> Registration:
+        lost: LostFunc | None = None,
+    ) -> AgySession:
         """Register the session with the listener and write its plugin folder.
 
+        ``inject(conversation_id)`` answers each ``PreInvocation`` call with the messages to hand
+        over; ``lost()`` hears when such an answer cannot have been read by agy (it came after
+        the listener's deadline, or curl had gone), so those messages go back to the inbox.
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
-        registration = await self.listener.register(hook, dict(mcp_servers or {}))
+        registration = await self.listener.register(
+            injection_hook(inject),
+            dict(mcp_servers or {}),
+            answer_within={event: answer_deadline(HOOK_TIMEOUT_SECONDS) for event in HOOK_EVENTS},
+            on_undelivered=undelivered_injection(lost) if lost is not None else None,
+        )
         try:
             write_plugin(
                 session_dir,
@@ -68,7 +91,7 @@ class AgyRuntime:
         except BaseException:
             await registration.close()
             raise
-        return registration
+        return AgySession(session_dir, registration)
 
     def spec(
         self,
@@ -89,11 +112,24 @@ class AgyRuntime:
         env = build_env(
             self.settings, os.environ if environ is None else environ, run_marker=self.run_marker
         )
+        sandbox = self.isolation.sandbox
+        if sandbox is None:
+            return ProcessSpec(
+                argv=argv,
+                env=env,
+                cwd=workdir,
+                init_timeout=self.init_timeout,
+                stop_grace=self.stop_grace,
+                max_line_bytes=self.max_line_bytes,
+            )
+        if "TMPDIR" in env:
+            env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         return ProcessSpec(
-            argv=argv,
+            argv=wrap(sandbox, argv, workdir=workdir, session_dir=session_dir),
             env=env,
             cwd=workdir,
             init_timeout=self.init_timeout,
             stop_grace=self.stop_grace,
             max_line_bytes=self.max_line_bytes,
+            signal_pid=sandboxed_pid,
         )

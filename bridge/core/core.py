@@ -13,12 +13,12 @@ from typing import Any
 
 import anyio
 
-from bridge.agy.plugin import raise_flag
-from bridge.agy.process import reap_group
+from bridge.agy.process import ProcessOpener, open_agy, reap_group
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core import store as st
 from bridge.core.commands import HELP, Command, parse_command
+from bridge.core.deps import CoreDeps
 from bridge.core.events import (
     Author,
     ChatAdapter,
@@ -27,10 +27,10 @@ from bridge.core.events import (
     SubmitOutcome,
     ThreadRef,
 )
+from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
-from bridge.core.thread import CoreDeps, ThreadWorker
-from bridge.core.workspaces import session_dir_for
+from bridge.core.thread import ThreadWorker
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class Core:
         self.deps = deps
         self.store = deps.store
         self.workers: dict[str, ThreadWorker] = {}
+        self.marks = Marks(self._adapter, deps.task_group)
 
     # --- Inbound -----------------------------------------------------------------------------
 
@@ -57,26 +58,21 @@ class Core:
             raise ValueError(f"no chat adapter for platform {message.thread.platform!r}")
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
-            if await self.store.add_message(message, state=st.COMMAND) is None:
+            if await self.store.add_message(message, state=st.MessageState.COMMAND) is None:
                 return SubmitOutcome.DUPLICATE
             await self._command(message, command)
             return SubmitOutcome.COMMAND
         row_id = await self.store.add_message(message)
         if row_id is None:
             return SubmitOutcome.DUPLICATE
-        await self.store.thread(message.thread)
-        raise_flag(session_dir_for(self.deps.config, message.thread))
+        await self.store.ensure_thread(message.thread)
         worker = self._worker(message.thread)
         if worker.busy:
             self.deps.metrics.queued(message.thread.platform)
-            self._spawn(
-                self._adapter(message.thread).react(
-                    message.thread, message.message_id, Reaction.QUEUED
-                )
-            )
+            self.marks.put(message.thread, message.message_id, Reaction.QUEUED)
             if message.attachments:
                 self._spawn(worker.fetch_in_background(row_id))
-        worker.notify()
+        worker.message_stored()
         return SubmitOutcome.ACCEPTED
 
     async def stop(self, thread: ThreadRef, by: Author) -> None:
@@ -105,7 +101,7 @@ class Core:
             await self._say(thread, f"Unknown command `!{command.word}`.\n{HELP}")
 
     async def _model(self, thread: ThreadRef, model: str) -> None:
-        row = await self.store.thread(thread)
+        row = await self.store.thread(thread.key)
         if not model:
             current = row.model or self.deps.config.agy.model or "agy's default model"
             await self._say(thread, f"Model for this thread: `{current}`.")
@@ -113,7 +109,8 @@ class Core:
         if any(ch.isspace() for ch in model) or len(model) > 200:
             await self._say(thread, "A model id is one word, as `agy models` lists it.")
             return
-        await self.store.update_thread(thread.key, model=model)
+        await self.store.ensure_thread(thread)
+        await self.store.set_model(thread.key, model)
         worker = self.workers.get(thread.key)
         if worker is not None:
             worker.request_restart()
@@ -122,7 +119,7 @@ class Core:
         )
 
     async def _new(self, thread: ThreadRef, by: Author) -> None:
-        await self.store.update_thread(thread.key, conversation_id=None, usage_json=None)
+        await self.store.reset_conversation(thread.key)
         worker = self.workers.get(thread.key)
         if worker is not None:
             worker.interrupt(by.label)
@@ -130,7 +127,7 @@ class Core:
         await self._say(thread, "Starting a fresh conversation from the next message.")
 
     async def _status(self, thread: ThreadRef) -> str:
-        row = await self.store.thread(thread)
+        row = await self.store.thread(thread.key)
         worker = self.workers.get(thread.key)
         pending = await self.store.pending(thread.key)
         if worker is None or worker.proc is None:
@@ -146,6 +143,7 @@ class Core:
             f"• Model: `{row.model or self.deps.config.agy.model or 'default'}`",
             f"• Waiting messages: {len(pending)}",
             f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
+            self.deps.runtime.isolation_status(),
         ]
         if (place := slots.position(thread.key)) is not None:
             lines.append(f"• This thread is number {place} in line")
@@ -162,7 +160,7 @@ class Core:
     def _worker(self, thread: ThreadRef) -> ThreadWorker:
         worker = self.workers.get(thread.key)
         if worker is None:
-            worker = ThreadWorker(thread, self.deps, self._forget)
+            worker = ThreadWorker(thread, self.deps, self.marks, self._forget)
             self.workers[thread.key] = worker
             self.deps.task_group.start_soon(worker.run, name=f"thread {thread.key}")
         return worker
@@ -170,7 +168,7 @@ class Core:
     def _forget(self, worker: ThreadWorker, clean: bool) -> None:
         if self.workers.get(worker.key) is worker:
             del self.workers[worker.key]
-            if clean and worker._woken:
+            if clean and worker.wakeup.is_set:
                 # A message landed while the worker was leaving: start a new one for it.
                 self._worker(worker.ref).notify()
 
@@ -214,7 +212,7 @@ class Core:
                 log.warning("could not report an interrupted turn", exc_info=True)
                 continue
             await self.store.finish_turn(
-                turn.id, st.INTERRUPTED, error="the bridge restarted during this turn"
+                turn.id, st.TurnState.INTERRUPTED, error="the bridge restarted during this turn"
             )
         for key in await self.store.threads_with_pending():
             ref = ThreadRef.from_key(key)
@@ -239,6 +237,7 @@ async def open_core(
     adapters: dict[str, ChatAdapter],
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None,
     metrics: Metrics | None = None,
+    open_process: ProcessOpener = open_agy,
 ) -> AsyncIterator[Core]:
     metrics = metrics or Metrics()
     async with anyio.create_task_group() as tg:
@@ -251,6 +250,7 @@ async def open_core(
             adapters=adapters,
             task_group=tg,
             mcp_servers=mcp_servers,
+            open_process=open_process,
         )
         core = Core(deps)
         metrics.set_sources(

@@ -13,6 +13,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,10 @@ import aiosqlite
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.agy.wire import Usage
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
 from bridge.core.scrub import encodable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -75,20 +75,37 @@ _MIGRATIONS: dict[int, str] = {
         started_at REAL NOT NULL
     );
     """,
+    # Columns nothing read or wrote.
+    2: """
+    ALTER TABLE threads DROP COLUMN workdir;
+    ALTER TABLE threads DROP COLUMN num_turns;
+    """,
 }
 
-# Message states.
-PENDING = "pending"
-IN_TURN = "turn"
-INJECTED = "injected"
-COMMAND = "command"
-FAILED = "failed"
 
-# Turn states.
-RUNNING = "running"
-DONE = "done"
-ERROR = "error"
-INTERRUPTED = "interrupted"
+class MessageState(StrEnum):
+    PENDING = "pending"  # in the inbox, waiting for a turn or a hook call
+    IN_TURN = "turn"  # sent to agy as (part of) a turn
+    INJECTED = "injected"  # handed to a running turn by the PreInvocation hook
+    COMMAND = "command"  # a !command, handled by the core itself
+    FAILED = "failed"  # agy could not take it; the thread was told
+
+
+class TurnState(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+class Usage(BaseModel):
+    """Token counts of a conversation so far, as agy reports them."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
 
 
 class StoreError(Exception):
@@ -108,7 +125,7 @@ class StoredMessage(_Row):
     attachments: list[AttachmentRef] = Field(default_factory=list)
     # Paths of attachments already saved for the agent, or a reason each could not be.
     saved: list[str] | None = None
-    state: str
+    state: MessageState
     received_at: float
 
     @property
@@ -120,15 +137,13 @@ class ThreadRow(_Row):
     key: str
     conversation_id: str | None = None
     model: str | None = None
-    workdir: str | None = None
     usage: Usage | None = None
-    num_turns: int = 0
 
 
 class TurnRow(_Row):
     id: int
     thread_key: str
-    state: str
+    state: TurnState
     conversation_id: str | None = None
     started_at: float
     ended_at: float | None = None
@@ -151,7 +166,7 @@ def _message(row: sqlite3.Row) -> StoredMessage:
         text=row["text"],
         attachments=[AttachmentRef.model_validate(a) for a in json.loads(row["attachments_json"])],
         saved=json.loads(row["saved_json"]) if row["saved_json"] is not None else None,
-        state=row["state"],
+        state=MessageState(row["state"]),
         received_at=row["received_at"],
     )
 
@@ -165,7 +180,9 @@ class Store:
 
     # --- messages -----------------------------------------------------------------------
 
-    async def add_message(self, message: IncomingMessage, *, state: str = PENDING) -> int | None:
+    async def add_message(
+        self, message: IncomingMessage, *, state: MessageState = MessageState.PENDING
+    ) -> int | None:
         """Store a message; None when its event id was seen before (a retry or redelivery)."""
         event_key = f"{message.thread.platform}:{message.event_id}"
         attachments = json.dumps([a.model_dump() for a in message.attachments])
@@ -190,12 +207,12 @@ class Store:
     async def pending(self, thread_key: str) -> list[StoredMessage]:
         rows = await self._fetch(
             "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
-            (thread_key, PENDING),
+            (thread_key, MessageState.PENDING),
         )
         return [_message(r) for r in rows]
 
     async def take_pending(
-        self, thread_key: str, new_state: str, turn_id: int | None, *, ready_only: bool
+        self, thread_key: str, new_state: MessageState, turn_id: int | None, *, ready_only: bool
     ) -> list[StoredMessage]:
         """Move pending messages out of ``pending`` in one transaction; return them in order.
 
@@ -205,7 +222,7 @@ class Store:
         async with self._transaction() as db:
             cursor = await db.execute(
                 "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
-                (thread_key, PENDING),
+                (thread_key, MessageState.PENDING),
             )
             rows = [_message(r) for r in await cursor.fetchall()]
             taken: list[StoredMessage] = []
@@ -218,7 +235,7 @@ class Store:
                 await db.executemany(
                     "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?"
                     " AND state = ?",
-                    [(new_state, turn_id, now, m.id, PENDING) for m in taken],
+                    [(new_state, turn_id, now, m.id, MessageState.PENDING) for m in taken],
                 )
         return [m.model_copy(update={"state": new_state}) for m in taken]
 
@@ -229,7 +246,7 @@ class Store:
         async with self._transaction() as db:
             cursor = await db.execute(
                 "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
-                (thread_key, PENDING),
+                (thread_key, MessageState.PENDING),
             )
             messages = [_message(r) for r in await cursor.fetchall()]
             if not messages:
@@ -238,15 +255,15 @@ class Store:
             cursor = await db.execute(
                 "INSERT INTO turns (thread_key, state, conversation_id, started_at)"
                 " VALUES (?, ?, ?, ?)",
-                (thread_key, RUNNING, conversation_id, now),
+                (thread_key, TurnState.RUNNING, conversation_id, now),
             )
             turn_id = cursor.lastrowid
             assert turn_id is not None
             await db.executemany(
                 "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?",
-                [(IN_TURN, turn_id, now, m.id) for m in messages],
+                [(MessageState.IN_TURN, turn_id, now, m.id) for m in messages],
             )
-        return turn_id, [m.model_copy(update={"state": IN_TURN}) for m in messages]
+        return turn_id, [m.model_copy(update={"state": MessageState.IN_TURN}) for m in messages]
 
     async def requeue_turn(self, turn_id: int) -> int:
         """Put a turn's messages back to ``pending`` (agy died before it read them)."""
@@ -254,7 +271,17 @@ class Store:
             cursor = await db.execute(
                 "UPDATE inbox SET state = ?, turn_id = NULL, delivered_at = NULL"
                 " WHERE turn_id = ? AND state = ?",
-                (PENDING, turn_id, IN_TURN),
+                (MessageState.PENDING, turn_id, MessageState.IN_TURN),
+            )
+            return cursor.rowcount
+
+    async def requeue_injected(self, message_ids: Sequence[int]) -> int:
+        """Put injected messages back to ``pending``: agy never read the hook reply with them."""
+        async with self._transaction() as db:
+            cursor = await db.executemany(
+                "UPDATE inbox SET state = ?, turn_id = NULL, delivered_at = NULL"
+                " WHERE id = ? AND state = ?",
+                [(MessageState.PENDING, i, MessageState.INJECTED) for i in message_ids],
             )
             return cursor.rowcount
 
@@ -265,13 +292,10 @@ class Store:
 
     async def threads_with_pending(self) -> list[str]:
         rows = await self._fetch(
-            "SELECT DISTINCT thread_key FROM inbox WHERE state = ? ORDER BY thread_key", (PENDING,)
+            "SELECT DISTINCT thread_key FROM inbox WHERE state = ? ORDER BY thread_key",
+            (MessageState.PENDING,),
         )
         return [r["thread_key"] for r in rows]
-
-    async def messages_of_turn(self, turn_id: int) -> list[StoredMessage]:
-        rows = await self._fetch("SELECT * FROM inbox WHERE turn_id = ? ORDER BY id", (turn_id,))
-        return [_message(r) for r in rows]
 
     async def history(self, thread_key: str, limit: int) -> list[tuple[float, str, str]]:
         """(time, author label, text) of user messages and agent answers, oldest first."""
@@ -283,7 +307,7 @@ class Store:
             " SELECT ended_at AS at, NULL AS who, response AS text FROM turns"
             "  WHERE thread_key = ? AND response IS NOT NULL AND response != ''"
             ") ORDER BY at DESC LIMIT ?",
-            (thread_key, COMMAND, thread_key, limit),
+            (thread_key, MessageState.COMMAND, thread_key, limit),
         )
         out = []
         for row in reversed(rows):
@@ -293,54 +317,61 @@ class Store:
 
     # --- threads ------------------------------------------------------------------------
 
-    async def thread(self, ref: ThreadRef) -> ThreadRow:
-        rows = await self._fetch("SELECT * FROM threads WHERE key = ?", (ref.key,))
+    async def ensure_thread(self, ref: ThreadRef) -> None:
+        """Record that the thread is a conversation (later messages need no mention)."""
+        now = time.time()
+        await self._write(
+            "INSERT INTO threads (key, platform, channel, thread, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+            (ref.key, ref.platform, ref.channel, ref.thread, now, now),
+        )
+
+    async def thread(self, key: str) -> ThreadRow:
+        """The thread's row; an empty one for a thread not recorded yet."""
+        rows = await self._fetch("SELECT * FROM threads WHERE key = ?", (key,))
         if not rows:
-            now = time.time()
-            await self._write(
-                "INSERT INTO threads (key, platform, channel, thread, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
-                (ref.key, ref.platform, ref.channel, ref.thread, now, now),
-            )
-            return ThreadRow(key=ref.key)
+            return ThreadRow(key=key)
         row = rows[0]
         return ThreadRow(
             key=row["key"],
             conversation_id=row["conversation_id"],
             model=row["model"],
-            workdir=row["workdir"],
             usage=Usage.model_validate_json(row["usage_json"]) if row["usage_json"] else None,
-            num_turns=row["num_turns"],
         )
 
     async def known_thread(self, key: str) -> bool:
         return bool(await self._fetch("SELECT 1 FROM threads WHERE key = ?", (key,)))
 
-    async def update_thread(self, key: str, **fields: Any) -> None:
-        allowed = {"conversation_id", "model", "workdir", "usage_json", "num_turns"}
-        if not fields or not set(fields) <= allowed:
-            raise ValueError(f"cannot update thread fields {sorted(fields)}")
-        assignments = ", ".join(f"{name} = ?" for name in fields)
+    async def set_conversation(self, key: str, conversation_id: str | None) -> None:
+        await self._set_thread(key, "conversation_id", conversation_id)
+
+    async def set_model(self, key: str, model: str | None) -> None:
+        await self._set_thread(key, "model", model)
+
+    async def set_usage(self, key: str, usage: Usage) -> None:
+        await self._set_thread(key, "usage_json", usage.model_dump_json())
+
+    async def reset_conversation(self, key: str) -> None:
+        """!new: forget the conversation and its usage (the model choice stays)."""
         await self._write(
-            f"UPDATE threads SET {assignments}, updated_at = ? WHERE key = ?",
-            (*fields.values(), time.time(), key),
+            "UPDATE threads SET conversation_id = NULL, usage_json = NULL, updated_at = ?"
+            " WHERE key = ?",
+            (time.time(), key),
+        )
+
+    async def _set_thread(self, key: str, column: str, value: str | None) -> None:
+        # ``column`` is one of the fixed names above, never user input.
+        await self._write(
+            f"UPDATE threads SET {column} = ?, updated_at = ? WHERE key = ?",
+            (value, time.time(), key),
         )
 
     # --- turns --------------------------------------------------------------------------
 
-    async def start_turn(self, thread_key: str, conversation_id: str | None) -> int:
-        turn_id = await self._write(
-            "INSERT INTO turns (thread_key, state, conversation_id, started_at)"
-            " VALUES (?, ?, ?, ?)",
-            (thread_key, RUNNING, conversation_id, time.time()),
-        )
-        assert turn_id
-        return turn_id
-
     async def finish_turn(
         self,
         turn_id: int,
-        state: str,
+        state: TurnState,
         *,
         error: str | None = None,
         response: str | None = None,
@@ -360,12 +391,14 @@ class Store:
         )
 
     async def running_turns(self) -> list[TurnRow]:
-        rows = await self._fetch("SELECT * FROM turns WHERE state = ? ORDER BY id", (RUNNING,))
+        rows = await self._fetch(
+            "SELECT * FROM turns WHERE state = ? ORDER BY id", (TurnState.RUNNING,)
+        )
         return [
             TurnRow(
                 id=r["id"],
                 thread_key=r["thread_key"],
-                state=r["state"],
+                state=TurnState(r["state"]),
                 conversation_id=r["conversation_id"],
                 started_at=r["started_at"],
             )

@@ -1,164 +1,107 @@
-"""The turn loop of one thread: its agy process, its turns, and injection into them.
+"""The life of one thread's agy: its directories, its process slot, its process, idling.
 
 One ``ThreadWorker`` per active thread runs in the core's task group and owns that thread's
-agy process (a context manager held across turns). Messages wait in the store's inbox; the
-worker takes them as turns, and the ``PreInvocation`` hook takes them into a running turn.
-Each message leaves ``pending`` in exactly one transaction, so it reaches agy exactly once.
+agy process (a context manager held across turns). The turns themselves, and the hand-off of
+messages into a running turn, are the :class:`bridge.core.turn.TurnRunner`'s; the worker decides
+when a process starts, when it is closed (idle, evicted for another thread, a restart asked
+for) and what the thread is told when agy cannot start.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
-from bridge.agy import wire
-from bridge.agy.listener import Registration
-from bridge.agy.plugin import RuleTooLarge, lower_flag, raise_flag
-from bridge.agy.process import AgyProcess, AgyStartError, ProcessExit, open_agy
-from bridge.agy.runtime import AgyRuntime
-from bridge.config import Config
-from bridge.core import store as st
+from bridge.agy.plugin import RuleTooLarge
+from bridge.agy.process import AgyHandle, AgyStartError
+from bridge.agy.session import AgySession
+from bridge.agy.start_failure import StartFailure, classify
+from bridge.agy.turn import TurnStatus
 from bridge.core.attachments import save_attachments
-from bridge.core.events import (
-    ChatAdapter,
-    LiveReply,
-    Reaction,
-    ThreadRef,
-    ToolActivity,
-    TurnOutcome,
-)
+from bridge.core.deps import CoreDeps
+from bridge.core.events import Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
-from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber
-from bridge.core.slots import ProcessSlots
-from bridge.core.store import Store, StoredMessage, StoreError
+from bridge.core.signals import Marks, Wakeup
+from bridge.core.store import MessageState, StoredMessage, StoreError, TurnState
+from bridge.core.turn import TurnRunner
 from bridge.core.workspaces import Place, place_for
 from bridge.core.worktrees import WorktreeError, ensure_worktree, is_repository, remove_worktree
-from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
-
-# How long agy may take to answer SIGINT with its result before the group is killed.
-INTERRUPT_GRACE = 15.0
-
-
-@dataclass
-class CoreDeps:
-    """What every worker shares: one of each per bridge."""
-
-    config: Config
-    store: Store
-    runtime: AgyRuntime
-    slots: ProcessSlots
-    adapters: dict[str, ChatAdapter]
-    task_group: TaskGroup
-    metrics: Metrics
-    mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
-
-
-@dataclass
-class TurnState:
-    turn_id: int
-    # Opened on agy's first output for the turn, so a turn agy never read leaves no trace.
-    opener: Callable[[], AbstractAsyncContextManager[LiveReply]]
-    stack: AsyncExitStack
-    live: LiveReply | None = None
-    started: float = field(default_factory=time.monotonic)
-    interrupted_by: str | None = None
-    timed_out: bool = False
-    denied: list[str] = field(default_factory=list)
-    # agy printed something for this turn (its user_input step at least).
-    acknowledged: bool = False
-
-    async def reply(self) -> LiveReply:
-        if self.live is None:
-            self.live = await self.stack.enter_async_context(self.opener())
-        return self.live
-
-
-def tool_summary(step: wire.StepUpdate) -> str:
-    info = step.tool_info
-    params = info.parameters if info else {}
-    for key in ("CommandLine", "AbsolutePath", "TargetFile", "DirectoryPath", "Pattern", "Url"):
-        value = params.get(key)
-        if isinstance(value, str) and value:
-            return value if len(value) <= 120 else value[:117] + "…"
-    if "ToolName" in params:
-        return f"{params.get('ServerName', '?')}/{params['ToolName']}"
-    return ""
 
 
 class ThreadWorker:
     def __init__(
-        self, ref: ThreadRef, deps: CoreDeps, on_exit: Callable[[ThreadWorker, bool], None]
+        self,
+        ref: ThreadRef,
+        deps: CoreDeps,
+        marks: Marks,
+        on_exit: Callable[[ThreadWorker, bool], None],
     ):
         self.ref = ref
         self.key = ref.key
         self.deps = deps
         self.adapter = deps.adapters[ref.platform]
-        self._on_exit = on_exit
-        self._wake = anyio.Event()
-        self._woken = False
-        self.proc: AgyProcess | None = None
-        self.turn: TurnState | None = None
-        self.place: Place | None = None
-        self.restart_requested = False
+        self.marks = marks
+        self.wakeup = Wakeup()
         self.scrub = Scrubber(deps.config.secret_values())
-        self._in_turn = False
-        self._requeued = False
+        self.place: Place | None = None
+        self.proc: AgyHandle | None = None
+        self._on_exit = on_exit
+        self._session: AgySession | None = None
+        self._runner: TurnRunner | None = None
+        self._restart_requested = False
 
     # --- signals from the core ------------------------------------------------------------
 
     def notify(self) -> None:
         """New work may be waiting (a message, a command)."""
-        self._woken = True
-        self._wake.set()
+        self.wakeup.set()
+
+    def message_stored(self) -> None:
+        """A message joined the inbox: a running turn's next hook call may take it."""
+        if self._session is not None:
+            self._session.mark_pending()
+        self.notify()
 
     @property
     def busy(self) -> bool:
-        return self._in_turn
+        return self._runner is not None and self._runner.busy
 
     def interrupt(self, by: str) -> bool:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
-        if self.turn is None or self.proc is None:
-            return False
-        self.turn.interrupted_by = by
-        self.proc.interrupt()
-        return True
+        return self._runner is not None and self._runner.interrupt(by)
 
     def request_restart(self) -> None:
         """Restart the process when idle (a model switch, a new conversation)."""
-        self.restart_requested = True
+        self._restart_requested = True
         self.notify()
 
     # --- the worker -----------------------------------------------------------------------
 
     async def run(self) -> None:
         log.info("thread worker started", extra={"chat_thread": self.key})
-        registration: Registration | None = None
         clean = False
         try:
             self.place = place_for(self.deps.config, self.ref)
             await self._prepare_workdir(self.place)
-            registration = await self.deps.runtime.prepare(
+            self._session = await self.deps.runtime.prepare(
                 self.place.session_dir,
-                hook=self.on_hook,
+                inject=self._take_injections,
+                lost=self._injection_lost,
                 mcp_servers=self.deps.mcp_servers(self) if self.deps.mcp_servers else None,
                 guidance=build_guidance(self.deps.config.agy.guidance),
                 notes=self.place.notes,
             )
+            self._runner = TurnRunner(
+                self.ref, self.deps, self._session, self.marks, self._ensure_saved
+            )
             while True:
-                self._woken = False
+                self.wakeup.clear()
                 if not await self.deps.store.pending(self.key):
-                    if self._woken:
-                        continue
                     break
                 await self._serve()
             clean = True
@@ -178,13 +121,22 @@ class ThreadWorker:
                 )
         finally:
             with anyio.CancelScope(shield=True):
-                if registration is not None:
-                    await registration.close()
+                if self._session is not None:
+                    await self._session.close()
                 await self._cleanup_workdir()
             # Only a worker that ran out of work may hand a late message to a successor; one
             # that was cancelled (shutdown) must not start another.
             self._on_exit(self, clean)
             log.info("thread worker stopped", extra={"chat_thread": self.key})
+
+    async def _take_injections(self, conversation_id: str) -> list[str]:
+        if self._runner is None:
+            return []
+        return await self._runner.take_injections(conversation_id)
+
+    async def _injection_lost(self) -> None:
+        if self._runner is not None:
+            await self._runner.injection_lost()
 
     async def _serve(self) -> None:
         """Hold a process slot and run turns until idle, evicted, or agy is gone."""
@@ -197,15 +149,7 @@ class ThreadWorker:
                     if fresh_retry and await self._drop_conversation_after(exc):
                         fresh_retry = False
                         continue
-                    text = self.scrub(self._start_error_text(exc))
-                    if (
-                        exc.kind == "error_result"
-                        and (await self.deps.store.thread(self.ref)).model
-                    ):
-                        # A model agy refuses (a result before init) must not wedge the thread.
-                        await self.deps.store.update_thread(self.key, model=None)
-                        text += "\nThis thread's model was reset to the default."
-                    await self._fail_pending(text)
+                    await self._start_failed(exc)
                     return
                 if not again:
                     return
@@ -213,23 +157,20 @@ class ThreadWorker:
     async def _with_process(self, evict: anyio.Event) -> bool:
         """One agy process. Returns True to start another at once (after !stop, a restart)."""
         assert self.place is not None
-        thread = await self.deps.store.thread(self.ref)
-        model = thread.model or self.deps.config.agy.model or None
+        thread = await self.deps.store.thread(self.key)
         spec = self.deps.runtime.spec(
             self.place.session_dir,
             self.place.workdir,
-            model=model,
+            model=thread.model or self.deps.config.agy.model or None,
             conversation=thread.conversation_id,
         )
-        self.restart_requested = False
-        async with open_agy(spec, self._bad_line) as proc:
+        self._restart_requested = False
+        async with self.deps.open_process(spec, self._bad_line) as proc:
             await self.deps.store.add_process(proc.pid, self.key, self.deps.runtime.run_marker)
             try:
                 self.proc = proc
                 if proc.conversation_id != thread.conversation_id:
-                    await self.deps.store.update_thread(
-                        self.key, conversation_id=proc.conversation_id
-                    )
+                    await self.deps.store.set_conversation(self.key, proc.conversation_id)
                 log.info(
                     "agy ready",
                     extra={"chat_thread": self.key, "conversation": proc.conversation_id},
@@ -240,272 +181,53 @@ class ThreadWorker:
                 with anyio.CancelScope(shield=True):
                     await self.deps.store.remove_process(proc.pid)
 
-    async def _turns(self, proc: AgyProcess, evict: anyio.Event) -> bool:
-        idle_timeout = self.deps.config.agy.idle_timeout
+    async def _turns(self, proc: AgyHandle, evict: anyio.Event) -> bool:
+        assert self._runner is not None
         while True:
             if not proc.alive:
                 return False
-            if self.restart_requested:
+            if self._restart_requested:
                 return True
-            pending = await self.deps.store.pending(self.key)
-            if pending:
-                self.deps.slots.set_idle(self.key, False)
-                self._woken = False
-                self._in_turn = True
-                try:
-                    end = await self._turn(proc)
-                finally:
-                    self._in_turn = False
-                if end == st.ERROR and proc.alive:
-                    # Quota and login errors end with agy exiting: do not hand the next turn to
-                    # a process that is on its way out.
-                    with anyio.move_on_after(1.0):
-                        while proc.alive and not isinstance(await proc.next(), ProcessExit):
-                            pass
-                if end == st.INTERRUPTED:
-                    # agy exits after SIGINT: carry on with a new process, same conversation.
-                    with anyio.move_on_after(INTERRUPT_GRACE):
-                        while not isinstance(await proc.next(), ProcessExit):
-                            pass
-                    # One that ignored SIGINT is wedged: closing it ends its process group, and
-                    # the next message gets a fresh process.
+            self.wakeup.clear()
+            self.deps.slots.set_idle(self.key, False)
+            result = await self._runner.run(proc)  # None: nothing was waiting
+            if result is not None:
+                if result.exit_wait == 0 or not proc.alive:
+                    continue
+                # agy is on its way out (an error result, a SIGINT): let it go before the next
+                # turn rather than hand that turn to a dying process.
+                with anyio.move_on_after(result.exit_wait):
+                    await proc.drain()
+                if result.state is TurnState.INTERRUPTED:
+                    # Carry on with a new process, same conversation. One that ignored SIGINT
+                    # is wedged: closing it ends its process group.
                     return not proc.alive
                 continue
             self.deps.slots.set_idle(self.key, True)
-            self._wake = anyio.Event()
-            if self._woken:
-                self._woken = False
-                continue
-            with anyio.move_on_after(idle_timeout) as idle:
-                async with anyio.create_task_group() as tg:
-
-                    async def _on_evict(scope: anyio.CancelScope = tg.cancel_scope) -> None:
-                        await evict.wait()
-                        scope.cancel()
-
-                    tg.start_soon(_on_evict)
-                    await self._wake.wait()
-                    tg.cancel_scope.cancel()
-            if idle.cancelled_caught or evict.is_set():
-                log.info(
-                    "closing idle agy" if not evict.is_set() else "closing agy for another thread",
-                    extra={"chat_thread": self.key},
-                )
+            if not await self._idle(evict):
                 return False
 
-    async def _turn(self, proc: AgyProcess) -> str:
-        """Run one turn on everything pending. Returns how it ended."""
-        store = self.deps.store
-        if self.place is not None:
-            # What this turn takes needs no hook call; a message stored later raises it again.
-            lower_flag(self.place.session_dir)
-        taken = await store.take_turn(self.key, proc.conversation_id)
-        if taken is None:
-            return "empty"
-        turn_id, messages = taken
-        messages = [await self._ensure_saved(m) for m in messages]
-        reply_to = messages[-1].message_id
-        author = messages[-1].author
-        async with AsyncExitStack() as stack:
-            self.turn = TurnState(
-                turn_id, lambda: self.adapter.open_reply(self.ref, reply_to, author), stack
+    async def _idle(self, evict: anyio.Event) -> bool:
+        """Wait for work. False when the process should close (idle too long, or evicted)."""
+        with anyio.move_on_after(self.deps.config.agy.idle_timeout) as idle:
+            async with anyio.create_task_group() as tg:
+
+                async def _on_evict() -> None:
+                    await evict.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(_on_evict)
+                await self.wakeup.wait()
+                tg.cancel_scope.cancel()
+        if idle.cancelled_caught or evict.is_set():
+            log.info(
+                "closing agy for another thread" if evict.is_set() else "closing idle agy",
+                extra={"chat_thread": self.key},
             )
-            return await self._run_turn(proc, self.turn, turn_id, messages)
+            return False
+        return True
 
-    async def _run_turn(
-        self, proc: AgyProcess, turn: TurnState, turn_id: int, messages: list[StoredMessage]
-    ) -> str:
-        store = self.deps.store
-        self.deps.metrics.turn_started(self.ref.platform)
-        cancelled: BaseException | None = None
-        try:
-            try:
-                await proc.send_turn(turn_blocks(messages))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # agy is gone: the exit event explains why
-            outcome, state, usage = await self._follow(proc, turn)
-        except anyio.get_cancelled_exc_class() as exc:
-            # The bridge is stopping: the thread is told, the turn is recorded, then we go.
-            cancelled = exc
-            outcome = TurnOutcome(
-                error="the bridge stopped during this turn; send the message again later",
-                interrupted=True,
-            )
-            state, usage = st.INTERRUPTED, None
-        finally:
-            self.turn = None
-        if (
-            state == st.ERROR
-            and not turn.acknowledged
-            and not proc.alive
-            and not self._requeued
-            and cancelled is None
-        ):
-            # agy died before it read the turn (it was already on its way out): the messages
-            # go back to the inbox for the next process, once, instead of being lost.
-            self._requeued = True
-            with anyio.CancelScope(shield=True):
-                await store.requeue_turn(turn_id)
-                await store.finish_turn(turn_id, st.ERROR, error="agy exited before the turn")
-            log.info("agy exited before reading a turn; requeued", extra={"chat_thread": self.key})
-            return state
-        self._requeued = False
-        self.deps.metrics.turn_finished(
-            self.ref.platform,
-            state if state in (st.DONE, st.ERROR, st.INTERRUPTED) else st.ERROR,
-            time.monotonic() - turn.started,
-        )
-        if state == st.ERROR:
-            self.deps.metrics.error("agy_exit" if not proc.alive else "agy_result")
-        with anyio.CancelScope(shield=True):
-            # The answer goes to the thread first: a store that cannot be written must not
-            # cost the team the agent's work.
-            await self._deliver(turn, outcome)
-            try:
-                await store.finish_turn(
-                    turn_id, state, error=outcome.error, response=outcome.final_text, usage=usage
-                )
-                if usage is not None:
-                    await store.update_thread(self.key, usage_json=usage.model_dump_json())
-            except StoreError as exc:
-                self.deps.metrics.error("store")
-                log.error("could not record a turn: %s", exc, extra={"chat_thread": self.key})
-                await self._say(
-                    "⚠️ The bridge could not record this turn in its store (disk full or "
-                    "read-only?); the answer above is all there is of it."
-                )
-        if cancelled is not None:
-            raise cancelled
-        return state
-
-    async def _follow(
-        self, proc: AgyProcess, turn: TurnState
-    ) -> tuple[TurnOutcome, str, wire.Usage | None]:
-        """Stream one turn's events into its reply until its result (or agy's end)."""
-        deadline = self.deps.config.agy.turn_timeout
-        streamed: list[str] = []
-        with anyio.move_on_after(deadline) as timer:
-            while True:
-                out = await proc.next()
-                result = await self._handle(out, turn, streamed, proc)
-                if result is not None:
-                    return result
-        # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
-        turn.timed_out = True
-        proc.interrupt()
-        with anyio.move_on_after(INTERRUPT_GRACE):
-            while True:
-                out = await proc.next()
-                if isinstance(out, wire.ResultEvent | ProcessExit):
-                    break
-        assert timer.cancelled_caught
-        minutes = deadline / 60
-        text = f"the turn ran longer than {minutes:g} minutes and was stopped"
-        return (
-            TurnOutcome(final_text="".join(streamed), error=text, interrupted=True),
-            st.INTERRUPTED,
-            None,
-        )
-
-    async def _handle(
-        self, out: wire.AgyEvent | ProcessExit, turn: TurnState, streamed: list[str], proc: Any
-    ) -> tuple[TurnOutcome, str, wire.Usage | None] | None:
-        if isinstance(out, wire.StepUpdateEvent):
-            await self._step(out.step_update, turn, streamed, proc)
-            return None
-        if isinstance(out, wire.ResultEvent):
-            turn.acknowledged = True
-            return self._outcome(out.result, turn, streamed)
-        if isinstance(out, ProcessExit):
-            text = self.scrub(f"agy stopped unexpectedly ({out.describe()})")
-            if turn.interrupted_by is not None:
-                return (
-                    TurnOutcome(final_text="".join(streamed), interrupted=True, notes=[]),
-                    st.INTERRUPTED,
-                    None,
-                )
-            return (
-                TurnOutcome(final_text="".join(streamed), error=text),
-                st.ERROR,
-                None,
-            )
-        return None  # init again, unknown events: nothing to show
-
-    async def _step(
-        self, step: wire.StepUpdate, turn: TurnState, streamed: list[str], proc: AgyProcess
-    ) -> None:
-        turn.acknowledged = True
-        if step.conversation_id and step.conversation_id != proc.conversation_id:
-            return  # a subagent's step
-        reply = await turn.reply()  # agy took the turn: show the thread it is being worked on
-        if step.step_type == "agent_response" and step.text_delta:
-            delta = self.scrub(step.text_delta)
-            streamed.append(delta)
-            await reply.append(delta)
-        elif step.step_type == "tool" or step.tool_name:
-            name = step.tool_name or (step.tool_info.name if step.tool_info else None) or "tool"
-            error = None
-            if step.tool_info is not None and step.tool_info.error is not None:
-                error = self.scrub(step.tool_info.error.message)
-            if step.is_permission_denial:
-                turn.denied.append(name)
-            await reply.tool(
-                ToolActivity(
-                    name=name, summary=self.scrub(tool_summary(step)), state=step.state, error=error
-                )
-            )
-
-    def _outcome(
-        self, result: wire.ResultInfo, turn: TurnState, streamed: list[str]
-    ) -> tuple[TurnOutcome, str, wire.Usage | None]:
-        denied = [a.display_name or a.action for a in result.denied_actions] or turn.denied
-        final = self.scrub(result.response) if result.response else "".join(streamed)
-        if result.ok:
-            return TurnOutcome(final_text=final, denied=denied), st.DONE, result.usage
-        interrupted = turn.interrupted_by is not None or result.error in (
-            "interrupted",
-            "context canceled",
-        )
-        if interrupted:
-            notes = [f"Stopped by {turn.interrupted_by}."] if turn.interrupted_by else []
-            outcome = TurnOutcome(final_text=final, interrupted=True, denied=denied, notes=notes)
-            return outcome, st.INTERRUPTED, result.usage
-        error = self.scrub(result.error or "agy reported an error without a message")
-        return (
-            TurnOutcome(final_text=final, error=error, denied=denied),
-            st.ERROR,
-            result.usage,
-        )
-
-    # --- the PreInvocation hook -----------------------------------------------------------
-
-    async def on_hook(self, event: str, data: wire.HookInput) -> wire.HookReply:
-        """Hand messages that arrived mid-turn to agy's next model call."""
-        turn, proc = self.turn, self.proc
-        if event != "PreInvocation" or turn is None or proc is None:
-            return wire.EMPTY_HOOK_REPLY
-        if data.conversation_id != proc.conversation_id:
-            return wire.EMPTY_HOOK_REPLY  # a subagent's call: not ours to feed
-        if self.place is not None:
-            lower_flag(self.place.session_dir)
-        taken = await self.deps.store.take_pending(
-            self.key, st.INJECTED, turn.turn_id, ready_only=True
-        )
-        if not taken:
-            return wire.EMPTY_HOOK_REPLY
-        self.deps.metrics.injected(self.ref.platform, len(taken))
-        for message in taken:
-            self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.INJECTED))
-        log.info(
-            "injected %d message(s) mid-turn",
-            len(taken),
-            extra={"chat_thread": self.key, "conversation": proc.conversation_id},
-        )
-        return wire.HookReply(
-            inject_steps=[wire.InjectedStep(user_message=injected_text(m)) for m in taken]
-        )
-
-    # --- helpers ----------------------------------------------------------------------------
+    # --- directories ------------------------------------------------------------------------
 
     async def _prepare_workdir(self, place: Place) -> None:
         if place.repo is None or place.branch is None:
@@ -535,14 +257,16 @@ class ThreadWorker:
                 "could not remove a worktree", exc_info=True, extra={"chat_thread": self.key}
             )
 
+    # --- attachments ------------------------------------------------------------------------
+
     async def fetch_in_background(self, message_id: int) -> None:
         """Save a busy thread's new attachments now, so the hook can inject the message."""
         pending = {m.id: m for m in await self.deps.store.pending(self.key)}
         message = pending.get(message_id)
         if message is not None and not message.ready:
             await self._ensure_saved(message)
-            if self.place is not None:
-                raise_flag(self.place.session_dir)  # now it can be injected
+            if self._session is not None:
+                self._session.mark_pending()  # now it can be injected
 
     async def _ensure_saved(self, message: StoredMessage) -> StoredMessage:
         if message.ready:
@@ -558,12 +282,52 @@ class ThreadWorker:
         await self.deps.store.set_saved(message.id, saved)
         return message.model_copy(update={"saved": saved})
 
-    async def _deliver(self, turn: TurnState, outcome: TurnOutcome) -> None:
+    # --- when agy cannot start --------------------------------------------------------------
+
+    async def _drop_conversation_after(self, exc: AgyStartError) -> bool:
+        """agy no longer knows the conversation it was to resume: drop the id and start fresh
+        (once). Any other failure (signed out, quota, ...) keeps the id, so the thread has its
+        context again once the operator has fixed agy."""
+        thread = await self.deps.store.thread(self.key)
+        if classify(exc) is not StartFailure.CONVERSATION_UNKNOWN or not thread.conversation_id:
+            return False
+        await self.deps.store.set_conversation(self.key, None)
+        detail = self.scrub(exc.exit.stderr_tail.strip()) if exc.exit else ""
+        await self._say(
+            "⚠️ agy could not resume this thread's conversation"
+            + (f" ({detail})" if detail else "")
+            + ". Starting a fresh conversation; earlier context is not available to the agent."
+        )
+        return True
+
+    async def _start_failed(self, exc: AgyStartError) -> None:
+        failure = classify(exc)
+        text = self.scrub(
+            f"agy refused to start: {exc.message}" if exc.kind == "error_result" else exc.message
+        )
+        if failure is not StartFailure.OTHER:
+            text += f"\n{failure.advice}"
+        if failure is StartFailure.MODEL and (await self.deps.store.thread(self.key)).model:
+            # A model agy refuses (a result before init) must not wedge the thread.
+            await self.deps.store.set_model(self.key, None)
+            text += "\nThis thread's model was reset to the default."
+        await self._fail_pending(text)
+
+    async def _fail_pending(self, reason: str) -> None:
+        """agy could not take these messages: say so, and leave the thread usable."""
+        self.deps.metrics.error("agy_start")
         try:
-            await (await turn.reply()).finish(outcome)
-        except Exception:
-            self.deps.metrics.error("chat_post")
-            log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
+            failed = await self.deps.store.take_pending(
+                self.key, MessageState.FAILED, None, ready_only=False
+            )
+        except StoreError as exc:
+            log.error("could not mark messages failed: %s", exc, extra={"chat_thread": self.key})
+            failed = []
+        for message in failed:
+            self.marks.put(self.ref, message.message_id, Reaction.FAILED)
+        await self._say(f"⚠️ {reason}")
+
+    # --- helpers ----------------------------------------------------------------------------
 
     async def _tell_queued(self, position: int) -> None:
         limit = self.deps.slots.limit
@@ -578,47 +342,9 @@ class ThreadWorker:
         except Exception:
             log.exception("could not post a notice", extra={"chat_thread": self.key})
 
-    def _spawn(self, coro: Any) -> None:
-        async def guarded() -> None:
-            try:
-                await coro
-            except Exception:
-                log.warning("chat call failed", exc_info=True, extra={"chat_thread": self.key})
-
-        self.deps.task_group.start_soon(guarded)
-
     def _bad_line(self, reason: str) -> None:
         self.deps.metrics.bad_line()
         log.warning("unreadable line from agy: %s", reason, extra={"chat_thread": self.key})
 
-    async def _drop_conversation_after(self, exc: AgyStartError) -> bool:
-        """agy exited before init on a resume: drop the id and start fresh (once)."""
-        thread = await self.deps.store.thread(self.ref)
-        if exc.kind != "exited" or not thread.conversation_id:
-            return False
-        await self.deps.store.update_thread(self.key, conversation_id=None)
-        detail = self.scrub(exc.exit.stderr_tail.strip()) if exc.exit else ""
-        await self._say(
-            "⚠️ agy could not resume this thread's conversation"
-            + (f" ({detail})" if detail else "")
-            + ". Starting a fresh conversation; earlier context is not available to the agent."
-        )
-        return True
 
-    @staticmethod
-    def _start_error_text(exc: AgyStartError) -> str:
-        if exc.kind == "error_result":
-            return f"agy refused to start: {exc.message}"
-        return exc.message
-
-    async def _fail_pending(self, reason: str) -> None:
-        """agy could not take these messages: say so, and leave the thread usable."""
-        self.deps.metrics.error("agy_start")
-        try:
-            failed = await self.deps.store.take_pending(self.key, st.FAILED, None, ready_only=False)
-        except StoreError as exc:
-            log.error("could not mark messages failed: %s", exc, extra={"chat_thread": self.key})
-            failed = []
-        for message in failed:
-            self._spawn(self.adapter.react(self.ref, message.message_id, Reaction.FAILED))
-        await self._say(f"⚠️ {reason}")
+__all__ = ["ThreadWorker", "TurnStatus"]

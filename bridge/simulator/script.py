@@ -1,7 +1,7 @@
 """Script directives: ``[[...]]`` tokens in a user's text that steer the simulated turn.
 
-See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``) are kept in the
-order written; the others are settings, and the last one written wins.
+See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``) are
+kept in the order written; the others are settings, and the last one written wins.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ _DIRECTIVE = re.compile(r"\[\[([a-z]+)(?:[ \t]+(.*?))?\]\]", re.DOTALL)
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "tool", "mcp" or "deny"
+    kind: str  # "tool", "mcp", "deny" or "write"
     args: tuple[str, ...] = ()
 
 
@@ -33,6 +33,7 @@ class Script:
     crash: bool = False
     hang: bool = False
     garbage: bool = False
+    nulls: bool = False
     bigline: int | None = None
     subagent: bool = False
     chunks: int | None = None
@@ -81,6 +82,11 @@ def _apply(script: Script, name: str, arg: str) -> None:
         )
     elif name == "deny":
         script.actions.append(Action("deny"))
+    elif name == "write":
+        target, _, text = arg.partition(" ")
+        if not target:
+            raise ValueError(name)
+        script.actions.append(Action("write", (target, text)))
     else:
         _apply_flag(script, name, arg)
 
@@ -96,6 +102,8 @@ def _apply_flag(script: Script, name: str, arg: str) -> None:
         script.hang = True
     elif name == "garbage":
         script.garbage = True
+    elif name == "nulls":
+        script.nulls = True
     elif name == "bigline":
         script.bigline = max(1, int(arg))
     elif name == "subagent":

@@ -34,11 +34,11 @@ async def test_take_pending_is_once_and_in_order(tmp_path: Path) -> None:
     async with open_store(tmp_path / "db.sqlite3") as store:
         for n in range(3):
             await store.add_message(msg(f"e{n}", f"m{n}"))
-        turn = await store.start_turn(T.key, "c1")
-        taken = await store.take_pending(T.key, st.INJECTED, turn, ready_only=True)
+        taken = await store.take_pending(T.key, st.MessageState.INJECTED, 7, ready_only=True)
         assert [m.text for m in taken] == ["m0", "m1", "m2"]
-        assert await store.take_pending(T.key, st.IN_TURN, turn, ready_only=False) == []
-        assert [m.state for m in await store.messages_of_turn(turn)] == [st.INJECTED] * 3
+        assert [m.state for m in taken] == [st.MessageState.INJECTED] * 3
+        assert await store.take_pending(T.key, st.MessageState.IN_TURN, 7, ready_only=False) == []
+        assert await store.take_turn(T.key, "c1") is None
 
 
 async def test_ready_only_stops_at_an_unsaved_attachment(tmp_path: Path) -> None:
@@ -47,11 +47,11 @@ async def test_ready_only_stops_at_an_unsaved_attachment(tmp_path: Path) -> None
         await store.add_message(msg("e0", "first"))
         second = await store.add_message(msg("e1", "pic", [ref]))
         await store.add_message(msg("e2", "third"))
-        taken = await store.take_pending(T.key, st.INJECTED, None, ready_only=True)
+        taken = await store.take_pending(T.key, st.MessageState.INJECTED, None, ready_only=True)
         assert [m.text for m in taken] == ["first"]
         assert second is not None
         await store.set_saved(second, ["/tmp/a.png"])
-        taken = await store.take_pending(T.key, st.INJECTED, None, ready_only=True)
+        taken = await store.take_pending(T.key, st.MessageState.INJECTED, None, ready_only=True)
         assert [m.text for m in taken] == ["pic", "third"]
         assert taken[0].saved == ["/tmp/a.png"]
 
@@ -59,13 +59,20 @@ async def test_ready_only_stops_at_an_unsaved_attachment(tmp_path: Path) -> None
 async def test_state_survives_reopen_and_running_turns_are_found(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
     async with open_store(path) as store:
-        await store.thread(T)
-        await store.update_thread(T.key, conversation_id="conv-1", model="m")
-        await store.start_turn(T.key, "conv-1")
+        await store.ensure_thread(T)
+        await store.set_conversation(T.key, "conv-1")
+        await store.set_model(T.key, "m")
+        await store.set_usage(T.key, st.Usage(input_tokens=3, output_tokens=4, total_tokens=7))
+        await store.add_message(msg("e0"))
+        assert await store.take_turn(T.key, "conv-1") is not None
         await store.add_process(4242, T.key, "marker")
     async with open_store(path) as store:
-        row = await store.thread(T)
+        row = await store.thread(T.key)
         assert (row.conversation_id, row.model) == ("conv-1", "m")
+        assert row.usage is not None and row.usage.total_tokens == 7
+        await store.reset_conversation(T.key)
+        row = await store.thread(T.key)
+        assert (row.conversation_id, row.usage, row.model) == (None, None, "m")
         assert [t.thread_key for t in await store.running_turns()] == [T.key]
         assert [(p.pgid, p.run_marker) for p in await store.processes()] == [(4242, "marker")]
         assert await store.known_thread(T.key)
@@ -74,9 +81,9 @@ async def test_state_survives_reopen_and_running_turns_are_found(tmp_path: Path)
 async def test_history_mixes_messages_and_answers(tmp_path: Path) -> None:
     async with open_store(tmp_path / "db.sqlite3") as store:
         await store.add_message(msg("e0", "question"))
-        turn = await store.start_turn(T.key, "c")
-        await store.take_pending(T.key, st.IN_TURN, turn, ready_only=False)
-        await store.finish_turn(turn, st.DONE, response="answer")
+        taken = await store.take_turn(T.key, "c")
+        assert taken is not None
+        await store.finish_turn(taken[0], st.TurnState.DONE, response="answer")
         history = await store.history(T.key, 10)
         assert [(who, text) for _, who, text in history] == [
             ("Alice (U1)", "question"),
@@ -91,7 +98,7 @@ async def test_a_failing_write_is_a_clear_error(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="could not write"):
             await store.add_message(msg("e1"))
         with pytest.raises(StoreError):
-            await store.take_pending(T.key, st.IN_TURN, None, ready_only=False)
+            await store.take_pending(T.key, st.MessageState.IN_TURN, None, ready_only=False)
 
 
 async def test_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.core import thread as thread_module
+from bridge.agy import turn as agy_turn
 from bridge.core.events import Reaction
 from tests.core.harness import Harness, running, thread
 from tests.faults.console import marked_processes, sim_conversation_messages
@@ -28,7 +28,7 @@ async def wait_file(path: Path) -> None:
 
 
 async def conversation(h: Harness) -> str | None:
-    return (await h.bridge.store.thread(thread())).conversation_id
+    return (await h.bridge.store.thread(thread().key)).conversation_id
 
 
 async def no_agy_left(needle: str) -> None:
@@ -78,7 +78,7 @@ async def test_a_wedged_agy_that_ignores_sigint_is_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The bridge's grace for SIGINT is 15 s; a second is enough to show what happens after it.
-    monkeypatch.setattr(thread_module, "INTERRUPT_GRACE", 1.0)
+    monkeypatch.setattr(agy_turn, "INTERRUPT_GRACE", 1.0)
     async with running(tmp_path, turn_timeout=1.0, **fake_agy(tmp_path)) as h:
         await h.say("WEDGE")
         [wedged] = await h.adapter.wait_finished(1)
@@ -150,7 +150,7 @@ async def test_agy_printing_junk_and_dying_is_reported_and_the_thread_resumes(
 async def test_nothing_is_left_running_after_junk_a_death_and_a_wedge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(thread_module, "INTERRUPT_GRACE", 1.0)
+    monkeypatch.setattr(agy_turn, "INTERRUPT_GRACE", 1.0)
     async with running(tmp_path, turn_timeout=1.0, **fake_agy(tmp_path)) as h:
         await h.say("GARBAGE-EXIT")
         await h.adapter.wait_finished(1)
@@ -158,3 +158,26 @@ async def test_nothing_is_left_running_after_junk_a_death_and_a_wedge(
         [*_, wedged] = await h.adapter.wait_finished(2)
         assert wedged.outcome is not None and wedged.outcome.interrupted
     await no_agy_left(f"FAKE_AGY_DIR={tmp_path / 'fake'}")
+
+
+async def test_an_agy_signed_out_before_init_keeps_the_threads_conversation(
+    tmp_path: Path,
+) -> None:
+    """agy exits before init on a resume because its login expired: the conversation id is
+    still good, so the thread keeps it (only "unknown conversation" drops it)."""
+    async with running(tmp_path, idle_timeout=0.2, **fake_agy(tmp_path)) as h:
+        await h.say("first")
+        await h.adapter.wait_finished(1)
+        before = await conversation(h)
+        assert before
+        await h.worker_gone()
+        (tmp_path / "fake" / "start").write_text("exit")
+        await h.say("second")
+        notice = await h.adapter.wait_notice("your login has expired")
+        assert "sign agy in again" in notice and "could not resume" not in notice
+        assert await conversation(h) == before
+        await h.worker_gone()
+        (tmp_path / "fake" / "start").unlink()
+        await h.say("third")
+        await h.adapter.wait_finished(2)
+        assert await conversation(h) == before

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.core.events import Author, IncomingMessage
 from bridge.core.store import open_store
 from tests.core.harness import RecordingAdapter, running, thread
 
@@ -22,8 +23,13 @@ NOTICE = "The bridge restarted while the agent was working"
 async def leave_a_running_turn(tmp: Path) -> None:
     """What a bridge killed mid-turn leaves behind: a turn still marked running."""
     async with open_store(tmp / "data" / "bridge.sqlite3") as store:
-        await store.thread(thread())
-        await store.start_turn(thread().key, None)
+        await store.ensure_thread(thread())
+        await store.add_message(
+            IncomingMessage(
+                thread=thread(), event_id="e-left", message_id="e-left", author=Author(id="u")
+            )
+        )
+        assert await store.take_turn(thread().key, None) is not None
 
 
 async def test_a_broken_turn_is_reported_once_at_the_next_start(tmp_path: Path) -> None:

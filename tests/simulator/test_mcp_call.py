@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -32,16 +33,49 @@ def _server() -> MCPServer:
     return server
 
 
+class _MethodLog:
+    """An ASGI wrapper that notes the JSON-RPC method of every POST before passing it on."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.methods: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            self.methods.append(json.loads(body).get("method", "(response)"))
+        except (ValueError, AttributeError):
+            self.methods.append("(unreadable)")
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
 @pytest.fixture
-def mcp_url() -> Iterator[str]:
+def method_log() -> _MethodLog:
+    return _MethodLog(_server().streamable_http_app())
+
+
+@pytest.fixture
+def mcp_url(method_log: _MethodLog) -> Iterator[str]:
     # A socket bound and listening before uvicorn starts: the simulator's connection waits in
     # the backlog until the server is up, so nothing has to poll for readiness.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    app = _server().streamable_http_app()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(method_log, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}/mcp"
@@ -57,7 +91,7 @@ def _session(sims: SimFactory, url: str) -> Path:
     return workspace
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["seed", "legacy", "auto"])
 def test_mcp_tool_call_through_the_sdk(sims: SimFactory, mcp_url: str, mode: str) -> None:
     sim = sims.start("--add-dir", str(_session(sims, mcp_url)), AGY_SIM_MCP_MODE=mode)
     sim.next_event()
@@ -88,3 +122,55 @@ def test_mcp_tool_error_and_unknown_server(sims: SimFactory, mcp_url: str) -> No
     assert result["status"] == "SUCCESS"
     assert "Tool refuse failed: " in result["response"]
     assert "no thread for this session" in result["response"]
+
+
+def test_by_default_server_discover_comes_before_anything_else(
+    sims: SimFactory, mcp_url: str, method_log: _MethodLog
+) -> None:
+    sim = sims.start("--add-dir", str(_session(sims, mcp_url)))
+    sim.next_event()
+    sim.send('[[mcp chat shout {"text": "x"}]]')
+    assert "Tool shout: X" in result_of(sim.turn())["response"]
+    # Seed 002's sequence, whatever the server answered to the discover.
+    assert method_log.methods[:4] == [
+        "server/discover",
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+    ], method_log.methods
+    assert "tools/call" in method_log.methods
+
+
+def test_a_pre_tool_use_deny_keeps_the_mcp_call_from_the_server(
+    sims: SimFactory, mcp_url: str, method_log: _MethodLog
+) -> None:
+    workspace = sims.root / "session"
+    hooks = {
+        "gate": {
+            "PreToolUse": [
+                {
+                    "matcher": "call_mcp_tool",
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": 'printf \'{"decision":"deny","reason":"no"}\'',
+                        }
+                    ],
+                }
+            ]
+        }
+    }
+    config = {"mcpServers": {"chat": {"serverUrl": mcp_url}}}
+    make_plugin(workspace, "bridge", hooks=hooks, mcp_raw=json.dumps(config))
+    sim = sims.start("--add-dir", str(workspace))
+    sim.next_event()
+    sim.send('[[mcp chat shout {"text": "x"}]]')
+    events = sim.turn()
+    refused = steps(events, "tool")[-1]
+    assert refused["state"] == "ERROR"
+    assert refused["tool_info"]["error"]["message"] == "Tool call denied by pre-tool hook: no"
+    assert method_log.methods == [], "the server was never called"
+    assert (
+        "Tool call_mcp_tool failed: Tool call denied by pre-tool hook: no"
+        in (result_of(events)["response"])
+    )

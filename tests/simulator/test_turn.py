@@ -333,13 +333,16 @@ def test_touch_and_waitfirst(sims: SimFactory) -> None:
 
 def test_rules_are_noted_and_cut(sims: SimFactory) -> None:
     workspace = sims.root / "session"
-    make_plugin(workspace, rules={"AGENTS.md": b"g" * 30_000, "notes.md": b"n" * 10})
+    on = b"---\ntrigger: always_on\n---\n"  # 27 bytes
+    rules = {"AGENTS.md": on + b"g" * 30_000, "notes.md": on + b"n" * 10, "off.md": b"no"}
+    make_plugin(workspace, rules=rules)
     sim = sims.start("--add-dir", str(workspace))
     sim.next_event()
     sim.send("[[rules]]")
     response = result_of(sim.turn())["response"]
     assert "Rule bridge/AGENTS.md: 24000 bytes (cut)" in response
-    assert "Rule bridge/notes.md: 10 bytes\n" in response
+    assert "Rule bridge/notes.md: 37 bytes\n" in response
+    assert "off.md" not in response, "a rule without trigger: always_on is not applied"
 
 
 def test_u2028_is_written_raw_inside_one_line(sims: SimFactory) -> None:
@@ -349,3 +352,17 @@ def test_u2028_is_written_raw_inside_one_line(sims: SimFactory) -> None:
     events = sim.turn()
     assert result_of(events)["response"] == "a\u2028b\n"
     assert any("\u2028".encode() in line for line in sim.raw_lines)
+
+
+def test_nulls_writes_absent_optional_fields_as_null(sims: SimFactory) -> None:
+    sim = sims.start()
+    sim.next_event()
+    sim.send("[[nulls]] [[calls 2]]")
+    events = sim.turn()
+    planning = next(s for s in steps(events, "agent_response") if s["state"] == "DONE")
+    assert "text_delta" in planning and planning["text_delta"] is None
+    result = result_of(events)
+    assert result["error"] is None and result["denied_actions"] is None
+    assert result["status"] == "SUCCESS"
+    sim.send("plain")
+    assert "denied_actions" not in result_of(sim.turn()), "only the turn that asked"

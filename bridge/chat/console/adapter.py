@@ -31,6 +31,7 @@ from bridge.core.events import (
     ToolActivity,
     TurnOutcome,
 )
+from bridge.core.outcome import outcome_lines
 
 REACTION_WORDS = {
     Reaction.INJECTED: "seen by the agent mid-turn",
@@ -78,13 +79,8 @@ class ConsoleReply:
             self._write(final)
         if not self.at_line_start:
             self._write("\n")
-        if outcome.interrupted:
-            notes = f" ({' '.join(outcome.notes)})" if outcome.notes else ""
-            self._line(f"⏹ turn interrupted{notes}")
-        if outcome.error:
-            self._line(f"⚠️ agy: {outcome.error}")
-        if outcome.denied:
-            self._line("⛔ refused tools: " + ", ".join(outcome.denied))
+        for line in outcome_lines(outcome):
+            self._line(line)
 
 
 class ConsoleAdapter:

@@ -18,6 +18,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
+from bridge.core.outcome import code_span, render_outcome
 
 from .format import Limits, Renderer, plain_excerpt, with_relation
 
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 _TOOL_MARKS = {"ACTIVE": "⏳", "DONE": "✅", "ERROR": "❌"}
 # Tool lines share the live message with the answer: keep room for them.
 _TOOL_RESERVE = 1_200
-_INTERRUPT_WORDS = ("interrupted", "context canceled")
 
 
 class SendFailed(Exception):
@@ -67,45 +67,15 @@ class _Sent:
     edits: int = 0
 
 
-def _code(text: str) -> str:
-    """``text`` as an inline code span, whatever backticks it holds."""
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
 def tool_line(activity: ToolActivity) -> str:
     mark = _TOOL_MARKS.get(activity.state.upper(), "•")
-    line = f"🔧 {_code(plain_excerpt(activity.name, 60))}"
+    line = f"🔧 {code_span(plain_excerpt(activity.name, 60))}"
     if activity.summary.strip():
-        line += f" {_code(plain_excerpt(activity.summary, 120))}"
+        line += f" {code_span(plain_excerpt(activity.summary, 120))}"
     line += f" {mark}"
     if activity.error:
         line += f" {plain_excerpt(activity.error, 160)}"
     return line
-
-
-def outcome_markdown(outcome: TurnOutcome, streamed: str) -> str:
-    """The final text of a turn: the answer, then what went wrong, in agy's words."""
-    parts: list[str] = []
-    answer = outcome.final_text if outcome.final_text.strip() else streamed
-    if answer.strip():
-        parts.append(answer.strip())
-    if outcome.interrupted:
-        parts.append("⏹️ *interrupted*")
-    error = (outcome.error or "").strip()
-    if error and not (outcome.interrupted and error.lower() in _INTERRUPT_WORDS):
-        parts.append(f"⚠️ agy: {error}")
-    if outcome.denied:
-        parts.append("🚫 denied: " + ", ".join(_code(d) for d in outcome.denied))
-    parts.extend(f"ℹ️ {note}" for note in outcome.notes if note.strip())
-    if not parts:
-        parts.append("*(no answer)*")
-    return "\n\n".join(parts)
 
 
 class MatrixLiveReply:
@@ -176,7 +146,7 @@ class MatrixLiveReply:
         if self._closed:
             return
         self._closed = True
-        final = outcome_markdown(outcome, self._answer)
+        final = render_outcome(outcome, self._answer)
         try:
             # Wait for an edit in flight, then stop the pump and the typing refresh.
             async with self._flush_lock:

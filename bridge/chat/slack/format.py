@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from bridge.chat.common.markdown import split_markdown
-from bridge.core.events import ToolActivity, TurnOutcome
+from bridge.core.events import ToolActivity
 
 # Slack's documented limit for markdown_text is 12,000 characters. We cut well below it: Slack
 # may count UTF-16 code units (an emoji is two), and a cut can add a fence line to a piece.
@@ -39,27 +39,6 @@ def tool_line(activity: ToolActivity) -> str:
     if activity.state == "ERROR":
         line += f" — ⚠️ {one_line(activity.error or 'failed', 120)}"
     return line
-
-
-# agy's own words for an interruption, which the interrupted marker already says.
-_INTERRUPT_ERRORS = {"interrupted", "context canceled"}
-
-
-def compose_final(outcome: TurnOutcome, streamed: str) -> str:
-    """The whole final reply: the answer, then the interruption, error, denied tools and notes."""
-    parts: list[str] = []
-    body = outcome.final_text.strip() or streamed.strip()
-    if body:
-        parts.append(body)
-    if outcome.interrupted:
-        parts.append("⏹️ _Interrupted._")
-    error = (outcome.error or "").strip()
-    if error and not (outcome.interrupted and error.lower() in _INTERRUPT_ERRORS):
-        parts.append(f"⚠️ agy: {error}")
-    if outcome.denied:
-        parts.append("🚫 Not allowed: " + ", ".join(f"`{name}`" for name in outcome.denied))
-    parts.extend(f"ℹ️ {note.strip()}" for note in outcome.notes if note.strip())
-    return "\n\n".join(parts) if parts else "_(no answer)_"
 
 
 def plain_fallback(markdown: str, limit: int = 300) -> str:

@@ -45,9 +45,10 @@ from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
 from bridge.chat.slack.control import ControlMessage, ToolLog
 from bridge.chat.slack.events import is_dm_channel
-from bridge.chat.slack.format import SPLIT_LIMIT, compose_final, split_message
+from bridge.chat.slack.format import SPLIT_LIMIT, split_message
 from bridge.chat.slack.status import StatusLine
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
+from bridge.core.outcome import render_outcome
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class SlackLiveReply:
         await self._pump.stop()
         await self._stop_keeper()
         try:
-            await self._render_final(compose_final(outcome, self._text))
+            await self._render_final(render_outcome(outcome, self._text))
         finally:
             try:
                 await self._control.finish(self._retrying)

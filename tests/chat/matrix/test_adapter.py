@@ -297,7 +297,7 @@ async def test_stop_reaction_on_live_reply_stops_the_turn(synapse: Synapse, tmp_
                 world.room_id,
                 lambda e: (
                     _is_edit_of(reply.event_id)(e)
-                    and "interrupted" in _content(e)["m.new_content"]["body"]
+                    and "Interrupted" in _content(e)["m.new_content"]["body"]
                 ),
             )
 

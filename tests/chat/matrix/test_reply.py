@@ -13,7 +13,6 @@ from bridge.chat.matrix.reply import (
     MatrixLiveReply,
     ReplyTuning,
     SendFailed,
-    outcome_markdown,
     tool_line,
 )
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
@@ -211,26 +210,6 @@ async def test_failed_edits_do_not_break_the_turn() -> None:
         await reply.append(" more")
         await reply.finish(TurnOutcome(final_text="first more"))
     assert outbox.calls[-1] == ("typing", ROOM.channel, False)
-
-
-def test_outcome_text_names_errors_interruptions_and_denials() -> None:
-    text = outcome_markdown(
-        TurnOutcome(
-            final_text="",
-            error="interrupted",
-            interrupted=True,
-            denied=["RunCommand"],
-            notes=["resumed a new conversation"],
-        ),
-        streamed="partial answer",
-    )
-    assert text.splitlines()[0] == "partial answer"
-    assert "⏹️ *interrupted*" in text
-    assert "agy: interrupted" not in text
-    assert "🚫 denied: `RunCommand`" in text
-    assert "ℹ️ resumed a new conversation" in text
-    assert outcome_markdown(TurnOutcome(final_text="final"), "streamed") == "final"
-    assert outcome_markdown(TurnOutcome(), "") == "*(no answer)*"
 
 
 def test_tool_line_quotes_backticks_safely() -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from bridge.chat.slack.format import (
     MARKDOWN_LIMIT,
     SPLIT_LIMIT,
-    compose_final,
     split_message,
     tool_line,
 )
-from bridge.core.events import ToolActivity, TurnOutcome
+from bridge.core.events import ToolActivity
 
 
 def test_messages_are_cut_below_slacks_character_limit() -> None:
@@ -30,25 +29,3 @@ def test_tool_lines_are_short_single_lines() -> None:
     assert "`echo 'x'" in long
     failed = tool_line(ToolActivity(name="edit", state="ERROR", error="permission check failed"))
     assert failed == "› edit — ⚠️ permission check failed"
-
-
-def test_compose_final() -> None:
-    assert compose_final(TurnOutcome(final_text="Done."), "Do") == "Done."
-    assert compose_final(TurnOutcome(), "streamed only") == "streamed only"
-    assert compose_final(TurnOutcome(), "") == "_(no answer)_"
-    text = compose_final(
-        TurnOutcome(
-            final_text="Partial",
-            interrupted=True,
-            error="interrupted",
-            denied=["command", "edit"],
-            notes=["resumed from a new process"],
-        ),
-        "",
-    )
-    assert text == (
-        "Partial\n\n⏹️ _Interrupted._\n\n🚫 Not allowed: `command`, `edit`"
-        "\n\nℹ️ resumed from a new process"
-    )
-    quota = compose_final(TurnOutcome(error="Individual quota reached"), "")
-    assert quota == "⚠️ agy: Individual quota reached"

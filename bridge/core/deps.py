@@ -1,0 +1,35 @@
+"""What every thread worker shares: one of each per bridge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from anyio.abc import TaskGroup
+
+from bridge.agy.process import ProcessOpener, open_agy
+from bridge.agy.runtime import AgyRuntime
+from bridge.config import Config
+from bridge.core.events import ChatAdapter
+from bridge.core.slots import ProcessSlots
+from bridge.core.store import Store
+from bridge.metrics import Metrics
+
+if TYPE_CHECKING:
+    from bridge.core.thread import ThreadWorker
+
+
+@dataclass
+class CoreDeps:
+    config: Config
+    store: Store
+    runtime: AgyRuntime
+    slots: ProcessSlots
+    adapters: dict[str, ChatAdapter]
+    task_group: TaskGroup
+    metrics: Metrics
+    # The MCP servers a thread's agy gets (the chat tools), built per worker.
+    mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
+    # How agy is started (tests drive the worker with a scripted double instead).
+    open_process: ProcessOpener = open_agy

@@ -1,0 +1,363 @@
+"""One turn of one thread, and the hand-off of messages into it.
+
+:class:`TurnRunner` takes everything pending in the thread's inbox as one turn (one store
+transaction), sends it to agy, streams what :class:`bridge.agy.turn.TurnReader` reads into the
+thread's live reply, and records how the turn ended. While the turn runs, agy's
+``PreInvocation`` hook calls :meth:`TurnRunner.on_hook`, which takes the messages that arrived
+meanwhile (again one transaction) into agy's next model call. Either way a message leaves
+``pending`` exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+import anyio
+
+from bridge.agy import turn as agy_turn
+from bridge.agy.process import AgyHandle, AgyOutput
+from bridge.agy.session import AgySession
+from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
+from bridge.core.deps import CoreDeps
+from bridge.core.events import LiveReply, Reaction, ThreadRef, ToolActivity
+from bridge.core.outcome import Classified, classify, stopped_by_shutdown
+from bridge.core.prompt import injected_text, turn_blocks
+from bridge.core.scrub import Scrubber, StreamScrubber
+from bridge.core.signals import Marks
+from bridge.core.store import MessageState, StoredMessage, StoreError, TurnState, Usage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How a turn ended, for the worker that decides what the process does next."""
+
+    state: TurnState
+    # How long to let agy exit on its own before the next turn (0: the process carries on).
+    exit_wait: float = 0.0
+    # agy died before reading the turn: its messages went back to the inbox.
+    requeued: bool = False
+
+
+@dataclass
+class RunningTurn:
+    id: int
+    conversation_id: str
+    reader: TurnReader
+    replies: AsyncExitStack
+    open_reply: Callable[[], Awaitable[LiveReply]]
+    # The streamed answer's scrubber (a secret may straddle two pieces).
+    text_scrub: StreamScrubber
+    started: float = field(default_factory=time.monotonic)
+    stopped_by: str | None = None
+    timed_out: bool = False
+    # Inbox ids injected by hook calls whose reply agy has not yet shown it read.
+    unconfirmed: list[int] = field(default_factory=list)
+    # Those of the latest hook call.
+    last_injection: list[int] = field(default_factory=list)
+
+    _reply: LiveReply | None = None
+
+    async def reply(self) -> LiveReply:
+        """The thread's live reply, opened on agy's first sign of work (a turn agy never read
+        leaves no trace in the thread)."""
+        if self._reply is None:
+            self._reply = await self.open_reply()
+        return self._reply
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        ref: ThreadRef,
+        deps: CoreDeps,
+        session: AgySession,
+        marks: Marks,
+        save: Callable[[StoredMessage], Awaitable[StoredMessage]],
+    ):
+        self.ref = ref
+        self.key = ref.key
+        self.deps = deps
+        self.adapter = deps.adapters[ref.platform]
+        self.session = session
+        self.marks = marks
+        self.scrub = Scrubber(deps.config.secret_values())
+        self._save = save
+        self._proc: AgyHandle | None = None
+        self._requeued_last = False
+        self.current: RunningTurn | None = None
+        # The turn before, for a hook answer that turns out undelivered after its turn ended.
+        self._previous: RunningTurn | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.current is not None
+
+    def interrupt(self, by: str) -> bool:
+        """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
+        turn, proc = self.current, self._proc
+        if turn is None or proc is None:
+            return False
+        turn.stopped_by = by
+        turn.reader.interrupt_sent()
+        proc.interrupt()
+        return True
+
+    # --- one turn ---------------------------------------------------------------------------
+
+    async def run(self, proc: AgyHandle) -> TurnResult | None:
+        """Run one turn on everything pending; None when nothing was pending after all."""
+        # What this turn takes needs no hook call; a message stored later raises the flag again.
+        self.session.clear_pending()
+        taken = await self.deps.store.take_turn(self.key, proc.conversation_id)
+        if taken is None:
+            return None
+        turn_id, messages = taken
+        messages = [await self._save(m) for m in messages]
+        last = messages[-1]
+        async with AsyncExitStack() as replies:
+            turn = RunningTurn(
+                turn_id,
+                proc.conversation_id,
+                TurnReader(proc.conversation_id),
+                replies,
+                lambda: replies.enter_async_context(
+                    self.adapter.open_reply(self.ref, last.message_id, last.author)
+                ),
+                self.scrub.stream(),
+            )
+            self._proc = proc
+            self.current = turn
+            try:
+                return await self._run(proc, turn, messages)
+            finally:
+                self.current = None
+                self._previous = turn
+                self._proc = None
+
+    async def _run(
+        self, proc: AgyHandle, turn: RunningTurn, messages: list[StoredMessage]
+    ) -> TurnResult:
+        self.deps.metrics.turn_started(self.ref.platform)
+        cancelled: BaseException | None = None
+        end: TurnEnd | None = None
+        try:
+            try:
+                await proc.send_turn(turn_blocks(messages))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass  # agy is gone: the exit event explains why
+            end = await self._follow(proc, turn)
+        except anyio.get_cancelled_exc_class() as exc:
+            # The bridge is stopping: the thread is told, the turn is recorded, then we go.
+            cancelled = exc
+        self.current = None  # from here on, hook calls take nothing into this turn
+        with anyio.CancelScope(shield=True):
+            if end is not None and await self._requeue_unread(proc, turn, end):
+                return TurnResult(TurnState.ERROR, requeued=True)
+            self._requeued_last = False
+            if end is None:
+                result = stopped_by_shutdown()
+            else:
+                await self._requeue_unconfirmed(turn, end)
+                result = classify(
+                    end,
+                    scrub=self.scrub,
+                    stopped_by=turn.stopped_by,
+                    deadline_minutes=self.deps.config.agy.turn_timeout / 60
+                    if turn.timed_out
+                    else None,
+                )
+            self._count(proc, turn, result)
+            # The answer goes to the thread first: a store that cannot be written must not
+            # cost the team the agent's work.
+            await self._deliver(turn, result)
+            await self._record(turn, result, end)
+        if cancelled is not None:
+            raise cancelled
+        assert end is not None
+        return TurnResult(result.state, exit_wait=end.exit_wait)
+
+    async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
+        """Stream one turn's events into its reply until its end (or our own deadline)."""
+        with anyio.move_on_after(self.deps.config.agy.turn_timeout):
+            while True:
+                end = await self._handle(await proc.next_batch(), turn)
+                if end is not None:
+                    return end
+        # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
+        turn.timed_out = True
+        turn.reader.interrupt_sent()
+        proc.interrupt()
+        with anyio.move_on_after(agy_turn.INTERRUPT_GRACE):
+            while True:
+                if isinstance(turn.reader.feed(await proc.next()), TurnEnd):
+                    break
+        return turn.reader.ended or TurnEnd(TurnStatus.INTERRUPTED, turn.reader.streamed)
+
+    async def _handle(self, batch: list[AgyOutput], turn: RunningTurn) -> TurnEnd | None:
+        """Everything agy printed since the last look: its text deltas go to the reply as one
+        piece (one scrub, one chat update), tool lines in their place between them."""
+        text: list[str] = []
+        for out in batch:
+            event = turn.reader.feed(out)
+            if isinstance(event, TurnEnd):
+                await self._show_text(turn, text)
+                return event
+            # agy went on after a hook call: it read that call's reply.
+            turn.unconfirmed.clear()
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, ToolUpdate):
+                await self._show_text(turn, text)
+                text = []
+                await (await turn.reply()).tool(
+                    ToolActivity(
+                        name=event.name,
+                        summary=self.scrub(event.summary),
+                        state=event.state,
+                        error=self.scrub(event.error) if event.error is not None else None,
+                    )
+                )
+        await self._show_text(turn, text)
+        return None
+
+    async def _show_text(self, turn: RunningTurn, pieces: list[str]) -> None:
+        if not pieces and not turn.reader.acknowledged:
+            return  # agy has not taken the turn: the thread shows nothing yet
+        # The reply opens on agy's first sign of work, text or not: the thread sees it began.
+        reply = await turn.reply()
+        shown = turn.text_scrub.feed("".join(pieces)) if pieces else ""
+        if shown:
+            await reply.append(shown)
+
+    async def _requeue_unread(self, proc: AgyHandle, turn: RunningTurn, end: TurnEnd) -> bool:
+        """agy died before it read the turn (it was already on its way out): the messages go
+        back to the inbox for the next process, once, instead of being lost."""
+        if (
+            end.status is not TurnStatus.EXITED
+            or turn.reader.acknowledged
+            or proc.alive
+            or self._requeued_last
+        ):
+            return False
+        self._requeued_last = True
+        await self.deps.store.requeue_turn(turn.id)
+        await self.deps.store.finish_turn(
+            turn.id, TurnState.ERROR, error="agy exited before the turn"
+        )
+        log.info("agy exited before reading a turn; requeued", extra={"chat_thread": self.key})
+        return True
+
+    async def _requeue_unconfirmed(self, turn: RunningTurn, end: TurnEnd) -> None:
+        """agy ended before its next step after a hook call: that reply was never read, so the
+        messages it carried wait for the next turn instead of being lost."""
+        if end.status is TurnStatus.EXITED and turn.unconfirmed:
+            await self._put_back(turn.unconfirmed)
+            turn.unconfirmed = []
+
+    async def injection_lost(self) -> None:
+        """The listener could not hand the last hook call's answer to agy (too late, or curl
+        had gone): its messages go back to the inbox."""
+        turn = self.current or self._previous
+        if turn is None or not turn.last_injection:
+            return
+        ids, turn.last_injection = turn.last_injection, []
+        turn.unconfirmed = [i for i in turn.unconfirmed if i not in ids]
+        await self._put_back(ids)
+
+    async def _put_back(self, ids: list[int]) -> None:
+        try:
+            await self.deps.store.requeue_injected(ids)
+        except StoreError as exc:
+            log.error("could not requeue messages: %s", exc, extra={"chat_thread": self.key})
+            return
+        wanted = set(ids)
+        for message in await self.deps.store.pending(self.key):
+            if message.id in wanted:
+                self.marks.put(self.ref, message.message_id, Reaction.QUEUED)
+        self.session.mark_pending()
+        log.info(
+            "agy never read %d injected message(s); they wait for the next turn",
+            len(ids),
+            extra={"chat_thread": self.key},
+        )
+
+    def _count(self, proc: AgyHandle, turn: RunningTurn, result: Classified) -> None:
+        metrics = self.deps.metrics
+        metrics.turn_finished(self.ref.platform, result.state, time.monotonic() - turn.started)
+        if result.state is TurnState.ERROR:
+            metrics.error("agy_exit" if not proc.alive else "agy_result")
+
+    async def _deliver(self, turn: RunningTurn, result: Classified) -> None:
+        try:
+            await (await turn.reply()).finish(result.outcome)
+        except Exception:
+            self.deps.metrics.error("chat_post")
+            log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
+
+    async def _record(self, turn: RunningTurn, result: Classified, end: TurnEnd | None) -> None:
+        store = self.deps.store
+        outcome = result.outcome
+        usage = end.usage if end is not None else None
+        stored_usage = (
+            Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.total_tokens,
+            )
+            if usage is not None
+            else None
+        )
+        try:
+            await store.finish_turn(
+                turn.id,
+                result.state,
+                error=outcome.error,
+                response=outcome.final_text,
+                usage=stored_usage,
+            )
+            if stored_usage is not None:
+                await store.set_usage(self.key, stored_usage)
+        except StoreError as exc:
+            self.deps.metrics.error("store")
+            log.error("could not record a turn: %s", exc, extra={"chat_thread": self.key})
+            try:
+                await self.adapter.post_message(
+                    self.ref,
+                    "⚠️ The bridge could not record this turn in its store (disk full or "
+                    "read-only?); the answer above is all there is of it.",
+                )
+            except Exception:
+                log.exception("could not post a notice", extra={"chat_thread": self.key})
+
+    # --- the PreInvocation hook -----------------------------------------------------------
+
+    async def take_injections(self, conversation_id: str) -> list[str]:
+        """A model call of ``conversation_id`` is about to start: the messages that arrived
+        mid-turn, as agy should read them (none when no turn runs or the call is a
+        subagent's)."""
+        turn = self.current
+        if turn is None or conversation_id != turn.conversation_id:
+            return []
+        self.session.clear_pending()
+        taken = await self.deps.store.take_pending(
+            self.key, MessageState.INJECTED, turn.id, ready_only=True
+        )
+        if not taken:
+            return []
+        turn.unconfirmed.extend(m.id for m in taken)
+        turn.last_injection = [m.id for m in taken]
+        self.deps.metrics.injected(self.ref.platform, len(taken))
+        for message in taken:
+            self.marks.put(self.ref, message.message_id, Reaction.INJECTED)
+        log.info(
+            "injected %d message(s) mid-turn",
+            len(taken),
+            extra={"chat_thread": self.key, "conversation": turn.conversation_id},
+        )
+        return [injected_text(m) for m in taken]
