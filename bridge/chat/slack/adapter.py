@@ -396,6 +396,9 @@ class SlackAdapter:
             backoff=self._backoff,
             on_retry=self._on_retry,
         )
+        live = self._live.get(thread.key)
+        if live is not None:
+            live.posted_elsewhere()
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         key = (thread.channel, message_id)

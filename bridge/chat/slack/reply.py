@@ -216,26 +216,33 @@ class SlackLiveReply:
         """Keep the status up and post the control message once the turn has run a moment."""
         try:
             while not self._keeper_stopping:
-                now = anyio.current_time()
-                if now >= self._status_due:
-                    retry = await self._status.show()
-                    self._status_due = (
-                        now + retry
-                        if retry is not None
-                        else now + self._settings.status_refresh
-                        if self._status.wanted
-                        else math.inf
-                    )
-                if self._keeper_stopping:
-                    return
-                if self._control.ts is None and now >= self._control_due:
-                    await self._post_control(now)
+                try:
+                    await self._keep_once()
+                except Exception:
+                    # A task of the adapter's group: never let it take the adapter down.
+                    log.exception("status or Stop control of %s failed", self._thread.key)
+                    self._status_due = self._control_due = math.inf
                 due = min(self._status_due, self._control_due)
                 with anyio.move_on_after(max(due - anyio.current_time(), 0.0)):
                     await self._keeper_wake.wait()
                 self._keeper_wake = anyio.Event()
         finally:
             self._keeper_done.set()
+
+    async def _keep_once(self) -> None:
+        now = anyio.current_time()
+        if now >= self._status_due:
+            retry = await self._status.show()
+            if retry is not None:
+                self._status_due = now + retry
+            elif self._status.wanted:
+                self._status_due = now + self._settings.status_refresh
+            else:
+                self._status_due = math.inf
+        if self._keeper_stopping:
+            return
+        if self._control.ts is None and now >= self._control_due:
+            await self._post_control(now)
 
     async def _post_control(self, now: float) -> None:
         try:
