@@ -105,3 +105,13 @@ def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:
             number(rows[name][2]) - number(rows[name.replace("per turn", "persistent")][2]),
             abs=1.5,
         )
+
+
+def test_slack_tiers_completes_every_answer_within_the_tiers() -> None:
+    output = run_quick("slack_tiers")
+    rows = {row[0]: row for row in table_rows(output, "method")}
+    assert "chat.startStream" in rows
+    for row in rows.values():
+        assert int(row[1]) > 0  # calls
+        assert int(row[5]) == 0  # no 429 from the fake
+    assert "final answers complete 4/4" in output
