@@ -11,6 +11,7 @@ the conversation starts again with the thread's history as context.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Collection
@@ -88,7 +89,9 @@ class Cluster:
             lease = Lease(thread.key, claim.previous)
             if self.shared:
                 if claim.previous is not None:
-                    await self._take_over(thread, claim.previous)
+                    lease.report_takeover = functools.partial(
+                        self._take_over, thread, claim.previous
+                    )
                 await self._check_conversation(thread, lease)
             return self.core._worker(thread, lease)
 
@@ -103,15 +106,26 @@ class Cluster:
         for turn in await store.running_turns(thread.key):
             if turn.owner == self.leases.owner:
                 continue
+            # Told first, recorded second: the post can wait seconds for Slack's rate budget,
+            # and an instance killed meanwhile must leave the turn to be reported again rather
+            # than recorded as reported and never said.
+            try:
+                await self.core.deps.adapters[thread.platform].post_message(
+                    thread, TAKEOVER_NOTICE.format(previous=name, name=self.leases.name)
+                )
+            except Exception:
+                log.warning(
+                    "could not report a cut-off turn; it is reported at the next takeover",
+                    exc_info=True,
+                    extra={"chat_thread": thread.key},
+                )
+                continue
             if await store.end_running_turn(
                 turn.id, TurnState.INTERRUPTED, f"instance {name} stopped during this turn"
             ):
                 log.info(
                     "took over a thread whose turn was cut off",
                     extra={"chat_thread": thread.key, "conversation": turn.conversation_id},
-                )
-                await self.core._say(
-                    thread, TAKEOVER_NOTICE.format(previous=name, name=self.leases.name)
                 )
 
     async def _check_conversation(self, thread: ThreadRef, lease: Lease) -> None:

@@ -23,7 +23,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -74,6 +74,9 @@ class Lease:
     handover_from: str | None = None
     # Text blocks for agy's first turn (the thread's history, on a handover).
     context: list[str] = field(default_factory=list)
+    # Reports the turn the previous instance left cut off; the worker runs it first, while it
+    # holds (and renews) the lease, since the report may wait on the chat's rate limits.
+    report_takeover: Callable[[], Awaitable[None]] | None = None
     lost: anyio.Event = field(default_factory=anyio.Event)
     # The instance drains: finish the running turn, start no other (another instance will).
     draining: bool = False

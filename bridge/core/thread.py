@@ -105,6 +105,8 @@ class ThreadWorker:
             )
             self._runner.context = self.lease.context
             async with self.lease.guard():
+                if self.lease.report_takeover is not None:
+                    await self.lease.report_takeover()
                 while True:
                     self.wakeup.clear()
                     if not await self.deps.store.pending(self.key):

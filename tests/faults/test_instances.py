@@ -218,6 +218,12 @@ class Sent:
     via: Instance
 
 
+def broken_turns(url: str) -> set[int]:
+    """Turns a kill cut off (the takeover recorded them as stopped by the bridge)."""
+    turns = query(url, "SELECT id, state, error FROM turns")
+    return {t[0] for t in turns if t[1] == "interrupted" and "stopped during" in (t[2] or "")}
+
+
 async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
 ) -> None:
@@ -229,6 +235,14 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
     pair = (a, b)
     sent: list[Sent] = []
     roots: list[str] = []
+
+    def notices() -> int:
+        return sum(
+            m.visible.count(TAKEOVER_NOTICE)
+            for root in roots
+            for m in fake_slack.thread(CHANNEL, root)
+        )
+
     try:
         for cycle in range(20):
             victim, other = pair[cycle % 2], pair[(cycle + 1) % 2]
@@ -261,6 +275,12 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
                     s.via = other
             await victim.start()
         await settled(url)
+        # The reports of broken turns share one channel, where Slack allows about one post a
+        # second: wait for them while the instances still run.
+        expected = len(broken_turns(url))
+        with anyio.move_on_after(expected * 2 + 10):
+            while notices() < expected:
+                await anyio.sleep(0.2)
     finally:
         await stop_all(a, b)
     context = f"(seed {seed}; logs in {tmp_path / 'logs'})"
@@ -273,7 +293,7 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
     assert {state for _, state, _ in inbox} <= {"turn", "injected"}, context
     turns = query(url, "SELECT id, state, error FROM turns")
     assert not [t for t in turns if t[1] == "running"], context
-    broken = {t[0] for t in turns if t[1] == "interrupted" and "stopped during" in (t[2] or "")}
+    broken = broken_turns(url)
 
     # Delivered to agy at most once; a line agy never got was in a turn reported broken.
     seen = Counter(
@@ -287,10 +307,7 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
     assert not unaccounted, f"never delivered, never reported: {unaccounted} {context}"
 
     # Every broken turn was reported in its thread, once.
-    notices = sum(
-        m.visible.count(TAKEOVER_NOTICE) for root in roots for m in fake_slack.thread(CHANNEL, root)
-    )
-    assert notices == len(broken), f"{notices} notices for {len(broken)} broken turns {context}"
+    assert notices() == len(broken), f"{notices()} notices for {len(broken)} broken turns {context}"
     with anyio.fail_after(20):
         while marked_processes(str(tmp_path / "sim-home")):
             await anyio.sleep(0.1)
