@@ -56,7 +56,12 @@ def build_argv(
     if not session_dir.is_absolute():
         # agy loads plugins of an --add-dir workspace in print mode only for absolute paths.
         raise ValueError(f"session directory must be absolute: {session_dir}")
-    argv = [*settings.command, "--input-format", "stream-json", "--output-format", "stream-json"]
+    # Print mode with an explicit empty prompt, attached and first: a value flag takes the next
+    # argument whatever it is, so a bare --print would eat the flag after it, and a bare value
+    # flag at the end of extra_args would eat a --print placed after it. Here nothing precedes
+    # it but the command, and its value cannot be separated from it.
+    argv = [*settings.command, "--print="]
+    argv += ["--input-format", "stream-json", "--output-format", "stream-json"]
     argv += ["--add-dir", str(session_dir)]
     if settings.skip_permissions:
         if caps.has("--dangerously-skip-permissions"):
@@ -72,8 +77,6 @@ def build_argv(
     if caps.has("--print-timeout"):
         argv += ["--print-timeout", print_timeout(settings.turn_timeout)]
     argv += list(settings.extra_args)
-    # Print mode with an explicit empty prompt, last: a bare --print would eat the next flag.
-    argv += ["--print", ""]
     return argv
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,15 @@ def gated_hook_command(flag: Path, command: str) -> str:
     return f"if [ -e {quoted} ]; then {command}; else cat >/dev/null 2>&1; printf '{{}}'; fi"
 
 
+def tool_hook_groups(
+    command: str, timeout: int, matchers: Sequence[str] = ("*",)
+) -> list[wire.MatcherGroup]:
+    """``PreToolUse`` matcher groups running ``command`` (with agy's ``timeout`` in seconds)
+    for each tool named in ``matchers`` (``"*"``: every tool)."""
+    handler = wire.HookHandler(command=command, timeout=timeout)
+    return [wire.MatcherGroup(matcher=matcher, hooks=[handler]) for matcher in matchers]
+
+
 def write_plugin(
     session_dir: Path,
     *,
@@ -83,8 +92,13 @@ def write_plugin(
     hook_commands: Mapping[str, str],
     hook_timeout: int,
     mcp_servers: Mapping[str, str],
+    pre_tool_use: Sequence[wire.MatcherGroup] = (),
 ) -> Path:
-    """Write (or rewrite) the plugin; returns its folder. Raises RuleTooLarge before writing."""
+    """Write (or rewrite) the plugin; returns its folder. Raises RuleTooLarge before writing.
+
+    ``pre_tool_use``: matcher groups for agy's ``PreToolUse`` hook (see
+    :func:`tool_hook_groups`); none by default, and then no tool call is gated.
+    """
     rules_text = wire.always_on_rule(guidance) if guidance else ""
     notes_text = wire.always_on_rule(notes) if notes else ""
     _check_rule("the guidance (rules/AGENTS.md)", rules_text)
@@ -104,6 +118,7 @@ def write_plugin(
         event: wire.HookHandler(command=command, timeout=hook_timeout)
         for event, command in hook_commands.items()
     }
-    _write_json(folder / "hooks.json", wire.hooks_file(HOOK_BUNDLE, handlers))
+    tool_handlers = {wire.PRE_TOOL_USE: list(pre_tool_use)} if pre_tool_use else None
+    _write_json(folder / "hooks.json", wire.hooks_file(HOOK_BUNDLE, handlers, tool_handlers))
     _write_json(folder / "mcp_config.json", wire.mcp_config_file(dict(mcp_servers)))
     return folder

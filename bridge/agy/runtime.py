@@ -12,12 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
-from bridge.agy.listener import Listener, hook_command
-from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
+from bridge.agy.listener import (
+    Listener,
+    UndeliveredFunc,
+    answer_deadline,
+    hook_command,
+    tool_hook_command,
+    tool_hook_timing,
+)
+from bridge.agy.plugin import gated_hook_command, pending_flag, tool_hook_groups, write_plugin
 from bridge.agy.process import ProcessSpec
-from bridge.agy.session import AgySession, InjectFunc, injection_hook
+from bridge.agy.session import AgySession, DecideFunc, InjectFunc, injection_hook
 
 # The hooks the bridge installs. PreInvocation is the injection point; it runs before every
 # model call, so its timeout is short and the curl falls back to "{}" well before it.
@@ -44,13 +52,30 @@ class AgyRuntime:
         mcp_servers: Mapping[str, Any] | None = None,
         guidance: str,
         notes: str,
+        decide: DecideFunc | None = None,
+        approval_timeout: float = 0.0,
+        on_undelivered: UndeliveredFunc | None = None,
     ) -> AgySession:
         """Register the session with the listener and write its plugin folder.
 
+        With ``decide``, every tool call first asks it through agy's ``PreToolUse`` hook
+        (matcher ``*``), whose deadlines sit above ``approval_timeout`` (the longest a person
+        may take to decide). Without it no tool call is gated.
+        ``on_undelivered(event, answer)`` hears of every hook answer agy cannot have read (see
+        ``Listener.register``).
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
-        registration = await self.listener.register(injection_hook(inject), dict(mcp_servers or {}))
+        answer_within = {event: answer_deadline(HOOK_TIMEOUT_SECONDS) for event in HOOK_EVENTS}
+        timing = tool_hook_timing(approval_timeout)
+        if decide is not None:
+            answer_within[wire.PRE_TOOL_USE] = timing.answer_within
+        registration = await self.listener.register(
+            injection_hook(inject, decide),
+            dict(mcp_servers or {}),
+            answer_within=answer_within,
+            on_undelivered=on_undelivered,
+        )
         try:
             write_plugin(
                 session_dir,
@@ -65,6 +90,16 @@ class AgyRuntime:
                 },
                 hook_timeout=HOOK_TIMEOUT_SECONDS,
                 mcp_servers={name: registration.mcp_url(name) for name in mcp_servers or {}},
+                # Every tool, so a tool agy adds later is gated too; the policy lets the
+                # harmless ones through at once.
+                pre_tool_use=tool_hook_groups(
+                    tool_hook_command(
+                        registration.hook_url(wire.PRE_TOOL_USE), timing.hook_timeout
+                    ),
+                    timing.hook_timeout,
+                )
+                if decide is not None
+                else (),
             )
         except BaseException:
             await registration.close()

@@ -8,9 +8,10 @@ file test instead of an HTTP round trip. The session is the flag's one owner.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bridge.agy import wire
 from bridge.agy.listener import HookFunc, Registration
@@ -21,10 +22,51 @@ InjectFunc = Callable[[str], Awaitable[list[str]]]
 model call (an empty list for none)."""
 
 
-def injection_hook(inject: InjectFunc) -> HookFunc:
-    """The listener's hook function for one session: ``PreInvocation`` injects messages."""
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call agy is about to make, as the core sees it (from ``PreToolUse``)."""
 
-    async def hook(event: str, data: wire.HookInput) -> wire.HookReply:
+    name: str  # as agy names it: run_command, write_to_file, call_mcp_tool, ...
+    # Keyed as agy keys them: CommandLine, TargetFile, AbsolutePath, ServerName, ...
+    args: Mapping[str, Any] = field(default_factory=dict)
+    conversation_id: str = ""
+    workspace_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolVerdict:
+    """The core's answer: run it or not; ``reason`` is what the model reads when not."""
+
+    allow: bool
+    reason: str | None = None
+
+
+DecideFunc = Callable[[ToolCall], Awaitable[ToolVerdict]]
+"""``await decide(call)``: whether agy may run this tool call (may wait for a person)."""
+
+
+def _decision(verdict: ToolVerdict) -> wire.ToolDecision:
+    # Only allow or deny: ask/force_ask would ask agy's own prompt, which print mode cannot show.
+    if verdict.allow:
+        return wire.ToolDecision(decision="allow")
+    return wire.ToolDecision(decision="deny", reason=verdict.reason or "not allowed")
+
+
+def injection_hook(inject: InjectFunc, decide: DecideFunc | None = None) -> HookFunc:
+    """The listener's hook function for one session: ``PreInvocation`` injects messages;
+    ``PreToolUse`` asks ``decide`` (and denies every call when there is none)."""
+
+    async def hook(event: str, data: wire.HookInput) -> wire.HookAnswer:
+        if event == wire.PRE_TOOL_USE:
+            if decide is None or not isinstance(data, wire.PreToolUseInput):
+                return wire.ToolDecision(decision="deny", reason="this session decides no tools")
+            call = ToolCall(
+                name=data.tool_call.name,
+                args=dict(data.tool_call.args),
+                conversation_id=data.conversation_id,
+                workspace_paths=tuple(data.workspace_paths),
+            )
+            return _decision(await decide(call))
         if event != "PreInvocation":
             return wire.EMPTY_HOOK_REPLY
         texts = await inject(data.conversation_id)

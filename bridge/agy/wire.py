@@ -10,15 +10,37 @@ error drops a whole ``hooks.json``).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 # --- stdout: the event stream -------------------------------------------------------------
 
 
 class _Tolerant(BaseModel):
+    """A shape agy writes: unknown fields kept, and ``null`` read as "absent" in every field.
+
+    Go's encoder writes ``null`` for a nil slice, map or pointer, and one null in an optional
+    field must not turn a whole line (a lost ``result`` stalls a turn) into a bad line.
+    """
+
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_absent(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+def _without_nulls(value: Any) -> Any:
+    return [item for item in value if item is not None] if isinstance(value, list) else value
+
+
+# A list agy writes, where a null element is skipped rather than failing the line.
+_StrList = Annotated[list[str], BeforeValidator(_without_nulls)]
 
 
 class Usage(_Tolerant):
@@ -34,7 +56,7 @@ class InitInfo(_Tolerant):
     conversation_id: str | None = None
     model: str | None = None  # present only when --model was given
     cwd: str | None = None
-    tools: list[str] = Field(default_factory=list)
+    tools: _StrList = Field(default_factory=list)
     permission_mode: str | None = None
 
 
@@ -108,7 +130,9 @@ class ResultInfo(_Tolerant):
     # usage, num_turns and duration accumulate over the whole conversation.
     num_turns: int | None = None
     usage: Usage | None = None
-    denied_actions: list[DeniedAction] = Field(default_factory=list)
+    denied_actions: Annotated[list[DeniedAction], BeforeValidator(_without_nulls)] = Field(
+        default_factory=list
+    )
 
     @property
     def ok(self) -> bool:
@@ -184,13 +208,34 @@ class HookInput(_Tolerant):
     """The camelCase JSON agy writes to a hook's stdin. The prompt text is not in it."""
 
     conversation_id: str = Field(default="", alias="conversationId")
-    workspace_paths: list[str] = Field(default_factory=list, alias="workspacePaths")
+    workspace_paths: _StrList = Field(default_factory=list, alias="workspacePaths")
     transcript_path: str | None = Field(default=None, alias="transcriptPath")
     artifact_directory_path: str | None = Field(default=None, alias="artifactDirectoryPath")
     model_name: str | None = Field(default=None, alias="modelName")
     # PreInvocation only: 0 again at every new user prompt.
     invocation_num: int | None = Field(default=None, alias="invocationNum")
     initial_num_steps: int | None = Field(default=None, alias="initialNumSteps")
+
+
+class ToolCall(_Tolerant):
+    """The tool call a ``PreToolUse`` hook is asked about."""
+
+    name: str = ""  # as agy names it: run_command, write_to_file, replace_file_content, ...
+    # Keyed as tool_info.parameters in the stream: CommandLine, TargetFile, AbsolutePath, ...
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class PreToolUseInput(HookInput):
+    """``PreToolUse`` input: the common fields plus the tool call and its step's index."""
+
+    tool_call: ToolCall = Field(default_factory=ToolCall, alias="toolCall")
+    step_idx: int | None = Field(default=None, alias="stepIdx")
+
+
+def parse_hook_input(event: str, body: bytes | str) -> HookInput:
+    """One hook call's input, in the model of its event. Raises pydantic's ValidationError."""
+    model = PreToolUseInput if event == PRE_TOOL_USE else HookInput
+    return model.model_validate_json(body)
 
 
 class _Strict(BaseModel):
@@ -216,7 +261,39 @@ class HookReply(_Strict):
 
 EMPTY_HOOK_REPLY = HookReply()
 
+# Events that take a flat list of handlers; tool events take matcher groups.
 HOOK_EVENTS = ("SessionStart", "PreInvocation", "PostInvocation", "Stop")
+PRE_TOOL_USE = "PreToolUse"
+TOOL_HOOK_EVENTS = (PRE_TOOL_USE, "PostToolUse")
+
+
+class ToolDecision(_Strict):
+    """A ``PreToolUse`` reply. agy reads it strictly and fails closed: an unknown key, no
+    decision or no JSON at all means the tool does not run. ``ask``/``force_ask`` ask agy's
+    own prompt, which print mode cannot show, so the bridge answers ``allow`` or ``deny``."""
+
+    decision: Literal["allow", "deny", "ask", "force_ask"]
+    reason: str | None = None  # the model reads "Tool call denied by pre-tool hook: <reason>"
+
+    def to_json(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+HookAnswer = HookReply | ToolDecision
+"""What a hook function answers: injections for the flat events, a decision for PreToolUse."""
+
+
+def fallback_answer(event: str, reason: str) -> HookAnswer:
+    """The answer when the bridge has none (the hook failed, timed out, or the session
+    closed): nothing to inject, or for a tool call an explicit ``deny`` saying why."""
+    if event == PRE_TOOL_USE:
+        return ToolDecision(decision="deny", reason=reason)
+    return EMPTY_HOOK_REPLY
+
+
+def is_empty_answer(answer: HookAnswer) -> bool:
+    """Whether losing this answer loses nothing (``{}``)."""
+    return isinstance(answer, HookReply) and not answer.inject_steps
 
 
 # --- the session directory as a plugin -----------------------------------------------------
@@ -231,15 +308,37 @@ class HookHandler(_Strict):
     timeout: int = Field(default=10, ge=1)  # seconds
 
 
-def hooks_file(bundle: str, handlers: dict[str, HookHandler]) -> dict[str, Any]:
-    """``hooks.json``: a map of NAMED bundles. A flat ``{"PreInvocation": [...]}`` is inert."""
-    if bundle in HOOK_EVENTS or bundle == "enabled":
+class MatcherGroup(_Strict):
+    """Handlers of a tool event for the tools ``matcher`` names: a tool's name as agy calls it
+    (``run_command``, ``write_to_file``, ...) or ``"*"`` for every tool."""
+
+    matcher: str = Field(min_length=1)
+    hooks: list[HookHandler] = Field(min_length=1)
+
+
+def hooks_file(
+    bundle: str,
+    handlers: Mapping[str, HookHandler],
+    tool_handlers: Mapping[str, Sequence[MatcherGroup]] | None = None,
+) -> dict[str, Any]:
+    """``hooks.json``: a map of NAMED bundles. A flat ``{"PreInvocation": [...]}`` is inert.
+
+    ``handlers``: one handler per flat event. ``tool_handlers``: matcher groups per tool event
+    (``PreToolUse``), written only when given.
+    """
+    if bundle in HOOK_EVENTS or bundle in TOOL_HOOK_EVENTS or bundle == "enabled":
         raise ValueError(f"hook bundle name {bundle!r} would be read as an event or a switch")
-    return {
-        bundle: {
-            event: [handler.model_dump(exclude_none=True)] for event, handler in handlers.items()
-        }
-    }
+    events: dict[str, Any] = {}
+    for event, handler in handlers.items():
+        if event not in HOOK_EVENTS:
+            raise ValueError(f"{event!r} is not an event that takes a flat list of handlers")
+        events[event] = [handler.model_dump(exclude_none=True)]
+    for event, groups in (tool_handlers or {}).items():
+        if event not in TOOL_HOOK_EVENTS:
+            raise ValueError(f"{event!r} is not a tool event (they take matcher groups)")
+        if groups:
+            events[event] = [group.model_dump(exclude_none=True) for group in groups]
+    return {bundle: events}
 
 
 def mcp_config_file(servers: dict[str, str]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import NoReturn
 
+from bridge.simulator.account import SIGNED_OUT_ERROR, account_error
 from bridge.simulator.flags import (
     VERSION,
     Options,
@@ -36,6 +37,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.commands:
         return _command(options.commands)
+    if options.print_prompt is None and os.environ.get("AGY_SIM_DRIVER_MODE") != "1":
+        # Without --print agy starts its interactive terminal UI, which a pipe cannot drive.
+        # Some later builds run a stream-json "driver mode" without it (AGY_SIM_DRIVER_MODE=1).
+        return _fail(
+            "error: the interactive UI needs a terminal: pass --print (-p) to run "
+            'non-interactively (an empty prompt is --print "")',
+            EXIT_USAGE,
+        )
     if options.input_format != "stream-json" or options.output_format != "stream-json":
         return _fail(
             "error: the agy simulator implements only stream-json print mode: pass "
@@ -48,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 def _command(commands: list[str]) -> int:
     if commands[0] != "models":
         return _fail(f'error: unknown command "{commands[0]}" for "agy"', EXIT_USAGE)
-    if os.environ.get("AGY_SIM_SIGNED_OUT") == "1":
-        return _fail("Please sign in", 1)
+    refused = account_error()
+    if refused == SIGNED_OUT_ERROR:  # a used-up quota still lists the models
+        return _fail(refused, 1)
     sys.stdout.write(listing())
     return 0
 

@@ -7,7 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.simulator.events import Emitter
-from bridge.simulator.hooks import HookRun, hook_input, run_handler
+from bridge.simulator.hooks import (
+    ALLOWED,
+    HookRun,
+    ToolVerdict,
+    hook_input,
+    run_handler,
+    run_tool_handler,
+    tool_hook_input,
+)
 from bridge.simulator.plugins import McpServer, Plugin
 from bridge.simulator.store import Conversation, ConversationStore
 
@@ -75,6 +83,31 @@ class Context:
                     warn(f"warning: PreInvocation hook {plugin.name}/{handler.bundle}: {run.error}")
                 runs.append(run)
         return runs
+
+    async def pre_tool_use(self, tool: str, args: dict[str, object], step_idx: int) -> ToolVerdict:
+        """Run the ``PreToolUse`` handlers whose matcher names ``tool`` (or is ``*``), plugin by
+        plugin and group by group; the first that does not allow the call refuses it."""
+        conversation_id = self.conversation_id
+        common = {
+            "conversationId": conversation_id,
+            "workspacePaths": list(self.workspace_paths),
+            "transcriptPath": str(
+                self._brain(conversation_id) / ".system_generated/logs/transcript.jsonl"
+            ),
+            "artifactDirectoryPath": str(self._brain(conversation_id)),
+            "modelName": self.model_name,
+        }
+        payload = tool_hook_input(common, tool, dict(args), step_idx)
+        for plugin in self.plugins:
+            for group in plugin.tool_hooks.get("PreToolUse", []):
+                if not group.matches(tool):
+                    continue
+                for handler in group.handlers:
+                    verdict = await run_tool_handler(handler, payload, conversation_id)
+                    if not verdict.allowed:
+                        warn(f"warning: PreToolUse hook {handler.name}: {verdict.message}")
+                        return verdict
+        return ALLOWED
 
     def _brain(self, conversation_id: str) -> Path:
         return self.home / "brain" / conversation_id

@@ -2,10 +2,12 @@
 
 A handler runs under ``sh -c`` in the folder of its ``hooks.json``, with the simulator's
 environment plus ``ANTIGRAVITY_CONVERSATION_ID``, the camelCase hook input on stdin, and is
-killed after its timeout. Its exit code is ignored. Its stdout is parsed like protojson:
-a JSON object whose only key is ``injectSteps``, a list of objects holding exactly one of
-``userMessage``, ``ephemeralMessage`` (strings) or ``toolCall``. Anything else, duplicate
-keys included, discards the whole reply.
+killed after its timeout. Its stdout is parsed like protojson. ``PreInvocation``: the exit code
+is ignored; the reply is a JSON object whose only key is ``injectSteps``, a list of objects
+holding exactly one of ``userMessage``, ``ephemeralMessage`` (strings) or ``toolCall``; anything
+else, duplicate keys included, discards the whole reply. ``PreToolUse``: the reply is exactly
+``{"decision": ..., "reason": ...}`` and agy fails closed: a nonzero exit (as recorded on
+1.1.24), a timeout, an unknown key, no JSON or no decision all keep the tool from running.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from bridge.simulator.plugins import HookHandler
 from bridge.simulator.threads import in_thread
 
 _STEP_KINDS = ("userMessage", "ephemeralMessage", "toolCall")
+DECISIONS = ("allow", "deny", "ask", "force_ask")
+DENIED_BY_HOOK = "Tool call denied by pre-tool hook: "
 
 
 class BadHookReply(ValueError):
@@ -58,6 +62,75 @@ def hook_input(
     }
 
 
+def tool_hook_input(
+    common: dict[str, Any], tool: str, args: dict[str, Any], step_idx: int
+) -> dict[str, Any]:
+    """What agy writes to a ``PreToolUse`` handler: the common fields, the call, its step."""
+    return {**common, "toolCall": {"name": tool, "args": args}, "stepIdx": step_idx}
+
+
+@dataclass(frozen=True)
+class ToolVerdict:
+    """The outcome of a tool call's ``PreToolUse`` handlers."""
+
+    allowed: bool
+    message: str = ""  # tool_info.error.message of the refused step
+    hook_failed: bool = False  # a failing handler (not a decision): the turn's result is ERROR
+
+
+ALLOWED = ToolVerdict(allowed=True)
+
+
+async def run_tool_handler(
+    handler: HookHandler, payload: dict[str, Any], conversation_id: str
+) -> ToolVerdict:
+    """One ``PreToolUse`` handler, read strictly; anything but ``allow`` refuses the call."""
+    env = dict(os.environ, ANTIGRAVITY_CONVERSATION_ID=conversation_id)
+    data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    failed = f'JSON hook "{handler.name}" failed: '
+    try:
+        code, stdout, stderr = await in_thread(_run_full, handler, env, data)
+    except subprocess.TimeoutExpired:
+        return _failure(failed + f"timed out after {handler.timeout:g}s")
+    except OSError as exc:
+        return _failure(failed + f"command failed to start: {exc}")
+    if code != 0:
+        tail = stderr.decode("utf-8", "replace")
+        return _failure(failed + f"command failed: exit status {code}, stderr: {tail}")
+    try:
+        decision, reason = parse_decision(stdout)
+    except BadHookReply as exc:
+        return _failure(failed + f"invalid output: {exc}")
+    if decision == "allow":
+        return ALLOWED
+    # deny; or ask/force_ask, agy's own prompt, which print mode cannot show: not allowed.
+    return ToolVerdict(allowed=False, message=DENIED_BY_HOOK + reason)
+
+
+def _failure(message: str) -> ToolVerdict:
+    return ToolVerdict(allowed=False, message=message, hook_failed=True)
+
+
+def parse_decision(raw: bytes) -> tuple[str, str]:
+    """``(decision, reason)`` of a PreToolUse reply; raise :class:`BadHookReply` like protojson
+    (an unknown key, no JSON, a decision missing or not one of agy's four)."""
+    try:
+        data = json.loads(raw, object_pairs_hook=_no_duplicates)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadHookReply(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadHookReply("not a JSON object")
+    unknown = sorted(set(data) - {"decision", "reason"})
+    if unknown:
+        raise BadHookReply(f"unknown field {unknown[0]!r}")
+    decision, reason = data.get("decision"), data.get("reason", "")
+    if decision not in DECISIONS:
+        raise BadHookReply(f"no decision (one of {', '.join(DECISIONS)}) in the reply")
+    if not isinstance(reason, str):
+        raise BadHookReply("reason is not a string")
+    return str(decision), reason
+
+
 async def run_handler(
     handler: HookHandler, payload: dict[str, Any], conversation_id: str
 ) -> HookRun:
@@ -93,6 +166,24 @@ def _run(handler: HookHandler, env: dict[str, str], data: bytes) -> bytes:
         proc.wait()
         raise
     return stdout
+
+
+def _run_full(handler: HookHandler, env: dict[str, str], data: bytes) -> tuple[int, bytes, bytes]:
+    proc = subprocess.Popen(
+        ["sh", "-c", handler.command],
+        cwd=handler.cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = proc.communicate(data, timeout=handler.timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc.returncode, stdout, stderr[-2000:]
 
 
 def parse_reply(raw: bytes) -> tuple[list[str], list[str]]:

@@ -1,10 +1,11 @@
 """One MCP tool call over Streamable HTTP with the official SDK client, as agy makes it.
 
-agy connects, lists the tools, then calls one (seed 002 saw ``initialize``,
-``notifications/initialized``, ``tools/list``). The SDK is imported here, lazily: most turns
-never call a tool, and importing it costs more than the rest of the simulator's start.
-``AGY_SIM_MCP_MODE`` picks the SDK's connect mode: ``legacy`` (default: the ``initialize``
-handshake agy's client performs) or ``auto`` (probe ``server/discover`` first).
+agy connects, lists the tools, then calls one (seed 002 saw ``server/discover``, then
+``initialize``, ``notifications/initialized``, ``tools/list``). The SDK is imported here,
+lazily: most turns never call a tool, and importing it costs more than the rest of the
+simulator's start. ``AGY_SIM_MCP_MODE`` picks the SDK's connect mode: ``auto`` (default: probe
+``server/discover`` first, then the ``initialize`` handshake on a server that does not know it,
+as agy 1.2.7 did) or ``legacy`` (``initialize`` only, as older builds did).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ async def call_tool(url: str, tool: str, arguments: dict[str, Any], limit: float
     from mcp import Client
     from mcp_types import Implementation
 
-    mode = os.environ.get("AGY_SIM_MCP_MODE", "legacy")
+    mode = os.environ.get("AGY_SIM_MCP_MODE", "auto")
     client_info = Implementation(name="antigravity-client", version="v1.0.0")
     try:
         with anyio.fail_after(limit):

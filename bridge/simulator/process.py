@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 import uuid
-from pathlib import Path
 
+from bridge.simulator.account import account_error, sim_home
 from bridge.simulator.context import Context, warn
 from bridge.simulator.events import Emitter
 from bridge.simulator.flags import Options
@@ -23,13 +23,6 @@ from bridge.simulator.plugins import FatalConfigError, load_plugins
 from bridge.simulator.store import Conversation, ConversationStore, Usage
 from bridge.simulator.stream_input import Ignored, InputError, LineReader, parse_line
 from bridge.simulator.turn import ScriptedEnd, SimulatedCrash, TurnState, crash, run_turn
-
-SIGNED_OUT_ERROR = "Please sign in: run `agy` once in a terminal to log in"
-
-
-def sim_home() -> Path:
-    configured = os.environ.get("AGY_SIM_HOME")
-    return Path(configured) if configured else Path.home() / ".agy-sim"
 
 
 class PrintMode:
@@ -91,14 +84,19 @@ class PrintMode:
     def _start(self) -> Context | None:
         """Everything before ``init``; ``None`` after reporting why the process must end."""
         options = self.options
-        if os.environ.get("AGY_SIM_SIGNED_OUT") == "1":
-            self._early_error(SIGNED_OUT_ERROR)
+        refused = account_error()
+        if refused is not None:
+            # Before anything else, a resumed conversation included: it stays as it was.
+            warn(f"error: {refused}")
+            self._early_error(refused)
             return None
         if options.model is not None and not is_known(options.model):
             self._early_error(invalid_model_error(options.model, options.effort or ""))
             return None
         try:
-            plugins = load_plugins(options.add_dirs, warn)
+            plugins = load_plugins(
+                options.add_dirs, warn, accept_url=os.environ.get("AGY_SIM_ACCEPTS_URL") == "1"
+            )
         except FatalConfigError as exc:
             self._early_error(str(exc))
             return None
@@ -182,22 +180,33 @@ class PrintMode:
             ctx.save()
             crash()
             return 2
+        if state.hook_error is not None:
+            # As recorded (1.1.24): a failing PreToolUse handler makes the turn an ERROR that
+            # still carries the model's answer.
+            self._finish(ctx, state, status="ERROR", error=state.hook_error, keep_response=True)
+            return None
         self._finish(ctx, state, status="SUCCESS")
         return None
 
     def _finish(
-        self, ctx: Context, state: TurnState | None, *, status: str, error: str | None = None
+        self,
+        ctx: Context,
+        state: TurnState | None,
+        *,
+        status: str,
+        error: str | None = None,
+        keep_response: bool = False,
     ) -> None:
         """Store the conversation, then write the turn's ``result`` (totals: the conversation's)."""
         conversation = ctx.conversation
         if state is not None:
             conversation.duration_seconds += state.elapsed()
         ctx.save()
-        success = status == "SUCCESS"
+        answered = status == "SUCCESS" or keep_response
         self.emitter.result(
             conversation.conversation_id,
             status=status,
-            response=state.response if success and state is not None else "",
+            response=state.response if answered and state is not None else "",
             error=error,
             duration_seconds=conversation.duration_seconds,
             num_turns=conversation.num_turns,

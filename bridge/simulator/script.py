@@ -1,7 +1,7 @@
 """Script directives: ``[[...]]`` tokens in a user's text that steer the simulated turn.
 
-See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``) are kept in the
-order written; the others are settings, and the last one written wins.
+See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``) are
+kept in the order written; the others are settings, and the last one written wins.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ _DIRECTIVE = re.compile(r"\[\[([a-z]+)(?:[ \t]+(.*?))?\]\]", re.DOTALL)
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "tool", "mcp" or "deny"
+    kind: str  # "tool", "mcp", "deny" or "write"
     args: tuple[str, ...] = ()
 
 
@@ -81,6 +81,11 @@ def _apply(script: Script, name: str, arg: str) -> None:
         )
     elif name == "deny":
         script.actions.append(Action("deny"))
+    elif name == "write":
+        target, _, text = arg.partition(" ")
+        if not target:
+            raise ValueError(name)
+        script.actions.append(Action("write", (target, text)))
     else:
         _apply_flag(script, name, arg)
 

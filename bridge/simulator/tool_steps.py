@@ -1,7 +1,9 @@
-"""Scripted tool steps: ``run_command``, ``call_mcp_tool`` and a refused ``write_to_file``.
+"""Scripted tool steps: ``run_command``, ``call_mcp_tool``, ``write_to_file`` (done or refused).
 
 Each is a ``tool`` step: ACTIVE with ``tool_info.parameters``, then DONE with ``output`` or
 ERROR with ``tool_info.error`` ``{type, message}``, in the shapes of the recorded streams.
+Between the two, the ``PreToolUse`` hooks decide: a call they do not allow ends in ERROR with
+their message and never runs.
 """
 
 from __future__ import annotations
@@ -23,25 +25,55 @@ MCP_TIMEOUT = 30.0
 class ToolOutcome:
     note: str | None = None  # a line for the default reply
     denial: dict[str, str] | None = None  # an entry for result.denied_actions
+    # The PreToolUse hooks refused the call: a line every answer carries (the model was told).
+    refusal: str | None = None
+    hook_error: str | None = None  # a PreToolUse handler failed: the turn's result is ERROR
 
 
 async def run_action(ctx: Context, action: Action) -> ToolOutcome:
     """Run one scripted tool action as a ``tool`` step (ACTIVE, then DONE or ERROR)."""
     if action.kind == "tool":
-        await _run_command_step(ctx, action.args[1])
-        return ToolOutcome()
+        return await _run_command_step(ctx, action.args[1])
     if action.kind == "mcp":
         return await _mcp_step(ctx, *action.args)
     if action.kind == "deny":
-        return _denied_write(ctx)
+        return await _denied_write(ctx)
+    if action.kind == "write":
+        return await _write_step(ctx, *action.args)
     raise ValueError(f"unknown action {action.kind!r}")
 
 
-async def _run_command_step(ctx: Context, command: str) -> None:
+async def _refused(
+    ctx: Context, index: int, tool: str, params: Mapping[str, object]
+) -> ToolOutcome | None:
+    """Ask the PreToolUse hooks; when they refuse, end the step in ERROR and say why."""
+    started = time.monotonic()
+    verdict = await ctx.pre_tool_use(tool, dict(params), index)
+    if verdict.allowed:
+        return None
+    info = _info(tool, params, error={"type": "TOOL_ERROR", "message": verdict.message})
+    ctx.step(
+        "ERROR",
+        "tool",
+        index=index,
+        tool_name=tool,
+        duration_seconds=since(started),
+        tool_info=info,
+    )
+    return ToolOutcome(
+        refusal=f"Tool {tool} failed: {verdict.message.rstrip()}",
+        hook_error=verdict.message if verdict.hook_failed else None,
+    )
+
+
+async def _run_command_step(ctx: Context, command: str) -> ToolOutcome:
     params = {"CommandLine": command}
     index = ctx.step(
         "ACTIVE", "tool", tool_name="run_command", tool_info=_info("run_command", params)
     )
+    refused = await _refused(ctx, index, "run_command", params)
+    if refused is not None:
+        return refused  # the command never runs
     started = time.monotonic()
     _, output = await run_command(command, ctx.cwd)
     # A failing command still ends DONE; no output means no "output" field, as recorded.
@@ -54,6 +86,7 @@ async def _run_command_step(ctx: Context, command: str) -> None:
         duration_seconds=since(started),
         tool_info=info,
     )
+    return ToolOutcome()
 
 
 async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> ToolOutcome:
@@ -66,6 +99,9 @@ async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> Tool
     index = ctx.step(
         "ACTIVE", "tool", tool_name="call_mcp_tool", tool_info=_info("call_mcp_tool", params)
     )
+    refused = await _refused(ctx, index, "call_mcp_tool", params)
+    if refused is not None:
+        return refused
     started = time.monotonic()
     server = ctx.find_server(server_name)
     error: str | None
@@ -103,12 +139,58 @@ async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> Tool
     return ToolOutcome(note=f"Tool {tool} failed: {error}")
 
 
-def _denied_write(ctx: Context) -> ToolOutcome:
+async def _write_step(ctx: Context, target: str, text: str) -> ToolOutcome:
+    """``write_to_file``: really writes TEXT to TARGET (relative to the working directory)."""
+    path = os.path.normpath(os.path.join(ctx.cwd, target))
+    params = {"TargetFile": path, "CodeContent": text}
+    index = ctx.step(
+        "ACTIVE", "tool", tool_name="write_to_file", tool_info=_info("write_to_file", params)
+    )
+    refused = await _refused(ctx, index, "write_to_file", params)
+    if refused is not None:
+        return refused  # the file is not written
+    started = time.monotonic()
+    try:
+        _write_file(path, text)
+    except OSError as exc:
+        message = f"failed to write {path}: {exc.strerror or exc}"
+        info = _info("write_to_file", params, error={"type": "TOOL_ERROR", "message": message})
+        ctx.step(
+            "ERROR",
+            "tool",
+            index=index,
+            tool_name="write_to_file",
+            duration_seconds=since(started),
+            tool_info=info,
+        )
+        return ToolOutcome(note=f"Tool write_to_file failed: {message}")
+    ctx.step(
+        "DONE",
+        "tool",
+        index=index,
+        tool_name="write_to_file",
+        duration_seconds=since(started),
+        tool_info=_info("write_to_file", params),
+    )
+    return ToolOutcome(note=f"Tool write_to_file: wrote {path}")
+
+
+def _write_file(path: str, text: str) -> None:
+    # Small files on a local disk: a thread would cost more than the write.
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
+
+
+async def _denied_write(ctx: Context) -> ToolOutcome:
     target = os.path.join(ctx.cwd, "sim-denied.txt")
     params = {"TargetFile": target}
     index = ctx.step(
         "ACTIVE", "tool", tool_name="write_to_file", tool_info=_info("write_to_file", params)
     )
+    refused = await _refused(ctx, index, "write_to_file", params)
+    if refused is not None:
+        return refused
     message = (
         f'permission check failed for write_file "{target}": '
         f"user denied permission for write_file({target})"

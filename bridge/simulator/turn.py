@@ -49,6 +49,8 @@ class TurnState:
     ephemeral: list[str] = field(default_factory=list)  # seen by the latest model call only
     notes: list[str] = field(default_factory=list)  # lines the default reply adds
     denied: list[dict[str, str]] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)  # tool calls the PreToolUse hooks refused
+    hook_error: str | None = None  # a PreToolUse handler failed: the result is ERROR
     response: str = ""
     call_started: float = field(default_factory=time.monotonic)
 
@@ -100,6 +102,10 @@ async def _model_call(ctx: Context, state: TurnState, call: int, *, last: bool) 
                 state.notes.append(outcome.note)
             if outcome.denial and outcome.denial not in state.denied:
                 state.denied.append(outcome.denial)
+            if outcome.refusal:
+                state.refusals.append(outcome.refusal)
+            if outcome.hook_error and state.hook_error is None:
+                state.hook_error = outcome.hook_error
     if call == 0 and script.crash:
         raise SimulatedCrash
     if last:
@@ -221,6 +227,7 @@ def _final_text(ctx: Context, state: TurnState) -> str:
         lines = [f"line {n}" for n in range(1, script.long_lines + 1)]
     else:
         lines = [f"You said: {state.text}", *state.notes]
+    lines += state.refusals  # the model was told why its call did not run, and says so
     lines += [f"Injected: {message}" for message in state.injected]
     lines += [f"Ephemeral: {message}" for message in state.ephemeral]
     text = "\n".join(lines)

@@ -6,6 +6,7 @@ import pytest
 
 from bridge.agy.capabilities import Capabilities, parse_help, probe
 from bridge.agy.launch import RUN_MARKER_ENV, LaunchSettings, build_argv, build_env, print_timeout
+from bridge.simulator.flags import Options, UsageError, parse_args
 
 ALL = Capabilities(
     flags=frozenset(
@@ -26,7 +27,7 @@ ALL = Capabilities(
 )
 
 
-def test_argv_has_stream_json_and_an_explicit_empty_prompt_last() -> None:
+def test_argv_has_stream_json_and_an_explicit_empty_prompt() -> None:
     argv = build_argv(
         LaunchSettings(extra_args=("--x",)),
         ALL,
@@ -34,12 +35,35 @@ def test_argv_has_stream_json_and_an_explicit_empty_prompt_last() -> None:
         model="m1",
         conversation="c1",
     )
-    assert argv[:5] == ["agy", "--input-format", "stream-json", "--output-format", "stream-json"]
-    assert argv[-2:] == ["--print", ""]
+    assert argv[:2] == ["agy", "--print="]
+    assert argv[2:6] == ["--input-format", "stream-json", "--output-format", "stream-json"]
     assert argv[argv.index("--add-dir") + 1] == "/s"
     assert argv[argv.index("--model") + 1] == "m1"
     assert argv[argv.index("--conversation") + 1] == "c1"
     assert "--dangerously-skip-permissions" in argv and "--x" in argv
+
+
+def _as_agy_reads(argv: list[str], prefix: int = 1) -> Options:
+    return parse_args(argv[prefix:], frozenset())
+
+
+def test_extra_args_are_read_as_agy_reads_them() -> None:
+    settings = LaunchSettings(extra_args=("--effort", "high", "--agent", "x"))
+    argv = build_argv(settings, ALL, session_dir=Path("/s"), model="m", conversation=None)
+    options = _as_agy_reads(argv)
+    assert options.print_prompt == ""
+    assert (options.effort, options.agent, options.model) == ("high", "x", "m")
+
+
+@pytest.mark.parametrize("trailing", ["--effort", "--agent", "-p", "--mode"])
+def test_a_trailing_bare_value_flag_cannot_swallow_print(trailing: str) -> None:
+    """pflag gives a value flag the next argument, whatever it is: nothing may follow the
+    print flag's place so closely that it is eaten. agy then refuses the command line loudly
+    instead of starting without print mode."""
+    settings = LaunchSettings(command=("python", "-m", "agy"), extra_args=(trailing,))
+    argv = build_argv(settings, ALL, session_dir=Path("/s"), model=None, conversation=None)
+    with pytest.raises(UsageError, match="flag needs an argument"):
+        _as_agy_reads(argv, prefix=3)
 
 
 def test_only_advertised_flags_are_sent() -> None:

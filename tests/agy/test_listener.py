@@ -21,7 +21,7 @@ import pytest
 from yarl import URL
 
 from bridge.agy.listener import Listener, Registration, open_listener
-from bridge.agy.wire import HookInput, HookReply, InjectedStep
+from bridge.agy.wire import HookInput, HookReply, InjectedStep, PreToolUseInput, ToolDecision
 
 HOOK_INPUT = {
     "conversationId": "conv-1",
@@ -512,3 +512,160 @@ async def test_uvicorn_leaves_the_signal_handlers_to_the_bridge() -> None:
         for sig, handler in before.items():
             signal.signal(sig, handler)
     assert during == after == {signal.SIGINT: ours, signal.SIGTERM: ours}
+
+
+# --- answering in time, and answers agy cannot have read ----------------------------------
+
+
+class Undelivered:
+    """An ``on_undelivered`` callback that records what it is told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.called = anyio.Event()
+
+    async def __call__(self, event: str, answer: Any) -> None:
+        self.calls.append((event, answer))
+        self.called.set()
+
+
+@pytest.mark.anyio
+async def test_a_slow_hook_is_answered_at_the_deadline_and_its_late_answer_reported() -> None:
+    release = anyio.Event()
+    late = HookReply(inject_steps=[InjectedStep(user_message="Ana: late")])
+
+    async def slow(event: str, hook_input: HookInput) -> HookReply:
+        await release.wait()
+        return late
+
+    undelivered = Undelivered()
+    async with open_listener() as listener, client() as http:
+        registration = await listener.register(
+            slow, answer_within={"PreInvocation": 0.3}, on_undelivered=undelivered
+        )
+        assert registration.answer_within("PreInvocation") == 0.3
+        url = registration.hook_url("PreInvocation")
+        status, body, _ = await post(http, url, json.dumps(HOOK_INPUT).encode())
+        # The answer came while the hook function was still waiting: nothing to inject.
+        assert (status, body, release.is_set()) == (200, b"{}", False)
+        assert undelivered.calls == []
+        release.set()
+        await undelivered.called.wait()
+    assert undelivered.calls == [("PreInvocation", late)]
+
+
+@pytest.mark.anyio
+async def test_a_late_empty_answer_is_not_reported() -> None:
+    release, done = anyio.Event(), anyio.Event()
+
+    async def slow(event: str, hook_input: HookInput) -> HookReply:
+        await release.wait()
+        done.set()
+        return HookReply()
+
+    undelivered = Undelivered()
+    async with open_listener() as listener, client() as http:
+        registration = await listener.register(
+            slow, answer_within={"PreInvocation": 0.2}, on_undelivered=undelivered
+        )
+        status, body, _ = await post(http, registration.hook_url("PreInvocation"), b"{}")
+        release.set()
+        await done.wait()
+        await registration.close()  # waits for nothing in flight: the call has ended
+    assert (status, body, undelivered.calls) == (200, b"{}", [])
+
+
+@pytest.mark.anyio
+async def test_an_answer_whose_caller_has_gone_is_reported() -> None:
+    """curl gave up (or agy went away) before the answer was ready: it cannot be read."""
+    reply = HookReply(inject_steps=[InjectedStep(user_message="Bo: hi")])
+    undelivered = Undelivered()
+    sent: list[bytes] = []
+
+    async def hook(event: str, hook_input: HookInput) -> HookReply:
+        return reply
+
+    async def caller_gone(body: bytes) -> bool:
+        sent.append(body)
+        return False
+
+    async with open_listener() as listener:
+        registration = await listener.register(hook, on_undelivered=undelivered)
+        await registration.call_hook("PreInvocation", HookInput(), caller_gone)
+    assert sent == [reply.to_json()]
+    assert undelivered.calls == [("PreInvocation", reply)]
+
+
+@pytest.mark.anyio
+async def test_a_failing_on_undelivered_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    async def hook(event: str, hook_input: HookInput) -> HookReply:
+        return HookReply(inject_steps=[InjectedStep(user_message="x")])
+
+    async def broken(event: str, answer: Any) -> None:
+        raise RuntimeError("store is gone")
+
+    async def caller_gone(body: bytes) -> bool:
+        return False
+
+    async with open_listener() as listener:
+        registration = await listener.register(hook, on_undelivered=broken)
+        with caplog.at_level(logging.ERROR):
+            await registration.call_hook("PreInvocation", HookInput(), caller_gone)
+    assert any("on_undelivered" in record.getMessage() for record in caplog.records)
+
+
+# --- PreToolUse ----------------------------------------------------------------------------
+
+TOOL_INPUT = {
+    **{k: v for k, v in HOOK_INPUT.items() if k not in ("invocationNum", "initialNumSteps")},
+    "toolCall": {"name": "run_command", "args": {"CommandLine": "rm -rf /tmp/x", "Cwd": "/w"}},
+    "stepIdx": 12,
+}
+
+
+@pytest.mark.anyio
+async def test_pre_tool_use_reaches_the_hook_with_the_tool_call_and_answers_a_decision() -> None:
+    calls: list[HookInput] = []
+
+    async def decide(event: str, hook_input: HookInput) -> ToolDecision:
+        calls.append(hook_input)
+        return ToolDecision(decision="deny", reason="denied by Bob: use the staging db")
+
+    async with open_listener() as listener, client() as http:
+        registration = await listener.register(decide)
+        url = registration.hook_url("PreToolUse")
+        status, body, _ = await post(http, url, json.dumps(TOOL_INPUT).encode())
+    assert status == 200
+    assert json.loads(body) == {"decision": "deny", "reason": "denied by Bob: use the staging db"}
+    [hook_input] = calls
+    assert isinstance(hook_input, PreToolUseInput)
+    assert hook_input.tool_call.name == "run_command"
+    assert hook_input.tool_call.args["CommandLine"] == "rm -rf /tmp/x"
+    assert (hook_input.step_idx, hook_input.conversation_id) == (12, "conv-1")
+
+
+@pytest.mark.anyio
+async def test_a_pre_tool_use_hook_that_fails_or_is_late_answers_deny_never_empty() -> None:
+    release = anyio.Event()
+
+    async def failing(event: str, hook_input: HookInput) -> ToolDecision:
+        raise RuntimeError("boom")
+
+    async def late(event: str, hook_input: HookInput) -> ToolDecision:
+        await release.wait()
+        return ToolDecision(decision="allow")
+
+    undelivered = Undelivered()
+    async with open_listener() as listener, client() as http:
+        broken = await listener.register(failing)
+        slow = await listener.register(
+            late, answer_within={"PreToolUse": 0.2}, on_undelivered=undelivered
+        )
+        body = json.dumps(TOOL_INPUT).encode()
+        _, failed, _ = await post(http, broken.hook_url("PreToolUse"), body)
+        _, timed_out, _ = await post(http, slow.hook_url("PreToolUse"), body)
+        release.set()
+        await undelivered.called.wait()
+    assert json.loads(failed)["decision"] == "deny" and "could not answer" in failed.decode()
+    assert json.loads(timed_out)["decision"] == "deny" and "too long" in timed_out.decode()
+    assert undelivered.calls == [("PreToolUse", ToolDecision(decision="allow"))]

@@ -13,8 +13,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.agy.listener import hook_command, open_listener
-from bridge.agy.wire import HookInput, HookReply, InjectedStep
+from bridge.agy.listener import (
+    answer_deadline,
+    hook_command,
+    open_listener,
+    tool_hook_command,
+    tool_hook_timing,
+)
+from bridge.agy.listener.hook_command import UNREACHABLE_DENIAL, curl_max_time
+from bridge.agy.wire import HookInput, HookReply, InjectedStep, ToolDecision
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="hook commands run curl")
 
@@ -142,3 +149,98 @@ def test_curl_gives_up_before_agys_hook_timeout(timeout: int) -> None:
 def test_a_timeout_under_one_second_is_refused() -> None:
     with pytest.raises(ValueError):
         hook_command("http://127.0.0.1:1/t/hook/Stop", 0)
+
+
+@pytest.mark.anyio
+async def test_the_listener_answers_before_curl_gives_up_and_the_late_reply_is_reported() -> None:
+    """With agy's 2 s timeout curl waits 1.6 s; the listener answers `{}` well before that, so
+    curl always reads an answer, and the reply that came too late is handed back."""
+    release = anyio.Event()
+    late = HookReply(inject_steps=[InjectedStep(user_message="Ana: too late")])
+    reported: list[tuple[str, object]] = []
+    told = anyio.Event()
+
+    async def slow(event: str, hook_input: HookInput) -> HookReply:
+        await release.wait()
+        return late
+
+    async def undelivered(event: str, answer: object) -> None:
+        reported.append((event, answer))
+        told.set()
+
+    async with open_listener() as listener:
+        registration = await listener.register(
+            slow, answer_within={"PreInvocation": answer_deadline(2)}, on_undelivered=undelivered
+        )
+        url = registration.hook_url("PreInvocation")
+        out = await run_hook(hook_command(url, 2), json.dumps(HOOK_INPUT).encode())
+        assert out == b"{}" and not release.is_set()
+        release.set()
+        await told.wait()
+    assert reported == [("PreInvocation", late)]
+
+
+@pytest.mark.parametrize("timeout", [1, 2, 5, 10, 30, 610])
+def test_the_listener_deadline_sits_well_under_curls(timeout: int) -> None:
+    assert 0 < answer_deadline(timeout) < curl_max_time(timeout) - 0.19 < timeout
+
+
+# --- the PreToolUse command ---------------------------------------------------------------
+
+TOOL_INPUT = {"conversationId": "conv-9", "toolCall": {"name": "run_command", "args": {}}}
+
+
+@pytest.mark.anyio
+async def test_the_tool_hook_passes_the_listeners_decision_through() -> None:
+    decision = ToolDecision(decision="allow")
+
+    async def hook(event: str, hook_input: HookInput) -> ToolDecision:
+        return decision
+
+    async with open_listener() as listener:
+        registration = await listener.register(hook)
+        command = tool_hook_command(registration.hook_url("PreToolUse"), 10)
+        out = await run_hook(command, json.dumps(TOOL_INPUT).encode())
+    assert out == decision.to_json() == b'{"decision":"allow"}'
+
+
+@pytest.mark.anyio
+async def test_the_tool_hook_denies_when_the_bridge_cannot_be_reached_or_gives_no_decision() -> (
+    None
+):
+    async def wrong(event: str, hook_input: HookInput) -> HookReply:
+        return HookReply()  # `{}`: not a decision
+
+    unreachable = tool_hook_command(f"http://127.0.0.1:{unused_port()}/t/hook/PreToolUse", 10)
+    outputs = [await run_hook(unreachable, json.dumps(TOOL_INPUT).encode())]
+    async with open_listener() as listener:
+        registration = await listener.register(wrong)
+        url = registration.hook_url("PreToolUse")
+        outputs.append(await run_hook(tool_hook_command(url, 10), json.dumps(TOOL_INPUT).encode()))
+        not_found = url.replace("/hook/", "/nothook/")
+        outputs.append(await run_hook(tool_hook_command(not_found, 10), b"{}"))
+        outputs.append(await run_hook(tool_hook_command(url, 10), b"{oops"))  # 400
+    for out in outputs:
+        assert out == UNREACHABLE_DENIAL.encode()
+        reply = json.loads(out)
+        assert set(reply) == {"decision", "reason"} and reply["decision"] == "deny"
+        assert "could not be reached" in reply["reason"]
+
+
+@pytest.mark.anyio
+async def test_without_curl_the_tool_hook_reads_its_input_and_denies(tmp_path: Path) -> None:
+    cat = shutil.which("cat")
+    assert cat is not None
+    (tmp_path / "cat").symlink_to(cat)
+    command = tool_hook_command(f"http://127.0.0.1:{unused_port()}/t/hook/PreToolUse", 10)
+    out = await run_hook(command, b"{}", {"PATH": str(tmp_path)})
+    assert json.loads(out)["decision"] == "deny"
+
+
+@pytest.mark.parametrize("approval", [0, 30, 600])
+def test_tool_hook_timing_sits_above_the_approval_timeout(approval: int) -> None:
+    timing = tool_hook_timing(approval)
+    assert approval < timing.answer_within < curl_max_time(timing.hook_timeout)
+    command = tool_hook_command("http://127.0.0.1:1/t/hook/PreToolUse", timing.hook_timeout)
+    max_time = re.search(r"--max-time (\S+)", command)
+    assert max_time and approval < float(max_time.group(1)) < timing.hook_timeout

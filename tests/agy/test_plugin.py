@@ -72,3 +72,33 @@ def test_the_gated_hook_answers_at_once_without_the_flag(tmp_path: Path) -> None
     lower_flag(session)
     lower_flag(session)  # idempotent
     assert run() == "{}"
+
+
+def test_no_pre_tool_use_hook_unless_asked(tmp_path: Path) -> None:
+    folder = _write(tmp_path)
+    assert list(json.loads((folder / "hooks.json").read_text())["bridge"]) == ["PreInvocation"]
+
+
+def test_pre_tool_use_matcher_groups_when_asked(tmp_path: Path) -> None:
+    from bridge.agy.plugin import tool_hook_groups
+
+    folder = write_plugin(
+        tmp_path / "s",
+        guidance="",
+        notes="",
+        hook_commands={"PreInvocation": "printf '{}'"},
+        hook_timeout=10,
+        mcp_servers={},
+        pre_tool_use=tool_hook_groups("curl x", 615, ["run_command", "write_to_file"]),
+    )
+    hooks = json.loads((folder / "hooks.json").read_text())
+    handler = {"type": "command", "command": "curl x", "timeout": 615}
+    assert hooks == {
+        "bridge": {
+            "PreInvocation": [{"type": "command", "command": "printf '{}'", "timeout": 10}],
+            "PreToolUse": [
+                {"matcher": "run_command", "hooks": [handler]},
+                {"matcher": "write_to_file", "hooks": [handler]},
+            ],
+        }
+    }

@@ -113,3 +113,125 @@ def test_mcp_config_uses_server_url() -> None:
     assert wire.mcp_config_file({"chat": "http://127.0.0.1:1/t/mcp/chat"}) == {
         "mcpServers": {"chat": {"serverUrl": "http://127.0.0.1:1/t/mcp/chat"}}
     }
+
+
+# One null in an optional field must not make the whole line bad: a lost `result` would stall
+# the turn until the bridge's own deadline.
+_RESULT = {
+    "conversation_id": "c",
+    "status": "SUCCESS",
+    "response": "done",
+    "error": None,
+    "duration_seconds": 1.5,
+    "num_turns": 1,
+    "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+    "denied_actions": [{"action": "command", "display_name": "RunCommand"}],
+}
+_STEP = {
+    "conversation_id": "c",
+    "step_index": 4,
+    "state": "DONE",
+    "step_type": "tool",
+    "text_delta": "x",
+    "tool_name": "run_command",
+    "tool_info": {
+        "name": "run_command",
+        "parameters": {"CommandLine": "ls"},
+        "output": "a",
+        "error": {"type": "TOOL_ERROR", "message": "m"},
+    },
+    "duration_seconds": 0.1,
+    "usage": {"input_tokens": 1, "output_tokens": 2},
+}
+_INIT = {
+    "conversation_id": "c",
+    "init": {"model": "m", "cwd": "/w", "tools": ["run_command"], "permission_mode": "p"},
+}
+
+
+def _with_null(body: dict, path: tuple[str, ...]) -> dict:
+    copy = json.loads(json.dumps(body))
+    target = copy
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = None
+    return copy
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("response",),
+        ("error",),
+        ("denied_actions",),
+        ("usage",),
+        ("num_turns",),
+        ("duration_seconds",),
+        ("status",),
+        ("conversation_id",),
+        ("usage", "input_tokens"),
+        ("usage", "total_tokens"),
+        ("denied_actions", 0),
+    ],
+)
+def test_a_null_in_a_result_keeps_the_result(path: tuple) -> None:
+    line = json.dumps({"event": "result", "result": _with_null(_RESULT, path)})
+    event = wire.parse_event(line)
+    assert isinstance(event, wire.ResultEvent)
+    assert event.result.conversation_id in ("c", None)
+
+
+def test_null_response_and_denials_read_as_empty() -> None:
+    body = _with_null(_with_null(_RESULT, ("response",)), ("denied_actions",))
+    event = wire.parse_event(json.dumps({"event": "result", "result": body}))
+    assert isinstance(event, wire.ResultEvent)
+    assert event.result.response == "" and event.result.denied_actions == []
+    assert event.result.ok
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("step_index",),
+        ("state",),
+        ("step_type",),
+        ("text_delta",),
+        ("tool_name",),
+        ("tool_info",),
+        ("tool_info", "parameters"),
+        ("tool_info", "name"),
+        ("tool_info", "output"),
+        ("tool_info", "error"),
+        ("tool_info", "error", "message"),
+        ("tool_info", "error", "type"),
+        ("usage",),
+        ("usage", "output_tokens"),
+        ("duration_seconds",),
+    ],
+)
+def test_a_null_in_a_step_keeps_the_step(path: tuple) -> None:
+    line = json.dumps({"event": "step_update", "step_update": _with_null(_STEP, path)})
+    event = wire.parse_event(line)
+    assert isinstance(event, wire.StepUpdateEvent)
+    info = event.step_update.tool_info
+    if info is not None:
+        assert isinstance(info.parameters, dict)
+        assert info.error is None or isinstance(info.error.message, str)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [("init",), ("init", "tools"), ("init", "model"), ("init", "cwd"), ("conversation_id",)],
+)
+def test_a_null_in_init_keeps_init(path: tuple) -> None:
+    event = wire.parse_event(json.dumps({"event": "init", **_with_null(_INIT, path)}))
+    assert isinstance(event, wire.InitEvent)
+    assert isinstance(event.init.tools, list)
+
+
+def test_a_null_in_hook_input_keeps_the_call() -> None:
+    hook = wire.HookInput.model_validate_json(
+        '{"conversationId":"c","workspacePaths":null,"transcriptPath":null,'
+        '"invocationNum":null,"modelName":null}'
+    )
+    assert hook.conversation_id == "c" and hook.workspace_paths == []

@@ -64,6 +64,22 @@ def test_unknown_flag_exits_1(sims: SimFactory) -> None:
     assert (done.returncode, done.stderr.strip()) == (1, "error: unknown flag: --frobnicate")
 
 
+def test_without_print_the_interactive_ui_refuses_a_pipe(sims: SimFactory) -> None:
+    done = sims.run("--input-format", "stream-json", "--output-format", "stream-json")
+    assert done.returncode == 1
+    assert "--print" in done.stderr and done.stdout == ""
+
+
+def test_a_driver_mode_build_runs_without_print(sims: SimFactory) -> None:
+    sim = sims.start(
+        "--input-format", "stream-json", "--output-format", "stream-json",
+        stream=False, AGY_SIM_DRIVER_MODE="1",
+    )  # fmt: skip
+    assert sim.next_event()["event"] == "init"
+    sim.send("[[reply hi]]")
+    assert sim.turn()[-1]["result"]["response"] == "hi\n"
+
+
 def test_modes_other_than_stream_json_exit_2(sims: SimFactory) -> None:
     done = sims.run("-p", "hello")
     assert done.returncode == 2

@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -32,16 +33,49 @@ def _server() -> MCPServer:
     return server
 
 
+class _MethodLog:
+    """An ASGI wrapper that notes the JSON-RPC method of every POST before passing it on."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.methods: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            self.methods.append(json.loads(body).get("method", "(response)"))
+        except (ValueError, AttributeError):
+            self.methods.append("(unreadable)")
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
 @pytest.fixture
-def mcp_url() -> Iterator[str]:
+def method_log() -> _MethodLog:
+    return _MethodLog(_server().streamable_http_app())
+
+
+@pytest.fixture
+def mcp_url(method_log: _MethodLog) -> Iterator[str]:
     # A socket bound and listening before uvicorn starts: the simulator's connection waits in
     # the backlog until the server is up, so nothing has to poll for readiness.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    app = _server().streamable_http_app()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(method_log, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}/mcp"
@@ -88,3 +122,14 @@ def test_mcp_tool_error_and_unknown_server(sims: SimFactory, mcp_url: str) -> No
     assert result["status"] == "SUCCESS"
     assert "Tool refuse failed: " in result["response"]
     assert "no thread for this session" in result["response"]
+
+
+def test_by_default_server_discover_comes_before_anything_else(
+    sims: SimFactory, mcp_url: str, method_log: _MethodLog
+) -> None:
+    sim = sims.start("--add-dir", str(_session(sims, mcp_url)))
+    sim.next_event()
+    sim.send('[[mcp chat shout {"text": "x"}]]')
+    assert "Tool shout: X" in result_of(sim.turn())["response"]
+    assert method_log.methods[0] == "server/discover", method_log.methods
+    assert "tools/call" in method_log.methods

@@ -211,6 +211,40 @@ def test_signed_out_print_mode_answers_an_error_result(sims: SimFactory) -> None
     (line,) = sim.rest()
     assert "Please sign in" in json.loads(line)["result"]["error"]
     assert sim.wait() == 1
+    assert "Please sign in" in sim.stderr()
+
+
+@pytest.mark.parametrize(
+    ("state", "words"),
+    [("signed-out", "Please sign in"), ("quota", "Individual quota reached")],
+)
+def test_the_account_file_fails_the_start_before_init(
+    sims: SimFactory, state: str, words: str
+) -> None:
+    """A resume too: the conversation is not looked at, let alone forgotten."""
+    first = sims.start()
+    conversation = first.next_event()["conversation_id"]
+    first.close_stdin()
+    assert first.wait() == 0
+    sims.home.joinpath("account").write_text(state + "\n")
+    sim = sims.start("--conversation", conversation)
+    (line,) = sim.rest()  # no init
+    result = json.loads(line)["result"]
+    assert (result["status"], result["conversation_id"], result["num_turns"]) == ("ERROR", "", 0)
+    assert words in result["error"]
+    assert sim.wait() == 1
+    assert words in sim.stderr()
+
+    sims.home.joinpath("account").unlink()  # the operator signed in again / the quota reset
+    again = sims.start("--conversation", conversation)
+    assert again.next_event()["conversation_id"] == conversation
+
+
+def test_models_follows_the_account_file(sims: SimFactory) -> None:
+    sims.home.mkdir(parents=True, exist_ok=True)
+    sims.home.joinpath("account").write_text("signed-out")
+    done = sims.run("models")
+    assert done.returncode == 1 and "Please sign in" in done.stderr
 
 
 def test_print_timeout(sims: SimFactory) -> None:

@@ -333,13 +333,16 @@ def test_touch_and_waitfirst(sims: SimFactory) -> None:
 
 def test_rules_are_noted_and_cut(sims: SimFactory) -> None:
     workspace = sims.root / "session"
-    make_plugin(workspace, rules={"AGENTS.md": b"g" * 30_000, "notes.md": b"n" * 10})
+    on = b"---\ntrigger: always_on\n---\n"  # 27 bytes
+    rules = {"AGENTS.md": on + b"g" * 30_000, "notes.md": on + b"n" * 10, "off.md": b"no"}
+    make_plugin(workspace, rules=rules)
     sim = sims.start("--add-dir", str(workspace))
     sim.next_event()
     sim.send("[[rules]]")
     response = result_of(sim.turn())["response"]
     assert "Rule bridge/AGENTS.md: 24000 bytes (cut)" in response
-    assert "Rule bridge/notes.md: 10 bytes\n" in response
+    assert "Rule bridge/notes.md: 37 bytes\n" in response
+    assert "off.md" not in response, "a rule without trigger: always_on is not applied"
 
 
 def test_u2028_is_written_raw_inside_one_line(sims: SimFactory) -> None:

@@ -5,8 +5,25 @@ with that token, so a browser page or another local user that can reach the port
 anything without reading the session's plugin files. See DESIGN.md, "Security model".
 """
 
-from bridge.agy.listener.hook_command import hook_command
-from bridge.agy.listener.registration import HookFunc, Registration
+from bridge.agy.listener.hook_command import (
+    ToolHookTiming,
+    answer_deadline,
+    hook_command,
+    tool_hook_command,
+    tool_hook_timing,
+)
+from bridge.agy.listener.registration import HookFunc, Registration, UndeliveredFunc
 from bridge.agy.listener.serving import Listener, open_listener
 
-__all__ = ["HookFunc", "Listener", "Registration", "hook_command", "open_listener"]
+__all__ = [
+    "HookFunc",
+    "Listener",
+    "Registration",
+    "ToolHookTiming",
+    "UndeliveredFunc",
+    "answer_deadline",
+    "hook_command",
+    "open_listener",
+    "tool_hook_command",
+    "tool_hook_timing",
+]

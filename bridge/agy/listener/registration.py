@@ -13,17 +13,28 @@ import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from bridge.agy.listener.asgi import ASGIApp
-from bridge.agy.wire import EMPTY_HOOK_REPLY, HookInput, HookReply
+from bridge.agy.listener.hook_command import DEFAULT_HOOK_TIMEOUT_SECONDS, answer_deadline
+from bridge.agy.wire import HookAnswer, HookInput, fallback_answer, is_empty_answer
 
 logger = logging.getLogger(__name__)
 
-HookFunc = Callable[[str, HookInput], Awaitable[HookReply]]
-"""``await hook(event, hook_input)`` answers one hook call of agy."""
+HookFunc = Callable[[str, HookInput], Awaitable[HookAnswer]]
+"""``await hook(event, hook_input)`` answers one hook call of agy (a ``HookReply``, or a
+``ToolDecision`` for ``PreToolUse``, whose input is a ``PreToolUseInput``)."""
+
+UndeliveredFunc = Callable[[str, HookAnswer], Awaitable[None]]
+"""``await on_undelivered(event, answer)``: this answer of the hook function could not have
+been read by agy (it came after the listener's deadline, or the caller had gone), so what it
+handed over (injected messages, a decision) must be treated as never delivered."""
+
+Deliver = Callable[[bytes], Awaitable[bool]]
+"""Sends one answer body; False when the caller is known to be gone (it cannot be read)."""
 
 # Event and server names become one path segment each: no slash, nothing to escape.
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
-_EMPTY = EMPTY_HOOK_REPLY.to_json()
+# The listener's deadline for events given no deadline of their own: agy's default timeout.
+DEFAULT_ANSWER_SECONDS = answer_deadline(DEFAULT_HOOK_TIMEOUT_SECONDS)
 
 
 def check_name(kind: str, name: str) -> str:
@@ -59,6 +70,8 @@ class Registration:
         hook: HookFunc,
         mcp: Mapping[str, McpServing],
         forget: Callable[[Registration], None],
+        answer_within: Mapping[str, float] | None = None,
+        on_undelivered: UndeliveredFunc | None = None,
     ) -> None:
         self.label = label  # for logs: never the token
         self._token = token
@@ -68,6 +81,8 @@ class Registration:
         self._hook = hook
         self._mcp = dict(mcp)
         self._forget = forget
+        self._answer_within = dict(answer_within or {})
+        self._on_undelivered = on_undelivered
         self._hook_scopes: set[anyio.CancelScope] = set()
         self._closing = False
         self._closed = anyio.Event()
@@ -97,23 +112,80 @@ class Registration:
         serving = self._mcp.get(server)
         return None if serving is None or self._closing else serving.manager.handle_request
 
-    async def call_hook(self, event: str, hook_input: HookInput) -> bytes:
-        """The reply body for one hook call; ``{}`` when the hook fails or the session closes.
+    def answer_within(self, event: str) -> float:
+        """Seconds the listener gives the hook function before it answers the fallback."""
+        return self._answer_within.get(event, DEFAULT_ANSWER_SECONDS)
 
-        A failing hook must not fail agy's model call: agy would discard a non-JSON answer
-        anyway, and ``{}`` lets the turn go on without an injection.
+    async def call_hook(self, event: str, hook_input: HookInput, deliver: Deliver) -> None:
+        """Answer one hook call through ``deliver``, always within :meth:`answer_within`.
+
+        The hook function's answer is delivered when it comes in time. When it fails, or the
+        session closes, the fallback is delivered (``{}``; a ``deny`` for a tool call): a
+        failing hook must not fail agy's model call. When it is late, the fallback is
+        delivered at the deadline, so curl (whose --max-time is later) always reads an answer,
+        and the function is left to finish: an answer it then gives, or one the caller was no
+        longer there to read, goes to ``on_undelivered`` instead of being lost.
         """
+        finished = anyio.Event()
+        outcome: list[HookAnswer | None] = []
         scope = anyio.CancelScope()
         self._hook_scopes.add(scope)
         try:
-            with scope:
-                reply = await self._hook(event, hook_input)
-                return reply.to_json()
-        except Exception:
-            logger.exception("%s hook of %r failed; answering {}", event, self)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._run_hook, scope, event, hook_input, outcome, finished)
+                with anyio.move_on_after(self.answer_within(event)):
+                    await finished.wait()
+                if not finished.is_set():
+                    logger.warning(
+                        "%s hook of %r took over %gs; answered without it",
+                        event,
+                        self,
+                        self.answer_within(event),
+                    )
+                    await deliver(self._fallback(event, "the bridge took too long to answer"))
+                    await finished.wait()
+                    late = outcome[0]
+                    if late is not None and not is_empty_answer(late):
+                        await self._undelivered(event, late)
+                    return
+                answer = outcome[0]
+                if answer is None:
+                    await deliver(self._fallback(event, "the bridge could not answer"))
+                elif not await deliver(answer.to_json()) and not is_empty_answer(answer):
+                    await self._undelivered(event, answer)
         finally:
             self._hook_scopes.discard(scope)
-        return _EMPTY
+
+    async def _run_hook(
+        self,
+        scope: anyio.CancelScope,
+        event: str,
+        hook_input: HookInput,
+        outcome: list[HookAnswer | None],
+        finished: anyio.Event,
+    ) -> None:
+        answer: HookAnswer | None = None
+        try:
+            with scope:  # cancelled when the registration closes: then there is no answer
+                answer = await self._hook(event, hook_input)
+        except Exception:
+            logger.exception("%s hook of %r failed; answering without it", event, self)
+        finally:
+            outcome.append(answer)
+            finished.set()
+
+    @staticmethod
+    def _fallback(event: str, reason: str) -> bytes:
+        return fallback_answer(event, f"{reason}, so this tool call was not run").to_json()
+
+    async def _undelivered(self, event: str, answer: HookAnswer) -> None:
+        logger.warning("%s hook answer of %r could not be delivered to agy", event, self)
+        if self._on_undelivered is None:
+            return
+        try:
+            await self._on_undelivered(event, answer)
+        except Exception:
+            logger.exception("on_undelivered of %r failed", self)
 
     async def close(self) -> None:
         """Unregister: every URL answers 404 from now on, hook calls in flight answer ``{}`` and

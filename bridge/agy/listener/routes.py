@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import anyio
 from pydantic import ValidationError
 
 from bridge.agy.listener.asgi import (
@@ -23,7 +24,7 @@ from bridge.agy.listener.asgi import (
     respond,
 )
 from bridge.agy.listener.registration import Registration
-from bridge.agy.wire import HookInput
+from bridge.agy.wire import parse_hook_input
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class ListenerApp:
         except ClientGone:
             return
         try:
-            hook_input = HookInput.model_validate_json(body)
+            hook_input = parse_hook_input(event, body)
         except ValidationError:
             logger.warning("%s hook of %r: the body is not hook input JSON", event, registration)
             await respond(send, 400, b"bad hook input\n")
@@ -109,8 +110,24 @@ class ListenerApp:
         if registration.closed:
             await respond(send, 404, _NOT_FOUND)
             return
-        reply = await registration.call_hook(event, hook_input)
-        await respond(send, 200, reply, content_type=JSON)
+        # Whether curl is still there to read the answer: it hangs up when it gives up.
+        gone = anyio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        async def deliver(answer: bytes) -> bool:
+            if gone.is_set():
+                return False
+            await respond(send, 200, answer, content_type=JSON)
+            return True
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            await registration.call_hook(event, hook_input, deliver)
+            tg.cancel_scope.cancel()
 
     async def _mcp(
         self, registration: Registration, server: str, scope: Scope, receive: Receive, send: Send

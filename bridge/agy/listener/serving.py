@@ -21,6 +21,7 @@ from bridge.agy.listener.registration import (
     HookFunc,
     McpServing,
     Registration,
+    UndeliveredFunc,
     check_name,
     token_key,
 )
@@ -66,10 +67,20 @@ class Listener:
         return f"<Listener {self._base_url} sessions={len(self._registrations)}>"
 
     async def register(
-        self, hook: HookFunc, mcp_servers: Mapping[str, Server[Any]] | None = None
+        self,
+        hook: HookFunc,
+        mcp_servers: Mapping[str, Server[Any]] | None = None,
+        *,
+        answer_within: Mapping[str, float] | None = None,
+        on_undelivered: UndeliveredFunc | None = None,
     ) -> Registration:
         """A new session: a fresh 256-bit token, its hook function and its MCP servers, each
-        served by its own session manager running in the listener's task group."""
+        served by its own session manager running in the listener's task group.
+
+        ``answer_within``: the listener's deadline per hook event, in seconds (default: well
+        under curl's limit for agy's default 10 s hook timeout; see ``hook_command``).
+        ``on_undelivered(event, answer)``: told of every answer of ``hook`` that agy cannot
+        have read (late, or its caller gone), so what it handed over can be taken back."""
         if self._closing:
             raise RuntimeError("the listener is shutting down")
         servers = dict(mcp_servers or {})
@@ -92,6 +103,8 @@ class Listener:
             hook=hook,
             mcp=started,
             forget=self._forget,
+            answer_within=answer_within,
+            on_undelivered=on_undelivered,
         )
         self._registrations[registration.key] = registration
         return registration
