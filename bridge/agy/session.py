@@ -15,7 +15,7 @@ from typing import Any
 
 from bridge.agy import wire
 from bridge.agy.listener import HookFunc, Registration
-from bridge.agy.plugin import lower_flag, raise_flag
+from bridge.agy.plugin import PLUGIN_NAME, lower_flag, raise_flag
 
 InjectFunc = Callable[[str], Awaitable[list[str]]]
 """``await inject(conversation_id)``: the user messages to hand to that conversation's next
@@ -31,6 +31,7 @@ class ToolCall:
     args: Mapping[str, Any] = field(default_factory=dict)
     conversation_id: str = ""
     workspace_paths: tuple[str, ...] = ()
+    scratch: str | None = None  # agy's own artifact folder of this conversation
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,11 @@ class ToolVerdict:
 
     allow: bool
     reason: str | None = None
+
+
+def server_name(server: str) -> str:
+    """The name agy gives a session's MCP server (``ServerName`` of its tool calls)."""
+    return wire.mcp_tool_name(PLUGIN_NAME, server)
 
 
 DecideFunc = Callable[[ToolCall], Awaitable[ToolVerdict]]
@@ -65,6 +71,7 @@ def injection_hook(inject: InjectFunc, decide: DecideFunc | None = None) -> Hook
                 args=dict(data.tool_call.args),
                 conversation_id=data.conversation_id,
                 workspace_paths=tuple(data.workspace_paths),
+                scratch=data.artifact_directory_path,
             )
             return _decision(await decide(call))
         if event != "PreInvocation":

@@ -16,8 +16,10 @@ import anyio
 
 from bridge.agy.plugin import RuleTooLarge
 from bridge.agy.process import AgyProcess, AgyStartError, open_agy
-from bridge.agy.session import AgySession
+from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.agy.turn import TurnStatus
+from bridge.core.approvals import policy
+from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.attachments import save_attachments
 from bridge.core.deps import CoreDeps
 from bridge.core.events import Reaction, ThreadRef
@@ -53,6 +55,7 @@ class ThreadWorker:
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
         self._restart_requested = False
+        self.gate: ApprovalGate | None = None
 
     # --- signals from the core ------------------------------------------------------------
 
@@ -74,6 +77,10 @@ class ThreadWorker:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
         return self._runner is not None and self._runner.interrupt(by)
 
+    async def stop_waiting(self, by: str) -> bool:
+        """!stop while an approval waits: deny it (the turn is interrupted next)."""
+        return self.gate is not None and await self.gate.stop(by)
+
     def request_restart(self) -> None:
         """Restart the process when idle (a model switch, a new conversation)."""
         self._restart_requested = True
@@ -87,12 +94,26 @@ class ThreadWorker:
         try:
             self.place = place_for(self.deps.config, self.ref)
             await self._prepare_workdir(self.place)
+            mcp_servers = self.deps.mcp_servers(self) if self.deps.mcp_servers else None
+            approvals = self.deps.config.approvals
+            if approvals.mode != "off":
+                self.gate = ApprovalGate(
+                    self.ref,
+                    self.deps,
+                    policy.Place(
+                        self.place.workdir.resolve(),
+                        frozenset(server_name(name) for name in mcp_servers or {}),
+                    ),
+                    lambda: self._runner.requester() if self._runner is not None else None,
+                )
             self._session = await self.deps.runtime.prepare(
                 self.place.session_dir,
                 inject=self._take_injections,
-                mcp_servers=self.deps.mcp_servers(self) if self.deps.mcp_servers else None,
+                mcp_servers=mcp_servers,
                 guidance=build_guidance(self.deps.config.agy.guidance),
                 notes=self.place.notes,
+                decide=self._decide_tool if self.gate is not None else None,
+                approval_timeout=approvals.timeout,
             )
             self._runner = TurnRunner(
                 self.ref, self.deps, self._session, self.marks, self._ensure_saved
@@ -131,6 +152,11 @@ class ThreadWorker:
         if self._runner is None:
             return []
         return await self._runner.take_injections(conversation_id)
+
+    async def _decide_tool(self, call: ToolCall) -> ToolVerdict:
+        if self.gate is None:
+            return ToolVerdict(allow=True)
+        return await self.gate.decide(call)
 
     async def _serve(self) -> None:
         """Hold a process slot and run turns until idle, evicted, or agy is gone."""
@@ -186,6 +212,8 @@ class ThreadWorker:
             if await self.deps.store.pending(self.key):
                 self.deps.slots.set_idle(self.key, False)
                 result = await self._runner.run(proc)
+                if self.gate is not None:
+                    await self.gate.abandon()  # agy is past any request it made
                 if result is None or result.exit_wait == 0 or not proc.alive:
                     continue
                 # agy is on its way out (an error result, a SIGINT): let it go before the next

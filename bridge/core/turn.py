@@ -23,7 +23,7 @@ from bridge.agy.process import AgyOutput, AgyProcess
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core.deps import CoreDeps
-from bridge.core.events import LiveReply, Reaction, ThreadRef, ToolActivity
+from bridge.core.events import Author, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber
@@ -56,6 +56,7 @@ class RunningTurn:
     timed_out: bool = False
     # Inbox ids injected by a hook call whose reply agy has not yet shown it read.
     unconfirmed: list[int] = field(default_factory=list)
+    author: Author | None = None  # who asked for this turn (its last message's author)
     _reply: LiveReply | None = None
 
     async def reply(self) -> LiveReply:
@@ -91,6 +92,10 @@ class TurnRunner:
     def busy(self) -> bool:
         return self.current is not None
 
+    def requester(self) -> Author | None:
+        """Who asked for the running turn (None when none runs)."""
+        return self.current.author if self.current is not None else None
+
     def interrupt(self, by: str) -> bool:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
         turn, proc = self.current, self._proc
@@ -122,6 +127,7 @@ class TurnRunner:
                 lambda: replies.enter_async_context(
                     self.adapter.open_reply(self.ref, last.message_id, last.author)
                 ),
+                author=last.author,
             )
             self._proc = proc
             self.current = turn

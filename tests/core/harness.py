@@ -15,6 +15,8 @@ import anyio
 from bridge.app import Bridge, open_bridge
 from bridge.config import build_config
 from bridge.core.events import (
+    ApprovalRequest,
+    ApprovalResult,
     AttachmentError,
     AttachmentRef,
     Author,
@@ -82,6 +84,8 @@ class RecordingAdapter:
         self.reactions: list[tuple[str, Reaction]] = []
         self.files = files or {}
         self.count = 0
+        self.requests: list[ApprovalRequest] = []
+        self.settled: dict[str, ApprovalResult] = {}
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         started()
@@ -124,6 +128,17 @@ class RecordingAdapter:
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         return []
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        self.requests.append(request)
+        self.changes.touch()
+        return f"req-{len(self.requests)}"
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        self.settled[handle] = result
+        self.changes.touch()
 
     # --- test helpers ---------------------------------------------------------------------
 
@@ -198,7 +213,13 @@ async def running(
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
     settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, **agy}
-    raw = {"bridge": {"data_dir": str(tmp / "data")}, "agy": settings, **(extra or {})}
+    # Tests of other areas run tools freely; approvals tests turn the gate on themselves.
+    raw = {
+        "bridge": {"data_dir": str(tmp / "data")},
+        "agy": settings,
+        "approvals": {"mode": "off"},
+        **(extra or {}),
+    }
     config = build_config(raw, environ={})
     adapter = RecordingAdapter()
     async with open_bridge(config, {"test": adapter}) as bridge:
