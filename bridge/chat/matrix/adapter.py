@@ -15,6 +15,8 @@ from nio import AsyncClient, RoomResolveAliasResponse
 
 from bridge.config import MatrixSection
 from bridge.core.events import (
+    ApprovalRequest,
+    ApprovalResult,
     AttachmentRef,
     Author,
     HistoryEntry,
@@ -27,6 +29,7 @@ from bridge.core.events import (
 from . import history as history_module
 from . import media
 from .access import AccessPolicy
+from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
 from .format import Renderer, with_relation
 from .memo import BoundedMap
@@ -85,6 +88,9 @@ class MatrixAdapter:
         self._reactions: BoundedMap[str, str] = BoundedMap(self._tuning.remembered_events)
         self._connection: _Connection | None = None
         self.user_id = config.user_id
+        self._approvals = MatrixApprovals(
+            self._renderer, self._tuning.reply.limits, self._tuning.remembered_events
+        )
 
     # -- running --------------------------------------------------------------------------
 
@@ -222,6 +228,15 @@ class MatrixAdapter:
         self._reactions.put(message_id, event_id)
         if previous is not None:
             await outbox.redact(thread.channel, previous)
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        outbox = self._connected().outbox
+        return await self._approvals.ask(outbox, request, self._remember(request.thread))
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        await self._approvals.settle(self._connected().outbox, request, handle, result)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         return await media.download(self._connected().client, ref, dest, max_bytes)

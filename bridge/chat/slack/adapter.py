@@ -17,6 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
+from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.client import (
     CALL_ERRORS,
     api_error,
@@ -46,6 +47,8 @@ from bridge.chat.slack.transport import (
 from bridge.chat.slack.users import UserDirectory
 from bridge.config import SlackSection
 from bridge.core.events import (
+    ApprovalRequest,
+    ApprovalResult,
     AttachmentRef,
     Author,
     ChatAdapter,
@@ -126,6 +129,13 @@ class SlackAdapter:
         # Who wrote a message (for stream recipients), and which marks we put on messages.
         self._writers = _Bounded(4096)
         self._marks = _Bounded(4096)
+        self._approvals = SlackApprovals(
+            client,
+            self._access,
+            self._users,
+            backoff=retry_backoff,
+            on_retry=lambda: self._on_retry,
+        )
 
     @property
     def client(self) -> AsyncWebClient:
@@ -225,9 +235,16 @@ class SlackAdapter:
             if self._tg is not None:
                 self._tg.start_soon(self._on_stop, inbound, body, action)
 
+        async def on_approval(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            if self._tg is not None:
+                self._tg.start_soon(self._approvals.on_action, inbound, body, action)
+
         app.event("app_mention")(on_event)
         app.event("message")(on_event)
         app.action(STOP_ACTION_ID)(on_stop)
+        for action_id in ACTION_CHOICES:
+            app.action(action_id)(on_approval)
         return app
 
     # ----- incoming ---------------------------------------------------------------------------
@@ -403,6 +420,14 @@ class SlackAdapter:
         except CALL_ERRORS as exc:
             if api_error(exc) != "no_reaction":
                 log.info("Slack: removing a reaction in %s failed: %s", thread.key, describe(exc))
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        return await self._approvals.ask(request)
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        await self._approvals.settle(request, handle, result)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         token = self._client.token
