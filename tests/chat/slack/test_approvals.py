@@ -15,8 +15,8 @@ from bridge.chat.slack.approvals import (
     NOT_APPROVER_TEXT,
 )
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
-from tests.chat.slack.test_end_to_end import Live, live_bridge
 from tests.chat.slack.fake_slack import FakeSlack, Message
+from tests.chat.slack.test_end_to_end import Live, live_bridge
 
 pytestmark = pytest.mark.anyio
 EVE = "UEVE0001"  # in no allowed list
