@@ -16,7 +16,6 @@ from pathlib import Path
 from bridge.core.store import ApprovalState
 from tests.chat.console.test_console import _wait_until
 
-
 CONSOLE = [sys.executable, "-m", "bridge", "console"]
 
 
