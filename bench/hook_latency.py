@@ -21,7 +21,7 @@ With ``--event PreToolUse`` the call is the one agy makes before a gated tool ca
 always-decide command (:func:`bridge.agy.listener.tool_hook_command`) posting a ``run_command``
 call. The bridge answers through the session's real hook function and the approval policy
 (the command is allowed by an ``allow_commands`` pattern, the thread's allow list read from a
-real store on every call), so the call is auto-allowed; the baseline answers
+real store once, as the gate caches it), so the call is auto-allowed; the baseline answers
 ``{"decision":"allow"}`` at once.
 
     python -m bench.hook_latency [--levels 1,10,50,200] [--requests 400] [--event PreToolUse]
@@ -107,8 +107,9 @@ class Session:
 
 
 class ToolSession:
-    """A session's PreToolUse decision as the core makes it: the policy, with the thread's
-    allow list read from the store, for a command an allow pattern lets through."""
+    """A session's PreToolUse decision as the core's gate makes it: the policy, with the
+    thread's allow list read from the store once, for a command an allow pattern lets
+    through."""
 
     RULES = policy.Rules(allow_commands=["git status", "pytest *"])
 
@@ -117,11 +118,13 @@ class ToolSession:
         self.calls = 0
         self.store = store
         self.place = policy.Place(Path("/work/project"), frozenset({"bridge_chat"}))
+        self.always: list[str] | None = None
 
     async def decide(self, call: ToolCall) -> ToolVerdict:
         self.calls += 1
-        always = await self.store.allow_list(f"bench|c|{self.number}")
-        verdict = policy.judge(call.name, call.args, self.RULES, self.place, always)
+        if self.always is None:
+            self.always = await self.store.allow_list(f"bench|c|{self.number}")
+        verdict = policy.judge(call.name, call.args, self.RULES, self.place, self.always)
         return ToolVerdict(allow=isinstance(verdict, policy.Allow))
 
     async def inject(self, conversation_id: str) -> list[str]:

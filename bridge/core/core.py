@@ -148,6 +148,9 @@ class Core:
     async def _approvals(self, thread: ThreadRef, arg: str) -> None:
         if arg.lower() == "reset":
             removed = await self.store.clear_allowed(thread.key)
+            worker = self.workers.get(thread.key)
+            if worker is not None and worker.gate is not None:
+                worker.gate.forget_allow_list()
             await self._say(
                 thread,
                 f"This thread's allow list is cleared ({removed} pattern(s) removed); "

@@ -70,6 +70,9 @@ class ApprovalGate:
         # anyio's Lock wakes its waiters first come, first served: requests keep agy's order.
         self._lock = anyio.Lock()
         self.waiting: _Waiting | None = None
+        # The thread's "always" list, read from the store once: this gate is its only writer
+        # while the worker lives (``!approvals reset`` calls :meth:`forget_allow_list`).
+        self._always: list[str] | None = None
 
     @property
     def config(self) -> ApprovalsSection:
@@ -108,8 +111,13 @@ class ApprovalGate:
         place = self.place
         if call.scratch:
             place = policy.Place(place.workspace, place.own_servers, Path(call.scratch))
-        always = await self.deps.store.allow_list(self.key)
-        return policy.judge(call.name, call.args, rules, place, always)
+        if self._always is None:
+            self._always = await self.deps.store.allow_list(self.key)
+        return policy.judge(call.name, call.args, rules, place, self._always)
+
+    def forget_allow_list(self) -> None:
+        """The stored list changed elsewhere (``!approvals reset``): read it again."""
+        self._always = None
 
     async def _ask(self, call: ToolCall, ask: policy.Ask) -> ToolVerdict:
         store = self.deps.store
@@ -228,6 +236,7 @@ class ApprovalGate:
             await self.deps.store.settle_approval(waiting.request.id, state, by=by, reason=reason)
             if state is ApprovalState.ALWAYS and waiting.pattern is not None:
                 await self.deps.store.add_allowed(self.key, waiting.pattern, by)
+                self._always = None
         except StoreError as exc:
             # The decision still stands for agy; the record is what is lost.
             log.error("could not record a decision: %s", exc, extra={"chat_thread": self.key})
