@@ -50,7 +50,8 @@ from bridge.core.events import (
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATOR = (sys.executable, "-m", "bridge.simulator")
-STREAM_FLAGS = ("--input-format", "stream-json", "--output-format", "stream-json")
+# agy reads stream-json turns only in print mode, with an empty prompt that nothing can eat.
+STREAM_FLAGS = ("--print=", "--input-format", "stream-json", "--output-format", "stream-json")
 MAX_LINE = 1 << 24
 AUTHOR = Author(id="@alice:bench", display_name="Alice")
 

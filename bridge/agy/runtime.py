@@ -17,7 +17,6 @@ from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
 from bridge.agy.listener import (
     Listener,
-    UndeliveredFunc,
     answer_deadline,
     hook_command,
     tool_hook_command,
@@ -25,7 +24,14 @@ from bridge.agy.listener import (
 )
 from bridge.agy.plugin import gated_hook_command, pending_flag, tool_hook_groups, write_plugin
 from bridge.agy.process import ProcessSpec
-from bridge.agy.session import AgySession, DecideFunc, InjectFunc, injection_hook
+from bridge.agy.session import (
+    AgySession,
+    DecideFunc,
+    InjectFunc,
+    LostFunc,
+    injection_hook,
+    undelivered_injection,
+)
 
 # The hooks the bridge installs. PreInvocation is the injection point; it runs before every
 # model call, so its timeout is short and the curl falls back to "{}" well before it.
@@ -54,15 +60,16 @@ class AgyRuntime:
         notes: str,
         decide: DecideFunc | None = None,
         approval_timeout: float = 0.0,
-        on_undelivered: UndeliveredFunc | None = None,
+        lost: LostFunc | None = None,
     ) -> AgySession:
         """Register the session with the listener and write its plugin folder.
 
+        ``inject(conversation_id)`` answers each ``PreInvocation`` call with the messages to hand
+        over; ``lost()`` hears when such an answer cannot have been read by agy (it came after
+        the listener's deadline, or curl had gone), so those messages go back to the inbox.
         With ``decide``, every tool call first asks it through agy's ``PreToolUse`` hook
         (matcher ``*``), whose deadlines sit above ``approval_timeout`` (the longest a person
         may take to decide). Without it no tool call is gated.
-        ``on_undelivered(event, answer)`` hears of every hook answer agy cannot have read (see
-        ``Listener.register``).
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
@@ -74,7 +81,7 @@ class AgyRuntime:
             injection_hook(inject, decide),
             dict(mcp_servers or {}),
             answer_within=answer_within,
-            on_undelivered=on_undelivered,
+            on_undelivered=undelivered_injection(lost) if lost is not None else None,
         )
         try:
             write_plugin(

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agy import wire
-from bridge.agy.listener import HookFunc, Registration
+from bridge.agy.listener import HookFunc, Registration, UndeliveredFunc
 from bridge.agy.plugin import PLUGIN_NAME, lower_flag, raise_flag
 
 InjectFunc = Callable[[str], Awaitable[list[str]]]
 """``await inject(conversation_id)``: the user messages to hand to that conversation's next
 model call (an empty list for none)."""
+
+LostFunc = Callable[[], Awaitable[None]]
+"""``await lost()``: the messages of the last injection never reached agy."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,16 @@ def injection_hook(inject: InjectFunc, decide: DecideFunc | None = None) -> Hook
         return wire.HookReply(inject_steps=[wire.InjectedStep(user_message=t) for t in texts])
 
     return hook
+
+
+def undelivered_injection(lost: LostFunc) -> UndeliveredFunc:
+    """The listener's report of an answer agy cannot have read, for injections only."""
+
+    async def on_undelivered(event: str, answer: wire.HookAnswer) -> None:
+        if event == "PreInvocation" and isinstance(answer, wire.HookReply) and answer.inject_steps:
+            await lost()
+
+    return on_undelivered
 
 
 @dataclass(frozen=True)

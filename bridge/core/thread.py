@@ -17,6 +17,7 @@ import anyio
 from bridge.agy.plugin import RuleTooLarge
 from bridge.agy.process import AgyProcess, AgyStartError, open_agy
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
+from bridge.agy.start_failure import StartFailure, classify
 from bridge.agy.turn import TurnStatus
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
@@ -109,6 +110,7 @@ class ThreadWorker:
             self._session = await self.deps.runtime.prepare(
                 self.place.session_dir,
                 inject=self._take_injections,
+                lost=self._injection_lost,
                 mcp_servers=mcp_servers,
                 guidance=build_guidance(self.deps.config.agy.guidance),
                 notes=self.place.notes,
@@ -157,6 +159,10 @@ class ThreadWorker:
         if self.gate is None:
             return ToolVerdict(allow=True)
         return await self.gate.decide(call)
+
+    async def _injection_lost(self) -> None:
+        if self._runner is not None:
+            await self._runner.injection_lost()
 
     async def _serve(self) -> None:
         """Hold a process slot and run turns until idle, evicted, or agy is gone."""
@@ -307,9 +313,11 @@ class ThreadWorker:
     # --- when agy cannot start --------------------------------------------------------------
 
     async def _drop_conversation_after(self, exc: AgyStartError) -> bool:
-        """agy exited before init on a resume: drop the id and start fresh (once)."""
+        """agy no longer knows the conversation it was to resume: drop the id and start fresh
+        (once). Any other failure (signed out, quota, ...) keeps the id, so the thread has its
+        context again once the operator has fixed agy."""
         thread = await self.deps.store.thread(self.key)
-        if exc.kind != "exited" or not thread.conversation_id:
+        if classify(exc) is not StartFailure.CONVERSATION_UNKNOWN or not thread.conversation_id:
             return False
         await self.deps.store.set_conversation(self.key, None)
         detail = self.scrub(exc.exit.stderr_tail.strip()) if exc.exit else ""
@@ -321,10 +329,13 @@ class ThreadWorker:
         return True
 
     async def _start_failed(self, exc: AgyStartError) -> None:
+        failure = classify(exc)
         text = self.scrub(
             f"agy refused to start: {exc.message}" if exc.kind == "error_result" else exc.message
         )
-        if exc.kind == "error_result" and (await self.deps.store.thread(self.key)).model:
+        if failure is not StartFailure.OTHER:
+            text += f"\n{failure.advice}"
+        if failure is StartFailure.MODEL and (await self.deps.store.thread(self.key)).model:
             # A model agy refuses (a result before init) must not wedge the thread.
             await self.deps.store.set_model(self.key, None)
             text += "\nThis thread's model was reset to the default."

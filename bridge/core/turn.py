@@ -54,8 +54,10 @@ class RunningTurn:
     started: float = field(default_factory=time.monotonic)
     stopped_by: str | None = None
     timed_out: bool = False
-    # Inbox ids injected by a hook call whose reply agy has not yet shown it read.
+    # Inbox ids injected by hook calls whose reply agy has not yet shown it read.
     unconfirmed: list[int] = field(default_factory=list)
+    # Those of the latest hook call.
+    last_injection: list[int] = field(default_factory=list)
     author: Author | None = None  # who asked for this turn (its last message's author)
     _reply: LiveReply | None = None
 
@@ -87,6 +89,8 @@ class TurnRunner:
         self._proc: AgyProcess | None = None
         self._requeued_last = False
         self.current: RunningTurn | None = None
+        # The turn before, for a hook answer that turns out undelivered after its turn ended.
+        self._previous: RunningTurn | None = None
 
     @property
     def busy(self) -> bool:
@@ -135,6 +139,7 @@ class TurnRunner:
                 return await self._run(proc, turn, messages)
             finally:
                 self.current = None
+                self._previous = turn
                 self._proc = None
 
     async def _run(
@@ -239,19 +244,33 @@ class TurnRunner:
     async def _requeue_unconfirmed(self, turn: RunningTurn, end: TurnEnd) -> None:
         """agy ended before its next step after a hook call: that reply was never read, so the
         messages it carried wait for the next turn instead of being lost."""
-        if end.status is not TurnStatus.EXITED or not turn.unconfirmed:
+        if end.status is TurnStatus.EXITED and turn.unconfirmed:
+            await self._put_back(turn.unconfirmed)
+            turn.unconfirmed = []
+
+    async def injection_lost(self) -> None:
+        """The listener could not hand the last hook call's answer to agy (too late, or curl
+        had gone): its messages go back to the inbox."""
+        turn = self.current or self._previous
+        if turn is None or not turn.last_injection:
             return
-        ids = {m for m in turn.unconfirmed}
+        ids, turn.last_injection = turn.last_injection, []
+        turn.unconfirmed = [i for i in turn.unconfirmed if i not in ids]
+        await self._put_back(ids)
+
+    async def _put_back(self, ids: list[int]) -> None:
         try:
-            await self.deps.store.requeue_injected(sorted(ids))
+            await self.deps.store.requeue_injected(ids)
         except StoreError as exc:
             log.error("could not requeue messages: %s", exc, extra={"chat_thread": self.key})
             return
+        wanted = set(ids)
         for message in await self.deps.store.pending(self.key):
-            if message.id in ids:
+            if message.id in wanted:
                 self.marks.put(self.ref, message.message_id, Reaction.QUEUED)
+        self.session.mark_pending()
         log.info(
-            "agy ended before reading %d injected message(s); requeued",
+            "agy never read %d injected message(s); they wait for the next turn",
             len(ids),
             extra={"chat_thread": self.key},
         )
@@ -320,6 +339,7 @@ class TurnRunner:
         if not taken:
             return []
         turn.unconfirmed.extend(m.id for m in taken)
+        turn.last_injection = [m.id for m in taken]
         self.deps.metrics.injected(self.ref.platform, len(taken))
         for message in taken:
             self.marks.put(self.ref, message.message_id, Reaction.INJECTED)

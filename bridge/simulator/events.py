@@ -38,6 +38,9 @@ def encode(obj: Any) -> bytes:
 class Emitter:
     def __init__(self, out: BinaryIO):
         self.out = out
+        # [[nulls]]: write absent optional fields as null, as Go's encoder does for a nil
+        # slice, map or pointer without omitempty.
+        self.nulls = False
 
     def raw(self, data: bytes) -> None:
         self.out.write(data)
@@ -80,7 +83,9 @@ class Emitter:
             "state": state,
             "step_type": step_type,
         }
-        step.update({key: value for key, value in fields.items() if value is not None})
+        step.update(
+            {key: value for key, value in fields.items() if value is not None or self.nulls}
+        )
         self.emit({"event": "step_update", "step_update": step})
 
     def result(
@@ -100,13 +105,13 @@ class Emitter:
             "status": status,
             "response": response,
         }
-        if error is not None:
+        if error is not None or self.nulls:
             result["error"] = error
         result.update(
             duration_seconds=round(duration_seconds, 6),
             num_turns=num_turns,
             usage=usage.to_json(),
         )
-        if denied_actions:
-            result["denied_actions"] = denied_actions
+        if denied_actions or self.nulls:
+            result["denied_actions"] = denied_actions or None
         self.emit({"event": "result", "result": result})

@@ -3,16 +3,27 @@
 agy connects, lists the tools, then calls one (seed 002 saw ``server/discover``, then
 ``initialize``, ``notifications/initialized``, ``tools/list``). The SDK is imported here,
 lazily: most turns never call a tool, and importing it costs more than the rest of the
-simulator's start. ``AGY_SIM_MCP_MODE`` picks the SDK's connect mode: ``auto`` (default: probe
-``server/discover`` first, then the ``initialize`` handshake on a server that does not know it,
-as agy 1.2.7 did) or ``legacy`` (``initialize`` only, as older builds did).
+simulator's start. ``AGY_SIM_MCP_MODE`` picks how the client connects: ``seed`` (default: the
+sequence seed 002 saw agy 1.2.7 send, a ``server/discover`` request whatever its answer, then
+the ``initialize`` handshake), ``auto`` (the SDK's probe: ``server/discover``, and
+``initialize`` only on a server that does not know it) or ``legacy`` (``initialize`` only, as
+older builds did).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
+
+from bridge.simulator.threads import in_thread
+
+_DISCOVER = json.dumps(
+    {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}
+).encode()
 
 
 @dataclass(frozen=True)
@@ -26,10 +37,13 @@ async def call_tool(url: str, tool: str, arguments: dict[str, Any], limit: float
     from mcp import Client
     from mcp_types import Implementation
 
-    mode = os.environ.get("AGY_SIM_MCP_MODE", "auto")
+    mode = os.environ.get("AGY_SIM_MCP_MODE", "seed")
     client_info = Implementation(name="antigravity-client", version="v1.0.0")
     try:
         with anyio.fail_after(limit):
+            if mode == "seed":
+                await in_thread(_discover, url, limit)
+                mode = "legacy"
             async with Client(url, mode=mode, client_info=client_info) as client:
                 await client.list_tools()
                 result = await client.call_tool(tool, arguments)
@@ -45,6 +59,28 @@ async def call_tool(url: str, tool: str, arguments: dict[str, Any], limit: float
     if result.is_error:
         return McpOutcome(output=text, error=text or f"tool {tool} reported an error")
     return McpOutcome(output=text)
+
+
+def _discover(url: str, limit: float) -> None:
+    """One ``server/discover`` POST. Its answer (a result, a JSON-RPC error, an HTTP error) does
+    not matter: the handshake follows. Only a server that cannot be talked to fails the call."""
+    request = urllib.request.Request(
+        url,
+        data=_DISCOVER,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    # No proxy from the environment: the URL is loopback and carries a session's token.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=limit) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        exc.read()
+        exc.close()
 
 
 def _describe(exc: BaseException) -> str:

@@ -213,3 +213,4 @@ class PrintMode:
             usage=conversation.usage,
             denied_actions=state.denied if state is not None else None,
         )
+        self.emitter.nulls = False

@@ -33,6 +33,7 @@ class Script:
     crash: bool = False
     hang: bool = False
     garbage: bool = False
+    nulls: bool = False
     bigline: int | None = None
     subagent: bool = False
     chunks: int | None = None
@@ -101,6 +102,8 @@ def _apply_flag(script: Script, name: str, arg: str) -> None:
         script.hang = True
     elif name == "garbage":
         script.garbage = True
+    elif name == "nulls":
+        script.nulls = True
     elif name == "bigline":
         script.bigline = max(1, int(arg))
     elif name == "subagent":

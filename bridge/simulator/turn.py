@@ -68,6 +68,7 @@ async def run_turn(ctx: Context, state: TurnState) -> None:
     for directive in script.unknown:
         warn(f"warning: simulator ignores unknown or malformed directive {directive}")
     conversation = ctx.conversation
+    ctx.emitter.nulls = script.nulls
     conversation.num_turns += 1
     conversation.messages.append({"role": "user", "text": state.text})
     ctx.step("DONE", "user_input")

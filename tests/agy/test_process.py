@@ -114,3 +114,14 @@ async def test_stdin_eof_ends_a_process_cleanly(tmp_path: Path) -> None:
     async with open_agy(spec(tmp_path), lambda _: None) as proc:
         pid = proc.pid
     assert pid_state(pid) in (None, "Z")
+
+
+async def test_nulls_in_optional_fields_lose_no_event(tmp_path: Path) -> None:
+    """Go writes null for a nil slice or pointer: such a result must still end the turn."""
+    bad: list[str] = []
+    async with open_agy(spec(tmp_path), bad.append) as proc:
+        await proc.send_turn(["[[nulls]] [[calls 2]] [[reply done]]"])
+        with anyio.fail_after(30):  # a guard against a hang (a lost result), not a speed check
+            result = await until_result(proc)
+    assert result.ok and result.response == "done\n" and result.denied_actions == []
+    assert bad == []

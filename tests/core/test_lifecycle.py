@@ -203,3 +203,25 @@ async def test_missing_agy_is_a_clear_message(tmp_path: Path) -> None:
         await h.say("hello")
         notice = await h.adapter.wait_notice("not installed")
         assert "/nonexistent/agy" in notice
+
+
+async def test_a_signed_out_agy_keeps_the_threads_conversation(tmp_path: Path) -> None:
+    async with running(tmp_path, idle_timeout=0.2) as h:
+        await h.say("remember me")
+        await h.adapter.wait_finished(1)
+        conversation = (await h.bridge.store.thread(thread().key)).conversation_id
+        assert conversation
+        await h.worker_gone()
+        account = tmp_path / "sim-home" / "account"
+        account.parent.mkdir(parents=True, exist_ok=True)
+        account.write_text("signed-out")
+        await h.say("are you there?")
+        notice = await h.adapter.wait_notice("signed out")
+        assert "sign agy in again" in notice and "keeps its conversation" in notice
+        assert (await h.bridge.store.thread(thread().key)).conversation_id == conversation
+        await h.worker_gone()
+        account.write_text("signed-in")
+        await h.say("and now?")
+        _, answer = await h.adapter.wait_finished(2)
+        assert answer.outcome is not None and answer.outcome.error is None
+        assert (await h.bridge.store.thread(thread().key)).conversation_id == conversation

@@ -158,3 +158,26 @@ async def test_nothing_is_left_running_after_junk_a_death_and_a_wedge(
         [*_, wedged] = await h.adapter.wait_finished(2)
         assert wedged.outcome is not None and wedged.outcome.interrupted
     await no_agy_left(f"FAKE_AGY_DIR={tmp_path / 'fake'}")
+
+
+async def test_an_agy_signed_out_before_init_keeps_the_threads_conversation(
+    tmp_path: Path,
+) -> None:
+    """agy exits before init on a resume because its login expired: the conversation id is
+    still good, so the thread keeps it (only "unknown conversation" drops it)."""
+    async with running(tmp_path, idle_timeout=0.2, **fake_agy(tmp_path)) as h:
+        await h.say("first")
+        await h.adapter.wait_finished(1)
+        before = await conversation(h)
+        assert before
+        await h.worker_gone()
+        (tmp_path / "fake" / "start").write_text("exit")
+        await h.say("second")
+        notice = await h.adapter.wait_notice("your login has expired")
+        assert "sign agy in again" in notice and "could not resume" not in notice
+        assert await conversation(h) == before
+        await h.worker_gone()
+        (tmp_path / "fake" / "start").unlink()
+        await h.say("third")
+        await h.adapter.wait_finished(2)
+        assert await conversation(h) == before

@@ -91,7 +91,7 @@ def _session(sims: SimFactory, url: str) -> Path:
     return workspace
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["seed", "legacy", "auto"])
 def test_mcp_tool_call_through_the_sdk(sims: SimFactory, mcp_url: str, mode: str) -> None:
     sim = sims.start("--add-dir", str(_session(sims, mcp_url)), AGY_SIM_MCP_MODE=mode)
     sim.next_event()
@@ -131,5 +131,46 @@ def test_by_default_server_discover_comes_before_anything_else(
     sim.next_event()
     sim.send('[[mcp chat shout {"text": "x"}]]')
     assert "Tool shout: X" in result_of(sim.turn())["response"]
-    assert method_log.methods[0] == "server/discover", method_log.methods
+    # Seed 002's sequence, whatever the server answered to the discover.
+    assert method_log.methods[:4] == [
+        "server/discover",
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+    ], method_log.methods
     assert "tools/call" in method_log.methods
+
+
+def test_a_pre_tool_use_deny_keeps_the_mcp_call_from_the_server(
+    sims: SimFactory, mcp_url: str, method_log: _MethodLog
+) -> None:
+    workspace = sims.root / "session"
+    hooks = {
+        "gate": {
+            "PreToolUse": [
+                {
+                    "matcher": "call_mcp_tool",
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": 'printf \'{"decision":"deny","reason":"no"}\'',
+                        }
+                    ],
+                }
+            ]
+        }
+    }
+    config = {"mcpServers": {"chat": {"serverUrl": mcp_url}}}
+    make_plugin(workspace, "bridge", hooks=hooks, mcp_raw=json.dumps(config))
+    sim = sims.start("--add-dir", str(workspace))
+    sim.next_event()
+    sim.send('[[mcp chat shout {"text": "x"}]]')
+    events = sim.turn()
+    refused = steps(events, "tool")[-1]
+    assert refused["state"] == "ERROR"
+    assert refused["tool_info"]["error"]["message"] == "Tool call denied by pre-tool hook: no"
+    assert method_log.methods == [], "the server was never called"
+    assert (
+        "Tool call_mcp_tool failed: Tool call denied by pre-tool hook: no"
+        in (result_of(events)["response"])
+    )

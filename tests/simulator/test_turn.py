@@ -352,3 +352,17 @@ def test_u2028_is_written_raw_inside_one_line(sims: SimFactory) -> None:
     events = sim.turn()
     assert result_of(events)["response"] == "a\u2028b\n"
     assert any("\u2028".encode() in line for line in sim.raw_lines)
+
+
+def test_nulls_writes_absent_optional_fields_as_null(sims: SimFactory) -> None:
+    sim = sims.start()
+    sim.next_event()
+    sim.send("[[nulls]] [[calls 2]]")
+    events = sim.turn()
+    planning = next(s for s in steps(events, "agent_response") if s["state"] == "DONE")
+    assert "text_delta" in planning and planning["text_delta"] is None
+    result = result_of(events)
+    assert result["error"] is None and result["denied_actions"] is None
+    assert result["status"] == "SUCCESS"
+    sim.send("plain")
+    assert "denied_actions" not in result_of(sim.turn()), "only the turn that asked"
