@@ -22,6 +22,20 @@ def _longest_backticks(text: str) -> int:
     return best
 
 
+# Longer commands are shown cut, with a warning: the part not shown runs too.
+SHOWN_CHARS = 2500
+
+
+def shown(summary: str) -> str:
+    if len(summary) <= SHOWN_CHARS:
+        return _fence(summary)
+    rest = len(summary) - SHOWN_CHARS
+    return (
+        _fence(summary[:SHOWN_CHARS])
+        + f"\n⚠️ {rest:,} more characters are not shown here; deny unless you know what they do."
+    )
+
+
 def minutes(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:g} seconds"
@@ -39,7 +53,7 @@ def request_text(
 ) -> str:
     who = f" for {requested_by.label}" if requested_by else ""
     what = "run this command" if tool == "run_command" else f"use `{tool}`"
-    lines = [f"🔐 *Approval needed*: the agent wants to {what}{who}:", _fence(summary)]
+    lines = [f"🔐 *Approval needed*: the agent wants to {what}{who}:", shown(summary)]
     if preview:
         lines.append(_fence(preview))
     lines.append(
@@ -78,7 +92,7 @@ def result_text(
         line += f" (`{pattern}` now runs without asking here)"
     if reason:
         line += f": {reason}"
-    return f"{line}\n{_fence(summary)}"
+    return f"{line}\n{shown(summary)}"
 
 
 def agent_reason(state: ApprovalState, by: Author | None, reason: str, timeout: float) -> str:

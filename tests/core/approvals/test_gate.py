@@ -50,6 +50,9 @@ async def test_approve_runs_the_command_and_the_message_says_who(tmp_path: Path)
         assert settled.state == "approved" and "Approved by Bob" in settled.text
         again = await h.bridge.core.decide(thread(), handle, ApprovalChoice.DENY, BOB)
         assert again is DecideOutcome.UNKNOWN, "a decided request takes no second answer"
+        metrics = h.bridge.metrics.render()[0].decode()
+        assert 'agy_bridge_approval_requests_total{decision="approved"} 1.0' in metrics
+        assert "agy_bridge_approval_wait_seconds_count 1.0" in metrics
 
 
 async def test_deny_with_a_reason_reaches_the_answer(tmp_path: Path) -> None:
