@@ -308,8 +308,6 @@ class Core:
             ):
                 continue
             self.deps.metrics.approval(st.ApprovalState.EXPIRED.value)
-            if row.handle is None:
-                continue
             result = ApprovalResult(
                 state=st.ApprovalState.EXPIRED.value,
                 reason=reason,
@@ -318,7 +316,13 @@ class Core:
                 ),
             )
             try:
-                await self._adapter(ref).settle_approval(request_of(row, ref), row.handle, result)
+                if row.handle is None:
+                    # Killed between posting the request and noting its message: say it anew.
+                    await self._adapter(ref).post_message(ref, result.text)
+                else:
+                    await self._adapter(ref).settle_approval(
+                        request_of(row, ref), row.handle, result
+                    )
             except Exception:
                 log.warning("could not mark a request expired", exc_info=True)
 

@@ -3,9 +3,15 @@ fake, the core, and the agy simulator running the PreToolUse hook)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bridge.chat.slack.approvals import (
@@ -15,7 +21,7 @@ from bridge.chat.slack.approvals import (
     NOT_APPROVER_TEXT,
 )
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
-from tests.chat.slack.fake_slack import FakeSlack, Message
+from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, Message
 from tests.chat.slack.test_end_to_end import Live, live_bridge
 
 pytestmark = pytest.mark.anyio
@@ -160,3 +166,57 @@ async def test_stop_while_waiting(fake_slack: FakeSlack, tmp_path: Path) -> None
         await live.answer(ts, "Interrupted")
         assert "the turn was stopped" in asked.visible
         assert not (workdir(live) / "s.txt").exists()
+
+
+@pytest.mark.slow
+async def test_sigkill_while_waiting_then_the_request_reads_as_expired(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    config = tmp_path / "config.toml"
+    command = json.dumps([sys.executable, "-m", "bridge.simulator"])
+    config.write_text(
+        f'[bridge]\ndata_dir = "data"\n[approvals]\nmode = "ask"\n'
+        f"[agy]\ncommand = {command}\ninit_timeout = 30\n"
+        f'[slack]\napi_url = "{fake_slack.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
+        f'[[workspaces]]\npath = "{work}"\n'
+    )
+    env = {
+        **os.environ,
+        "AGY_SIM_HOME": str(tmp_path / "home"),
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_APP_TOKEN": APP_TOKEN,
+    }
+    argv = [sys.executable, "-m", "bridge", "run", "--config", str(config)]
+    first = await anyio.open_process(argv, env=env, stderr=subprocess.DEVNULL)
+    try:
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(mention_event("[[tool run_command touch k.txt]]", ts=ts))
+        asked = await request(fake_slack, ts)
+        first.kill()  # SIGKILL: no chance to tidy up
+        await first.wait()
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+    second = await anyio.open_process(argv, env=env, stderr=subprocess.DEVNULL)
+    try:
+        # The request is edited; or, when the bridge died before it noted which message asked,
+        # the thread gets the same words as a new message.
+        def expired() -> list[Message]:
+            return [m for m in fake_slack.thread(CHANNEL, ts) if "Expired" in m.visible]
+
+        await fake_slack.wait_for(lambda: bool(expired()), 60)
+        assert "the bridge restarted while it waited" in expired()[0].visible
+        assert "touch k.txt" in expired()[0].visible
+        if asked.buttons:  # not edited: a late click is refused, and nothing runs
+            await click(fake_slack, asked, BOB, APPROVE_ACTION_ID)
+            await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
+        else:
+            assert expired() == [asked]
+        assert not (work / "k.txt").exists()
+    finally:
+        second.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            await second.wait()
