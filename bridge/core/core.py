@@ -85,9 +85,10 @@ class Core:
 
     async def stop(self, thread: ThreadRef, by: Author) -> None:
         worker = self.workers.get(thread.key)
-        if worker is not None:
-            # A request waiting for approval is denied first, so agy never runs it.
-            await worker.stop_waiting(by.label)
+        # A request waiting for approval is denied, with the turn interrupted before agy
+        # reads the deny, so agy never runs it and cannot finish the turn first.
+        if worker is not None and await worker.stop_waiting(by.label):
+            return
         if worker is None or not worker.interrupt(by.label):
             await self._say(thread, "Nothing is running in this thread.")
 
@@ -198,8 +199,8 @@ class Core:
         await self.store.reset_conversation(thread.key)
         worker = self.workers.get(thread.key)
         if worker is not None:
-            await worker.stop_waiting(by.label)
-            worker.interrupt(by.label)
+            if not await worker.stop_waiting(by.label):
+                worker.interrupt(by.label)
             worker.request_restart()
         await self._say(thread, "Starting a fresh conversation from the next message.")
 

@@ -79,8 +79,9 @@ class ThreadWorker:
         return self._runner is not None and self._runner.interrupt(by)
 
     async def stop_waiting(self, by: str) -> bool:
-        """!stop while an approval waits: deny it (the turn is interrupted next)."""
-        return self.gate is not None and await self.gate.stop(by)
+        """!stop while an approval waits: deny it and interrupt the turn. False when none
+        waited (then nothing was interrupted)."""
+        return self.gate is not None and await self.gate.stop(by, lambda: self.interrupt(by))
 
     def request_restart(self) -> None:
         """Restart the process when idle (a model switch, a new conversation)."""

@@ -209,14 +209,15 @@ class ApprovalGate:
             return DecideOutcome.UNKNOWN
         return DecideOutcome.DECIDED
 
-    async def stop(self, by: str) -> bool:
-        """!stop while a request waits: deny it. True when one waited."""
+    async def stop(self, by: str, interrupt: Callable[[], object]) -> bool:
+        """!stop while a request waits: deny it, and ``interrupt`` the turn before agy reads
+        the deny (else agy could finish the turn first). True when one waited."""
         waiting = self.waiting
         if waiting is None or waiting.state is not None:
             return False
         await waiting.posted.wait()
-        await self._finish(waiting, ApprovalState.STOPPED, Author(id=by, display_name=by), "")
-        return True
+        who = Author(id=by, display_name=by)
+        return await self._finish(waiting, ApprovalState.STOPPED, who, "", before=interrupt)
 
     async def abandon(self) -> None:
         """The turn ended (agy is gone) while a request waited: it expires."""
@@ -227,7 +228,13 @@ class ApprovalGate:
     # --- recording -----------------------------------------------------------------------------
 
     async def _finish(
-        self, waiting: _Waiting, state: ApprovalState, by: Author | None, reason: str
+        self,
+        waiting: _Waiting,
+        state: ApprovalState,
+        by: Author | None,
+        reason: str,
+        *,
+        before: Callable[[], object] | None = None,
     ) -> bool:
         if waiting.state is not None:
             return False
@@ -240,6 +247,8 @@ class ApprovalGate:
         except StoreError as exc:
             # The decision still stands for agy; the record is what is lost.
             log.error("could not record a decision: %s", exc, extra={"chat_thread": self.key})
+        if before is not None:
+            before()
         waiting.done.set()
         self.deps.metrics.approval(state.value, time.monotonic() - waiting.started)
         log.info(
