@@ -16,8 +16,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,22 +34,16 @@ from bridge.agy.runtime import HOOK_TIMEOUT_SECONDS
 from bridge.app import Bridge
 from bridge.config import Config, build_config
 from bridge.core.events import (
-    AttachmentError,
-    AttachmentRef,
     Author,
-    HistoryEntry,
     Inbound,
     IncomingMessage,
-    Reaction,
     SubmitOutcome,
-    ThreadRef,
-    ToolActivity,
-    TurnOutcome,
 )
+from tests.doubles import RecordingAdapter
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATOR = (sys.executable, "-m", "bridge.simulator")
-# agy reads stream-json turns only in print mode, with an empty prompt that nothing can eat.
+# agy runs headless only in print mode; "--print=" as the bridge passes it.
 STREAM_FLAGS = ("--print=", "--input-format", "stream-json", "--output-format", "stream-json")
 MAX_LINE = 1 << 24
 AUTHOR = Author(id="@alice:bench", display_name="Alice")
@@ -287,134 +280,12 @@ def hook_plugin(session_dir: Path, url: str) -> Path:
     return session_dir
 
 
-# --- a chat adapter that only takes the time -------------------------------------------------
+# --- the chat adapter: the tests' recording double, keeping counts and times only -----------
 
 
-class Changes:
-    """Wakes every waiter when something it watches has happened."""
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-
-    def touch(self) -> None:
-        self._event.set()
-        self._event = anyio.Event()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-
-
-@dataclass
-class TimedReply:
-    """One turn's reply: when it opened, its first text and its end arrived, and how many
-    calls the core made on it."""
-
-    thread: ThreadRef
-    opened: float
-    changes: Changes
-    first_delta: float | None = None
-    finished: float | None = None
-    appends: int = 0
-    tools: int = 0
-    finishes: int = 0
-    text_chars: int = 0
-    outcome: TurnOutcome | None = None
-
-    async def append(self, text: str) -> None:
-        if self.first_delta is None:
-            self.first_delta = time.perf_counter()
-        self.appends += 1
-        self.text_chars += len(text)
-
-    async def tool(self, activity: ToolActivity) -> None:
-        self.tools += 1
-
-    async def finish(self, outcome: TurnOutcome) -> None:
-        self.finishes += 1
-        self.finished = time.perf_counter()
-        self.outcome = outcome
-        self.changes.touch()
-
-    @property
-    def calls(self) -> int:
-        return self.appends + self.tools + self.finishes
-
-
-class TimingAdapter:
-    """A :class:`bridge.core.events.ChatAdapter` that records timings and counts calls.
-
-    It does no I/O, so what it measures is the core and agy, not a chat service.
-    """
-
-    platform = "bench"
-
-    def __init__(self) -> None:
-        self.changes = Changes()
-        self.replies: dict[str, list[TimedReply]] = {}
-        self.calls: Counter[str] = Counter()
-        self.notices: list[tuple[str, str]] = []
-        self._sent = 0
-
-    # --- ChatAdapter --------------------------------------------------------------------------
-
-    async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
-        started()
-        await anyio.sleep_forever()
-
-    @asynccontextmanager
-    async def open_reply(
-        self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
-    ) -> AsyncIterator[TimedReply]:
-        self.calls["open_reply"] += 1
-        reply = TimedReply(thread, time.perf_counter(), self.changes)
-        self.replies.setdefault(thread.key, []).append(reply)
-        yield reply
-
-    async def post_message(self, thread: ThreadRef, text: str) -> None:
-        self.calls["post_message"] += 1
-        self.notices.append((thread.key, text))
-        self.changes.touch()
-
-    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
-        self.calls["post_file"] += 1
-
-    async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
-        self.calls["react"] += 1
-
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
-        raise AttachmentError("the benchmark sends no attachments")
-
-    async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
-        return []
-
-    # --- driving ------------------------------------------------------------------------------
-
-    def thread(self, name: str) -> ThreadRef:
-        return ThreadRef(platform=self.platform, channel="bench", thread=name)
-
-    def message(self, thread: ThreadRef, text: str) -> IncomingMessage:
-        self._sent += 1
-        mid = f"m{self._sent}"
-        return IncomingMessage(
-            thread=thread, event_id=mid, message_id=mid, author=AUTHOR, text=text
-        )
-
-    def finished(self, thread: ThreadRef) -> list[TimedReply]:
-        return [r for r in self.replies.get(thread.key, []) if r.finished is not None]
-
-    def finished_count(self) -> int:
-        return sum(1 for replies in self.replies.values() for r in replies if r.finished)
-
-    async def wait_finished(self, thread: ThreadRef, count: int, timeout: float) -> TimedReply:
-        """Until ``thread`` has ``count`` finished replies; returns the latest."""
-        await self.wait_for(lambda: len(self.finished(thread)) >= count, timeout)
-        return self.finished(thread)[-1]
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> None:
-        """Until ``predicate()`` holds; woken by finished replies and notices only."""
-        with anyio.fail_after(timeout):
-            while not predicate():
-                await self.changes.wait()
+def timing_adapter() -> RecordingAdapter:
+    """The tests' recording adapter without the text: what it measures is the core and agy."""
+    return RecordingAdapter(platform="bench", record_text=False)
 
 
 async def submit(inbound: Inbound, message: IncomingMessage) -> None:

@@ -59,8 +59,6 @@ from bench.common import (
     SIMULATOR,
     STREAM_FLAGS,
     DirectAgy,
-    TimedReply,
-    TimingAdapter,
     bridge_config,
     close_process,
     direct_agy,
@@ -74,9 +72,11 @@ from bench.common import (
     submit,
     sync_normal,
     table,
+    timing_adapter,
 )
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.core.events import ChatAdapter
+from tests.doubles import RecordedReply, RecordingAdapter
 
 TURNS = 200
 WARMUP = 5
@@ -264,7 +264,7 @@ def direct_variant(name: str, agy: DirectAgy) -> Variant:
     return variant
 
 
-def core_variant(name: str, bridge: Bridge, adapter: TimingAdapter) -> Variant:
+def core_variant(name: str, bridge: Bridge, adapter: RecordingAdapter) -> Variant:
     thread = adapter.thread("overhead")
 
     async def run(number: int) -> None:
@@ -273,7 +273,7 @@ def core_variant(name: str, bridge: Bridge, adapter: TimingAdapter) -> Variant:
         started = time.perf_counter()
         await submit(bridge.core, message)
         submitted = time.perf_counter()
-        reply = await adapter.wait_finished(thread, done, TURN_TIMEOUT)
+        reply = (await adapter.wait_finished(done, thread, TURN_TIMEOUT))[-1]
         check_reply(reply, number)
         assert reply.finished is not None and reply.first_delta is not None
         variant.record(
@@ -287,7 +287,7 @@ def core_variant(name: str, bridge: Bridge, adapter: TimingAdapter) -> Variant:
     return variant
 
 
-def check_reply(reply: TimedReply, number: int) -> None:
+def check_reply(reply: RecordedReply, number: int) -> None:
     outcome = reply.outcome
     if outcome is None or outcome.error or token(number) not in outcome.final_text:
         raise RuntimeError(f"turn {number} did not get its answer: {outcome}")
@@ -447,7 +447,7 @@ class Trace:
         return [s for s in self.spans if start <= s.start <= end]
 
 
-async def trace_core(bridge: Bridge, adapter: TimingAdapter, turns: int) -> None:
+async def trace_core(bridge: Bridge, adapter: RecordingAdapter, turns: int) -> None:
     """Lay ``turns`` core turns out on a time line; print the p50 of each mark and where the
     store's time went."""
     thread = adapter.thread("traced")
@@ -460,7 +460,7 @@ async def trace_core(bridge: Bridge, adapter: TimingAdapter, turns: int) -> None
             message = adapter.message(thread, TINY.format(token=token(number)))
             started = time.perf_counter()
             await submit(bridge.core, message)
-            reply = await adapter.wait_finished(thread, done, TURN_TIMEOUT)
+            reply = (await adapter.wait_finished(done, thread, TURN_TIMEOUT))[-1]
             assert reply.finished is not None and reply.first_delta is not None
             if number == 0:
                 continue
@@ -560,7 +560,7 @@ async def drive(options: Options) -> int:
         for name in ("work-direct", "work-hook", "bridge", "bridge-normal"):
             (root / name).mkdir()
         argv = [*SIMULATOR, *STREAM_FLAGS]
-        adapter = TimingAdapter()
+        adapter = timing_adapter()
         async with AsyncExitStack() as stack:
             hook_url = await stack.enter_async_context(minimal_hook_server())
             plain = await stack.enter_async_context(
@@ -594,7 +594,7 @@ async def drive(options: Options) -> int:
                 core_variant("core", bridge, adapter),
             ]
             if options.what_if:
-                other = TimingAdapter()
+                other = timing_adapter()
                 normal = await stack.enter_async_context(
                     running_bridge(root / "bridge-normal", {other.platform: other}, {})
                 )

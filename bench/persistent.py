@@ -37,7 +37,6 @@ from bench.common import (
     SIMULATOR,
     STREAM_FLAGS,
     DirectAgy,
-    TimingAdapter,
     bridge_config,
     direct_agy,
     machine,
@@ -47,8 +46,10 @@ from bench.common import (
     simulator_env,
     submit,
     table,
+    timing_adapter,
 )
 from bridge.app import Bridge, open_bridge, start_adapters
+from tests.doubles import RecordingAdapter
 
 DELAYS = (0.0, 0.5, 2.0)
 TURNS = 10
@@ -97,7 +98,9 @@ def direct_per_turn(env: dict[str, str], workdir: Path) -> Variant:
 # --- through the bridge ----------------------------------------------------------------------
 
 
-def bridge_variant(name: str, bridge: Bridge, adapter: TimingAdapter, *, per_turn: bool) -> Variant:
+def bridge_variant(
+    name: str, bridge: Bridge, adapter: RecordingAdapter, *, per_turn: bool
+) -> Variant:
     thread = adapter.thread(name.replace(" ", "-"))
 
     async def run(number: int) -> float:
@@ -106,7 +109,7 @@ def bridge_variant(name: str, bridge: Bridge, adapter: TimingAdapter, *, per_tur
         done = len(adapter.finished(thread)) + 1
         started = time.perf_counter()
         await submit(bridge.core, adapter.message(thread, TEXT.format(number=number)))
-        reply = await adapter.wait_finished(thread, done, TURN_TIMEOUT)
+        reply = (await adapter.wait_finished(done, thread, TURN_TIMEOUT))[-1]
         assert reply.finished is not None
         if reply.outcome is None or reply.outcome.error:
             raise RuntimeError(f"{name}: turn {number} failed: {reply.outcome}")
@@ -128,8 +131,8 @@ async def process_gone(bridge: Bridge, key: str) -> None:
 @asynccontextmanager
 async def running_bridge(
     root: Path, delay: float, idle_timeout: float
-) -> AsyncIterator[tuple[Bridge, TimingAdapter]]:
-    adapter = TimingAdapter()
+) -> AsyncIterator[tuple[Bridge, RecordingAdapter]]:
+    adapter = timing_adapter()
     config = bridge_config(
         root / "data", root / "sim-home", startup_delay=delay, idle_timeout=idle_timeout
     )

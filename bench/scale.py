@@ -30,8 +30,11 @@ bridge's RSS in all and per session, and the simulators'.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -47,8 +50,6 @@ from bench.common import (
     SIMULATOR,
     STREAM_FLAGS,
     DirectAgy,
-    TimedReply,
-    TimingAdapter,
     bridge_config,
     children_of,
     cpu_seconds,
@@ -61,9 +62,11 @@ from bench.common import (
     submit,
     sync_normal,
     table,
+    timing_adapter,
 )
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.core.events import ThreadRef
+from tests.doubles import RecordedReply, RecordingAdapter
 
 LEVELS = (200,)
 LINES = 400
@@ -109,7 +112,13 @@ def answer_text(lines: int, chunks: int, number: int) -> str:
 
 
 async def bridge_round(
-    label: str, number: int, adapter: TimingAdapter, bridge: Bridge, threads: int, text: str
+    label: str,
+    number: int,
+    adapter: RecordingAdapter,
+    bridge: Bridge,
+    threads: int,
+    text: str,
+    chunks: int,
 ) -> RoundResult:
     """All N messages arrive at once (each submitted in its own task, as an adapter handles
     events); every wait is measured from that moment."""
@@ -124,15 +133,17 @@ async def bridge_round(
     async with anyio.create_task_group() as tg:
         for ref in refs:
             tg.start_soon(deliver, ref)
-    await adapter.wait_for(
+    await adapter.changes.until(
         lambda: all(len(adapter.finished(ref)) >= number for ref in refs), ROUND_TIMEOUT
     )
     result.wall = time.perf_counter() - started
     result.cpu = cpu_seconds() - cpu0
     for ref in refs:
-        reply: TimedReply = adapter.finished(ref)[number - 1]
+        reply: RecordedReply = adapter.finished(ref)[number - 1]
         assert reply.finished is not None
-        result.deltas += reply.appends
+        # agy printed ``chunks`` deltas for this answer; the bridge may hand them to the chat
+        # in fewer appends (it coalesces what arrives together), which calls_per_reply shows.
+        result.deltas += chunks
         result.final.append(reply.finished - started)
         result.first_delta.append((reply.first_delta or reply.finished) - started)
         result.calls_per_reply.append(reply.calls)
@@ -141,10 +152,26 @@ async def bridge_round(
     return result
 
 
+def report_profile(profiler: cProfile.Profile) -> None:
+    """The warm round's costliest functions (own time; and the bridge's by cumulative time), on
+    stderr (the report is stdout)."""
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumtime").print_stats(r"bridge/", 40)
+    print(out.getvalue(), file=sys.stderr, flush=True)
+
+
 async def run_bridge(
-    threads: int, lines: int, chunks: int, root: Path, *, normal: bool = False
+    threads: int,
+    lines: int,
+    chunks: int,
+    root: Path,
+    *,
+    normal: bool = False,
+    profile: bool = False,
 ) -> LevelResult:
-    adapter = TimingAdapter()
+    adapter = timing_adapter()
     # Every thread keeps its process: the limit is the level, and nobody idles out.
     config = bridge_config(
         root / "data", root / "sim-home", max_processes=threads, init_timeout=ROUND_TIMEOUT
@@ -158,9 +185,15 @@ async def run_bridge(
             level.rss_start = rss_bytes()
             for number, label in ((1, "cold"), (2, "warm")):
                 text = answer_text(lines, chunks, number)
+                profiler = cProfile.Profile() if profile and label == "warm" else None
+                if profiler is not None:
+                    profiler.enable()
                 level.rounds.append(
-                    await bridge_round(label, number, adapter, bridge, threads, text)
+                    await bridge_round(label, number, adapter, bridge, threads, text, chunks)
                 )
+                if profiler is not None:
+                    profiler.disable()
+                    report_profile(profiler)
                 if number == 1:
                     level.rss_sessions = rss_bytes()
                     sims = children_of(os.getpid())
@@ -233,16 +266,22 @@ async def drive_direct(
     return level
 
 
-async def run_one(variant: str, threads: int, lines: int, chunks: int, root: Path) -> LevelResult:
+async def run_one(
+    variant: str, threads: int, lines: int, chunks: int, root: Path, profile: bool = False
+) -> LevelResult:
     if variant == "direct":
         return await run_direct(threads, lines, chunks, root)
-    return await run_bridge(threads, lines, chunks, root, normal=variant == "bridge-normal")
+    return await run_bridge(
+        threads, lines, chunks, root, normal=variant == "bridge-normal", profile=profile
+    )
 
 
 # --- the parent: levels, variants, the report ------------------------------------------------
 
 
-def run_variant(variant: str, threads: int, lines: int, chunks: int) -> LevelResult:
+def run_variant(
+    variant: str, threads: int, lines: int, chunks: int, profile: bool = False
+) -> LevelResult:
     """One variant at one level, in a process of its own; its result comes back as JSON."""
     command = [
         sys.executable,
@@ -256,6 +295,7 @@ def run_variant(variant: str, threads: int, lines: int, chunks: int) -> LevelRes
         str(lines),
         "--chunks",
         str(chunks),
+        *(["--profile"] if profile and variant != "direct" else []),
     ]
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, check=True)
     data = json.loads(done.stdout.decode().strip().splitlines()[-1])
@@ -374,6 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the bridge's warm round (cProfile, top 30 by own time on stderr)",
+    )
+    parser.add_argument(
         "--variant", choices=("bridge", "bridge-normal", "direct"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
@@ -384,7 +429,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.variant is not None:
         with tempfile.TemporaryDirectory(prefix=f"agy-bench-scale-{args.variant}-") as tmp:
             level = anyio.run(
-                run_one, args.variant, levels[0], lines, chunks, Path(tmp), backend="asyncio"
+                run_one,
+                args.variant,
+                levels[0],
+                lines,
+                chunks,
+                Path(tmp),
+                args.profile,
+                backend="asyncio",
             )
         print(json.dumps(asdict(level)), flush=True)
         return 0
@@ -396,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         # The order rotates between levels, so no variant always runs first.
         shift = position % len(variants)
         for variant in [*variants[shift:], *variants[:shift]]:
-            results.append(run_variant(variant, threads, lines, chunks))
+            results.append(run_variant(variant, threads, lines, chunks, args.profile))
             print(f"  measured {variant} with {threads} threads", flush=True)
     report(results, lines, chunks, time.perf_counter() - started, where)
     failed = sum(r.errors for level in results for r in level.rounds)

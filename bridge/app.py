@@ -13,6 +13,7 @@ import anyio
 from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.launch import LaunchSettings
 from bridge.agy.listener import Listener, open_listener
+from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.core import Core, open_core
@@ -61,6 +62,7 @@ async def open_bridge(
     *,
     command: list[str] | None = None,
     caps: Capabilities | None = None,
+    open_process: ProcessOpener = open_agy,
 ) -> AsyncIterator[Bridge]:
     """Everything but the adapters' connections: yields once the core is ready."""
     data_dir = config.bridge.data_dir.resolve()
@@ -84,7 +86,13 @@ async def open_bridge(
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
         async with open_core(
-            config, store, runtime, adapters, chat_tools_factory(config), metrics
+            config,
+            store,
+            runtime,
+            adapters,
+            chat_tools_factory(config),
+            metrics,
+            open_process=open_process,
         ) as core:
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 

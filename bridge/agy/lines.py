@@ -23,6 +23,16 @@ async def read_lines(
     stream: ByteReceiveStream, max_bytes: int
 ) -> AsyncIterator[bytes | LineTooLong]:
     """Yield each complete line (without its newline), or a LineTooLong for a dropped one."""
+    async for batch in read_line_batches(stream, max_bytes):
+        for line in batch:
+            yield line
+
+
+async def read_line_batches(
+    stream: ByteReceiveStream, max_bytes: int
+) -> AsyncIterator[list[bytes | LineTooLong]]:
+    """The complete lines of each read from ``stream``, together: a reader that handles them
+    as one batch pays its per-wake-up costs once per read, not once per line."""
     buffer = bytearray()
     skipping = 0  # bytes dropped so far of an overlong line
     while True:
@@ -30,6 +40,7 @@ async def read_lines(
             chunk = await stream.receive()
         except EndOfStream:
             break
+        batch: list[bytes | LineTooLong] = []
         start = 0
         while True:
             newline = chunk.find(b"\n", start)
@@ -46,18 +57,22 @@ async def read_lines(
             piece = chunk[start:newline]
             start = newline + 1
             if skipping:
-                yield LineTooLong(skipping + len(piece), max_bytes)
+                batch.append(LineTooLong(skipping + len(piece), max_bytes))
                 skipping = 0
             elif len(buffer) + len(piece) > max_bytes:
-                yield LineTooLong(len(buffer) + len(piece), max_bytes)
+                batch.append(LineTooLong(len(buffer) + len(piece), max_bytes))
                 buffer.clear()
-            else:
+            elif buffer:
                 buffer += piece
                 line = bytes(buffer)
                 buffer.clear()
                 if line.strip():
-                    yield line
+                    batch.append(line)
+            elif piece.strip():
+                batch.append(bytes(piece))
+        if batch:
+            yield batch
     if skipping:
-        yield LineTooLong(skipping, max_bytes)
+        yield [LineTooLong(skipping, max_bytes)]
     elif buffer.strip():
-        yield bytes(buffer)
+        yield [bytes(buffer)]

@@ -14,9 +14,10 @@ import signal
 import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import Process
@@ -24,7 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from bridge.agy import wire
 from bridge.agy.launch import RUN_MARKER_ENV
-from bridge.agy.lines import LineTooLong, read_lines
+from bridge.agy.lines import LineTooLong, read_line_batches
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class AgyStartError(Exception):
 
 
 BadLineCallback = Callable[[str], None]
+
 AgyOutput = wire.AgyEvent | ProcessExit
 
 
@@ -80,14 +82,43 @@ class ProcessSpec:
     max_line_bytes: int = 8 * 1024 * 1024
 
 
+class AgyHandle(Protocol):
+    """What the core uses of a running agy (an :class:`AgyProcess`, or a test's double)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    async def send_turn(self, blocks: list[str]) -> None: ...
+
+    async def next(self) -> AgyOutput: ...
+
+    async def next_batch(self) -> list[AgyOutput]: ...
+
+    async def drain(self) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+
+ProcessOpener = Callable[[ProcessSpec, BadLineCallback], AbstractAsyncContextManager[AgyHandle]]
+"""Starts agy and waits for ``init`` on entering; stops it and its process group on leaving."""
+
+
 @dataclass
 class AgyProcess:
     process: Process
     spec: ProcessSpec
     on_bad_line: BadLineCallback
     init: wire.InitEvent | None = None
-    _send: MemoryObjectSendStream[AgyOutput] | None = None
-    _receive: MemoryObjectReceiveStream[AgyOutput] | None = None
+    # One item per read from stdout: every event that read completed (see next_batch).
+    _send: MemoryObjectSendStream[list[AgyOutput]] | None = None
+    _receive: MemoryObjectReceiveStream[list[AgyOutput]] | None = None
+    _unread: deque[AgyOutput] = field(default_factory=deque)
     _stderr: deque[bytes] = field(default_factory=lambda: deque(maxlen=64))
     exit: ProcessExit | None = None
     _stderr_done: anyio.Event = field(default_factory=anyio.Event)
@@ -116,14 +147,46 @@ class AgyProcess:
 
     async def next(self) -> AgyOutput:
         """The next event, or the ProcessExit once agy is gone (then again on every call)."""
+        if not self._unread:
+            self._unread.extend(await self._receive_batch())
+        return self._unread.popleft()
+
+    async def next_batch(self) -> list[AgyOutput]:
+        """The next event and every one after it that agy has already printed, up to the first
+        that is not a step (a result, an init, the exit): a turn's stream may end there.
+
+        Handling what is at hand together costs one wake-up, one scrub and one chat update per
+        batch instead of one per text delta.
+        """
+        batch = [await self.next()]
+        while isinstance(batch[-1], wire.StepUpdateEvent):
+            if not self._unread:
+                more = self._receive_nowait()
+                if not more:
+                    break
+                self._unread.extend(more)
+            batch.append(self._unread.popleft())
+        return batch
+
+    async def _receive_batch(self) -> list[AgyOutput]:
         assert self._receive is not None
-        if self.exit is not None:
-            return self.exit
+        if self.exit is not None and not self._unread:
+            try:
+                return self._receive.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return [self.exit]
         try:
             return await self._receive.receive()
-        except anyio.EndOfStream:
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
             # The reader always sends the exit before closing, so this is a late caller.
-            return self.exit or ProcessExit(self.process.returncode, self.stderr_tail())
+            return [self.exit or ProcessExit(self.process.returncode, self.stderr_tail())]
+
+    def _receive_nowait(self) -> list[AgyOutput]:
+        assert self._receive is not None
+        try:
+            return self._receive.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+            return []
 
     async def drain(self) -> None:
         """Discard output until agy exits (it is on its way out after an error or a SIGINT)."""
@@ -144,16 +207,18 @@ class AgyProcess:
         assert self.process.stdout is not None and self._send is not None
         async with self._send:
             try:
-                async for line in read_lines(self.process.stdout, self.spec.max_line_bytes):
-                    if isinstance(line, LineTooLong):
-                        self.on_bad_line(str(line))
-                        continue
-                    try:
-                        event = wire.parse_event(line)
-                    except wire.BadLine as exc:
-                        self.on_bad_line(str(exc))
-                        continue
-                    await self._send.send(event)
+                async for lines in read_line_batches(self.process.stdout, self.spec.max_line_bytes):
+                    events: list[AgyOutput] = []
+                    for line in lines:
+                        if isinstance(line, LineTooLong):
+                            self.on_bad_line(str(line))
+                            continue
+                        try:
+                            events.append(wire.parse_event(line))
+                        except wire.BadLine as exc:
+                            self.on_bad_line(str(exc))
+                    if events:
+                        await self._send.send(events)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
             code = await self.process.wait()
@@ -162,7 +227,7 @@ class AgyProcess:
                 await self._stderr_done.wait()
             self.exit = ProcessExit(code, self.stderr_tail())
             try:
-                await self._send.send(self.exit)
+                await self._send.send([self.exit])
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
 
@@ -292,7 +357,7 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
         ) from None
     except OSError as exc:
         raise AgyStartError("missing", f"cannot start {spec.argv[0]}: {exc}") from None
-    send, receive = anyio.create_memory_object_stream[AgyOutput](256)
+    send, receive = anyio.create_memory_object_stream[list[AgyOutput]](256)
     agy = AgyProcess(process, spec, on_bad_line, _send=send, _receive=receive)
     start_error: AgyStartError | None = None
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from bridge.agy.process import reap_group
+from bridge.agy.process import ProcessOpener, open_agy, reap_group
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core import store as st
@@ -345,6 +345,7 @@ async def open_core(
     adapters: dict[str, ChatAdapter],
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None,
     metrics: Metrics | None = None,
+    open_process: ProcessOpener = open_agy,
 ) -> AsyncIterator[Core]:
     metrics = metrics or Metrics()
     async with anyio.create_task_group() as tg:
@@ -357,6 +358,7 @@ async def open_core(
             adapters=adapters,
             task_group=tg,
             mcp_servers=mcp_servers,
+            open_process=open_process,
         )
         core = Core(deps)
         metrics.set_sources(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from anyio.abc import TaskGroup
 
+from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.events import ChatAdapter
@@ -30,3 +31,5 @@ class CoreDeps:
     metrics: Metrics
     # The MCP servers a thread's agy gets (the chat tools), built per worker.
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
+    # How agy is started (tests drive the worker with a scripted double instead).
+    open_process: ProcessOpener = open_agy

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 # A listener URL: the first path segment is the session's token.
 _LISTENER_URL = re.compile(r"((?:127\.0\.0\.1|localhost|\[::1\]):\d+/)([A-Za-z0-9_\-]{16,})(?=/)")
+# The unfinished start of one at the end of a text (its token may still be on its way).
+_LISTENER_URL_START = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]):\d*(?:/[A-Za-z0-9_\-]*)?$")
 MIN_SECRET = 8
 
 
@@ -36,3 +38,39 @@ class Scrubber:
             if secret in text:
                 text = text.replace(secret, "***")
         return text
+
+    def stream(self) -> StreamScrubber:
+        return StreamScrubber(self)
+
+
+class StreamScrubber:
+    """Scrubs a text that arrives in pieces, once per piece, without missing a secret that
+    straddles two pieces: the end of a piece that could be the start of a secret (or of a
+    listener URL) is held back until the next piece shows what it is."""
+
+    def __init__(self, scrub: Scrubber):
+        self._scrub = scrub
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """What of the text so far can be shown now (scrubbed)."""
+        text = self._held + text
+        keep = self._unsafe_tail(text)
+        self._held = text[len(text) - keep :] if keep else ""
+        return self._scrub(text[: len(text) - keep]) if keep else self._scrub(text)
+
+    def flush(self) -> str:
+        """The rest, at the end of the stream."""
+        held, self._held = self._held, ""
+        return self._scrub(held)
+
+    def _unsafe_tail(self, text: str) -> int:
+        longest = 0
+        for secret in self._scrub.secrets:
+            for size in range(min(len(secret) - 1, len(text)), longest, -1):
+                if secret.startswith(text[-size:]):
+                    longest = size
+                    break
+        if (match := _LISTENER_URL_START.search(text[-96:])) is not None:
+            longest = max(longest, match.end() - match.start())
+        return longest

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import anyio
 
 from bridge.agy.plugin import RuleTooLarge
-from bridge.agy.process import AgyProcess, AgyStartError, open_agy
+from bridge.agy.process import AgyHandle, AgyStartError
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.agy.start_failure import StartFailure, classify
 from bridge.agy.turn import TurnStatus
@@ -51,7 +51,7 @@ class ThreadWorker:
         self.wakeup = Wakeup()
         self.scrub = Scrubber(deps.config.secret_values())
         self.place: Place | None = None
-        self.proc: AgyProcess | None = None
+        self.proc: AgyHandle | None = None
         self._on_exit = on_exit
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
@@ -192,7 +192,7 @@ class ThreadWorker:
             conversation=thread.conversation_id,
         )
         self._restart_requested = False
-        async with open_agy(spec, self._bad_line) as proc:
+        async with self.deps.open_process(spec, self._bad_line) as proc:
             await self.deps.store.add_process(proc.pid, self.key, self.deps.runtime.run_marker)
             try:
                 self.proc = proc
@@ -208,7 +208,7 @@ class ThreadWorker:
                 with anyio.CancelScope(shield=True):
                     await self.deps.store.remove_process(proc.pid)
 
-    async def _turns(self, proc: AgyProcess, evict: anyio.Event) -> bool:
+    async def _turns(self, proc: AgyHandle, evict: anyio.Event) -> bool:
         assert self._runner is not None
         while True:
             if not proc.alive:
@@ -216,12 +216,12 @@ class ThreadWorker:
             if self._restart_requested:
                 return True
             self.wakeup.clear()
-            if await self.deps.store.pending(self.key):
-                self.deps.slots.set_idle(self.key, False)
-                result = await self._runner.run(proc)
-                if self.gate is not None:
-                    await self.gate.abandon()  # agy is past any request it made
-                if result is None or result.exit_wait == 0 or not proc.alive:
+            self.deps.slots.set_idle(self.key, False)
+            result = await self._runner.run(proc)  # None: nothing was waiting
+            if self.gate is not None:
+                await self.gate.abandon()  # agy is past any request it made
+            if result is not None:
+                if result.exit_wait == 0 or not proc.alive:
                     continue
                 # agy is on its way out (an error result, a SIGINT): let it go before the next
                 # turn rather than hand that turn to a dying process.

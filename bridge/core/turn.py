@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 import anyio
 
 from bridge.agy import turn as agy_turn
-from bridge.agy.process import AgyOutput, AgyProcess
+from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core.deps import CoreDeps
 from bridge.core.events import Author, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
-from bridge.core.scrub import Scrubber
+from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.signals import Marks
 from bridge.core.store import MessageState, StoredMessage, StoreError, TurnState, Usage
 
@@ -51,6 +51,8 @@ class RunningTurn:
     reader: TurnReader
     replies: AsyncExitStack
     open_reply: Callable[[], Awaitable[LiveReply]]
+    # The streamed answer's scrubber (a secret may straddle two pieces).
+    text_scrub: StreamScrubber
     started: float = field(default_factory=time.monotonic)
     stopped_by: str | None = None
     timed_out: bool = False
@@ -86,7 +88,7 @@ class TurnRunner:
         self.marks = marks
         self.scrub = Scrubber(deps.config.secret_values())
         self._save = save
-        self._proc: AgyProcess | None = None
+        self._proc: AgyHandle | None = None
         self._requeued_last = False
         self.current: RunningTurn | None = None
         # The turn before, for a hook answer that turns out undelivered after its turn ended.
@@ -112,7 +114,7 @@ class TurnRunner:
 
     # --- one turn ---------------------------------------------------------------------------
 
-    async def run(self, proc: AgyProcess) -> TurnResult | None:
+    async def run(self, proc: AgyHandle) -> TurnResult | None:
         """Run one turn on everything pending; None when nothing was pending after all."""
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
@@ -131,6 +133,7 @@ class TurnRunner:
                 lambda: replies.enter_async_context(
                     self.adapter.open_reply(self.ref, last.message_id, last.author)
                 ),
+                self.scrub.stream(),
                 author=last.author,
             )
             self._proc = proc
@@ -143,7 +146,7 @@ class TurnRunner:
                 self._proc = None
 
     async def _run(
-        self, proc: AgyProcess, turn: RunningTurn, messages: list[StoredMessage]
+        self, proc: AgyHandle, turn: RunningTurn, messages: list[StoredMessage]
     ) -> TurnResult:
         self.deps.metrics.turn_started(self.ref.platform)
         cancelled: BaseException | None = None
@@ -184,11 +187,11 @@ class TurnRunner:
         assert end is not None
         return TurnResult(result.state, exit_wait=end.exit_wait)
 
-    async def _follow(self, proc: AgyProcess, turn: RunningTurn) -> TurnEnd:
+    async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
         """Stream one turn's events into its reply until its end (or our own deadline)."""
         with anyio.move_on_after(self.deps.config.agy.turn_timeout):
             while True:
-                end = await self._handle(await proc.next(), turn)
+                end = await self._handle(await proc.next_batch(), turn)
                 if end is not None:
                     return end
         # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
@@ -201,29 +204,43 @@ class TurnRunner:
                     break
         return turn.reader.ended or TurnEnd(TurnStatus.INTERRUPTED, turn.reader.streamed)
 
-    async def _handle(self, out: AgyOutput, turn: RunningTurn) -> TurnEnd | None:
-        event = turn.reader.feed(out)
-        if isinstance(event, TurnEnd):
-            return event
-        # agy went on after a hook call: it read that call's reply.
-        turn.unconfirmed.clear()
-        if not turn.reader.acknowledged:
-            return None
-        reply = await turn.reply()  # agy took the turn: show the thread it is being worked on
-        if isinstance(event, TextDelta):
-            await reply.append(self.scrub(event.text))
-        elif isinstance(event, ToolUpdate):
-            await reply.tool(
-                ToolActivity(
-                    name=event.name,
-                    summary=self.scrub(event.summary),
-                    state=event.state,
-                    error=self.scrub(event.error) if event.error is not None else None,
+    async def _handle(self, batch: list[AgyOutput], turn: RunningTurn) -> TurnEnd | None:
+        """Everything agy printed since the last look: its text deltas go to the reply as one
+        piece (one scrub, one chat update), tool lines in their place between them."""
+        text: list[str] = []
+        for out in batch:
+            event = turn.reader.feed(out)
+            if isinstance(event, TurnEnd):
+                await self._show_text(turn, text)
+                return event
+            # agy went on after a hook call: it read that call's reply.
+            turn.unconfirmed.clear()
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, ToolUpdate):
+                await self._show_text(turn, text)
+                text = []
+                await (await turn.reply()).tool(
+                    ToolActivity(
+                        name=event.name,
+                        summary=self.scrub(event.summary),
+                        state=event.state,
+                        error=self.scrub(event.error) if event.error is not None else None,
+                    )
                 )
-            )
+        await self._show_text(turn, text)
         return None
 
-    async def _requeue_unread(self, proc: AgyProcess, turn: RunningTurn, end: TurnEnd) -> bool:
+    async def _show_text(self, turn: RunningTurn, pieces: list[str]) -> None:
+        if not pieces and not turn.reader.acknowledged:
+            return  # agy has not taken the turn: the thread shows nothing yet
+        # The reply opens on agy's first sign of work, text or not: the thread sees it began.
+        reply = await turn.reply()
+        shown = turn.text_scrub.feed("".join(pieces)) if pieces else ""
+        if shown:
+            await reply.append(shown)
+
+    async def _requeue_unread(self, proc: AgyHandle, turn: RunningTurn, end: TurnEnd) -> bool:
         """agy died before it read the turn (it was already on its way out): the messages go
         back to the inbox for the next process, once, instead of being lost."""
         if (
@@ -275,7 +292,7 @@ class TurnRunner:
             extra={"chat_thread": self.key},
         )
 
-    def _count(self, proc: AgyProcess, turn: RunningTurn, result: Classified) -> None:
+    def _count(self, proc: AgyHandle, turn: RunningTurn, result: Classified) -> None:
         metrics = self.deps.metrics
         metrics.turn_finished(self.ref.platform, result.state, time.monotonic() - turn.started)
         if result.state is TurnState.ERROR:

@@ -1,6 +1,6 @@
 """agy's stdout stream, written by hand: one compact JSON object per line, flushed at once.
 
-Shapes follow the recorded streams of real builds (DESIGN.md): ``init`` with the id beside the
+Shapes follow the recorded streams of real builds (docs/agy.md): ``init`` with the id beside the
 ``init`` object (or inside it, ``AGY_SIM_INIT_LAYOUT=inside``), ``step_update`` with the
 conversation id in every step, ``result`` whose ``error`` is absent on success. Text is
 written as UTF-8, not ``\\u`` escapes, so U+2028 reaches the reader raw as it can from agy.

@@ -2,7 +2,7 @@
 
 Layout: ``<dir>/.agents/plugins/<name>/`` with ``plugin.json``, ``hooks.json``,
 ``mcp_config.json`` and ``rules/*.md``. What agy does with a wrong file (measured on real
-builds, see DESIGN.md) is what happens here:
+builds, see docs/agy.md) is what happens here:
 
 - ``plugin.json`` names the plugin; a name outside ``[A-Za-z0-9_-]`` refuses the plugin.
 - ``hooks.json`` is a map of NAMED bundles; a flat ``{"PreInvocation": [...]}`` is inert (the

@@ -138,8 +138,10 @@ async def test_status_and_help_and_unknown_commands(tmp_path: Path) -> None:
         assert "agy idle" in status and "Usage so far" in status
         await h.say("!bogus")
         assert "Unknown command `!bogus`" in await h.adapter.wait_notice("Unknown command")
-        await anyio.sleep(0.2)
-        assert len(h.adapter.finished()) == 1, "commands are not turns"
+        await h.say("sentinel")
+        _, sentinel = await h.adapter.wait_finished(2)
+        assert "!bogus" not in sentinel.outcome.final_text  # type: ignore[union-attr]
+        assert len(h.adapter.finished()) == 2, "commands are not turns"
 
 
 async def test_agy_crash_mid_turn_is_reported_and_resumed(tmp_path: Path) -> None:

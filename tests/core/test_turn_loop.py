@@ -58,8 +58,11 @@ async def test_injected_between_two_model_calls(tmp_path: Path) -> None:
         go.touch()
         [reply] = await h.adapter.wait_finished(1)
         assert "Bob (@bob:test): mid-turn correction" in reply.outcome.final_text  # type: ignore[union-attr]
-        await anyio.sleep(0.3)
-        assert len(h.adapter.finished()) == 1, "an injected message must not become a turn"
+        # Any turn the injected message caused would come before this one, or carry it.
+        await h.say("sentinel")
+        _, sentinel = await h.adapter.wait_finished(2)
+        assert "mid-turn correction" not in sentinel.outcome.final_text  # type: ignore[union-attr]
+        assert len(h.adapter.finished()) == 2, "an injected message must not become a turn"
         assert (late, Reaction.INJECTED) in h.adapter.reactions
 
 
@@ -99,8 +102,10 @@ async def test_queued_messages_are_batched_into_one_turn(tmp_path: Path) -> None
         _, second = await h.adapter.wait_finished(2)
         final = second.outcome.final_text  # type: ignore[union-attr]
         assert "Bob (@bob:test): one" in final and "Carol (@carol:test): two" in final
-        await anyio.sleep(0.3)
-        assert len(h.adapter.finished()) == 2
+        await h.say("sentinel")
+        *_, sentinel = await h.adapter.wait_finished(3)
+        assert "one" not in sentinel.outcome.final_text  # type: ignore[union-attr]
+        assert len(h.adapter.finished()) == 3
 
 
 async def test_a_redelivered_event_runs_once(tmp_path: Path) -> None:
@@ -108,8 +113,11 @@ async def test_a_redelivered_event_runs_once(tmp_path: Path) -> None:
         await h.say("only once", event_id="evt-1")
         await h.say("only once", event_id="evt-1")
         await h.adapter.wait_finished(1)
-        await anyio.sleep(0.3)
-        assert len(h.adapter.finished()) == 1
+        await h.say("sentinel")
+        _, sentinel = await h.adapter.wait_finished(2)
+        assert "only once" not in sentinel.outcome.final_text  # type: ignore[union-attr]
+        assert len(h.adapter.finished()) == 2
+        assert texts(h).count("only once") == 1
 
 
 async def test_two_threads_never_wait_for_each_other(tmp_path: Path) -> None:

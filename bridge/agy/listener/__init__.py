@@ -2,7 +2,7 @@
 
 Every agy session registers here and gets its own random token; every URL it is given starts
 with that token, so a browser page or another local user that can reach the port cannot call
-anything without reading the session's plugin files. See DESIGN.md, "Security model".
+anything without reading the session's plugin files. See the README's security section.
 """
 
 from bridge.agy.listener.hook_command import (
