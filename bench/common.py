@@ -305,9 +305,13 @@ def bridge_config(
     max_processes: int = 4,
     idle_timeout: float = 900.0,
     init_timeout: float = 60.0,
+    isolation: str = "none",
     extra: Mapping[str, Any] | None = None,
 ) -> Config:
-    """A bridge on the simulator; the simulator's settings travel in ``[agy] env``."""
+    """A bridge on the simulator; the simulator's settings travel in ``[agy] env``.
+
+    Unsandboxed unless asked (``isolation="bwrap"``): the sandbox's cost is measured on its own.
+    """
     env = {"AGY_SIM_HOME": str(sim_home)}
     if startup_delay:
         env["AGY_SIM_STARTUP_DELAY"] = f"{startup_delay:g}"
@@ -320,6 +324,7 @@ def bridge_config(
             "idle_timeout": idle_timeout,
             "init_timeout": init_timeout,
             "stop_grace": 5,
+            "isolation": isolation,
         },
         **(extra or {}),
     }

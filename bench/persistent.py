@@ -12,12 +12,16 @@ Four variants take turns, one turn each per round in a rotating order, at each s
   process is gone before each message and every turn starts (and resumes) one: what a thread
   pays when it comes back after idling out.
 
+Then the sandbox's price: agy (the simulator) started as the bridge starts it (its session
+folder loaded as a plugin), plain and inside a thread's bubblewrap sandbox, alternately; each
+start is timed from the spawn to ``init`` (goal: the sandbox adds under 50 ms per start).
+
 A turn is timed from the message (the line written, the spawn, the submit) to its ``result`` or
 ``finish``. The persistent variants' first turns, which start their process, are reported on
 their own. The table gives p50 and p99 per variant, the time a kept process saves per turn
 (p50 per turn minus p50 persistent) and the ratio.
 
-    python -m bench.persistent [--delays 0,0.5,2] [--turns 10]
+    python -m bench.persistent [--delays 0,0.5,2] [--turns 10] [--starts 30]
 """
 
 from __future__ import annotations
@@ -48,11 +52,18 @@ from bench.common import (
     table,
     timing_adapter,
 )
-from bridge.app import Bridge, open_bridge, start_adapters
+from bridge.agy.capabilities import probe
+from bridge.agy.listener import open_listener
+from bridge.agy.runtime import AgyRuntime
+from bridge.agy.sandbox import Isolation, bwrap_problem, find_bwrap, not_isolated
+from bridge.app import Bridge, launch_settings, open_bridge, start_adapters
+from bridge.isolation import sandbox_for
 from tests.doubles import RecordingAdapter
 
 DELAYS = (0.0, 0.5, 2.0)
 TURNS = 10
+STARTS = 30
+SANDBOX_GOAL_MS = 50.0
 TURN_TIMEOUT = 120.0
 PER_TURN_IDLE = 0.005  # seconds: the per-turn bridge lets its process go at once
 TEXT = "turn {number}: [[reply done {number}]] [[chunks 3]]"
@@ -188,6 +199,79 @@ async def alternate(variants: list[Variant], turns: int) -> None:
             variant.samples.append(await variant.run(number))
 
 
+# --- a process start, plain and sandboxed -----------------------------------------------------
+
+
+async def measure_starts(count: int) -> tuple[list[float], list[float]] | str:
+    """Spawn-to-init times of agy started by the bridge's runtime without and with the sandbox,
+    alternating (the order swapping each round). A string says why the sandbox cannot run."""
+    bwrap = find_bwrap()
+    problem = await anyio.to_thread.run_sync(bwrap_problem, bwrap)
+    if problem is not None or bwrap is None:
+        return problem or "no bwrap"
+    with tempfile.TemporaryDirectory(prefix="agy-bench-sandbox-") as tmp:
+        root = Path(tmp)
+        config = bridge_config(root / "data", root / "sim-home")
+        settings = launch_settings(config)
+        caps = await probe(settings.command, config.agy.help_timeout)
+        workdir, session = root / "data" / "workspaces" / "t", root / "data" / "sessions" / "t"
+        workdir.mkdir(parents=True)
+        sandboxed = Isolation(sandbox=sandbox_for(config, settings.command, bwrap))
+        plain: list[float] = []
+        boxed: list[float] = []
+        async with open_listener() as listener:
+
+            def runtime(isolation: Isolation) -> AgyRuntime:
+                return AgyRuntime(settings, caps, listener, "bench", isolation=isolation)
+
+            variants = [(runtime(not_isolated("bench")), plain), (runtime(sandboxed), boxed)]
+            registration = await variants[0][0].prepare(
+                session, inject=_nothing, guidance="bench", notes=""
+            )
+            try:
+                for number in range(count + 1):
+                    order = variants if number % 2 == 0 else variants[::-1]
+                    for agy_runtime, samples in order:
+                        spec = agy_runtime.spec(session, workdir, model=None, conversation=None)
+                        started = time.perf_counter()
+                        agy = await DirectAgy.start(spec.argv, spec.env, spec.cwd)
+                        elapsed = time.perf_counter() - started
+                        await agy.close()
+                        if number:  # round 0 warms the page cache for both
+                            samples.append(elapsed)
+            finally:
+                await registration.close()
+    return plain, boxed
+
+
+async def _nothing(conversation_id: str) -> list[str]:
+    return []
+
+
+def report_starts(starts: tuple[list[float], list[float]] | str) -> None:
+    print("\nagy (simulator) start, spawn to init, as the bridge starts it:\n")
+    if isinstance(starts, str):
+        print(f"sandboxed start not measured: {starts}")
+        return
+    plain, boxed = starts
+    plain50, boxed50 = percentile(plain, 0.5), percentile(boxed, 0.5)
+    rows = [
+        ["plain", str(len(plain)), ms(plain50), ms(percentile(plain, 0.99)), "-", "1.00x"],
+        [
+            "bubblewrap sandbox",
+            str(len(boxed)),
+            ms(boxed50),
+            ms(percentile(boxed, 0.99)),
+            f"{(boxed50 - plain50) * 1000:.1f}",
+            ratio(boxed50, plain50),
+        ],
+    ]
+    print(table(["start", "starts", "p50 ms", "p99 ms", "added p50 ms", "ratio"], rows))
+    added = (boxed50 - plain50) * 1000
+    verdict = "met" if added < SANDBOX_GOAL_MS else "NOT met"
+    print(f"\ngoal: the sandbox adds under {SANDBOX_GOAL_MS:g} ms per start: {verdict}")
+
+
 # --- the report ------------------------------------------------------------------------------
 
 
@@ -235,14 +319,16 @@ def report(results: Sequence[tuple[float, list[Variant]]], seconds: float, where
     )
 
 
-async def drive(delays: Sequence[float], turns: int) -> int:
+async def drive(delays: Sequence[float], turns: int, starts: int) -> int:
     where = machine()
     started = time.perf_counter()
     results = []
     for delay in delays:
         results.append((delay, await measure_delay(delay, turns)))
         print(f"  measured startup delay {delay:g} s", flush=True)
+    measured_starts = await measure_starts(starts)
     report(results, time.perf_counter() - started, where)
+    report_starts(measured_starts)
     return 0
 
 
@@ -254,13 +340,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--delays", default=",".join(f"{d:g}" for d in DELAYS), help="seconds")
     parser.add_argument("--turns", type=int, default=TURNS, help="measured turns per variant")
+    parser.add_argument(
+        "--starts", type=int, default=STARTS, help="measured starts, plain and sandboxed"
+    )
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
     args = parser.parse_args(argv)
     delays = [float(d) for d in str(args.delays).split(",") if d]
-    turns = args.turns
+    turns, starts = args.turns, args.starts
     if args.quick:
-        delays, turns = [0.0], 2
-    return anyio.run(drive, delays, turns, backend="asyncio")
+        delays, turns, starts = [0.0], 2, 3
+    return anyio.run(drive, delays, turns, starts, backend="asyncio")
 
 
 if __name__ == "__main__":

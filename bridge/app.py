@@ -20,6 +20,7 @@ from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.store import Store, open_store
 from bridge.core.tools import chat_tools_factory
+from bridge.isolation import resolve_isolation
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,10 @@ async def open_bridge(
     settings = launch_settings(config, command)
     if caps is None:
         caps = await probe(settings.command, config.agy.help_timeout)
+    # Raises IsolationError (naming the reason) when isolation = "bwrap" cannot work here.
+    isolation = await resolve_isolation(config, settings.command)
+    if not isolation.isolated:
+        log.warning("⚠️ %s", isolation.warning())
     async with open_store(data_dir / "bridge.sqlite3") as store, open_listener() as listener:
         runtime = AgyRuntime(
             settings=settings,
@@ -79,6 +84,7 @@ async def open_bridge(
             init_timeout=config.agy.init_timeout,
             stop_grace=config.agy.stop_grace,
             max_line_bytes=config.agy.max_line_bytes,
+            isolation=isolation,
         )
         metrics = Metrics()
         for name, adapter in adapters.items():

@@ -62,10 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         # The terminal is the chat: without a config asking for more, only problems are logged.
         level = "WARNING"
     setup_logging(level, json_lines=config.bridge.log_json, secrets=config.secret_values())
-    if args.command == "run":
-        return anyio.run(_run, config, backend="asyncio")
-    if args.command == "console":
-        return anyio.run(_console, config, args.thread, args.user, backend="asyncio")
+    try:
+        if args.command == "run":
+            return anyio.run(_run, config, backend="asyncio")
+        if args.command == "console":
+            return anyio.run(_console, config, args.thread, args.user, backend="asyncio")
+    except ConfigError as exc:
+        # Found at start, e.g. isolation = "bwrap" on a host where bubblewrap cannot work.
+        print(f"agy-bridge: {exc}", file=sys.stderr)
+        return 2
     from bridge.doctor import doctor
 
     return anyio.run(doctor, config, args.live, backend="asyncio")

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -71,6 +72,11 @@ class AgySection(_Section):
     guidance: str = ""
     # Largest stdout line read from agy; a longer line is reported and skipped.
     max_line_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # "bwrap": every agy process in its own bubblewrap sandbox (refuses to start where that
+    # cannot work); "none": no isolation. Unset: bwrap wherever it works on this host.
+    isolation: Literal["bwrap", "none"] | None = None
+    # agy's own state (its login and conversations), read-write inside every sandbox.
+    state_dirs: list[Path] = Field(default_factory=lambda: [Path("~/.gemini")])
 
 
 class IdentitySection(_Section):
@@ -134,6 +140,9 @@ class WorkspaceSection(_Section):
     # What happens to a thread's worktree when its thread is finished: "keep", or "remove"
     # (only when every commit on its branch is reachable from another branch).
     worktree_cleanup: Literal["keep", "remove"] = "keep"
+    # Extra paths this workspace's sandboxes see read-only / read-write (e.g. a shared cache).
+    read_only: list[Path] = Field(default_factory=list)
+    read_write: list[Path] = Field(default_factory=list)
 
     @property
     def is_default(self) -> bool:
@@ -169,6 +178,13 @@ class Config(_Section):
     workspaces: list[WorkspaceSection] = Field(default_factory=list)
     admin: AdminSection = Field(default_factory=AdminSection)
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
+    # The file this config was read from (None: defaults and environment only); agy's sandbox
+    # hides it and its folder.
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
 
     @model_validator(mode="after")
     def _one_default_workspace(self) -> Config:
@@ -236,4 +252,6 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
         config = config.model_copy(
             update={"bridge": config.bridge.model_copy(update={"data_dir": data_dir})}
         )
+    if path is not None:
+        config._source = path.resolve()
     return config

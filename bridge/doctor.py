@@ -26,11 +26,13 @@ from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.listener import hook_command, open_listener
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
+from bridge.agy.sandbox import Isolation, not_isolated, wrap
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
 from bridge.config import Config
 from bridge.core.store import open_store
+from bridge.isolation import IsolationError, resolve_isolation
 
 LIVE_TURN_SECONDS = 180.0
 LIVE_PROMPT = (
@@ -62,6 +64,11 @@ class Report:
 
     def info(self, text: str) -> None:
         print(f"  {text}", flush=True)
+
+    def warn(self, text: str) -> None:
+        """Loud, but not a failure: the bridge runs this way (for example without isolation)."""
+        self.lines.append(f"⚠ {text}")
+        print(f"⚠ {text}", flush=True)
 
 
 async def _output(argv: Sequence[str], seconds: float) -> tuple[int | None, str]:
@@ -158,6 +165,96 @@ async def _shell(command: str, stdin: bytes) -> tuple[int | None, str]:
     return done.returncode, done.stdout.decode("utf-8", "replace")
 
 
+async def check_isolation(config: Config, report: Report, command: list[str]) -> Isolation:
+    """Whether threads run sandboxed; if they do, a probe inside a real thread-like sandbox."""
+    try:
+        isolation = await resolve_isolation(config, command)
+    except IsolationError as exc:
+        report.bad(f"the bridge will refuse to start: {exc}")
+        return not_isolated(str(exc))
+    if not isolation.isolated:
+        report.warn(isolation.warning())
+        return isolation
+    assert isolation.sandbox is not None
+    report.ok(f"each thread's agy runs in its own bubblewrap sandbox ({isolation.sandbox.bwrap})")
+    await _probe_sandbox(config, report, isolation)
+    return isolation
+
+
+# Each check prints one word when it holds; the doctor reads the words back.
+SANDBOX_PROBE = """
+touch "$PWD/.doctor-write" 2>/dev/null && echo WRITABLE
+[ -e "$STORE" ] || echo NO_STORE
+[ -z "$CONFIG" ] || [ ! -e "$CONFIG" ] && echo NO_CONFIG
+for entry in $(ls -A "$DATA" 2>/dev/null); do echo "DATA_ENTRY $entry"; done
+printf '{"conversationId":"doctor"}' | { HOOK; } | grep -q doctor && echo LISTENER
+"""
+
+
+async def _probe_sandbox(config: Config, report: Report, isolation: Isolation) -> None:
+    assert isolation.sandbox is not None
+    data_dir = config.bridge.data_dir.resolve()
+    scratch = data_dir / "doctor" / uuid.uuid4().hex[:8]
+    workdir, session = scratch / "work", scratch / "session"
+    workdir.mkdir(parents=True, exist_ok=True)
+    session.mkdir(parents=True, exist_ok=True)
+
+    async def hook(event: str, data: wire.HookInput) -> wire.HookReply:
+        return wire.HookReply(inject_steps=[wire.InjectedStep(user_message="doctor")])
+
+    config_file = str(config.source) if config.source is not None else ""
+    try:
+        async with open_listener() as listener:
+            registration = await listener.register(hook)
+            script = SANDBOX_PROBE.replace(
+                "HOOK", hook_command(registration.hook_url("PreInvocation"), 10)
+            )
+            argv = wrap(
+                isolation.sandbox, ["sh", "-c", script], workdir=workdir, session_dir=session
+            )
+            env = {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "STORE": str(data_dir / "bridge.sqlite3"),
+                "CONFIG": config_file,
+                "DATA": str(data_dir),
+            }
+            try:
+                with anyio.fail_after(30):
+                    done = await anyio.run_process(argv, env=env, cwd=workdir, check=False)
+            except (TimeoutError, OSError) as exc:
+                report.bad(f"the sandbox probe did not run: {exc}")
+                return
+            finally:
+                await registration.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    said = done.stdout.decode("utf-8", "replace").split("\n")
+    if done.returncode != 0 and not said[0]:
+        detail = done.stderr.decode("utf-8", "replace").strip()
+        report.bad(f"the sandbox probe failed to start: {detail or done.returncode}")
+        return
+    checks = [
+        ("WRITABLE" in said, "the thread's workspace is writable inside the sandbox"),
+        ("NO_STORE" in said, "the bridge's store is not visible inside the sandbox"),
+        ("NO_CONFIG" in said, "the config file is not visible inside the sandbox"),
+        ("LISTENER" in said, "the listener is reachable from inside the sandbox (hook via curl)"),
+    ]
+    entries = sorted(line.split(" ", 1)[1] for line in said if line.startswith("DATA_ENTRY "))
+    others = [entry for entry in entries if entry != "doctor"]
+    checks.append(
+        (
+            not others,
+            "the data directory shows nothing but the thread's own folders"
+            + (f" (also visible: {', '.join(others)})" if others else ""),
+        )
+    )
+    for good, text in checks:
+        if good:
+            report.ok(text)
+        else:
+            report.bad(f"NOT so: {text}")
+
+
 def check_chats(config: Config, report: Report) -> None:
     chats = []
     if config.slack.configured:
@@ -201,7 +298,13 @@ def _live_mcp_server(seen: LiveSeen) -> Server[Any]:
     return Server("agy-bridge doctor", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def live_turn(config: Config, report: Report, command: list[str], caps: Capabilities) -> None:
+async def live_turn(
+    config: Config,
+    report: Report,
+    command: list[str],
+    caps: Capabilities,
+    isolation: Isolation | None = None,
+) -> None:
     seen = LiveSeen()
 
     async def inject(conversation_id: str) -> list[str]:
@@ -234,7 +337,10 @@ async def live_turn(config: Config, report: Report, command: list[str], caps: Ca
                 run_marker=uuid.uuid4().hex,
                 init_timeout=config.agy.init_timeout,
                 stop_grace=config.agy.stop_grace,
+                isolation=isolation or not_isolated("doctor"),
             )
+            if runtime.isolation.isolated:
+                report.info("the live turn runs inside the thread sandbox, as the bridge runs it")
             session = await runtime.prepare(
                 scratch / "session",
                 inject=inject,
@@ -356,12 +462,13 @@ async def doctor(config: Config, live: bool) -> int:
     check_curl(report)
     await check_data_dir(config, report)
     await check_listener(report)
+    isolation = await check_isolation(config, report, command)
     check_chats(config, report)
     if live:
         if report.failed:
             report.info("skipping the live turn until the problems above are fixed")
         else:
-            await live_turn(config, report, command, caps)
+            await live_turn(config, report, command, caps, isolation)
     print(
         "\nall checks passed" if not report.failed else f"\n{report.failed} problem(s) found",
         file=sys.stdout,

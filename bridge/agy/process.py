@@ -80,6 +80,9 @@ class ProcessSpec:
     init_timeout: float = 90.0
     stop_grace: float = 5.0
     max_line_bytes: int = 8 * 1024 * 1024
+    # When argv starts agy through a wrapper (a sandbox) that does not forward signals: maps
+    # the started process's PID to agy's, which gets SIGINT.
+    signal_pid: Callable[[int], int | None] | None = None
 
 
 class AgyHandle(Protocol):
@@ -196,8 +199,11 @@ class AgyProcess:
     def interrupt(self) -> None:
         """SIGINT, as a user's Ctrl-C: agy ends the turn with an ``interrupted`` result."""
         if self.process.returncode is None:
+            pid = self.process.pid
+            if self.spec.signal_pid is not None:
+                pid = self.spec.signal_pid(pid) or pid
             try:
-                os.kill(self.process.pid, signal.SIGINT)
+                os.kill(pid, signal.SIGINT)
             except ProcessLookupError:
                 pass
 

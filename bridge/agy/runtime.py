@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from bridge.agy.listener import (
 )
 from bridge.agy.plugin import gated_hook_command, pending_flag, tool_hook_groups, write_plugin
 from bridge.agy.process import ProcessSpec
+from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, wrap
 from bridge.agy.session import (
     AgySession,
     DecideFunc,
@@ -49,6 +50,12 @@ class AgyRuntime:
     init_timeout: float = 90.0
     stop_grace: float = 5.0
     max_line_bytes: int = 8 * 1024 * 1024
+    # Whether agy runs in a bubblewrap sandbox per thread (and if not, why not).
+    isolation: Isolation = field(default_factory=lambda: not_isolated("isolation not set up"))
+
+    def isolation_status(self) -> str:
+        """One line for a thread's ``!status``: isolated, or loudly not."""
+        return self.isolation.status_line()
 
     async def prepare(
         self,
@@ -132,11 +139,24 @@ class AgyRuntime:
         env = build_env(
             self.settings, os.environ if environ is None else environ, run_marker=self.run_marker
         )
+        sandbox = self.isolation.sandbox
+        if sandbox is None:
+            return ProcessSpec(
+                argv=argv,
+                env=env,
+                cwd=workdir,
+                init_timeout=self.init_timeout,
+                stop_grace=self.stop_grace,
+                max_line_bytes=self.max_line_bytes,
+            )
+        if "TMPDIR" in env:
+            env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         return ProcessSpec(
-            argv=argv,
+            argv=wrap(sandbox, argv, workdir=workdir, session_dir=session_dir),
             env=env,
             cwd=workdir,
             init_timeout=self.init_timeout,
             stop_grace=self.stop_grace,
             max_line_bytes=self.max_line_bytes,
+            signal_pid=sandboxed_pid,
         )

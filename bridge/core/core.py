@@ -221,6 +221,7 @@ class Core:
             f"• Model: `{row.model or self.deps.config.agy.model or 'default'}`",
             f"• Waiting messages: {len(pending)}",
             f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
+            self.deps.runtime.isolation_status(),
         ]
         if (place := slots.position(thread.key)) is not None:
             lines.append(f"• This thread is number {place} in line")

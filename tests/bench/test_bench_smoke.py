@@ -84,6 +84,13 @@ def test_scale_reports_both_variants_and_rounds() -> None:
 
 def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:
     output = run_quick("persistent")
+    # The sandbox's price per start, side by side (or the reason it could not be measured).
+    starts = tables(output, "start")
+    if starts:
+        assert [row[0] for row in starts[0]] == ["plain", "bubblewrap sandbox"]
+        assert number(starts[0][1][2]) > 0
+    else:
+        assert "sandboxed start not measured:" in output
     rows = {row[1]: row for row in table_rows(output, "startup delay")}
     assert list(rows) == [
         "direct persistent",

@@ -78,7 +78,10 @@ async def running(
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
-    settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, **agy}
+    # Unsandboxed unless a test asks: these tests signal the agent through files outside its
+    # workspace (the sandbox's own tests are tests/agy/test_sandbox*.py).
+    settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, "isolation": "none"}
+    settings.update(agy)
     # Tests of other areas run tools freely; approvals tests turn the gate on themselves.
     raw = {
         "bridge": {"data_dir": str(tmp / "data")},

@@ -136,6 +136,7 @@ async def test_status_and_help_and_unknown_commands(tmp_path: Path) -> None:
         await h.say("!status")
         status = await h.adapter.wait_notice("Conversation:")
         assert "agy idle" in status and "Usage so far" in status
+        assert "Not isolated" in status  # the harness runs without a sandbox
         await h.say("!bogus")
         assert "Unknown command `!bogus`" in await h.adapter.wait_notice("Unknown command")
         await h.say("sentinel")

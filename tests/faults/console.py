@@ -34,7 +34,13 @@ def write_config(
     extra: str = "",
 ) -> Path:
     """A TOML config under ``root`` whose data dir is ``root/data``."""
-    settings = {"command": command or SIMULATOR, "init_timeout": 20, "stop_grace": 2}
+    # Unsandboxed unless asked: these tests signal the agent through files outside its workspace.
+    settings = {
+        "command": command or SIMULATOR,
+        "init_timeout": 20,
+        "stop_grace": 2,
+        "isolation": "none",
+    }
     settings.update(agy or {})
     lines = [
         "[bridge]",

@@ -50,7 +50,11 @@ async def live_bridge(
     config = build_config(
         {
             "bridge": {"data_dir": str(tmp_path / "data")},
-            "agy": {"command": [sys.executable, "-m", "bridge.simulator"], "init_timeout": 30},
+            "agy": {
+                "command": [sys.executable, "-m", "bridge.simulator"],
+                "init_timeout": 30,
+                "isolation": "none",  # its tests signal the agent through files outside
+            },
             "matrix": {
                 "homeserver": synapse.base_url,
                 "user_id": bot.user_id,

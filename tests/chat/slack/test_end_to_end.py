@@ -50,7 +50,7 @@ async def live_bridge(
     config = build_config(
         {
             "bridge": {"data_dir": str(tmp_path / "data")},
-            "agy": {"command": SIMULATOR, "init_timeout": 30},
+            "agy": {"command": SIMULATOR, "init_timeout": 30, "isolation": "none"},
             "slack": {
                 "bot_token": BOT_TOKEN,
                 "app_token": APP_TOKEN,

@@ -1,0 +1,344 @@
+"""Every agy process in its own bubblewrap sandbox, so threads cannot see each other.
+
+The sandbox starts from an empty root and binds in only what one thread's agent needs:
+
+- read-write: the thread's working directory (for a git worktree also the repository's git
+  directory, where commits land), the thread's session directory, agy's own state directories
+  (its login and conversations), and a private ``/tmp``;
+- read-only: the system (``/usr``, ``/etc``, ``/bin``, ``/lib*``, …), agy's installation and
+  whatever the operator lists for the workspace;
+- hidden: everything else. Paths listed as hidden (the bridge's data directory, the config file
+  and its directory) stay hidden even when they lie under a bound directory: an empty tmpfs (or
+  ``/dev/null`` for a file) is mounted over them, and the thread's own directories are bound
+  back on top.
+
+agy gets its own PID namespace (it cannot see the bridge or other threads' processes in
+``/proc``) and ``--die-with-parent``: when the sandbox's first process ends, the kernel ends
+every process the agent started, wherever it tried to hide. The network is shared: agy needs
+its model API, and the bridge's listener is on loopback.
+
+Nothing here knows about chat: the caller says which directories are the thread's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+# The system, visible read-only. Where one of them is a symlink (/bin -> usr/bin on merged-/usr
+# systems) the sandbox gets the same symlink.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Namespaces every sandbox gets (the network is deliberately not among them), and no
+# capabilities: a bridge running as root would otherwise hand them on (bubblewrap keeps them for
+# root), and with them mount or mknod reach every file on the host.
+NAMESPACE_ARGS = (
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--die-with-parent",
+    "--cap-drop",
+    "ALL",
+)
+PROBE_TIMEOUT = 10.0
+
+
+class ExtraBinds(BaseModel):
+    """The operator's extra paths for the threads of one workspace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # The workspace directory; a worktree thread matches the repository it was made from.
+    root: Path
+    read_only: tuple[Path, ...] = ()
+    read_write: tuple[Path, ...] = ()
+
+
+class Sandbox(BaseModel):
+    """What every sandbox of one bridge shows and hides. All paths absolute."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bwrap: str
+    # Never visible, even under a bound directory (data directory, config file, its folder).
+    hidden: tuple[Path, ...] = ()
+    # agy's own state, read-write (created when missing).
+    state_dirs: tuple[Path, ...] = ()
+    # agy's installation, read-only.
+    install: tuple[Path, ...] = ()
+    extras: tuple[ExtraBinds, ...] = ()
+
+    def extras_for(self, workdir: Path) -> ExtraBinds | None:
+        workdir = workdir.resolve()
+        roots = {workdir}
+        common = git_common_dir(workdir)
+        if common is not None and common.name == ".git":
+            roots.add(common.parent)
+        return next((extra for extra in self.extras if extra.root.resolve() in roots), None)
+
+
+MountKind = Literal["ro", "rw", "ro-try", "rw-try", "tmpfs", "hide-file", "symlink"]
+
+
+@dataclass(frozen=True)
+class Mount:
+    kind: MountKind
+    dest: Path
+    source: Path | None = None
+
+    @property
+    def depth(self) -> int:
+        return len(self.dest.parts)
+
+    def args(self) -> list[str]:
+        flag = {
+            "ro": "--ro-bind",
+            "rw": "--bind",
+            "ro-try": "--ro-bind-try",
+            "rw-try": "--bind-try",
+            "hide-file": "--ro-bind",
+            "symlink": "--symlink",
+        }.get(self.kind)
+        if self.kind == "tmpfs":
+            return ["--tmpfs", str(self.dest)]
+        assert flag is not None and self.source is not None
+        return [flag, str(self.source), str(self.dest)]
+
+
+# Where two mounts sit at the same depth, binds go first and hiding last, so hiding wins.
+_RANK = {"symlink": 0, "ro": 1, "ro-try": 1, "rw": 2, "rw-try": 2, "tmpfs": 3, "hide-file": 3}
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def git_common_dir(workdir: Path) -> Path | None:
+    """For a git worktree (``.git`` is a file), the repository's shared git directory.
+
+    The agent can write that ``.git`` file, so it is believed only when git's own linkage holds
+    both ways: ``gitdir:`` names ``<common>/worktrees/<name>``, whose ``gitdir`` file names this
+    worktree back, and ``<common>`` looks like a git directory. Anything else binds nothing.
+    """
+    workdir = workdir.resolve()
+    dotgit = workdir / ".git"
+    try:
+        if not dotgit.is_file() or dotgit.is_symlink():
+            return None
+        line = dotgit.read_text(encoding="utf-8").strip()
+        if not line.startswith("gitdir:"):
+            return None
+        gitdir = (workdir / line.removeprefix("gitdir:").strip()).resolve()
+        back = Path((gitdir / "gitdir").read_text(encoding="utf-8").strip())
+    except (OSError, UnicodeDecodeError):
+        return None
+    common = gitdir.parent.parent
+    if gitdir.parent.name != "worktrees" or (gitdir.parent / "..").resolve() != common:
+        return None
+    if (gitdir / back).resolve() != dotgit:
+        return None
+    if not ((common / "HEAD").is_file() and (common / "objects").is_dir()):
+        return None
+    return common
+
+
+def system_mounts() -> list[Mount]:
+    mounts = []
+    for name in SYSTEM_PATHS:
+        path = Path(name)
+        if path.is_symlink():
+            mounts.append(Mount("symlink", path, Path(os.readlink(path))))
+        elif path.is_dir():
+            mounts.append(Mount("ro", path))
+    # DNS: /etc/resolv.conf often points into /run (systemd-resolved), which is not bound.
+    resolv = Path("/etc/resolv.conf")
+    if resolv.is_symlink():
+        target = resolv.resolve()
+        if target.exists() and not _under(target, Path("/etc")):
+            mounts.append(Mount("ro", target))
+    return mounts
+
+
+def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
+    """Every mount of one thread's sandbox, in the order bubblewrap must apply them."""
+    workdir = workdir.resolve()
+    session_dir = session_dir.resolve()
+    mounts = [Mount("tmpfs", Path("/tmp"))]
+    mounts += system_mounts()
+    mounts += [Mount("ro", path) for path in _resolved(sandbox.install)]
+    extra = sandbox.extras_for(workdir)
+    if extra is not None:
+        mounts += [Mount("ro-try", path) for path in _resolved(extra.read_only)]
+        mounts += [Mount("rw-try", path) for path in _resolved(extra.read_write)]
+    own = [workdir, session_dir, *_resolved(sandbox.state_dirs)]
+    hidden_paths = _resolved(sandbox.hidden)
+    common = git_common_dir(workdir)
+    if common is not None and not any(
+        _under(common, hidden) or _under(hidden, common) for hidden in hidden_paths
+    ):
+        own.append(common)
+    mounts += [Mount("rw", path) for path in own]
+    mounts = _without_redundant(mounts, hidden_paths)
+    binds = [m for m in mounts if m.kind in ("ro", "rw", "ro-try", "rw-try")]
+    for hidden in hidden_paths:
+        # Hiding matters only where a bind would show the path; elsewhere it is not there.
+        if not any(_under(hidden, bind.dest) for bind in binds):
+            continue
+        if hidden.is_dir():
+            mounts.append(Mount("tmpfs", hidden))
+        elif hidden.exists():
+            mounts.append(Mount("hide-file", hidden, Path("/dev/null")))
+    # Parents before children: a thread's own directory inside a hidden one is bound back on top.
+    mounts.sort(key=lambda m: (m.depth, _RANK[m.kind]))
+    return [Mount(m.kind, m.dest, m.source or m.dest) for m in mounts]
+
+
+def _without_redundant(mounts: list[Mount], hidden: list[Path]) -> list[Mount]:
+    """Drop read-only binds already visible through a broader one (agy under /usr, say)."""
+    kept: list[Mount] = []
+    for mount in mounts:
+        covered = mount.kind == "ro" and any(
+            other is not mount
+            and other.kind == "ro"
+            and mount.dest != other.dest
+            and _under(mount.dest, other.dest)
+            and not any(_under(mount.dest, h) and _under(h, other.dest) for h in hidden)
+            for other in mounts
+        )
+        duplicate = any(m.kind == mount.kind and m.dest == mount.dest for m in kept)
+        if not covered and not duplicate:
+            kept.append(mount)
+    return kept
+
+
+def _resolved(paths: Iterable[Path]) -> list[Path]:
+    return [Path(os.path.realpath(path.expanduser())) for path in paths]
+
+
+def wrap(sandbox: Sandbox, argv: Sequence[str], *, workdir: Path, session_dir: Path) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` in this thread's sandbox."""
+    for state in _resolved(sandbox.state_dirs):
+        # agy creates its state on first login; a bind needs the directory to exist.
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]
+    for mount in plan(sandbox, workdir=workdir, session_dir=session_dir):
+        args += mount.args()
+    args += ["--chdir", str(workdir.resolve()), "--", *argv]
+    return args
+
+
+def sandboxed_pid(bwrap_pid: int) -> int | None:
+    """The host PID of the command bubblewrap started (agy), for signals such as SIGINT.
+
+    bubblewrap does not forward signals: a SIGINT to it would kill the whole sandbox instead of
+    interrupting agy's turn. Its first child is the namespace's init; agy is that init's oldest
+    child (orphans of the agent's commands are re-parented to the init later).
+    """
+    children = _children(bwrap_pid)
+    if not children:
+        return None
+    init = children[0]
+    inside = _children(init)
+    if not inside:
+        return None
+    return min(inside, key=lambda pid: _start_time(pid) or 0)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        raw = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(part) for part in raw.split()]
+    except (OSError, ValueError):
+        pass
+    # Kernels without CONFIG_PROC_CHILDREN: scan every process's parent.
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _stat_fields(int(entry.name))[1:2] == [str(pid)]:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name: state, ppid, pgrp, …"""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def _start_time(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+# --- does bubblewrap work on this host? ---------------------------------------------------------
+
+
+def bwrap_problem(bwrap: str | None) -> str | None:
+    """Why bubblewrap cannot sandbox agy here, or None when it can (a real sandbox is tried).
+
+    Synchronous and quick (a few milliseconds): it runs once, at start.
+    """
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    argv = [bwrap, *NAMESPACE_ARGS, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--tmpfs", "/tmp", "--", "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        return f"bubblewrap ({bwrap}) did not finish a test sandbox within {PROBE_TIMEOUT:g} s"
+    except OSError as exc:
+        return f"bubblewrap ({bwrap}) cannot be run: {exc}"
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    detail = said[-1] if said else f"exit code {done.returncode}"
+    return f"bubblewrap ({bwrap}) cannot create a sandbox on this host: {detail}"
+
+
+def find_bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Whether agy processes run sandboxed, and if not, why: for start, doctor and !status."""
+
+    sandbox: Sandbox | None
+    # Why threads are not isolated (empty when they are).
+    problem: str = ""
+
+    @property
+    def isolated(self) -> bool:
+        return self.sandbox is not None
+
+    def warning(self) -> str:
+        """The loud sentence for logs and doctor when threads are not isolated."""
+        return (
+            "threads are NOT isolated from each other: every agent can read other threads' "
+            "workspaces and session directories, the bridge's store and its config "
+            f"({self.problem})"
+        )
+
+    def status_line(self) -> str:
+        """One line for a thread's ``!status``."""
+        if self.isolated:
+            return "• 🔒 Isolated: this thread's agent sees only its own workspace (bubblewrap)"
+        return (
+            "• ⚠️ Not isolated: the agent can read other threads' files, the bridge's store and "
+            f"its config ({self.problem})"
+        )
+
+
+def not_isolated(problem: str) -> Isolation:
+    return Isolation(sandbox=None, problem=problem)

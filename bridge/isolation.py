@@ -1,0 +1,121 @@
+"""From the config to agy's sandbox: what each thread's agent sees, and whether it can be done.
+
+``[agy] isolation`` unset means bubblewrap wherever it works on this host; ``"bwrap"`` set
+explicitly refuses to start where it cannot work (naming the reason); ``"none"`` runs agy
+unsandboxed. Without isolation the bridge still runs but says so loudly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import anyio
+
+from bridge.agy.sandbox import (
+    SYSTEM_PATHS,
+    ExtraBinds,
+    Isolation,
+    Sandbox,
+    bwrap_problem,
+    find_bwrap,
+    not_isolated,
+)
+from bridge.config import Config, ConfigError
+
+SIMULATOR_MODULE = "bridge.simulator"
+
+
+class IsolationError(ConfigError):
+    """``isolation = "bwrap"`` was asked for where bubblewrap cannot work."""
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def _install_root(executable: Path) -> Path:
+    # <prefix>/bin/agy -> <prefix>: the whole installation (libraries next to bin/).
+    return executable.parent.parent if executable.parent.name == "bin" else executable.parent
+
+
+def install_paths(command: Sequence[str]) -> list[Path]:
+    """agy's installation, to be visible read-only: where the command and its target live."""
+    found = shutil.which(command[0])
+    if found is None:
+        return []
+    path = Path(os.path.abspath(found))
+    real = Path(os.path.realpath(path))
+    paths = [_install_root(real)]
+    if path != real:
+        prefix = path.parent.parent
+        # A Python virtualenv works only through its own folder (pyvenv.cfg, site-packages);
+        # any other symlink needs only itself.
+        paths.append(prefix if (prefix / "pyvenv.cfg").is_file() else path)
+    if len(command) >= 3 and command[1] == "-m":
+        # `python -m package`: the package's own folder (found as this interpreter finds it).
+        spec = importlib.util.find_spec(command[2].split(".")[0])
+        if spec is not None and spec.submodule_search_locations:
+            paths += [Path(location) for location in spec.submodule_search_locations]
+    return paths
+
+
+def state_dirs(config: Config, command: Sequence[str]) -> list[Path]:
+    dirs = [path.expanduser() for path in config.agy.state_dirs]
+    if SIMULATOR_MODULE in command:
+        # The project's agy simulator keeps its conversations in its own home.
+        configured = config.agy.env.get("AGY_SIM_HOME") or os.environ.get("AGY_SIM_HOME")
+        dirs.append(Path(configured) if configured else Path.home() / ".agy-sim")
+    return [Path(os.path.abspath(path)) for path in dirs]
+
+
+def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
+    hidden = [config.bridge.data_dir.resolve()]
+    if config.source is not None:
+        hidden.append(config.source)
+        folder = config.source.parent
+        # A config straight in /etc (or /) hides only itself: the system must stay visible.
+        if not any(_under(Path(system), folder) for system in SYSTEM_PATHS):
+            hidden.append(folder)
+    extras = [
+        ExtraBinds(
+            root=workspace.path.expanduser().resolve(),
+            read_only=tuple(path.expanduser() for path in workspace.read_only),
+            read_write=tuple(path.expanduser() for path in workspace.read_write),
+        )
+        for workspace in config.workspaces
+        if workspace.read_only or workspace.read_write
+    ]
+    return Sandbox(
+        bwrap=bwrap,
+        hidden=tuple(hidden),
+        state_dirs=tuple(state_dirs(config, command)),
+        install=tuple(install_paths(command)),
+        extras=tuple(extras),
+    )
+
+
+async def resolve_isolation(
+    config: Config,
+    command: Sequence[str],
+    *,
+    locate: Callable[[], str | None] = find_bwrap,
+) -> Isolation:
+    """The isolation this bridge runs with. Raises IsolationError for an impossible "bwrap"."""
+    wanted = config.agy.isolation
+    if wanted == "none":
+        return not_isolated('[agy] isolation = "none"')
+    bwrap = locate()
+    problem = await anyio.to_thread.run_sync(bwrap_problem, bwrap)
+    if problem is not None:
+        if wanted == "bwrap":
+            raise IsolationError(
+                f'[agy] isolation = "bwrap", but {problem}. Fix that, or set isolation = "none" '
+                "to run agy without a sandbox (threads can then read each other's files)"
+            )
+        return not_isolated(problem)
+    assert bwrap is not None
+    return Isolation(sandbox=sandbox_for(config, command, bwrap))

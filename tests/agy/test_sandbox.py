@@ -1,0 +1,283 @@
+"""The sandbox's layout, the worktree check, and deciding whether bubblewrap can work here."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge.agy.sandbox import (
+    ExtraBinds,
+    Sandbox,
+    bwrap_problem,
+    find_bwrap,
+    git_common_dir,
+    plan,
+    wrap,
+)
+from bridge.app import open_bridge
+from bridge.config import build_config, load_config
+from bridge.isolation import IsolationError, install_paths, resolve_isolation, sandbox_for
+from tests.agy.sandboxed import require_bwrap
+from tests.core.harness import SIMULATOR, RecordingAdapter
+
+# What bubblewrap says on a host without unprivileged user namespaces (Debian before 11, many
+# container runtimes): its own words, so the reason the bridge gives can be checked.
+NO_NAMESPACES = (
+    "bwrap: No permissions to creating new namespace, likely because the kernel does not allow "
+    "non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl "
+    "kernel.unprivileged_userns_clone=1'."
+)
+
+
+def failing_bwrap(folder: Path) -> Path:
+    """A ``bwrap`` on PATH that fails as bubblewrap does where it cannot create namespaces."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "bwrap"
+    path.write_text(f'#!/bin/sh\necho "{NO_NAMESPACES}" >&2\nexit 1\n')
+    path.chmod(0o755)
+    return path
+
+
+# --- the layout ---------------------------------------------------------------------------------
+
+
+def test_a_hidden_folder_under_a_bound_one_is_covered_and_own_folders_come_back(
+    tmp_path: Path,
+) -> None:
+    app = tmp_path / "app"  # a bound folder holding the config and the data directory
+    data = app / "data"
+    work, session = data / "workspaces" / "t1", data / "sessions" / "t1"
+    for folder in (work, session, data / "sessions" / "other"):
+        folder.mkdir(parents=True)
+    config = app / "config.toml"
+    config.write_text("secret")
+    sandbox = Sandbox(bwrap="bwrap", hidden=(data, config), install=(app,))
+    mounts = [(m.kind, str(m.dest)) for m in plan(sandbox, workdir=work, session_dir=session)]
+    order = [dest for _, dest in mounts]
+    assert ("ro", str(app)) in mounts
+    assert ("tmpfs", str(data)) in mounts and ("hide-file", str(config)) in mounts
+    assert ("rw", str(work)) in mounts and ("rw", str(session)) in mounts
+    # Parents first: the app, then data hidden, then the thread's own folders bound back.
+    assert order.index(str(app)) < order.index(str(data)) < order.index(str(work))
+    assert order.index(str(data)) < order.index(str(session))
+    assert not any("other" in dest for dest in order)
+
+
+def test_hidden_folders_nothing_shows_are_left_alone(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    work, session = data / "w", data / "s"
+    work.mkdir(parents=True)
+    session.mkdir()
+    sandbox = Sandbox(bwrap="bwrap", hidden=(data,))
+    kinds = {str(m.dest): m.kind for m in plan(sandbox, workdir=work, session_dir=session)}
+    assert str(data) not in kinds  # not bound anywhere: nothing to cover
+    assert kinds["/tmp"] == "tmpfs" and kinds["/usr"] == "ro"
+
+
+def test_the_command_line(tmp_path: Path) -> None:
+    work, session, state = tmp_path / "w", tmp_path / "s", tmp_path / "state" / "agy"
+    work.mkdir()
+    session.mkdir()
+    sandbox = Sandbox(bwrap="/usr/bin/bwrap", state_dirs=(state,))
+    argv = wrap(sandbox, ["agy", "--print", ""], workdir=work, session_dir=session)
+    assert argv[0] == "/usr/bin/bwrap"
+    for flag in ("--unshare-pid", "--die-with-parent", "--proc", "--dev"):
+        assert flag in argv
+    assert "--unshare-net" not in argv  # agy needs its model API; the listener is on loopback
+    assert argv[-4:] == ["--", "agy", "--print", ""]
+    assert argv[argv.index("--chdir") + 1] == str(work)
+    assert state.is_dir()  # created for agy's first login
+    at = argv.index(str(state))
+    assert argv[at - 1 : at + 2] == ["--bind", str(state), str(state)]
+
+
+def test_operator_paths_belong_to_their_workspace_only(tmp_path: Path) -> None:
+    ws, other = tmp_path / "ws", tmp_path / "other"
+    for folder in (ws, other, tmp_path / "s"):
+        folder.mkdir()
+    extra = ExtraBinds(root=ws, read_only=(tmp_path / "ro",), read_write=(tmp_path / "rw",))
+    sandbox = Sandbox(bwrap="bwrap", extras=(extra,))
+    mine = {str(m.dest): m.kind for m in plan(sandbox, workdir=ws, session_dir=tmp_path / "s")}
+    assert mine[str(tmp_path / "ro")] == "ro-try" and mine[str(tmp_path / "rw")] == "rw-try"
+    theirs = [str(m.dest) for m in plan(sandbox, workdir=other, session_dir=tmp_path / "s")]
+    assert str(tmp_path / "ro") not in theirs
+
+
+# --- git worktrees: the agent writes the .git file, so it is checked ---------------------------
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def worktree(tmp_path: Path) -> tuple[Path, Path]:
+    repo, tree = tmp_path / "repo", tmp_path / "data" / "worktrees" / "t1"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(
+        repo,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    _git(repo, "worktree", "add", "-q", "-b", "agy/t1", str(tree))
+    return repo, tree
+
+
+def test_a_real_worktree_gets_its_repository_git_directory(worktree: tuple[Path, Path]) -> None:
+    repo, tree = worktree
+    assert git_common_dir(tree) == (repo / ".git").resolve()
+    assert git_common_dir(repo) is None  # a plain checkout has its .git inside its own folder
+
+
+def test_a_forged_git_file_binds_nothing(worktree: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, tree = worktree
+    data = tmp_path / "data"
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    # Pointing at the data directory, or at another worktree's entry: not believed.
+    (forged / ".git").write_text(f"gitdir: {data}\n")
+    assert git_common_dir(forged) is None
+    (forged / ".git").write_text(f"gitdir: {repo / '.git' / 'worktrees' / 't1'}\n")
+    assert git_common_dir(forged) is None
+    # A complete fake repository the agent built inside the data directory looks right to git,
+    # and is still never bound: it overlaps a hidden folder.
+    fake = data / "fake"
+    (fake / "worktrees" / "entry").mkdir(parents=True)
+    (fake / "objects").mkdir()
+    (fake / "HEAD").write_text("ref: refs/heads/main\n")
+    (fake / "worktrees" / "entry" / "gitdir").write_text(str(forged / ".git"))
+    (forged / ".git").write_text(f"gitdir: {fake / 'worktrees' / 'entry'}\n")
+    assert git_common_dir(forged) == fake.resolve()
+    sandbox = Sandbox(bwrap="bwrap", hidden=(data,))
+    dests = [str(m.dest) for m in plan(sandbox, workdir=forged, session_dir=tmp_path / "s")]
+    assert not any(dest.startswith(str(data)) for dest in dests)
+    # The real worktree's repository is bound.
+    dests = [str(m.dest) for m in plan(sandbox, workdir=tree, session_dir=tmp_path / "s")]
+    assert str((repo / ".git").resolve()) in dests
+
+
+def test_the_config_and_its_folder_are_hidden_but_never_the_system(tmp_path: Path) -> None:
+    own = tmp_path / "etc" / "agy-bridge" / "config.toml"
+    own.parent.mkdir(parents=True)
+    own.write_text("")
+    hidden = sandbox_for(load_config(own, environ={}), SIMULATOR, "bwrap").hidden
+    assert own.resolve() in hidden and own.parent.resolve() in hidden
+    assert (own.parent / "data").resolve() in hidden  # the data directory, relative to it
+    config = load_config(own, environ={})
+    config._source = Path("/etc/agy-bridge.toml")  # as if read from there
+    hidden = sandbox_for(config, SIMULATOR, "bwrap").hidden
+    assert Path("/etc/agy-bridge.toml") in hidden and Path("/etc") not in hidden
+
+
+def test_install_paths_of_a_virtualenv_python_module() -> None:
+    paths = install_paths(SIMULATOR)
+    assert Path(sys.prefix) in paths  # the virtualenv, with its site-packages
+    assert Path(__file__).resolve().parents[2] / "bridge" in paths  # the simulator's package
+
+
+# --- can bubblewrap work here? -----------------------------------------------------------------
+
+
+def test_a_missing_bwrap_is_named() -> None:
+    problem = bwrap_problem(None)
+    assert problem is not None and "not installed" in problem
+
+
+def test_a_bwrap_that_cannot_create_namespaces_says_why(tmp_path: Path) -> None:
+    problem = bwrap_problem(str(failing_bwrap(tmp_path / "bin")))
+    assert problem is not None and "cannot create a sandbox" in problem
+    assert "non-privileged user namespaces" in problem
+
+
+def test_bwrap_works_on_this_host() -> None:
+    require_bwrap()
+    assert bwrap_problem(find_bwrap()) is None
+
+
+@pytest.mark.anyio
+async def test_none_runs_unisolated_and_says_so(tmp_path: Path) -> None:
+    config = build_config({"agy": {"isolation": "none"}}, environ={})
+    isolation = await resolve_isolation(config, SIMULATOR)
+    assert not isolation.isolated
+    assert 'isolation = "none"' in isolation.status_line()
+    assert "NOT isolated" in isolation.warning()
+
+
+@pytest.mark.anyio
+async def test_unset_falls_back_to_none_where_bwrap_cannot_work(tmp_path: Path) -> None:
+    config = build_config({}, environ={})
+    missing = await resolve_isolation(config, SIMULATOR, locate=lambda: None)
+    assert not missing.isolated and "not installed" in missing.problem
+    broken = str(failing_bwrap(tmp_path / "bin"))
+    failing = await resolve_isolation(config, SIMULATOR, locate=lambda: broken)
+    assert not failing.isolated and "user namespaces" in failing.problem
+    assert "Not isolated" in failing.status_line()
+
+
+@pytest.mark.anyio
+async def test_unset_means_bwrap_where_it_works(tmp_path: Path) -> None:
+    require_bwrap()
+    isolation = await resolve_isolation(build_config({}, environ={}), SIMULATOR)
+    assert isolation.isolated
+    assert "Isolated" in isolation.status_line()
+
+
+@pytest.mark.anyio
+async def test_explicit_bwrap_where_it_cannot_work_refuses_naming_the_reason(
+    tmp_path: Path,
+) -> None:
+    config = build_config({"agy": {"isolation": "bwrap"}}, environ={})
+    with pytest.raises(IsolationError, match="not installed"):
+        await resolve_isolation(config, SIMULATOR, locate=lambda: None)
+    broken = str(failing_bwrap(tmp_path / "bin"))
+    with pytest.raises(IsolationError, match="user namespaces"):
+        await resolve_isolation(config, SIMULATOR, locate=lambda: broken)
+
+
+def test_the_bridge_refuses_to_start_with_explicit_bwrap_it_cannot_use(tmp_path: Path) -> None:
+    folder = tmp_path / "bin"
+    failing_bwrap(folder)
+    path = tmp_path / "config.toml"
+    command = ", ".join(f'"{part}"' for part in SIMULATOR)
+    path.write_text(f'[agy]\nisolation = "bwrap"\ncommand = [{command}]\n')
+    # In its own process, as an operator starts it (the CLI sets up logging for the process).
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "console", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="",
+        env={**os.environ, "PATH": f"{folder}:/usr/bin:/bin"},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert 'isolation = "bwrap"' in done.stderr and "user namespaces" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.anyio
+async def test_an_unisolated_bridge_warns_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap anywhere
+    path = tmp_path / "config.toml"
+    path.write_text(f'[agy]\ncommand = ["{sys.executable}", "-m", "bridge.simulator"]\n')
+    config = load_config(path, environ={})
+    with caplog.at_level(logging.WARNING):
+        async with open_bridge(config, {"test": RecordingAdapter()}) as bridge:
+            assert not bridge.runtime.isolation.isolated
+            assert "Not isolated" in bridge.runtime.isolation_status()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("NOT isolated" in text and "not installed" in text for text in warnings)

@@ -1,0 +1,121 @@
+"""``agy-bridge doctor`` on isolation: the probe inside a sandbox, and loud words without one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge.agy.sandbox import Isolation, Sandbox, find_bwrap
+from bridge.config import build_config
+from bridge.doctor import Report, _probe_sandbox
+from tests.agy.sandboxed import require_bwrap
+from tests.agy.test_sandbox import failing_bwrap
+
+SIM = [sys.executable, "-m", "bridge.simulator"]
+
+
+def _doctor(
+    tmp_path: Path, *args: str, agy: str = "", path: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n{agy}\n')
+    env = {**os.environ, "AGY_SIM_HOME": str(tmp_path / "home")}
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run(
+        [sys.executable, "-m", "bridge", "doctor", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+PROBE_LINES = (
+    "✓ the thread's workspace is writable inside the sandbox",
+    "✓ the bridge's store is not visible inside the sandbox",
+    "✓ the config file is not visible inside the sandbox",
+    "✓ the listener is reachable from inside the sandbox",
+    "✓ the data directory shows nothing but the thread's own folders",
+)
+
+
+def test_the_probe_inside_the_sandbox_passes(tmp_path: Path) -> None:
+    require_bwrap()
+    done = _doctor(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ each thread's agy runs in its own bubblewrap sandbox" in done.stdout
+    for line in PROBE_LINES:
+        assert line in done.stdout
+
+
+def test_isolation_none_is_said_loudly(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, agy='isolation = "none"')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "⚠ threads are NOT isolated from each other" in done.stdout
+    assert 'isolation = "none"' in done.stdout
+
+
+def _path_without_bwrap(folder: Path) -> str:
+    """A PATH with what the doctor needs (curl, sh, git) and no bwrap."""
+    folder.mkdir()
+    for tool in ("curl", "sh", "git"):
+        found = shutil.which(tool)
+        assert found is not None
+        (folder / tool).symlink_to(found)
+    return str(folder)
+
+
+def test_a_host_without_bwrap_is_said_loudly(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, path=_path_without_bwrap(tmp_path / "bin"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "⚠ threads are NOT isolated" in done.stdout and "not installed" in done.stdout
+
+
+def test_explicit_bwrap_that_cannot_work_is_a_problem(tmp_path: Path) -> None:
+    folder = tmp_path / "bin"
+    failing_bwrap(folder)
+    done = _doctor(tmp_path, agy='isolation = "bwrap"', path=f"{folder}:{os.environ['PATH']}")
+    assert done.returncode == 1
+    assert "✗ the bridge will refuse to start" in done.stdout
+    assert "user namespaces" in done.stdout
+
+
+@pytest.mark.anyio
+async def test_the_probe_notices_a_sandbox_that_shows_the_data_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_bwrap()
+    bwrap = find_bwrap()
+    assert bwrap is not None
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "bridge.sqlite3").write_bytes(b"SQLite format 3\x00")
+    (data / "sessions").mkdir()
+    config = build_config({"bridge": {"data_dir": str(data)}}, environ={})
+    # A broken layout: the data directory bound read-only and not listed as hidden.
+    leaky = Isolation(sandbox=Sandbox(bwrap=bwrap, install=(data,)))
+    report = Report()
+    await _probe_sandbox(config, report, leaky)
+    out = capsys.readouterr().out
+    assert "✗ NOT so: the bridge's store is not visible inside the sandbox" in out
+    assert "also visible: bridge.sqlite3, sessions" in out
+    assert "✗ NOT so: the thread's workspace is writable" not in out
+    assert report.failed == 2
+
+
+@pytest.mark.slow
+def test_the_live_turn_runs_inside_the_sandbox(tmp_path: Path) -> None:
+    require_bwrap()
+    done = _doctor(tmp_path, "--live")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the live turn runs inside the thread sandbox" in done.stdout
+    assert "✓ init arrived: conversation" in done.stdout
+    assert "✓ the PreInvocation hook reached the bridge" in done.stdout
+    assert "✓ agy contacted the bridge's MCP server (tools/list, tools/call ping)" in done.stdout
