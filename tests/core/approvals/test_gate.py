@@ -211,3 +211,18 @@ async def test_after_a_crash_a_waiting_request_reads_as_expired(tmp_path: Path) 
         assert row is not None and row.state is ApprovalState.EXPIRED
         result = h2.adapter.settled["req-old"]
         assert result.state == "expired" and "bridge restarted" in result.text
+
+
+async def test_the_hook_decides_from_inside_the_sandbox(tmp_path: Path) -> None:
+    from tests.agy.sandboxed import require_bwrap
+
+    require_bwrap()
+    async with running(tmp_path, extra=approvals(), isolation="bwrap") as h:
+        await h.say("[[tool run_command touch boxed.txt]] [[tool run_command touch no.txt]]")
+        await request(h)
+        await h.bridge.core.decide(thread(), "req-1", ApprovalChoice.APPROVE, BOB)
+        await request(h, 2)
+        await h.bridge.core.decide(thread(), "req-2", ApprovalChoice.DENY, BOB)
+        [reply] = await h.adapter.wait_finished(1)
+        assert reply.outcome is not None and "denied by Bob" in reply.outcome.final_text
+        assert (workdir(h) / "boxed.txt").exists() and not (workdir(h) / "no.txt").exists()
