@@ -51,8 +51,11 @@ async def measure(samples: int) -> tuple[list[float], list[float]]:
         fake.add_user(USER, "alice")
         with tempfile.TemporaryDirectory() as scratch:
             root = Path(scratch)
-            marks = root / "marks"
-            marks.mkdir()
+            # The marks are written in the thread's workspace: the only place a sandboxed
+            # agy may write.
+            work = root / "work"
+            marks = work / "marks"
+            marks.mkdir(parents=True)
             os.environ["AGY_SIM_HOME"] = str(root / "sim-home")
             config = build_config(
                 {
@@ -65,6 +68,7 @@ async def measure(samples: int) -> tuple[list[float], list[float]]:
                         "allowed_users": [USER],
                     },
                     "approvals": {"mode": "ask", "timeout": 600},
+                    "workspaces": [{"path": str(work)}],
                 },
                 environ={},
             )
@@ -76,7 +80,7 @@ async def measure(samples: int) -> tuple[list[float], list[float]]:
                 retry_backoff=0.05,
             )
             script = " ".join(
-                f"[[tool run_command date +%s.%N > {marks / str(k)}]]" for k in range(samples)
+                f"[[tool run_command date +%s.%N > marks/{k}]]" for k in range(samples)
             )
             ts = fake.next_ts()
             event = {

@@ -21,7 +21,7 @@ With ``--event PreToolUse`` the call is the one agy makes before a gated tool ca
 always-decide command (:func:`bridge.agy.listener.tool_hook_command`) posting a ``run_command``
 call. The bridge answers through the session's real hook function and the approval policy
 (the command is allowed by an ``allow_commands`` pattern, the thread's allow list read from a
-real store once, as the gate caches it), so the call is auto-allowed; the baseline answers
+real store when the session starts, as the gate does), so the call is auto-allowed; the baseline answers
 ``{"decision":"allow"}`` at once.
 
     python -m bench.hook_latency [--levels 1,10,50,200] [--requests 400] [--event PreToolUse]
@@ -108,8 +108,8 @@ class Session:
 
 class ToolSession:
     """A session's PreToolUse decision as the core's gate makes it: the policy, with the
-    thread's allow list read from the store once, for a command an allow pattern lets
-    through."""
+    thread's allow list read from the store when the session starts, for a command an allow
+    pattern lets through."""
 
     RULES = policy.Rules(allow_commands=["git status", "pytest *"])
 
@@ -119,6 +119,9 @@ class ToolSession:
         self.store = store
         self.place = policy.Place(Path("/work/project"), frozenset({"bridge_chat"}))
         self.always: list[str] | None = None
+
+    async def load(self) -> None:
+        self.always = await self.store.allow_list(f"bench|c|{self.number}")
 
     async def decide(self, call: ToolCall) -> ToolVerdict:
         self.calls += 1
@@ -155,6 +158,8 @@ async def serve_bridge(sessions: int, event: str) -> None:
         with tempfile.TemporaryDirectory() as scratch:
             async with open_store(Path(scratch) / "bench.sqlite3") as store:
                 tools = [ToolSession(number, store) for number in range(sessions)]
+                for tool in tools:  # as the worker does when it starts, before any hook call
+                    await tool.load()
                 registrations = [
                     await listener.register(
                         injection_hook(t.inject, t.decide),

@@ -108,6 +108,7 @@ class ThreadWorker:
                     ),
                     lambda: self._runner.requester() if self._runner is not None else None,
                 )
+                await self.gate.load()
             self._session = await self.deps.runtime.prepare(
                 self.place.session_dir,
                 inject=self._take_injections,

@@ -115,6 +115,10 @@ class ApprovalGate:
             self._always = await self.deps.store.allow_list(self.key)
         return policy.judge(call.name, call.args, rules, place, self._always)
 
+    async def load(self) -> None:
+        """Read the thread's allow list now (the worker starts), so no hook call waits on it."""
+        self._always = await self.deps.store.allow_list(self.key)
+
     def forget_allow_list(self) -> None:
         """The stored list changed elsewhere (``!approvals reset``): read it again."""
         self._always = None
