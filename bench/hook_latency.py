@@ -21,8 +21,8 @@ With ``--event PreToolUse`` the call is the one agy makes before a gated tool ca
 always-decide command (:func:`bridge.agy.listener.tool_hook_command`) posting a ``run_command``
 call. The bridge answers through the session's real hook function and the approval policy
 (the command is allowed by an ``allow_commands`` pattern, the thread's allow list read from a
-real store when the session starts, as the gate does), so the call is auto-allowed; the baseline answers
-``{"decision":"allow"}`` at once.
+real store when the session starts, as the gate does), so the call is auto-allowed; the
+baseline answers ``{"decision":"allow"}`` at once.
 
     python -m bench.hook_latency [--levels 1,10,50,200] [--requests 400] [--event PreToolUse]
 """
