@@ -13,6 +13,8 @@ from aiohttp import ClientError
 from anyio.abc import TaskGroup
 from nio import AsyncClient, RoomResolveAliasResponse
 
+from bridge.chat.common.access import AccessRule
+from bridge.chat.common.lru import LRUMap
 from bridge.config import MatrixSection
 from bridge.core.events import (
     ApprovalRequest,
@@ -28,20 +30,18 @@ from bridge.core.events import (
 
 from . import history as history_module
 from . import media
-from .access import AccessPolicy
 from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
-from .format import Renderer, with_relation
-from .memo import BoundedMap
+from .format import Renderer, with_mentions, with_relation
 from .outbox import MatrixOutbox
+from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
-from .sync import RoomDirectory, SyncTuning, SyncWorker
+from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
 
 log = logging.getLogger(__name__)
 
 REACTION_KEYS: dict[Reaction, str] = {
-    Reaction.INJECTED: "👀",
     Reaction.QUEUED: "⏳",
     Reaction.FAILED: "⚠️",
 }
@@ -54,6 +54,7 @@ class MatrixTuning:
     reply: ReplyTuning = field(default_factory=ReplyTuning)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sync: SyncTuning = field(default_factory=SyncTuning)
+    pacing: PacingTuning = field(default_factory=PacingTuning)
     remembered_events: int = 20_000
 
 
@@ -66,6 +67,8 @@ class _Connection:
     client: AsyncClient
     outbox: MatrixOutbox
     task_group: TaskGroup
+    # Asked of /versions at the first download.
+    authenticated_media: bool | None = None
 
 
 class MatrixAdapter:
@@ -81,11 +84,14 @@ class MatrixAdapter:
         self._tuning = tuning or MatrixTuning()
         self._renderer = Renderer()
         self._queue = RoomSendQueue(self._tuning.retry)
-        self._policy = AccessPolicy.of(config.allowed_users, config.allowed_rooms)
-        self._thread_of_event: BoundedMap[str, ThreadRef] = BoundedMap(
-            self._tuning.remembered_events
-        )
-        self._reactions: BoundedMap[str, str] = BoundedMap(self._tuning.remembered_events)
+        self._policy = AccessRule.of(config.allowed_users, config.allowed_rooms)
+        self._thread_of_event: LRUMap[str, ThreadRef] = LRUMap(self._tuning.remembered_events)
+        self._element_thread_of: LRUMap[str, str] = LRUMap(self._tuning.remembered_events)
+        # The Element thread of the turn running in each conversation (threads = false).
+        self._turn_root: LRUMap[str, str] = LRUMap(self._tuning.remembered_events)
+        self._reactions: LRUMap[str, str] = LRUMap(self._tuning.remembered_events)
+        self._pacer = AccountPacer(self._tuning.pacing)
+        self._queue.on_limited = self._pacer.limited
         self._connection: _Connection | None = None
         self.user_id = config.user_id
         self._approvals = MatrixApprovals(
@@ -99,7 +105,28 @@ class MatrixAdapter:
         self._queue.on_retry = observe
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
-        session = await self._open_session()
+        announced = False
+
+        def once() -> None:
+            nonlocal announced
+            if not announced:
+                announced = True
+                started()
+
+        while True:
+            session = await self._open_session()
+            try:
+                await self._run_session(session, inbound, once)
+            except* SessionLost:
+                # The device was deleted or logged out: its keys are gone with it, so the next
+                # login makes a new device (new keys, signed again by the bot's identity).
+                log.warning(
+                    "Matrix: the homeserver no longer knows the bot's login; logging in again"
+                )
+
+    async def _run_session(
+        self, session: Session, inbound: Inbound, started: Callable[[], None]
+    ) -> None:
         client = session.client
         self.user_id = client.user_id
         if session.encryption_problem:
@@ -118,6 +145,7 @@ class MatrixAdapter:
                     queue=self._queue,
                     tokens=SyncTokenStore(MatrixFiles.under(self._data_dir).sync, client.user_id),
                     thread_of_event=self._thread_of_event,
+                    element_thread_of=self._element_thread_of,
                     encryption_problem=session.encryption_problem,
                     rooms=rooms,
                     tuning=self._tuning.sync,
@@ -146,10 +174,10 @@ class MatrixAdapter:
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self._tuning.sync.backoff_max)
 
-    async def _resolve_rooms(self, client: AsyncClient, policy: AccessPolicy) -> AccessPolicy:
+    async def _resolve_rooms(self, client: AsyncClient, policy: AccessRule) -> AccessRule:
         """``allowed_rooms`` may name aliases (#room:server): allow the rooms they point to."""
         rooms: set[str] = set()
-        for room in policy.rooms:
+        for room in policy.places:
             rooms.add(room)
             if not room.startswith("#"):
                 continue
@@ -162,7 +190,7 @@ class MatrixAdapter:
                 rooms.add(response.room_id)
             else:
                 log.warning("allowed room %s could not be resolved: %s", room, response)
-        return policy.with_rooms(rooms)
+        return AccessRule(users=policy.users, places=frozenset(rooms))
 
     def _connected(self) -> _Connection:
         if self._connection is None:
@@ -182,11 +210,17 @@ class MatrixAdapter:
         self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
     ) -> AsyncIterator[LiveReply]:
         connection = self._connected()
+        root = thread.thread or (self._element_thread_of.peek(reply_to) or "" if reply_to else "")
+        self._turn_root.put(thread.key, root)
+        mention = [author.id] if author is not None and author.id != self.user_id else []
         reply = MatrixLiveReply(
             connection.outbox,
             self._renderer,
             thread,
             reply_to,
+            thread_root=root,
+            mention=mention,
+            pacer=self._pacer,
             tuning=self._tuning.reply,
             on_sent=self._remember(thread),
         )
@@ -197,36 +231,51 @@ class MatrixAdapter:
             with anyio.CancelScope(shield=True):
                 await reply.close()
 
+    def _root(self, thread: ThreadRef) -> str:
+        """The Matrix thread posts of this conversation go to (see open_reply)."""
+        return thread.thread or self._turn_root.peek(thread.key) or ""
+
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         outbox = self._connected().outbox
         remember = self._remember(thread)
-        for content in self._renderer.pieces(text, self._tuning.reply.limits):
-            with_relation(content, thread_root=thread.thread)
-            remember(await outbox.send(thread.channel, content))
+        root = self._root(thread)
+        latest: str | None = None
+        encrypted = outbox.encrypts(thread.channel)
+        for content in self._renderer.pieces(text, self._tuning.reply.limits, encrypted=encrypted):
+            with_relation(with_mentions(content), thread_root=root, latest=latest)
+            latest = await outbox.send(thread.channel, content)
+            remember(latest)
 
     async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
         connection = self._connected()
         client = connection.client
-        room = client.rooms.get(thread.channel)
-        encrypt = room is not None and room.encrypted and client.olm is not None
         try:
-            content = await media.upload(client, self._queue, path, title, encrypt=encrypt)
+            content = await media.upload(
+                client, self._queue, path, title, encrypt=connection.outbox.encrypts(thread.channel)
+            )
         except (RuntimeError, OSError) as exc:
             raise SendFailed(str(exc)) from None
-        with_relation(content, thread_root=thread.thread)
+        with_relation(with_mentions(content), thread_root=self._root(thread))
         self._remember(thread)(await connection.outbox.send(thread.channel, content))
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
+        """One status per message, in as few events as possible: the account's message rate
+        is shared by every room. "Seen mid-turn" is a read receipt (no event at all)."""
         outbox = self._connected().outbox
-        try:
-            event_id = await outbox.react(thread.channel, message_id, REACTION_KEYS[reaction])
-        except SendFailed as exc:
-            log.warning("reaction in %s failed: %s", thread.channel, exc)
-            return
-        # One status per message: the new reaction replaces ours from before.
         previous = self._reactions.pop(message_id)
-        self._reactions.put(message_id, event_id)
+        if reaction is Reaction.INJECTED:
+            await outbox.receipt(thread.channel, message_id)
+        else:
+            try:
+                event_id = await outbox.react(thread.channel, message_id, REACTION_KEYS[reaction])
+            except SendFailed as exc:
+                log.warning("reaction in %s failed: %s", thread.channel, exc)
+                if previous is not None:
+                    self._reactions.put(message_id, previous)
+                return
+            self._reactions.put(message_id, event_id)
         if previous is not None:
+            # The new status replaces ours from before.
             await outbox.redact(thread.channel, previous)
 
     async def ask_approval(self, request: ApprovalRequest) -> str:
@@ -239,7 +288,16 @@ class MatrixAdapter:
         await self._approvals.settle(self._connected().outbox, request, handle, result)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
-        return await media.download(self._connected().client, ref, dest, max_bytes)
+        connection = self._connected()
+        if connection.authenticated_media is None:
+            connection.authenticated_media = await media.authenticated_media(connection.client)
+        return await media.download(
+            connection.client,
+            ref,
+            dest,
+            max_bytes,
+            authenticated=connection.authenticated_media,
+        )
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         return await history_module.history(self._connected().client, thread, limit)

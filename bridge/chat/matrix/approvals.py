@@ -14,10 +14,10 @@ from typing import Any
 from nio import ReactionEvent
 from nio.events import Event
 
+from bridge.chat.common.lru import LRUMap
 from bridge.core.events import ApprovalChoice, ApprovalRequest, ApprovalResult
 
 from .format import Limits, Renderer, with_relation
-from .memo import BoundedMap
 from .outbox import MatrixOutbox
 from .reply import SendFailed
 
@@ -52,7 +52,7 @@ class MatrixApprovals:
         self._renderer = renderer
         self._limits = limits
         # request event id -> the bot's reaction event ids on it
-        self._reactions: BoundedMap[str, list[str]] = BoundedMap(remembered)
+        self._reactions: LRUMap[str, list[str]] = LRUMap(remembered)
 
     async def ask(
         self, outbox: MatrixOutbox, request: ApprovalRequest, remember: Callable[[str], None]

@@ -1,24 +1,32 @@
-"""The bot's Matrix session: login, the files it keeps, and the nio client built from them.
+"""The bot's Matrix session: login, cross-signing, and the nio client built from them.
 
-``data_dir/matrix/`` holds ``login.json`` (user id, device id, access token: 0600), ``sync.json``
-(the last processed ``next_batch``) and ``store/`` (nio's end-to-end encryption store). A
-password login happens once; later starts reuse the stored token and, with it, the same device
-and the same encryption keys.
+A password login happens once; later starts reuse the stored token (``login.json``) and, with
+it, the same device and the same encryption keys. When the homeserver no longer knows the token
+(``M_UNKNOWN_TOKEN``: the device was deleted or logged out), the bot logs in on a *new* device
+with new keys: the old device's keys are gone from the server, and nobody could use them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from nio import AsyncClient, AsyncClientConfig, LoginResponse, WhoamiResponse
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    KeysUploadResponse,
+    LoginResponse,
+    WhoamiResponse,
+)
 from nio.crypto import ENCRYPTION_ENABLED
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bridge.config import MatrixSection
+
+from .crosssign import CrossSigner, CrossSigningError
+from .files import MatrixFiles, write_private
 
 log = logging.getLogger(__name__)
 
@@ -36,48 +44,6 @@ class StoredLogin(BaseModel):
     user_id: str
     device_id: str
     access_token: str
-
-
-@dataclass(frozen=True)
-class MatrixFiles:
-    """Where the adapter keeps its state under the bridge's data directory."""
-
-    root: Path
-
-    @classmethod
-    def under(cls, data_dir: Path) -> MatrixFiles:
-        return cls(root=data_dir / "matrix")
-
-    @property
-    def login(self) -> Path:
-        return self.root / "login.json"
-
-    @property
-    def sync(self) -> Path:
-        return self.root / "sync.json"
-
-    @property
-    def store(self) -> Path:
-        return self.root / "store"
-
-    def prepare(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.store.mkdir(parents=True, exist_ok=True)
-        # The store holds encryption keys and login.json a token: only our user may read them.
-        os.chmod(self.root, 0o700)
-        os.chmod(self.store, 0o700)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, readable by the owner only."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 class SyncTokenStore:
@@ -135,6 +101,9 @@ class Session:
     client: AsyncClient
     # Why end-to-end encryption is off, when it is ("" when it works).
     encryption_problem: str
+
+    def with_problem(self, problem: str) -> Session:
+        return Session(self.client, problem)
 
 
 def _new_client(
@@ -220,8 +189,8 @@ async def _identity(config: MatrixSection, files: MatrixFiles) -> _Identity:
     identity = await _check_token(config, files, stored.access_token, stored.device_id)
     if identity is not None:
         return identity
-    log.info("the stored Matrix login expired; logging in again on the same device")
-    return await _password_login(config, files, stored.device_id)
+    log.info("the stored Matrix login is no longer valid; logging in on a new device")
+    return await _password_login(config, files, "")
 
 
 def _restore(
@@ -257,4 +226,28 @@ async def open_session(config: MatrixSection, data_dir: Path) -> Session:
     files = MatrixFiles.under(data_dir)
     files.prepare()
     identity = await _identity(config, files)
-    return _restore(config, files, identity, config.encryption and ENCRYPTION_ENABLED)
+    session = _restore(config, files, identity, config.encryption and ENCRYPTION_ENABLED)
+    if session.encryption_problem:
+        return session
+    problem = await _cross_sign(session.client, files, config)
+    if not problem:
+        return session
+    # Without a signed device, Element neither shares its keys with the bot nor trusts what
+    # the bot encrypts: say so in encrypted rooms instead of half-working there.
+    await session.client.close()
+    return _restore(config, files, identity, encryption=False).with_problem(problem)
+
+
+async def _cross_sign(client: AsyncClient, files: MatrixFiles, config: MatrixSection) -> str:
+    """Publish the device keys and the cross-signing identity; "" when done, else why not."""
+    if client.should_upload_keys:
+        response = await client.keys_upload()
+        if not isinstance(response, KeysUploadResponse):
+            return f"the device keys could not be uploaded: {response}"
+    password = config.password.get_secret_value() if config.password is not None else None
+    try:
+        await CrossSigner(client, files.cross_signing, password).ensure()
+    except CrossSigningError as exc:
+        log.error("Matrix cross-signing: %s", exc)
+        return str(exc)
+    return ""

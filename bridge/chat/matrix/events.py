@@ -80,7 +80,10 @@ def message_text(event: Event) -> str:
     content = content_of(event)
     if isinstance(event, (RoomMessageText, RoomMessageEmote)):
         body = event.body
-        if "m.in_reply_to" in relation_of(content) and not thread_root(content):
+        relation = relation_of(content)
+        # A real reply carries a quoted fallback from older clients, also inside a thread; a
+        # thread message's in_reply_to that only falls back (is_falling_back) quotes nothing.
+        if "m.in_reply_to" in relation and not relation.get("is_falling_back"):
             body = strip_reply_fallback(body)
         if isinstance(event, RoomMessageEmote):
             return f"* {body}"

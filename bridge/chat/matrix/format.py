@@ -1,16 +1,16 @@
-"""Markdown to Matrix message content: HTML rendering, relations, and splitting long text.
+"""Markdown to Matrix message content: HTML rendering, relations, mentions, splitting long text.
 
 One Matrix event holds at most 65,536 bytes, and an edit (``m.replace``) carries the text
-several times (the fallback ``body``, then ``body`` and ``formatted_body`` of ``m.new_content``);
-Megolm encryption adds another third. So long answers are split into several messages whose
-edit content stays well below the limit.
+several times (the fallback ``body``, then ``body`` and ``formatted_body`` of ``m.new_content``).
+What counts is the event as sent: in an encrypted room nio encrypts ``json.dumps`` with
+``ensure_ascii=True`` (every non-ASCII character becomes ``\\uXXXX``: 6 bytes, 12 for an emoji)
+and base64 adds a third, so Cyrillic text grows about sixfold. Pieces are cut by that measure.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,19 +20,79 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
+from bridge.chat.common.markdown import split_markdown
+
 HTML_FORMAT = "org.matrix.custom.html"
-# Markdown text per message, in UTF-8 bytes: 3 copies plus HTML overhead stay near 40 KB,
-# and encryption (base64, about 4/3) keeps the event under 64 KiB.
-DEFAULT_TEXT_BYTES = 10_000
-# The serialized content of an edit must stay below this (before encryption).
-DEFAULT_CONTENT_BYTES = 42_000
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+MEGOLM = "m.megolm.v1.aes-sha2"
+# Synapse refuses events over 64 KiB; what it adds around our content (ids, hashes, signatures,
+# prev and auth events) takes a few KB of that.
+EVENT_LIMIT = 65_536
+DEFAULT_EVENT_BYTES = EVENT_LIMIT - 6_000
+# Markdown per message, measured as sent (see text_size): the edit carries it three times,
+# with HTML around one copy.
+DEFAULT_TEXT_BYTES = 13_000
 
 
 @dataclass(frozen=True)
 class Limits:
+    # The first cut: the text of one piece, by text_size.
     text_bytes: int = DEFAULT_TEXT_BYTES
-    content_bytes: int = DEFAULT_CONTENT_BYTES
+    # The largest event a piece travels in (its edit), by event_size: the real limit.
+    event_bytes: int = DEFAULT_EVENT_BYTES
+
+
+def text_size(encrypted: bool) -> Callable[[str], int]:
+    """The size of ``text`` inside a JSON event as sent: UTF-8 in the clear; escaped to ASCII
+    and then base64 (4/3) when encrypted. Never less than one per character."""
+    if encrypted:
+        return lambda text: (len(json.dumps(text)) - 2) * 4 // 3 + 1
+    return lambda text: len(json.dumps(text, ensure_ascii=False).encode()) - 2
+
+
+# Placeholders as long as the real values, for measuring an event before it exists.
+_SAMPLE_ROOM_ID = "!" + "x" * 40 + ":" + "x" * 60
+_SAMPLE_KEY = "x" * 43
+
+
+def _canonical(obj: dict[str, Any], *, ascii_only: bool = False) -> bytes:
+    return json.dumps(obj, ensure_ascii=ascii_only, separators=(",", ":")).encode()
+
+
+def _varint_size(value: int) -> int:
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def event_size(
+    content: dict[str, Any], *, encrypted: bool, event_type: str = "m.room.message"
+) -> int:
+    """The size of ``content`` as the homeserver gets it: the content itself, or in an
+    encrypted room the ``m.room.encrypted`` content nio makes of it."""
+    if not encrypted:
+        return len(_canonical(content))
+    plaintext = len(
+        _canonical(
+            {"type": event_type, "content": content, "room_id": _SAMPLE_ROOM_ID}, ascii_only=True
+        )
+    )
+    # A Megolm message: version, message index, AES-CBC ciphertext (padded to 16), MAC (8)
+    # and ed25519 signature (64), then unpadded base64.
+    ciphertext = (plaintext // 16 + 1) * 16
+    message = 1 + 1 + 5 + 1 + _varint_size(ciphertext) + ciphertext + 8 + 64
+    envelope: dict[str, Any] = {
+        "algorithm": MEGOLM,
+        "sender_key": _SAMPLE_KEY,
+        "ciphertext": "",
+        "session_id": _SAMPLE_KEY,
+        "device_id": "x" * 32,
+    }
+    if "m.relates_to" in content:
+        # nio copies the relation to the clear so that servers can aggregate it.
+        envelope["m.relates_to"] = content["m.relates_to"]
+    return len(_canonical(envelope)) + (message * 4 + 2) // 3
 
 
 def _render_image_as_link(
@@ -76,29 +136,39 @@ class Renderer:
             content["formatted_body"] = html
         return content
 
-    def pieces(self, markdown: str, limits: Limits | None = None) -> list[dict[str, Any]]:
+    def pieces(
+        self, markdown: str, limits: Limits | None = None, *, encrypted: bool = False
+    ) -> list[dict[str, Any]]:
         """``markdown`` as the contents of as many messages as it needs.
 
-        Each piece's edit (the largest event it will be sent in) stays under
-        ``limits.content_bytes``; a piece whose HTML grows too much is split again.
+        Each piece's edit (the largest event it will be sent in), measured as sent (encrypted
+        where the room is), stays under ``limits.event_bytes``; a piece whose HTML grows too
+        much is split again.
         """
         limits = limits or Limits()
+        size = text_size(encrypted)
         out: list[dict[str, Any]] = []
-        for piece in split_markdown(markdown, limits.text_bytes):
-            out.extend(self._fitted(piece, limits.text_bytes, limits.content_bytes))
+        for piece in split_markdown(markdown, limits.text_bytes, size):
+            # A cut on whitespace leaves it at the end of the piece: no use in a message.
+            piece = piece.rstrip()
+            out.extend(self._fitted(piece, limits.text_bytes, limits.event_bytes, encrypted))
         return out
 
-    def _fitted(self, piece: str, text_bytes: int, content_bytes: int) -> list[dict[str, Any]]:
+    def _fitted(
+        self, piece: str, text_bytes: int, event_bytes: int, encrypted: bool
+    ) -> list[dict[str, Any]]:
         content = self.content(piece)
-        if content_size(edit_content(content, _SAMPLE_EVENT_ID)) <= content_bytes:
+        edit = edit_content(content, _SAMPLE_EVENT_ID)
+        if event_size(edit, encrypted=encrypted) <= event_bytes:
             return [content]
         smaller = text_bytes // 2
+        size = text_size(encrypted)
         if smaller < 256:
             # Pathological text (every character escaped many times): send it as plain text.
-            return [{"msgtype": "m.text", "body": p} for p in split_markdown(piece, 4_096)]
+            return [{"msgtype": "m.text", "body": p} for p in split_markdown(piece, 4_096, size)]
         out: list[dict[str, Any]] = []
-        for part in split_markdown(piece, smaller):
-            out.extend(self._fitted(part, smaller, content_bytes))
+        for part in split_markdown(piece, smaller, size):
+            out.extend(self._fitted(part, smaller, event_bytes, encrypted))
         return out
 
 
@@ -120,18 +190,34 @@ def _escape(text: str) -> str:
 
 
 def with_relation(
-    content: dict[str, Any], *, thread_root: str = "", reply_to: str | None = None
+    content: dict[str, Any],
+    *,
+    thread_root: str = "",
+    reply_to: str | None = None,
+    latest: str | None = None,
 ) -> dict[str, Any]:
-    """Put a new message into a thread (with the fallback reply) or make it a reply."""
+    """Put a new message into a thread or make it a reply.
+
+    In a thread, the reply fallback (for clients without threads) points at the message
+    answered, else at the thread's latest message (``latest``), as the spec asks, else at the
+    root.
+    """
     if thread_root:
         content["m.relates_to"] = {
             "rel_type": "m.thread",
             "event_id": thread_root,
             "is_falling_back": True,
-            "m.in_reply_to": {"event_id": reply_to or thread_root},
+            "m.in_reply_to": {"event_id": reply_to or latest or thread_root},
         }
     elif reply_to:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+    return content
+
+
+def with_mentions(content: dict[str, Any], user_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """Intentional mentions (``m.mentions``): whom this message should notify; ``{}`` for
+    nobody (continuations, notices), so no client guesses from the text."""
+    content["m.mentions"] = {"user_ids": list(user_ids)} if user_ids else {}
     return content
 
 
@@ -139,77 +225,21 @@ def edit_content(new_content: dict[str, Any], target_event_id: str) -> dict[str,
     """An ``m.replace`` edit of ``target_event_id`` carrying ``new_content``.
 
     The outer fallback is the plain text only (no HTML): clients that understand edits ignore
-    it, and leaving the HTML out saves a third of the event's size.
+    it, and leaving the HTML out saves a third of the event's size. Its ``m.mentions`` is empty
+    (an edit must not notify again); ``m.new_content`` keeps the message's own mentions.
     """
     return {
         "msgtype": new_content.get("msgtype", "m.text"),
         "body": "* " + str(new_content.get("body", "")),
         "m.new_content": new_content,
+        "m.mentions": {},
         "m.relates_to": {"rel_type": "m.replace", "event_id": target_event_id},
     }
 
 
 def content_size(content: dict[str, Any]) -> int:
-    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode())
-
-
-def _fence_state(text: str) -> tuple[str, str] | None:
-    """Whether ``text`` ends inside a fenced code block: ``(marker, info)`` of it, or None."""
-    state: tuple[str, str] | None = None
-    for line in text.split("\n"):
-        match = _FENCE.match(line)
-        if not match:
-            continue
-        marker, info = match.group(1), match.group(2)
-        if state is None:
-            state = (marker, info.strip())
-        elif marker[0] == state[0][0] and len(marker) >= len(state[0]) and not info.strip():
-            state = None
-    return state
-
-
-def _prefix_within(text: str, max_bytes: int) -> str:
-    """The longest prefix of ``text`` that takes at most ``max_bytes`` in UTF-8."""
-    return text.encode()[:max_bytes].decode(errors="ignore")
-
-
-def _cut_point(window: str) -> tuple[int, int]:
-    """Where to cut a window of text, and how long the separator there is.
-
-    A paragraph break, else a line break, else a space, else the end of the window.
-    """
-    for separator in ("\n\n", "\n", " "):
-        index = window.rfind(separator)
-        # Not too early: a piece that is mostly empty would only add messages.
-        if index > len(window) // 3:
-            return index, len(separator)
-    return len(window), 0
-
-
-def split_markdown(text: str, max_bytes: int = DEFAULT_TEXT_BYTES) -> list[str]:
-    """Split Markdown into pieces of at most ``max_bytes`` (UTF-8), at natural breaks.
-
-    A cut inside a fenced code block closes the fence in one piece and reopens it (with its
-    language) in the next. Greedy: a piece depends only on the text from its start to
-    ``max_bytes`` later, so the pieces of a growing text do not move once they are full.
-    """
-    if max_bytes < 64:
-        raise ValueError("max_bytes is too small to split Markdown sensibly")
-    pieces: list[str] = []
-    rest = text
-    # Room for a closing fence line added to a piece that ends inside a code block.
-    budget = max_bytes - 24
-    while len(rest.encode()) > max_bytes:
-        cut, separator = _cut_point(_prefix_within(rest, budget))
-        piece, rest = rest[:cut], rest[cut + separator :]
-        open_fence = _fence_state(piece)
-        if open_fence is not None:
-            piece = piece.rstrip("\n") + "\n" + open_fence[0]
-            rest = f"{open_fence[0]}{open_fence[1]}\n{rest}"
-        pieces.append(piece.rstrip())
-    if rest.strip() or not pieces:
-        pieces.append(rest)
-    return pieces
+    """The UTF-8 size of ``content`` as JSON (an unencrypted event's content)."""
+    return event_size(content, encrypted=False)
 
 
 def plain_excerpt(text: str, limit: int) -> str:

@@ -41,22 +41,69 @@ def _decrypted(client: AsyncClient, room_id: str, event: Event) -> Event:
         result: Event = client.decrypt_event(event)
     except (EncryptionError, LocalProtocolError):
         return event
+    # nio drops the server's ``unsigned`` (where the newest edit is bundled): keep it.
+    unsigned = event.source.get("unsigned")
+    if isinstance(unsigned, dict):
+        result.source["unsigned"] = {**unsigned, **result.source.get("unsigned", {})}
     return result
 
 
-def _bundled_edit(event: Event) -> str | None:
-    """The newest edit's text, when the server bundled it (unencrypted rooms)."""
+def _bundled_replace(event: Event) -> dict[str, Any] | None:
+    """The newest edit the server bundled with ``event`` (whole, or only its id)."""
     unsigned = event.source.get("unsigned")
     relations = unsigned.get("m.relations") if isinstance(unsigned, dict) else None
     replace = relations.get("m.replace") if isinstance(relations, dict) else None
-    content = replace.get("content") if isinstance(replace, dict) else None
+    return replace if isinstance(replace, dict) else None
+
+
+def _new_body(edit: Event | dict[str, Any], sender: str) -> str | None:
+    source = edit.source if isinstance(edit, Event) else edit
+    if source.get("sender", sender) != sender:
+        return None  # only the author's own edits count
+    content = source.get("content")
     new = content.get("m.new_content") if isinstance(content, dict) else None
     body = new.get("body") if isinstance(new, dict) else None
     return body if isinstance(body, str) else None
 
 
-def entries(room: MatrixRoom, events: list[Event], limit: int) -> list[HistoryEntry]:
+async def _bundled_edit(client: AsyncClient, room_id: str, event: Event) -> str | None:
+    """The newest edit's text. In encrypted rooms the bundled edit is itself encrypted (or only
+    its id is given): decrypt it, or fetch it first."""
+    replace = _bundled_replace(event)
+    if replace is None:
+        return None
+    body = _new_body(replace, event.sender)
+    if body is not None:
+        return body
+    edit: Event | None = None
+    content = replace.get("content")
+    if isinstance(content, dict) and "ciphertext" in content:
+        parsed = Event.parse_encrypted_event(replace)
+        edit = parsed if isinstance(parsed, Event) else None
+    elif isinstance(replace.get("event_id"), str):
+        response = await client.room_get_event(room_id, str(replace["event_id"]))
+        edit = response.event if isinstance(response, RoomGetEventResponse) else None
+    if edit is None:
+        return None
+    return _new_body(_decrypted(client, room_id, edit), event.sender)
+
+
+async def bundled_edits(client: AsyncClient, room_id: str, events: list[Event]) -> dict[str, str]:
+    """The newest edit's text of every event that has one bundled, by event id."""
+    out: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, _HISTORY_TYPES):
+            body = await _bundled_edit(client, room_id, event)
+            if body is not None:
+                out[event.event_id] = body
+    return out
+
+
+def entries(
+    room: MatrixRoom, events: list[Event], limit: int, bundled: dict[str, str] | None = None
+) -> list[HistoryEntry]:
     """Messages among ``events`` (oldest first) as history, each with its newest edit."""
+    bundled = bundled or {}
     edits: dict[tuple[str, str], str] = {}
     for event in events:
         content = content_of(event)
@@ -69,7 +116,7 @@ def entries(room: MatrixRoom, events: list[Event], limit: int) -> list[HistoryEn
     for event in events:
         if not isinstance(event, _HISTORY_TYPES) or is_edit(content_of(event)):
             continue
-        text = edits.get((event.event_id, event.sender)) or _bundled_edit(event)
+        text = edits.get((event.event_id, event.sender)) or bundled.get(event.event_id)
         if text is None:
             is_file = isinstance(event, (RoomMessageMedia, RoomEncryptedMedia))
             text = _file_text(event) if is_file else message_text(event)
@@ -140,7 +187,8 @@ async def history(client: AsyncClient, thread: ThreadRef, limit: int) -> list[Hi
             events = await thread_history(client, room, thread.thread, limit)
         else:
             events = await room_history(client, room, limit)
+        bundled = await bundled_edits(client, room.room_id, events)
     except (ClientError, TimeoutError, OSError) as exc:
         log.warning("history of %s failed: %s", thread.key, type(exc).__name__)
         return []
-    return entries(room, events, limit)
+    return entries(room, events, limit, bundled)

@@ -15,9 +15,13 @@ from nio.exceptions import EncryptionError
 
 from bridge.core.events import AttachmentError, AttachmentRef
 
+from .imagesize import HEADER_BYTES, image_size
 from .ratelimit import RoomSendQueue
 
+# Authenticated media (spec v1.11); older homeservers only have the unauthenticated path.
 _MEDIA_PATH = "/_matrix/client/v1/media/download"
+_LEGACY_MEDIA_PATH = "/_matrix/media/v3/download"
+_AUTHENTICATED_MEDIA_FEATURE = "org.matrix.msc3916.stable"
 _CHUNK = 64 * 1024
 _DOWNLOAD_TIMEOUT = 300.0
 # Message types that carry a file.
@@ -57,20 +61,58 @@ def caption(content: dict[str, Any]) -> str:
     return ""
 
 
-def _download_path(mxc: str) -> str:
+def _spec_version(version: str) -> tuple[int, int] | None:
+    major, _, minor = version.removeprefix("v").partition(".")
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+
+
+async def authenticated_media(client: AsyncClient) -> bool:
+    """Whether the homeserver serves authenticated media (``/versions`` says so)."""
+    try:
+        response = await client.send("GET", "/_matrix/client/versions", timeout=30)
+    except (OSError, TimeoutError):
+        return True  # the usual case today; a download will say if it is wrong
+    try:
+        body = await response.json(content_type=None) if response.status == 200 else {}
+    except ValueError:
+        body = {}
+    finally:
+        response.release()
+    if not isinstance(body, dict):
+        return True
+    versions = body.get("versions")
+    if not isinstance(versions, list):
+        versions = []
+    features = body.get("unstable_features")
+    if isinstance(features, dict) and features.get(_AUTHENTICATED_MEDIA_FEATURE) is True:
+        return True
+    known = [_spec_version(v) for v in versions if isinstance(v, str)]
+    return any(v is not None and v >= (1, 11) for v in known)
+
+
+def _download_path(mxc: str, authenticated: bool = True) -> str:
     parsed = urlparse(mxc)
     server, media_id = parsed.netloc, parsed.path.lstrip("/")
     if not server or not media_id or "/" in media_id:
         raise AttachmentError("the attachment has an invalid address")
-    return f"{_MEDIA_PATH}/{quote(server, safe='')}/{quote(media_id, safe='')}?allow_remote=true"
+    base = _MEDIA_PATH if authenticated else _LEGACY_MEDIA_PATH
+    return f"{base}/{quote(server, safe='')}/{quote(media_id, safe='')}?allow_remote=true"
 
 
 def _too_large(ref: AttachmentRef, max_bytes: int) -> AttachmentError:
     return AttachmentError(f"{ref.name} is too large (the limit is {max_bytes:,} bytes)")
 
 
-async def download(client: AsyncClient, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
-    """Fetch ``ref`` through authenticated media into ``dest``; return its size."""
+async def download(
+    client: AsyncClient,
+    ref: AttachmentRef,
+    dest: Path,
+    max_bytes: int,
+    *,
+    authenticated: bool = True,
+) -> int:
+    """Fetch ``ref`` into ``dest`` (through authenticated media where the homeserver has it);
+    return its size."""
     try:
         source = json.loads(ref.source)
         url = source["url"]
@@ -83,7 +125,7 @@ async def download(client: AsyncClient, ref: AttachmentRef, dest: Path, max_byte
     headers = {"Authorization": f"Bearer {client.access_token}"}
     try:
         response = await client.send(
-            "GET", _download_path(url), headers=headers, timeout=_DOWNLOAD_TIMEOUT
+            "GET", _download_path(url, authenticated), headers=headers, timeout=_DOWNLOAD_TIMEOUT
         )
     except (OSError, TimeoutError) as exc:
         raise AttachmentError(f"could not download {ref.name} ({type(exc).__name__})") from None
@@ -146,11 +188,18 @@ async def upload(
     response = await queue.retrying(call)
     if not isinstance(response, UploadResponse):
         raise RuntimeError(f"upload of {name} failed: {response}")
+    info: dict[str, Any] = {"mimetype": mimetype, "size": size}
+    is_image = mimetype.startswith("image/")
+    if is_image:
+        async with await anyio.open_file(path, "rb") as handle:
+            dimensions = image_size(await handle.read(HEADER_BYTES))
+        if dimensions is not None:
+            info["w"], info["h"] = dimensions
     content: dict[str, Any] = {
-        "msgtype": "m.image" if mimetype.startswith("image/") else "m.file",
+        "msgtype": "m.image" if is_image else "m.file",
         "body": title or name,
         "filename": name,
-        "info": {"mimetype": mimetype, "size": size},
+        "info": info,
     }
     if encrypt and keys:
         content["file"] = {"url": response.content_uri, **keys}

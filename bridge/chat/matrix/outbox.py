@@ -1,4 +1,11 @@
-"""The adapter's outgoing Matrix calls: per room, rate-limited, encrypted where the room is."""
+"""The adapter's outgoing Matrix calls: per room, rate-limited, encrypted where the room is.
+
+Encrypted sends do what nio's ``room_send`` does, with three differences: every event type is
+encrypted (nio sends reactions in the clear), each send has a deadline, and a room-key share
+that died half-way is cleaned up. nio's ``share_group_session`` marks the room as sharing and
+then claims one-time keys outside its try/finally: when that claim fails (the homeserver is
+away), the mark stays, and every later ``room_send`` to the room would wait on it forever.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +16,27 @@ from typing import Any
 
 import anyio
 from aiohttp import ClientError
-from nio import AsyncClient, RoomRedactResponse, RoomSendResponse
-from nio.exceptions import GroupEncryptionError, LocalProtocolError
+from nio import AsyncClient, RoomReadMarkersResponse, RoomRedactResponse, RoomSendResponse
+from nio.api import Api
+from nio.exceptions import GroupEncryptionError, LocalProtocolError, MembersSyncError
 
-from .format import edit_content
-from .ratelimit import RoomSendQueue
-from .reply import SendFailed
+from .format import edit_content, with_mentions, with_relation
+from .pacing import Priority
+from .ratelimit import RoomSendQueue, retry_after
+from .reply import RateLimited, SendFailed
 
 log = logging.getLogger(__name__)
 
 # What a send can raise besides returning an error response: unknown room, members not
 # synced, no group session, the connection.
-_SEND_ERRORS = (LocalProtocolError, GroupEncryptionError, ClientError, TimeoutError, OSError)
+_SEND_ERRORS = (
+    LocalProtocolError,
+    GroupEncryptionError,
+    MembersSyncError,
+    ClientError,
+    TimeoutError,
+    OSError,
+)
 
 
 class MatrixOutbox:
@@ -32,13 +48,26 @@ class MatrixOutbox:
         queue: RoomSendQueue,
         known_room: Callable[[str], Awaitable[bool]] | None = None,
         outage_patience: float = 300.0,
+        send_deadline: float = 90.0,
     ) -> None:
         self._client = client
         self._queue = queue
         self._known_room = known_room
         self._outage_patience = outage_patience
+        self._send_deadline = send_deadline
 
-    async def send_event(self, room_id: str, event_type: str, content: dict[str, Any]) -> str:
+    def encrypts(self, room_id: str) -> bool:
+        """Whether events sent to ``room_id`` are encrypted."""
+        room = self._client.rooms.get(room_id)
+        return self._client.olm is not None and room is not None and room.encrypted
+
+    async def send_event(
+        self,
+        room_id: str,
+        event_type: str,
+        content: dict[str, Any],
+        priority: Priority = Priority.ORDINARY,
+    ) -> str:
         client = self._client
         if self._known_room is not None and not await self._known_room(room_id):
             raise SendFailed(f"the bot is not in room {room_id}")
@@ -48,18 +77,59 @@ class MatrixOutbox:
         tx_id = str(uuid.uuid4())
 
         async def call() -> Any:
-            # Devices we could not verify still get the keys: the bot cannot verify
-            # interactively, and going silent in an encrypted room helps nobody.
-            return await client.room_send(
-                room_id, event_type, content, tx_id=tx_id, ignore_unverified_devices=True
-            )
+            if not self.encrypts(room_id):
+                return await client.room_send(room_id, event_type, content, tx_id=tx_id)
+            with anyio.fail_after(self._send_deadline):
+                return await self._encrypted_send(room_id, event_type, content, tx_id)
 
-        response = await self._through_outages(room_id, call)
+        response = await self._through_outages(room_id, call, priority)
         if isinstance(response, RoomSendResponse):
             return str(response.event_id)
+        if retry_after(response) is not None:
+            raise RateLimited(str(response))
         raise SendFailed(str(response))
 
-    async def _through_outages(self, room_id: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def _encrypted_send(
+        self, room_id: str, event_type: str, content: dict[str, Any], tx_id: str
+    ) -> Any:
+        client = self._client
+        room = client.rooms[room_id]
+        if not room.members_synced:
+            # Every member's devices must get the room key.
+            await client.joined_members(room_id)
+            if client.should_query_keys:
+                await client.keys_query()
+        await self._share_room_key(room_id)
+        kind, encrypted = client.encrypt(room_id, event_type, content)
+        method, path, data = Api.room_send(client.access_token, room_id, kind, encrypted, tx_id)
+        return await client._send(RoomSendResponse, method, path, data, (room_id,))
+
+    async def _share_room_key(self, room_id: str) -> None:
+        client = self._client
+        olm = client.olm
+        assert olm is not None
+        if not olm.should_share_group_session(room_id):
+            return
+        pending = client.sharing_session.get(room_id)
+        if pending is not None:
+            # Another send shares the key right now; it has a deadline, so this wait ends.
+            await pending.wait()
+            return
+        try:
+            # Devices we could not verify still get the keys: going silent in an encrypted
+            # room helps nobody (Element decides what to show for the bot's signed device).
+            await client.share_group_session(room_id, ignore_unverified_devices=True)
+        except BaseException:
+            # The claim of one-time keys runs outside nio's try/finally: drop a mark it left,
+            # and wake whoever waits on it, so the next try can share again.
+            stale = client.sharing_session.pop(room_id, None)
+            if stale is not None:
+                stale.set()
+            raise
+
+    async def _through_outages(
+        self, room_id: str, call: Callable[[], Awaitable[Any]], priority: Priority
+    ) -> Any:
         """Retry a send the homeserver could not be reached for (down, restarting), with
         backoff, for up to ``outage_patience`` seconds: a reply must not be dropped because
         the server was away for a minute."""
@@ -67,9 +137,9 @@ class MatrixOutbox:
         wait = 0.5
         while True:
             try:
-                return await self._queue.send(room_id, call)
+                return await self._queue.send(room_id, call, priority)
             except (ClientError, TimeoutError, OSError) as exc:
-                if anyio.current_time() + wait > deadline:
+                if priority is Priority.INTERMEDIATE or anyio.current_time() + wait > deadline:
                     raise SendFailed(f"{type(exc).__name__}: {exc}") from None
                 log.info("homeserver unreachable (%s); sending again in %.1f s", exc, wait)
                 if self._queue.on_retry is not None:
@@ -79,24 +149,36 @@ class MatrixOutbox:
             except _SEND_ERRORS as exc:
                 raise SendFailed(f"{type(exc).__name__}: {exc}") from None
 
-    async def send(self, room_id: str, content: dict[str, Any]) -> str:
-        return await self.send_event(room_id, "m.room.message", content)
+    async def send(
+        self, room_id: str, content: dict[str, Any], priority: Priority = Priority.ORDINARY
+    ) -> str:
+        return await self.send_event(room_id, "m.room.message", content, priority)
 
-    async def edit(self, room_id: str, event_id: str, new_content: dict[str, Any]) -> None:
-        await self.send_event(room_id, "m.room.message", edit_content(new_content, event_id))
+    async def edit(
+        self,
+        room_id: str,
+        event_id: str,
+        new_content: dict[str, Any],
+        priority: Priority = Priority.ORDINARY,
+    ) -> None:
+        await self.send_event(
+            room_id, "m.room.message", edit_content(new_content, event_id), priority
+        )
 
     async def react(self, room_id: str, event_id: str, key: str) -> str:
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
         return await self.send_event(room_id, "m.reaction", content)
 
-    async def redact(self, room_id: str, event_id: str) -> None:
+    async def redact(
+        self, room_id: str, event_id: str, priority: Priority = Priority.ORDINARY
+    ) -> None:
         client = self._client
 
         async def call() -> Any:
             return await client.room_redact(room_id, event_id)
 
         try:
-            response = await self._queue.send(room_id, call)
+            response = await self._queue.send(room_id, call, priority)
         except _SEND_ERRORS as exc:
             log.warning("redaction in %s failed: %s", room_id, type(exc).__name__)
             return
@@ -110,17 +192,25 @@ class MatrixOutbox:
         except _SEND_ERRORS as exc:
             log.debug("typing notice in %s failed: %s", room_id, type(exc).__name__)
 
-    async def notice(self, room_id: str, text: str, thread_root: str = "") -> None:
-        """A short bridge notice (``m.notice``), best effort."""
-        content: dict[str, Any] = {"msgtype": "m.notice", "body": text}
-        if thread_root:
-            content["m.relates_to"] = {
-                "rel_type": "m.thread",
-                "event_id": thread_root,
-                "is_falling_back": True,
-                "m.in_reply_to": {"event_id": thread_root},
-            }
+    async def receipt(self, room_id: str, event_id: str) -> None:
+        """Mark ``event_id`` as read by the bot: shown under the message, and no event in the
+        room (receipts are not counted against the account's message rate)."""
         try:
-            await self.send(room_id, content)
+            response = await self._client.room_read_markers(
+                room_id, fully_read_event=event_id, read_event=event_id
+            )
+        except _SEND_ERRORS as exc:
+            log.debug("read receipt in %s failed: %s", room_id, type(exc).__name__)
+            return
+        if not isinstance(response, RoomReadMarkersResponse):
+            log.debug("read receipt in %s failed: %s", room_id, response)
+
+    async def notice(self, room_id: str, text: str, thread_root: str = "") -> None:
+        """A short bridge notice (``m.notice``), best effort but patient (it may say that an
+        answer was lost). It mentions nobody."""
+        content: dict[str, Any] = with_mentions({"msgtype": "m.notice", "body": text})
+        with_relation(content, thread_root=thread_root)
+        try:
+            await self.send(room_id, content, Priority.FINAL)
         except SendFailed as exc:
             log.warning("notice in %s failed: %s", room_id, exc)

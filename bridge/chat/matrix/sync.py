@@ -9,6 +9,7 @@ the bot's own events and event ids already handled never start a turn.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,16 +24,20 @@ from nio import (
     MatrixRoom,
     MegolmEvent,
     RoomGetEventResponse,
+    RoomKeyRequestResponse,
     RoomLeaveResponse,
     RoomMemberEvent,
     RoomMessagesResponse,
     SyncResponse,
+    UnknownToDeviceEvent,
 )
-from nio.api import MessageDirection
+from nio.api import Api, MessageDirection
 from nio.events import Event
 from nio.exceptions import EncryptionError, LocalProtocolError
 from nio.responses import RoomInfo
 
+from bridge.chat.common.access import AccessRule
+from bridge.chat.common.lru import LRUMap
 from bridge.core.events import (
     ApprovalChoice,
     Author,
@@ -42,11 +47,9 @@ from bridge.core.events import (
     ThreadRef,
 )
 
-from .access import AccessPolicy
 from .approvals import approval_answer
 from .client import SyncTokenStore
-from .events import author_of, content_of, stop_target, thread_ref, to_incoming
-from .memo import BoundedMap
+from .events import author_of, content_of, stop_target, thread_ref, thread_root, to_incoming
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
 
@@ -87,6 +90,31 @@ class RoomDirectory:
         return room_id in self._client.rooms
 
 
+_WITHHELD = "m.room_key.withheld"
+# What the codes of m.room_key.withheld mean, in words a user understands.
+_WITHHELD_CODES = {
+    "m.unverified": "it does not send keys to devices it has not verified",
+    "m.blacklisted": "it blocked the bot's device",
+    "m.unauthorised": "the bot was not allowed to read that message",
+    "m.unavailable": "it no longer has the key",
+    "m.no_olm": "it could not open a secure channel to the bot",
+}
+
+
+def withheld_reason(content: dict[str, Any]) -> str:
+    """The reason of an ``m.room_key.withheld``: the sender's words, else the code's meaning."""
+    code = str(content.get("code") or "")
+    reason = content.get("reason")
+    meaning = _WITHHELD_CODES.get(code, code or "no reason given")
+    if isinstance(reason, str) and reason.strip():
+        return f"{meaning}: {reason.strip()}" if code in _WITHHELD_CODES else reason.strip()
+    return meaning
+
+
+class SessionLost(Exception):
+    """The homeserver no longer knows the bot's access token (``M_UNKNOWN_TOKEN``)."""
+
+
 class SubmitFailed(Exception):
     """The core did not take a message: the batch is fetched again, its token not stored."""
 
@@ -116,12 +144,13 @@ class SyncWorker:
         client: AsyncClient,
         *,
         inbound: Inbound,
-        policy: AccessPolicy,
+        policy: AccessRule,
         threads: bool,
         outbox: MatrixOutbox,
         queue: RoomSendQueue,
         tokens: SyncTokenStore,
-        thread_of_event: BoundedMap[str, ThreadRef],
+        thread_of_event: LRUMap[str, ThreadRef],
+        element_thread_of: LRUMap[str, str],
         encryption_problem: str,
         rooms: RoomDirectory,
         tuning: SyncTuning,
@@ -135,12 +164,14 @@ class SyncWorker:
         self._queue = queue
         self._tokens = tokens
         self._thread_of_event = thread_of_event
+        self._element_thread_of = element_thread_of
         self._encryption_problem = encryption_problem
         self._rooms = rooms
         self._tuning = tuning
         self._tg = task_group
-        self._seen: BoundedMap[str, bool] = BoundedMap(tuning.remembered_events)
+        self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
         self._undecrypted: dict[str, _Undecrypted] = {}
+        self._withheld: LRUMap[str, str] = LRUMap(1_000)
         self._told_no_encryption: set[str] = set()
         self._told_not_allowed: set[str] = set()
 
@@ -199,6 +230,8 @@ class SyncWorker:
             return None
         if isinstance(response, SyncResponse):
             return response
+        if getattr(response, "status_code", None) == "M_UNKNOWN_TOKEN":
+            raise SessionLost(str(response))
         wait = retry_after(response)
         if wait:
             await anyio.sleep(min(wait, self._tuning.backoff_max))
@@ -206,6 +239,7 @@ class SyncWorker:
         return None
 
     async def _process(self, response: SyncResponse, *, since: str | None, history: bool) -> None:
+        self._note_withheld(response)
         await self._handle_invites(response)
         for room_id, info in response.rooms.join.items():
             room = self._client.rooms.get(room_id)
@@ -282,13 +316,35 @@ class SyncWorker:
         events: list[Event] = list(info.timeline.events)
         join_index = max((i for i, e in enumerate(events) if self._is_own_join(e)), default=-1)
         if join_index >= 0:
-            # A newly joined room's timeline starts with history from before the join.
-            return events[join_index + 1 :]
+            # A newly joined room's timeline starts with history from before the join; of
+            # that, only what the inviter wrote after inviting us was meant for the bot.
+            return self._written_since_invite(events[:join_index]) + events[join_index + 1 :]
         joined_at = max((e.server_timestamp for e in info.state if self._is_own_join(e)), default=0)
         if info.timeline.limited and since and info.timeline.prev_batch:
             older = await self._backfill(room_id, info.timeline.prev_batch, since)
             events = [e for e in older if e.server_timestamp >= joined_at] + events
         return events
+
+    def _written_since_invite(self, before_join: list[Event]) -> list[Event]:
+        """Element creates a DM lazily: its first message is sent before the bot joins."""
+        invite_index = max(
+            (
+                i
+                for i, e in enumerate(before_join)
+                if isinstance(e, RoomMemberEvent)
+                and e.state_key == self.user_id
+                and e.membership == "invite"
+            ),
+            default=-1,
+        )
+        if invite_index < 0:
+            return []
+        inviter = before_join[invite_index].sender
+        return [
+            e
+            for e in before_join[invite_index + 1 :]
+            if e.sender == inviter and not isinstance(e, RoomMemberEvent)
+        ]
 
     async def _backfill(self, room_id: str, start: str, since: str) -> list[Event]:
         """Events between the last sync and the start of a limited timeline, oldest first."""
@@ -346,7 +402,7 @@ class SyncWorker:
         if not allowed:
             log.info("ignoring a message from %s in %s (not allowed)", event.sender, room.room_id)
             self._seen.put(event_id, True)
-            self._tell_not_allowed(room, message)
+            self._tell_not_allowed(room, message, thread_root(content_of(event)))
             return
         try:
             await self._inbound.submit(message)
@@ -355,8 +411,11 @@ class SyncWorker:
             raise SubmitFailed(event_id) from exc
         self._seen.put(event_id, True)
         self._thread_of_event.put(event_id, message.thread)
+        # The Element thread the message was written in, also when rooms are conversations
+        # (threads = false): the answer goes there.
+        self._element_thread_of.put(event_id, thread_root(content_of(event)))
 
-    def _tell_not_allowed(self, room: MatrixRoom, message: IncomingMessage) -> None:
+    def _tell_not_allowed(self, room: MatrixRoom, message: IncomingMessage, root: str) -> None:
         """One short notice per user and run: their messages do not reach the agent."""
         user_id = message.author.id
         if user_id in self._told_not_allowed:
@@ -367,7 +426,8 @@ class SyncWorker:
             self._outbox.notice,
             room.room_id,
             f"{name}: you are not allowed to use this agent, so your messages do not reach it.",
-            message.thread.thread,
+            # In the Element thread it was written in, whether or not threads are conversations.
+            root,
         )
 
     async def _stop(self, room: MatrixRoom, target: str, by: Author) -> None:
@@ -451,11 +511,42 @@ class SyncWorker:
             return
         event.room_id = room.room_id
         self._undecrypted[event.event_id] = _Undecrypted(room.room_id, event, anyio.current_time())
+        await self._request_key(event)
+
+    async def _request_key(self, event: MegolmEvent) -> None:
+        """Ask the device that encrypted ``event`` for its key (nio would ask our own devices,
+        and the bot has no other device that could have it)."""
+        client = self._client
+        if event.session_id in client.outgoing_key_requests or not event.device_id:
+            return
+        message = event.as_key_request(
+            event.sender, str(client.device_id), device_id=event.device_id
+        )
+        method, path, data = Api.to_device(
+            client.access_token, message.type, message.as_dict(), uuid.uuid4()
+        )
         try:
-            await self._client.request_room_key(event)
-        except (LocalProtocolError, *_NETWORK_ERRORS):
-            # Already requested for this session, or the request failed: wait anyway.
-            pass
+            # Sent the way nio sends its own request, so that nio records it and accepts the
+            # forwarded key when it comes.
+            await client._send(
+                RoomKeyRequestResponse,
+                method,
+                path,
+                data,
+                (event.session_id, event.session_id, event.room_id, event.algorithm),
+            )
+        except _NETWORK_ERRORS as exc:
+            log.warning("asking for a room key failed: %s", type(exc).__name__)
+
+    def _note_withheld(self, response: SyncResponse) -> None:
+        """Remember why a sender's client refused us a key (``m.room_key.withheld``)."""
+        for event in response.to_device_events:
+            if not isinstance(event, UnknownToDeviceEvent) or event.type != _WITHHELD:
+                continue
+            content = event.source.get("content")
+            if not isinstance(content, dict) or not isinstance(content.get("session_id"), str):
+                continue
+            self._withheld.put(str(content["session_id"]), withheld_reason(content))
 
     async def _retry_undecrypted(self) -> None:
         now = anyio.current_time()
@@ -471,14 +562,24 @@ class SyncWorker:
                     # Its batch is stored already: keep it here to hand over later.
                     self._undecrypted[event_id] = pending
                     raise
+                continue
+            withheld = self._withheld.peek(pending.event.session_id)
+            if withheld is not None:
+                del self._undecrypted[event_id]
+                self._tg.start_soon(
+                    self._outbox.notice,
+                    pending.room_id,
+                    f"🔒 I could not decrypt a message from {pending.event.sender}: their client "
+                    f"withheld the key ({withheld}).",
+                )
             elif now - pending.since > self._tuning.decrypt_grace or room is None:
                 del self._undecrypted[event_id]
                 self._tg.start_soon(
                     self._outbox.notice,
                     pending.room_id,
                     f"🔒 I could not decrypt a message from {pending.event.sender}: its key "
-                    "never reached me. Sending it again may help; check that your client "
-                    "shares keys with unverified devices.",
+                    "never reached me. Sending it again may help; if it keeps happening, "
+                    "verify the bot in your client (see the bridge's Matrix guide).",
                 )
 
     async def crypto_housekeeping(self) -> None:

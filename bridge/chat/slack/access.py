@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable
+
+from bridge.chat.common.lru import LRUMap
 
 NOTICE_TEXT = (
     "Sorry, the agent is not available to you here: ask the bridge's operator to add you "
@@ -34,14 +35,7 @@ class NoticeLedger:
     """
 
     def __init__(self, capacity: int = 10_000) -> None:
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._capacity = capacity
+        self._seen: LRUMap[tuple[str, str], None] = LRUMap(capacity)
 
     def first_time(self, user: str, channel: str) -> bool:
-        key = (user, channel)
-        if key in self._seen:
-            return False
-        self._seen[key] = None
-        while len(self._seen) > self._capacity:
-            self._seen.popitem(last=False)
-        return True
+        return self._seen.add((user, channel), None)

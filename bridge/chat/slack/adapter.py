@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.client import (
@@ -35,7 +35,7 @@ from bridge.chat.slack.events import (
     ts_to_datetime,
 )
 from bridge.chat.slack.files import FileHosts, download
-from bridge.chat.slack.format import split_markdown
+from bridge.chat.slack.format import split_message
 from bridge.chat.slack.history import ThreadHistory
 from bridge.chat.slack.reply import STOP_ACTION_ID, Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.transport import (
@@ -72,20 +72,6 @@ _REPLACES: dict[Reaction, tuple[Reaction, ...]] = {
     Reaction.INJECTED: (Reaction.QUEUED,),
     Reaction.FAILED: (Reaction.QUEUED,),
 }
-
-
-class _Bounded(OrderedDict[tuple[str, str], Any]):
-    """A small LRU map keyed by (channel, ts)."""
-
-    def __init__(self, capacity: int) -> None:
-        super().__init__()
-        self._capacity = capacity
-
-    def put(self, key: tuple[str, str], value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self._capacity:
-            self.popitem(last=False)
 
 
 class SlackAdapter:
@@ -127,8 +113,8 @@ class SlackAdapter:
         self._tg: TaskGroup | None = None
         self._http_port: int | None = None
         # Who wrote a message (for stream recipients), and which marks we put on messages.
-        self._writers = _Bounded(4096)
-        self._marks = _Bounded(4096)
+        self._writers: LRUMap[tuple[str, str], Recipient] = LRUMap(4096)
+        self._marks: LRUMap[tuple[str, str], set[Reaction]] = LRUMap(4096)
         self._approvals = SlackApprovals(
             client,
             self._access,
@@ -359,12 +345,12 @@ class SlackAdapter:
         for ts in (reply_to, thread.thread):
             if ts:
                 known = self._writers.get((thread.channel, ts))
-                if isinstance(known, Recipient):
+                if known is not None:
                     return known
         return Recipient(team_id=self._bot.team_id if self._bot else None)
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
-        for chunk in split_markdown(text):
+        for chunk in split_message(text):
             await with_retries(
                 functools.partial(
                     self._client.chat_postMessage,

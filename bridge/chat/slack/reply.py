@@ -12,7 +12,7 @@ While the agent works the thread shows:
 At the end the whole final text replaces what streamed (split over as many messages as it
 needs), the control message keeps only the tool log (or goes away), and the status is cleared.
 
-Network calls happen in :meth:`SlackLiveReply.pump`, a task of the adapter's task group, so
+Network calls happen in the reply's :class:`FlushPump`, a task of the adapter's task group, so
 ``append`` and ``tool`` never wait for Slack: a slow or rate-limited API cannot stall the turn.
 """
 
@@ -30,14 +30,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.common.markdown import cut_point, slice_for_display
+from bridge.chat.common.pump import FlushPump
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
-from bridge.chat.slack.format import (
-    SPLIT_LIMIT,
-    cut_point,
-    slice_for_display,
-    split_markdown,
-    tool_line,
-)
+from bridge.chat.slack.format import SPLIT_LIMIT, split_message, tool_line
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 from bridge.core.outcome import render_outcome
 
@@ -119,7 +115,7 @@ class _ToolLog:
 
 class SlackLiveReply:
     """A :class:`bridge.core.events.LiveReply` for Slack. Start with :meth:`begin`, run
-    :meth:`pump` in a task group, then ``append``/``tool`` and finally ``finish``."""
+    its pump in a task group (:meth:`start`), then ``append``/``tool`` and finally ``finish``."""
 
     def __init__(
         self,
@@ -146,12 +142,8 @@ class SlackLiveReply:
         self._control_ts: str | None = None
         self._control_shown: str | None = None
         self._status: Literal["none", "assistant", "reaction"] = "none"
-        self._wake = anyio.Event()
-        self._closing = False
         self._finished = False
-        self._pump_started = False
-        self._pump_done = anyio.Event()
-        self._sleep_scope: anyio.CancelScope | None = None
+        self._pump = FlushPump(self._flush, lambda: settings.interval, name=thread.key)
         self._begun = anyio.Event()
         self._begin_scheduled = False
         self._first_text_at: float | None = None
@@ -173,19 +165,19 @@ class SlackLiveReply:
         if self._first_text_at is None:
             self._first_text_at = anyio.current_time()
         self._text += text
-        self._wake.set()
+        self._pump.poke()
 
     async def tool(self, activity: ToolActivity) -> None:
         if self._finished:
             return
         self._tools.record(activity)
-        self._wake.set()
+        self._pump.poke()
 
     async def finish(self, outcome: TurnOutcome) -> None:
         if self._finished:
             return
         self._finished = True
-        await self._stop_pump()
+        await self._pump.stop()
         try:
             await self._render_final(render_outcome(outcome, self._text))
         finally:
@@ -209,7 +201,7 @@ class SlackLiveReply:
         """Put up the control message and status, and run the pump, beside the turn."""
         self._begin_scheduled = True
         task_group.start_soon(self.begin)
-        task_group.start_soon(self.pump)
+        task_group.start_soon(self._pump.run)
 
     async def ready(self) -> None:
         """Until begin() has put up the control message and the status."""
@@ -244,41 +236,6 @@ class SlackLiveReply:
             pass  # logged by _retrying; the answer still comes, only without a Stop button
         await self._set_status()
 
-    async def pump(self) -> None:
-        """Flush text and tool lines to Slack at most once per interval until finished."""
-        self._pump_started = True
-        try:
-            while True:
-                await self._wake.wait()
-                if self._closing:
-                    return
-                self._wake = anyio.Event()
-                deferred = False
-                try:
-                    deferred = await self._flush()
-                except Exception:
-                    # Never let one reply take down the adapter's task group; finish() rewrites
-                    # the whole answer anyway.
-                    log.exception("live reply update failed for %s", self._thread.key)
-                with anyio.CancelScope() as scope:
-                    self._sleep_scope = scope
-                    if self._closing:
-                        scope.cancel()
-                    await anyio.sleep(self._first_delay() if deferred else self._settings.interval)
-                self._sleep_scope = None
-                if deferred:
-                    self._wake.set()  # the held-back first text is due now
-        finally:
-            self._pump_done.set()
-
-    async def _stop_pump(self) -> None:
-        self._closing = True
-        self._wake.set()
-        if self._sleep_scope is not None:
-            self._sleep_scope.cancel()
-        if self._pump_started:
-            await self._pump_done.wait()
-
     def _first_delay(self) -> float:
         return min(self._settings.interval, FIRST_TEXT_DELAY)
 
@@ -290,22 +247,23 @@ class SlackLiveReply:
             return False
         return anyio.current_time() - self._first_text_at < self._first_delay()
 
-    async def _flush(self) -> bool:
-        """Show what is new; True when the first text was held back (flush again soon)."""
+    async def _flush(self) -> float | None:
+        """Show what is new; the seconds until the next flush when the first text was held
+        back (the pump then comes back without a poke)."""
         try:
             await self._flush_control()
         except CALL_ERRORS as exc:
             # Tool lines are a nicety: try again next time, and carry on with the answer.
             log.info("tool lines not updated in %s: %s", self._thread.key, describe(exc))
         if not self._text.strip():
-            return False
+            return None
         if self._hold_first_text():
-            return True
+            return self._first_delay()
         if self._streaming:
             await self._flush_stream()
         else:
             await self._flush_edit()
-        return False
+        return None
 
     # ----- the control message ----------------------------------------------------------------
 
@@ -554,7 +512,7 @@ class SlackLiveReply:
             if stream is not None and stream.ts is not None:
                 await self._stop_stream(stream)
         targets = [segment for segment in self._segments if segment.ts is not None]
-        chunks = split_markdown(final)
+        chunks = split_message(final)
         for index, chunk in enumerate(chunks):
             if index < len(targets):
                 await self._rewrite(targets[index], chunk)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import Any
 
 import anyio
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.common.lru import LRUMap
 from bridge.core.events import Author
 
 log = logging.getLogger(__name__)
@@ -43,24 +43,19 @@ class UserDirectory:
         timeout: float = 2.0,
     ) -> None:
         self._client = client
-        self._capacity = capacity
         self._ttl = ttl
         self._timeout = timeout
-        self._cache: OrderedDict[str, tuple[float, Author]] = OrderedDict()
+        self._cache: LRUMap[str, tuple[float, Author]] = LRUMap(capacity)
 
     async def author(self, user_id: str) -> Author:
         cached = self._cache.get(user_id)
         now = anyio.current_time()
         if cached is not None and now - cached[0] < self._ttl:
-            self._cache.move_to_end(user_id)
             return cached[1]
         author = await self._lookup(user_id)
         if author is None:
             return Author(id=user_id)
-        self._cache[user_id] = (now, author)
-        self._cache.move_to_end(user_id)
-        while len(self._cache) > self._capacity:
-            self._cache.popitem(last=False)
+        self._cache.put(user_id, (now, author))
         return author
 
     async def _lookup(self, user_id: str) -> Author | None:

@@ -31,7 +31,7 @@ from nio import (
     SyncResponse,
 )
 from nio.api import RoomPreset
-from nio.events import Event
+from nio.events import Event, ToDeviceEvent
 
 from bridge.chat.matrix import MatrixAdapter, MatrixTuning
 from bridge.chat.matrix.ratelimit import RetryPolicy
@@ -138,6 +138,8 @@ class Human:
         self.client = client
         self.user = user
         self.timeline: dict[str, list[Event]] = {}
+        self.to_device: list[ToDeviceEvent] = []
+        self.ephemeral: dict[str, list[Any]] = {}
 
     @property
     def user_id(self) -> str:
@@ -179,6 +181,8 @@ class Human:
         assert isinstance(response, SyncResponse), response
         for room_id, info in response.rooms.join.items():
             self.timeline.setdefault(room_id, []).extend(info.timeline.events)
+            self.ephemeral.setdefault(room_id, []).extend(info.ephemeral)
+        self.to_device.extend(response.to_device_events)
         if client.olm is not None:
             if client.outgoing_to_device_messages:
                 await client.send_to_device_messages()
@@ -198,6 +202,16 @@ class Human:
                 for event in self.timeline.get(room_id, []):
                     if predicate(event):
                         return event
+                await self.sync()
+
+    async def wait_read_by(self, room_id: str, event_id: str, user_id: str) -> None:
+        """Until ``user_id``'s read receipt stands on ``event_id``."""
+        with anyio.fail_after(WAIT):
+            while True:
+                for event in self.ephemeral.get(room_id, []):
+                    for receipt in getattr(event, "receipts", []):
+                        if receipt.event_id == event_id and receipt.user_id == user_id:
+                            return
                 await self.sync()
 
     async def wait_joined(self, room_id: str, user_id: str) -> None:

@@ -133,14 +133,23 @@ def synapse_python() -> str | None:
     return value or None
 
 
-def start_synapse(python: str, workdir: Path, *, raised_limits: bool = True) -> Synapse:
-    """Start Synapse in ``workdir``; raise :class:`SynapseError` with its log tail on failure."""
+def start_synapse(
+    python: str,
+    workdir: Path,
+    *,
+    raised_limits: bool = True,
+    default_limits: tuple[str, ...] = (),
+) -> Synapse:
+    """Start Synapse in ``workdir``; raise :class:`SynapseError` with its log tail on failure.
+
+    With ``raised_limits``, the limits named in ``default_limits`` (e.g. ``rc_message``) keep
+    Synapse's defaults."""
     workdir.mkdir(parents=True, exist_ok=True)
     last_error = ""
     for _ in range(_START_ATTEMPTS):
         port = _free_port()
         secret = secrets.token_hex(16)
-        config_path = _write_config(workdir, port, secret, raised_limits)
+        config_path = _write_config(workdir, port, secret, raised_limits, default_limits)
         process = _spawn(python, config_path, workdir)
         base_url = f"http://127.0.0.1:{port}"
         try:
@@ -163,7 +172,9 @@ def _free_port() -> int:
         return port
 
 
-def _write_config(workdir: Path, port: int, secret: str, raised_limits: bool) -> Path:
+def _write_config(
+    workdir: Path, port: int, secret: str, raised_limits: bool, default_limits: tuple[str, ...]
+) -> Path:
     log_config = workdir / "log.yaml"
     # JSON is YAML: no YAML library needed on this side.
     log_config.write_text(
@@ -216,7 +227,7 @@ def _write_config(workdir: Path, port: int, secret: str, raised_limits: bool) ->
         "enable_metrics": False,
     }
     if raised_limits:
-        config.update(RAISED_RATE_LIMITS)
+        config.update({k: v for k, v in RAISED_RATE_LIMITS.items() if k not in default_limits})
     path = workdir / "homeserver.yaml"
     path.write_text(json.dumps(config, indent=2))
     return path

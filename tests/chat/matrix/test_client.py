@@ -11,7 +11,6 @@ import pytest
 from pydantic import SecretStr
 
 from bridge.chat.matrix import MatrixAdapter, NotConnected
-from bridge.chat.matrix.access import AccessPolicy
 from bridge.chat.matrix.client import (
     MatrixFiles,
     MatrixLoginError,
@@ -50,14 +49,6 @@ def test_sync_token_round_trip_and_owner_check(tmp_path: Path) -> None:
     assert SyncTokenStore(path, "@other:example.org").load() is None
     path.write_text("not json")
     assert store.load() is None
-
-
-def test_access_policy_denies_by_default() -> None:
-    policy = AccessPolicy.of(["@alice:x", " "], ["!room:x"])
-    assert policy.allows("@alice:x", "!elsewhere:x")
-    assert policy.allows("@bob:x", "!room:x")
-    assert not policy.allows("@bob:x", "!elsewhere:x")
-    assert not AccessPolicy.of([], []).allows("@alice:x", "!room:x")
 
 
 async def test_no_credentials_is_a_clear_error(tmp_path: Path) -> None:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+import vodozemac
 
 from bridge.chat.matrix.format import (
+    DEFAULT_EVENT_BYTES,
+    EVENT_LIMIT,
     HTML_FORMAT,
     Limits,
     Renderer,
     content_size,
     edit_content,
-    split_markdown,
+    event_size,
     with_relation,
 )
 
@@ -36,63 +42,15 @@ def test_plain_text_needs_no_html() -> None:
     assert Renderer().content("just words") == {"msgtype": "m.text", "body": "just words"}
 
 
-def test_short_text_is_one_piece() -> None:
-    assert split_markdown("hello", 100) == ["hello"]
-    assert split_markdown("", 100) == [""]
-
-
-def test_split_prefers_paragraphs_and_keeps_every_word() -> None:
-    paragraphs = [f"paragraph {n} " + "word " * 30 + "end." for n in range(12)]
-    text = "\n\n".join(paragraphs)
-    pieces = split_markdown(text, 500)
-    assert len(pieces) > 1
-    assert all(len(p.encode()) <= 500 for p in pieces)
-    assert "\n\n".join(pieces) == text
-    assert all(p.endswith("end.") for p in pieces)
-
-
-def test_split_counts_bytes_not_characters() -> None:
-    text = "ü" * 1000  # 2 bytes each
-    pieces = split_markdown(text, 300)
-    assert all(len(p.encode()) <= 300 for p in pieces)
-    assert "".join(pieces) == text
-
-
-def test_split_inside_a_code_block_closes_and_reopens_it() -> None:
-    code = "\n".join(f"line_{n} = {n}" for n in range(200))
-    text = f"intro\n\n```python\n{code}\n```\nafter"
-    pieces = split_markdown(text, 400)
-    assert len(pieces) > 2
-    for piece in pieces[1:-1]:
-        assert piece.startswith("```python\n")
-        assert piece.endswith("\n```")
-    rendered = [Renderer().html(p) for p in pieces]
-    assert all(r.count("<pre>") == r.count("</pre>") for r in rendered)
-    assert "line_199 = 199" in pieces[-1]
-
-
-def test_full_pieces_do_not_move_as_the_text_grows() -> None:
-    text = " ".join(f"w{n}" for n in range(3000))
-    before = split_markdown(text[:9000], 1000)
-    after = split_markdown(text, 1000)
-    # Every piece that was full before is unchanged once more text follows.
-    assert after[: len(before) - 1] == before[:-1]
-
-
 def test_pieces_fit_an_edit_under_the_content_limit() -> None:
     # Characters that HTML escapes grow a lot: the piece is split again to fit.
     text = "<&>" * 6000
-    limits = Limits(text_bytes=10_000, content_bytes=20_000)
+    limits = Limits(text_bytes=10_000, event_bytes=20_000)
     pieces = Renderer().pieces(text, limits)
     assert len(pieces) > 1
     for content in pieces:
         assert content_size(edit_content(content, "$" + "e" * 43)) <= 20_000
     assert "".join(p["body"] for p in pieces) == text
-
-
-def test_too_small_budget_is_refused() -> None:
-    with pytest.raises(ValueError):
-        split_markdown("text", 10)
 
 
 def test_relations_for_threads_replies_and_edits() -> None:
@@ -109,4 +67,48 @@ def test_relations_for_threads_replies_and_edits() -> None:
     edit = edit_content({"msgtype": "m.text", "body": "new"}, "$orig")
     assert edit["body"] == "* new"
     assert edit["m.new_content"] == {"msgtype": "m.text", "body": "new"}
+    # An edit notifies nobody again.
+    assert edit["m.mentions"] == {}
     assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$orig"}
+
+
+def _megolm_envelope(content: dict[str, Any]) -> int:
+    """The m.room.encrypted content nio sends for ``content``, encrypted for real."""
+    session = vodozemac.GroupSession()
+    plaintext = json.dumps(
+        {"content": content, "type": "m.room.message", "room_id": "!" + "r" * 17 + ":example.org"},
+        separators=(",", ":"),
+    )
+    envelope = {
+        "algorithm": "m.megolm.v1.aes-sha2",
+        "sender_key": "k" * 43,
+        "ciphertext": session.encrypt(plaintext.encode()).to_base64(),
+        "session_id": session.session_id,
+        "device_id": "ABCDEFGHIJ",
+        "m.relates_to": content["m.relates_to"],
+    }
+    return len(json.dumps(envelope, separators=(",", ":")).encode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain ascii words " * 4_000,
+        "Длинный ответ на русском языке, с **выделением** и `кодом`. " * 1_500,
+        "长的中文回答，包含表情符号 🎉🚀 和更多文字。" * 2_000,
+    ],
+)
+def test_encrypted_pieces_are_measured_as_sent(text: str) -> None:
+    renderer = Renderer()
+    pieces = renderer.pieces(text, encrypted=True)
+    assert len(pieces) > 1
+    for content in pieces:
+        edit = edit_content(content, "$" + "e" * 43)
+        estimate = event_size(edit, encrypted=True)
+        actual = _megolm_envelope(edit)
+        # The estimate never undercounts, and is close.
+        assert actual <= estimate <= actual + 300
+        assert estimate <= DEFAULT_EVENT_BYTES < EVENT_LIMIT
+    assert "".join(p["body"] for p in pieces).replace("\n", "").replace(" ", "") == text.replace(
+        " ", ""
+    )

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from bridge.chat.matrix.format import Limits, Renderer
+from bridge.chat.matrix.pacing import Priority
 from bridge.chat.matrix.reply import (
     MatrixLiveReply,
     ReplyTuning,
@@ -37,25 +38,41 @@ class FakeOutbox:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def send(self, room_id: str, content: dict[str, Any]) -> str:
+    def encrypts(self, room_id: str) -> bool:
+        return False
+
+    async def send(
+        self, room_id: str, content: dict[str, Any], priority: Priority = Priority.ORDINARY
+    ) -> str:
         event_id = f"$m{len(self.sent)}"
         self.sent.append(content)
         self.bodies[event_id] = content["body"]
         self._record("send", event_id, content)
         return event_id
 
-    async def edit(self, room_id: str, event_id: str, new_content: dict[str, Any]) -> None:
+    async def edit(
+        self,
+        room_id: str,
+        event_id: str,
+        new_content: dict[str, Any],
+        priority: Priority = Priority.ORDINARY,
+    ) -> None:
         if self.fail_edits:
             raise SendFailed("M_FORBIDDEN")
         self.bodies[event_id] = new_content["body"]
         self._record("edit", event_id, new_content)
 
-    async def redact(self, room_id: str, event_id: str) -> None:
+    async def redact(
+        self, room_id: str, event_id: str, priority: Priority = Priority.ORDINARY
+    ) -> None:
         self.bodies.pop(event_id, None)
         self._record("redact", event_id, None)
 
     async def typing(self, room_id: str, busy: bool, timeout_ms: int) -> None:
         self._record("typing", room_id, busy)
+
+    async def notice(self, room_id: str, text: str, thread_root: str = "") -> None:
+        self._record("notice", room_id, text)
 
     def count(self, kind: str) -> int:
         return sum(1 for call in self.calls if call[0] == kind)
@@ -209,7 +226,10 @@ async def test_failed_edits_do_not_break_the_turn() -> None:
         outbox.fail_edits = True
         await reply.append(" more")
         await reply.finish(TurnOutcome(final_text="first more"))
-    assert outbox.calls[-1] == ("typing", ROOM.channel, False)
+    assert ("typing", ROOM.channel, False) in outbox.calls
+    # The room is told that the end of the answer is missing.
+    [notice] = [text for kind, _, text in outbox.calls if kind == "notice"]
+    assert "could not be sent" in notice
 
 
 def test_tool_line_quotes_backticks_safely() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bridge.chat.common.markdown import open_fence_at_end
 from bridge.chat.slack.adapter import SlackAdapter
-from bridge.chat.slack.format import open_fence_at_end
 from bridge.chat.slack.reply import STATUS_REACTION, Recipient, ReplySettings, SlackLiveReply
 from bridge.core.events import LiveReply, ThreadRef, ToolActivity, TurnOutcome
 from tests.chat.slack.conftest import (

@@ -1,0 +1,312 @@
+"""Cross-signing for the bot's account: an identity Element trusts, and a device it signed.
+
+Clients that exclude insecure devices (MSC4153, Element's default) neither share room keys
+with a user who has no cross-signing identity nor decrypt events from a device its owner did
+not sign. nio cannot cross-sign (matrix-nio#229), so this module does it by hand:
+
+- three ed25519 keys (master, self-signing, user-signing), generated once and kept in
+  ``data_dir/matrix/cross_signing.json`` (0600);
+- the public halves uploaded with ``/keys/device_signing/upload`` (user-interactive auth with
+  the password; Synapse lets the very first upload through without it);
+- the bot's device key object signed with the self-signing key and posted to
+  ``/keys/signatures/upload``.
+
+Each start checks ``/keys/query`` and does only what is missing, so a restart reuses the keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientResponse
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+from nio import AsyncClient
+from nio.api import Api
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .files import write_private
+
+log = logging.getLogger(__name__)
+
+_QUERY = "/_matrix/client/v3/keys/query"
+_DEVICE_SIGNING = "/_matrix/client/v3/keys/device_signing/upload"
+_SIGNATURES = "/_matrix/client/v3/keys/signatures/upload"
+
+_ONE_TIME_STEP = (
+    "set matrix.password (or MATRIX_PASSWORD) for one start; once the keys are published the "
+    "password may be removed again (see docs/matrix.md, Encryption)"
+)
+NEEDS_PASSWORD_TO_REPLACE = (
+    "cross-signing is not set up: the bot's account already has cross-signing keys this "
+    "bridge does not hold, and replacing them needs the account's password: " + _ONE_TIME_STEP
+)
+NEEDS_PASSWORD = (
+    "cross-signing is not set up: the homeserver asks for the account's password to publish "
+    "the bot's keys: " + _ONE_TIME_STEP
+)
+
+
+class CrossSigningError(Exception):
+    """Cross-signing could not be set up; the message says why and what to do."""
+
+
+def _b64(raw: bytes) -> str:
+    # Matrix uses unpadded base64.
+    return base64.b64encode(raw).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text + "=" * (-len(text) % 4))
+
+
+def public_b64(key: Ed25519PrivateKey) -> str:
+    return _b64(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def canonical(obj: dict[str, Any]) -> bytes:
+    """The bytes a Matrix signature covers: canonical JSON without signatures and unsigned."""
+    stripped = {k: v for k, v in obj.items() if k not in ("signatures", "unsigned")}
+    return Api.to_canonical_json(stripped).encode()
+
+
+def sign(obj: dict[str, Any], key: Ed25519PrivateKey, user_id: str, key_id: str) -> None:
+    """Add the signature of ``key`` (named ``ed25519:key_id``) to ``obj`` in place."""
+    signature = _b64(key.sign(canonical(obj)))
+    obj.setdefault("signatures", {}).setdefault(user_id, {})[f"ed25519:{key_id}"] = signature
+
+
+def verify(obj: dict[str, Any], public_key: str, user_id: str) -> bool:
+    """Whether ``obj`` carries a valid signature by the ed25519 key ``public_key``."""
+    signature = obj.get("signatures", {}).get(user_id, {}).get(f"ed25519:{public_key}")
+    if not isinstance(signature, str):
+        return False
+    try:
+        Ed25519PublicKey.from_public_bytes(_unb64(public_key)).verify(
+            _unb64(signature), canonical(obj)
+        )
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+class _StoredKeys(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    user_id: str
+    master: str
+    self_signing: str
+    user_signing: str
+
+
+@dataclass(frozen=True)
+class CrossSigningKeys:
+    user_id: str
+    master: Ed25519PrivateKey
+    self_signing: Ed25519PrivateKey
+    user_signing: Ed25519PrivateKey
+
+    @classmethod
+    def generate(cls, user_id: str) -> CrossSigningKeys:
+        return cls(
+            user_id,
+            Ed25519PrivateKey.generate(),
+            Ed25519PrivateKey.generate(),
+            Ed25519PrivateKey.generate(),
+        )
+
+    @classmethod
+    def load(cls, path: Path, user_id: str) -> CrossSigningKeys | None:
+        try:
+            stored = _StoredKeys.model_validate_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValidationError):
+            log.warning("ignoring an unreadable %s", path.name)
+            return None
+        if stored.user_id != user_id:
+            return None
+        try:
+            return cls(
+                user_id,
+                Ed25519PrivateKey.from_private_bytes(_unb64(stored.master)),
+                Ed25519PrivateKey.from_private_bytes(_unb64(stored.self_signing)),
+                Ed25519PrivateKey.from_private_bytes(_unb64(stored.user_signing)),
+            )
+        except ValueError:
+            log.warning("ignoring an unreadable %s", path.name)
+            return None
+
+    def to_json(self) -> str:
+        def seed(key: Ed25519PrivateKey) -> str:
+            return _b64(key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()))
+
+        return _StoredKeys(
+            user_id=self.user_id,
+            master=seed(self.master),
+            self_signing=seed(self.self_signing),
+            user_signing=seed(self.user_signing),
+        ).model_dump_json()
+
+    def _key_object(self, usage: str, key: Ed25519PrivateKey) -> dict[str, Any]:
+        pub = public_b64(key)
+        return {"user_id": self.user_id, "usage": [usage], "keys": {f"ed25519:{pub}": pub}}
+
+    def upload_body(self) -> dict[str, Any]:
+        """The three public keys, the two lesser ones signed by the master key."""
+        master = self._key_object("master", self.master)
+        self_signing = self._key_object("self_signing", self.self_signing)
+        user_signing = self._key_object("user_signing", self.user_signing)
+        master_id = public_b64(self.master)
+        sign(self_signing, self.master, self.user_id, master_id)
+        sign(user_signing, self.master, self.user_id, master_id)
+        return {
+            "master_key": master,
+            "self_signing_key": self_signing,
+            "user_signing_key": user_signing,
+        }
+
+
+def _only_key(obj: Any) -> str | None:
+    keys = obj.get("keys") if isinstance(obj, dict) else None
+    if not isinstance(keys, dict) or len(keys) != 1:
+        return None
+    value = next(iter(keys.values()))
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class PublishedIdentity:
+    """What ``/keys/query`` says about the bot's own cross-signing keys and device."""
+
+    master: str | None
+    self_signing: str | None
+    device: dict[str, Any] | None
+
+
+class CrossSigner:
+    """Sets up cross-signing for one logged-in client (device keys already uploaded)."""
+
+    def __init__(self, client: AsyncClient, key_file: Path, password: str | None) -> None:
+        self._client = client
+        self._key_file = key_file
+        self._password = password
+
+    @property
+    def _user_id(self) -> str:
+        return str(self._client.user_id)
+
+    async def _call(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        headers = {
+            "Authorization": f"Bearer {self._client.access_token}",
+            "Content-Type": "application/json",
+        }
+        response: ClientResponse = await self._client.send(
+            method, path, json.dumps(body), headers=headers, timeout=60
+        )
+        try:
+            try:
+                payload = await response.json(content_type=None)
+            except (ValueError, json.JSONDecodeError):
+                payload = {}
+            return response.status, payload
+        finally:
+            response.release()
+
+    async def published(self) -> PublishedIdentity:
+        status, body = await self._call("POST", _QUERY, {"device_keys": {self._user_id: []}})
+        if status != 200 or not isinstance(body, dict):
+            raise CrossSigningError(f"/keys/query failed (HTTP {status})")
+        user = self._user_id
+        device = body.get("device_keys", {}).get(user, {}).get(self._client.device_id)
+        return PublishedIdentity(
+            master=_only_key(body.get("master_keys", {}).get(user)),
+            self_signing=_only_key(body.get("self_signing_keys", {}).get(user)),
+            device=device if isinstance(device, dict) else None,
+        )
+
+    def _save(self, keys: CrossSigningKeys) -> None:
+        write_private(self._key_file, keys.to_json())
+
+    async def ensure(self) -> CrossSigningKeys:
+        """Make the published identity ours and our device signed; return the keys.
+
+        Raises :class:`CrossSigningError` when that is not possible (the message says why).
+        """
+        keys = CrossSigningKeys.load(self._key_file, self._user_id)
+        published = await self.published()
+        if keys is None:
+            keys = CrossSigningKeys.generate(self._user_id)
+            # Kept before the upload: a crash in between must not leave keys nobody holds.
+            self._save(keys)
+        if published.master != public_b64(keys.master) or published.self_signing != public_b64(
+            keys.self_signing
+        ):
+            await self._upload_keys(keys, replacing=published.master is not None)
+            log.info(
+                "Matrix: cross-signing keys published for %s (master key %s)",
+                self._user_id,
+                public_b64(keys.master),
+            )
+        if published.device is None:
+            raise CrossSigningError("the bot's device keys are not on the homeserver yet")
+        if not verify(published.device, public_b64(keys.self_signing), self._user_id):
+            await self._sign_device(keys, published.device)
+            log.info("Matrix: device %s signed by the bot's identity", self._client.device_id)
+        return keys
+
+    async def _upload_keys(self, keys: CrossSigningKeys, *, replacing: bool) -> None:
+        body = keys.upload_body()
+        olm = self._client.olm
+        if olm is not None:
+            # The device vouches for the master key too (Element shows the identity as set
+            # up from this device).
+            master = body["master_key"]
+            signature = olm.sign_json(
+                {k: v for k, v in master.items() if k not in ("signatures", "unsigned")}
+            )
+            master.setdefault("signatures", {}).setdefault(self._user_id, {})[
+                f"ed25519:{self._client.device_id}"
+            ] = signature
+        status, answer = await self._call("POST", _DEVICE_SIGNING, body)
+        if status == 200:
+            return
+        session = answer.get("session") if isinstance(answer, dict) else None
+        if status != 401 or not isinstance(session, str):
+            raise CrossSigningError(f"uploading the cross-signing keys failed (HTTP {status})")
+        if self._password is None:
+            raise CrossSigningError(NEEDS_PASSWORD_TO_REPLACE if replacing else NEEDS_PASSWORD)
+        body["auth"] = {
+            "type": "m.login.password",
+            "identifier": {"type": "m.id.user", "user": self._user_id},
+            "password": self._password,
+            "session": session,
+        }
+        status, answer = await self._call("POST", _DEVICE_SIGNING, body)
+        if status != 200:
+            code = answer.get("errcode", "") if isinstance(answer, dict) else ""
+            raise CrossSigningError(
+                f"the homeserver refused the cross-signing keys (HTTP {status} {code})".strip()
+            )
+
+    async def _sign_device(self, keys: CrossSigningKeys, device: dict[str, Any]) -> None:
+        signed = {k: v for k, v in device.items() if k not in ("signatures", "unsigned")}
+        sign(signed, keys.self_signing, self._user_id, public_b64(keys.self_signing))
+        body = {self._user_id: {str(self._client.device_id): signed}}
+        status, answer = await self._call("POST", _SIGNATURES, body)
+        failures = answer.get("failures") if isinstance(answer, dict) else None
+        if status != 200 or failures:
+            raise CrossSigningError(
+                f"signing the bot's device failed (HTTP {status}): {json.dumps(failures)[:200]}"
+            )
