@@ -15,7 +15,7 @@ SYNAPSE_VENV ?= .venv-synapse
 SYNAPSE_STAMP := $(SYNAPSE_VENV)/.installed
 CONFIG ?= config.toml
 
-.PHONY: run test lint typecheck venv synapse lock clean bench bubblewrap
+.PHONY: run test lint typecheck venv synapse postgres lock clean bench bubblewrap
 
 $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
@@ -62,7 +62,17 @@ bubblewrap:
 		echo "the sandbox tests will not run (pytest lists them as skipped, with the reason)"; \
 	fi
 
-test: $(STAMP) $(SYNAPSE_STAMP) bubblewrap lint typecheck
+# The tests start their own PostgreSQL (tests/pg.py) from the server's binaries. A fresh Debian
+# machine (CI runs as root) gets Debian's package; elsewhere without them those tests say they
+# did not run (and fail under CI=true).
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends postgresql; \
+	else echo "PostgreSQL's server binaries are missing: its tests will not run"; fi
+
+test: $(STAMP) $(SYNAPSE_STAMP) bubblewrap postgres lint typecheck
 	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest
 
 bench: $(STAMP)

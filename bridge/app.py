@@ -18,9 +18,11 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
-from bridge.core.store import Store, open_store
+from bridge.core.leases import open_leases
+from bridge.core.store import Store, open_store, store_url
 from bridge.core.tools import chat_tools_factory
 from bridge.isolation import resolve_isolation
+from bridge.leader import SINGLE_INSTANCE, run_as_leader
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ async def open_bridge(
     isolation = await resolve_isolation(config, settings.command)
     if not isolation.isolated:
         log.warning("⚠️ %s", isolation.warning())
-    async with open_store(data_dir / "bridge.sqlite3") as store, open_listener() as listener:
+    async with open_store(store_url(config)) as store, open_listener() as listener:
         runtime = AgyRuntime(
             settings=settings,
             caps=caps,
@@ -91,6 +93,7 @@ async def open_bridge(
             observe = getattr(adapter, "observe_retries", None)
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
+        leases = open_leases(store, config.store.instance, config.store.lease_seconds)
         async with open_core(
             config,
             store,
@@ -98,6 +101,7 @@ async def open_bridge(
             adapters,
             chat_tools_factory(config),
             metrics,
+            leases,
             open_process=open_process,
         ) as core:
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
@@ -105,9 +109,22 @@ async def open_bridge(
 
 async def start_adapters(bridge: Bridge, tg: anyio.abc.TaskGroup) -> None:
     """Connect every adapter (each in the task group), then resume the inbox."""
+    shared = bridge.core.cluster.shared
     for name, adapter in bridge.adapters.items():
         started = anyio.Event()
-        tg.start_soon(_run_adapter, adapter, bridge.core, started.set, name=f"adapter {name}")
+        if shared and name in SINGLE_INSTANCE:
+            tg.start_soon(
+                run_as_leader,
+                adapter,
+                bridge.core,
+                started.set,
+                name,
+                bridge.config.bridge.data_dir.resolve(),
+                bridge.config.store.lease_seconds / 3,
+                name=f"adapter {name} (leader)",
+            )
+        else:
+            tg.start_soon(_run_adapter, adapter, bridge.core, started.set, name=f"adapter {name}")
         with anyio.fail_after(ADAPTER_START_TIMEOUT):
             await started.wait()
         log.info("%s adapter connected", name)

@@ -114,8 +114,12 @@ async def _run(config: Config) -> int:
 
 async def health(bridge: Bridge) -> dict[str, Any]:
     slots = bridge.core.deps.slots
+    store_ok = await bridge.store.database.ping()
     return {
-        "status": "ok",
+        "status": "ok" if store_ok else "error",
+        **({} if store_ok else {"detail": "the store does not answer"}),
+        "instance": bridge.core.deps.leases.name,
+        "store": "ok" if store_ok else "unreachable",
         "adapters": sorted(bridge.adapters),
         "live_processes": slots.live,
         "max_processes": slots.limit,

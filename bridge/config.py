@@ -31,6 +31,7 @@ ENV_SECRETS: dict[str, tuple[str, str]] = {
     "SLACK_SIGNING_SECRET": ("slack", "signing_secret"),
     "MATRIX_ACCESS_TOKEN": ("matrix", "access_token"),
     "MATRIX_PASSWORD": ("matrix", "password"),
+    "AGY_BRIDGE_STORE_URL": ("store", "url"),
 }
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
@@ -169,6 +170,31 @@ class ApprovalsSection(_Section):
     timeout: PositiveSeconds = 600.0
 
 
+class StoreSection(_Section):
+    """Where the state lives: SQLite for one host, PostgreSQL for several instances."""
+
+    # sqlite:///path or postgresql://user:password@host/db; empty: bridge.sqlite3 in data_dir.
+    # A secret (it can hold a password): may come from AGY_BRIDGE_STORE_URL instead.
+    url: SecretStr | None = None
+    # This instance's name among several (default: the host name).
+    instance: str = ""
+    # agy's state directory (its home) is shared storage for every instance: a thread moved
+    # to another instance resumes its conversation there instead of starting a new one.
+    shared_agy_state: bool = False
+    # A thread's lease lapses this long after its instance was last heard from (PostgreSQL).
+    lease_seconds: PositiveSeconds = 30.0
+    # SIGTERM: how long running turns get to finish before they are handed over.
+    drain_seconds: PositiveSeconds = 60.0
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: SecretStr | None) -> SecretStr | None:
+        value = url.get_secret_value() if url is not None else ""
+        if value and not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise ValueError("must start with sqlite:/// or postgresql://")
+        return url
+
+
 class Config(_Section):
     bridge: BridgeSection = Field(default_factory=BridgeSection)
     agy: AgySection = Field(default_factory=AgySection)
@@ -178,6 +204,8 @@ class Config(_Section):
     workspaces: list[WorkspaceSection] = Field(default_factory=list)
     admin: AdminSection = Field(default_factory=AdminSection)
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
+    store: StoreSection = Field(default_factory=StoreSection)
+
     # The file this config was read from (None: defaults and environment only); agy's sandbox
     # hides it and its folder.
     _source: Path | None = PrivateAttr(default=None)
@@ -201,6 +229,7 @@ class Config(_Section):
             self.slack.signing_secret,
             self.matrix.password,
             self.matrix.access_token,
+            self.store.url if self.store.url and "@" in self.store.url.get_secret_value() else None,
         ):
             if secret is not None and secret.get_secret_value():
                 values.append(secret.get_secret_value())

@@ -31,7 +31,7 @@ from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
 from bridge.config import Config
-from bridge.core.store import open_store
+from bridge.core.store import open_store, store_url
 from bridge.isolation import IsolationError, resolve_isolation
 
 LIVE_TURN_SECONDS = 180.0
@@ -129,12 +129,12 @@ async def check_data_dir(config: Config, report: Report) -> None:
         with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".doctor-") as handle:
             handle.write(b"ok")
             handle.flush()
-        async with open_store(data_dir / "bridge.sqlite3"):
-            pass
+        async with open_store(store_url(config)) as store:
+            where = store.database.where
     except Exception as exc:
         report.bad(f"data directory {data_dir} is not usable: {exc}")
         return
-    report.ok(f"data directory {data_dir} is writable and the store opens")
+    report.ok(f"data directory {data_dir} is writable and the store opens ({where})")
 
 
 async def check_listener(report: Report) -> None:

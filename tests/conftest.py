@@ -2,9 +2,54 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from tests.pg import Postgres, PostgresError, postgres_bin, start_postgres
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# -- PostgreSQL (the shared store of several instances) --------------------------------------
+
+PG_SKIP_REASON = (
+    "PostgreSQL is not installed, so the PostgreSQL store's tests did not run (the store "
+    "contract on PostgreSQL, several instances, leases, failover): run `make test` as root, "
+    "which installs Debian's postgresql, or set AGY_BRIDGE_PG_BIN to a directory with initdb"
+)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One PostgreSQL server for the whole run; tests take fresh databases from it."""
+    bindir = postgres_bin()
+    if bindir is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must run the PostgreSQL tests: " + PG_SKIP_REASON, pytrace=False)
+        pytest.skip(PG_SKIP_REASON)
+    failure = ""
+    try:
+        server = start_postgres(bindir)
+    except PostgresError as exc:
+        failure = str(exc)
+    if failure:
+        pytest.fail(f"PostgreSQL did not start ({bindir}):\n{failure}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store opens, once per backend: the store contract holds on both."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    server: Postgres = request.getfixturevalue("postgres")
+    return server.new_database()

@@ -20,6 +20,7 @@ from bridge.core import store as st
 from bridge.core.approvals import texts as approval_texts
 from bridge.core.approvals.gate import request_of
 from bridge.core.approvals.replies import parse_reply
+from bridge.core.cluster import Cluster
 from bridge.core.commands import HELP, Command, parse_command
 from bridge.core.deps import CoreDeps
 from bridge.core.events import (
@@ -33,6 +34,7 @@ from bridge.core.events import (
     SubmitOutcome,
     ThreadRef,
 )
+from bridge.core.leases import Lease, Leases
 from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
@@ -56,6 +58,8 @@ class Core:
         self.store = deps.store
         self.workers: dict[str, ThreadWorker] = {}
         self.marks = Marks(self._adapter, deps.task_group)
+        # Several instances on one store: which threads run here.
+        self.cluster = Cluster(self, deps.leases)
 
     # --- Inbound -----------------------------------------------------------------------------
 
@@ -74,7 +78,9 @@ class Core:
         if row_id is None:
             return SubmitOutcome.DUPLICATE
         await self.store.ensure_thread(message.thread)
-        worker = self._worker(message.thread)
+        worker = await self.cluster.worker_for(message.thread)
+        if worker is None:
+            return SubmitOutcome.ACCEPTED  # another instance runs it: the store woke that one
         if worker.busy:
             self.deps.metrics.queued(message.thread.platform)
             self.marks.put(message.thread, message.message_id, Reaction.QUEUED)
@@ -85,6 +91,8 @@ class Core:
 
     async def stop(self, thread: ThreadRef, by: Author) -> None:
         worker = self.workers.get(thread.key)
+        if worker is None and await self.cluster.forward(thread, "stop", by.label):
+            return
         # A request waiting for approval is denied, with the turn interrupted before agy
         # reads the deny, so agy never runs it and cannot finish the turn first.
         if worker is not None and await worker.stop_waiting(by.label):
@@ -191,6 +199,8 @@ class Core:
         worker = self.workers.get(thread.key)
         if worker is not None:
             worker.request_restart()
+        else:
+            await self.cluster.forward(thread, "restart", "")
         await self._say(
             thread, f"Model for this thread is now `{model}` (same conversation, from next turn)."
         )
@@ -202,6 +212,8 @@ class Core:
             if not await worker.stop_waiting(by.label):
                 worker.interrupt(by.label)
             worker.request_restart()
+        else:
+            await self.cluster.forward(thread, "new", by.label)
         await self._say(thread, "Starting a fresh conversation from the next message.")
 
     async def _status(self, thread: ThreadRef) -> str:
@@ -216,6 +228,7 @@ class Core:
             process = f"agy idle (pid {worker.proc.pid})"
         slots = self.deps.slots
         lines = [
+            await self.cluster.status_line(thread),
             f"• Process: {process}",
             f"• Conversation: `{row.conversation_id or 'none yet'}`",
             f"• Model: `{row.model or self.deps.config.agy.model or 'default'}`",
@@ -235,10 +248,10 @@ class Core:
 
     # --- workers -------------------------------------------------------------------------------
 
-    def _worker(self, thread: ThreadRef) -> ThreadWorker:
+    def _worker(self, thread: ThreadRef, lease: Lease | None = None) -> ThreadWorker:
         worker = self.workers.get(thread.key)
         if worker is None:
-            worker = ThreadWorker(thread, self.deps, self.marks, self._forget)
+            worker = ThreadWorker(thread, self.deps, self.marks, self._forget, lease)
             self.workers[thread.key] = worker
             self.deps.task_group.start_soon(worker.run, name=f"thread {thread.key}")
         return worker
@@ -248,7 +261,9 @@ class Core:
             del self.workers[worker.key]
             if clean and worker.wakeup.is_set:
                 # A message landed while the worker was leaving: start a new one for it.
-                self._worker(worker.ref).notify()
+                self._worker(worker.ref, worker.lease).notify()
+            else:
+                self.cluster.released(worker)
 
     def _adapter(self, thread: ThreadRef) -> ChatAdapter:
         return self.deps.adapters[thread.platform]
@@ -272,6 +287,12 @@ class Core:
 
     async def recover(self) -> None:
         """After a restart: end leftover agy processes, report broken turns, resume the inbox."""
+        if self.cluster.shared:
+            # Other instances run their own threads; a dead one's are taken over by the sweep,
+            # which starts now that the chats are connected.
+            await self.cluster.recover()
+            self.deps.task_group.start_soon(self.deps.leases.run, self.cluster, name="leases")
+            return
         for row in await self.store.processes():
             if await reap_group(row.pgid, row.run_marker):
                 log.info(
@@ -330,6 +351,9 @@ class Core:
 
     async def shutdown(self) -> None:
         """Interrupt running turns (their threads are told) and let them end."""
+        if self.cluster.shared:
+            # Another instance can carry on: let turns finish first, then hand threads over.
+            await self.cluster.drain(self.deps.config.store.drain_seconds)
         busy = [w for w in self.workers.values() if w.busy]
         for worker in busy:
             worker.interrupt("the bridge shutting down")
@@ -346,6 +370,7 @@ async def open_core(
     adapters: dict[str, ChatAdapter],
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None,
     metrics: Metrics | None = None,
+    leases: Leases | None = None,
     open_process: ProcessOpener = open_agy,
 ) -> AsyncIterator[Core]:
     metrics = metrics or Metrics()
@@ -361,6 +386,8 @@ async def open_core(
             mcp_servers=mcp_servers,
             open_process=open_process,
         )
+        if leases is not None:
+            deps.leases = leases
         core = Core(deps)
         metrics.set_sources(
             live_processes=lambda: deps.slots.live, queued_threads=lambda: deps.slots.queued

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from anyio.abc import TaskGroup
@@ -12,6 +12,7 @@ from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.events import ChatAdapter
+from bridge.core.leases import Leases, LocalLeases
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.metrics import Metrics
@@ -33,3 +34,5 @@ class CoreDeps:
     mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
     # How agy is started (tests drive the worker with a scripted double instead).
     open_process: ProcessOpener = open_agy
+    # Which threads run on this instance (every one, unless the store is shared).
+    leases: Leases = field(default_factory=lambda: LocalLeases("local"))

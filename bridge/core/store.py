@@ -1,31 +1,39 @@
-"""The durable state of the bridge, in SQLite through aiosqlite (WAL, versioned schema).
+"""The durable state of the bridge: one store over SQLite (the default) or PostgreSQL.
 
 The inbox is the heart of exactly-once delivery: a message is written here (its platform event
 id is unique, so retries and redeliveries stop here) before the platform is acknowledged, and it
 leaves the ``pending`` state in exactly one transaction, either injected into a running turn or
 taken as (part of) a turn.
+
+The SQL here is written once for both databases (``?`` placeholders, ``ON CONFLICT``,
+``RETURNING``); what differs (column types, row locks, wake-ups) is the :class:`Database`'s, in
+:mod:`bridge.core.store_sqlite` and :mod:`bridge.core.store_pg`.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import aiosqlite
-import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridge.config import Config
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
 from bridge.core.scrub import encodable
 
-SCHEMA_VERSION = 3
+Row = Mapping[str, Any]
 
+SCHEMA_VERSION = 4
+
+# Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
+# column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
+# A migration is a list of statements separated by ``;`` and runs in one transaction with the
+# version bump. Never edit a released migration; add the next number.
 _MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE threads (
@@ -38,11 +46,11 @@ _MIGRATIONS: dict[int, str] = {
         workdir TEXT,
         usage_json TEXT,
         num_turns INTEGER NOT NULL DEFAULT 0,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
+        created_at {real} NOT NULL,
+        updated_at {real} NOT NULL
     );
     CREATE TABLE inbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        id {id},
         thread_key TEXT NOT NULL,
         event_key TEXT NOT NULL UNIQUE,
         message_id TEXT NOT NULL,
@@ -52,17 +60,17 @@ _MIGRATIONS: dict[int, str] = {
         saved_json TEXT,
         state TEXT NOT NULL,
         turn_id INTEGER,
-        received_at REAL NOT NULL,
-        delivered_at REAL
+        received_at {real} NOT NULL,
+        delivered_at {real}
     );
     CREATE INDEX inbox_pending ON inbox (thread_key, state, id);
     CREATE TABLE turns (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        id {id},
         thread_key TEXT NOT NULL,
         state TEXT NOT NULL,
         conversation_id TEXT,
-        started_at REAL NOT NULL,
-        ended_at REAL,
+        started_at {real} NOT NULL,
+        ended_at {real},
         error TEXT,
         response TEXT,
         usage_json TEXT
@@ -72,17 +80,31 @@ _MIGRATIONS: dict[int, str] = {
         pgid INTEGER PRIMARY KEY,
         thread_key TEXT NOT NULL,
         run_marker TEXT NOT NULL,
-        started_at REAL NOT NULL
-    );
+        started_at {real} NOT NULL
+    )
     """,
     # Columns nothing read or wrote.
     2: """
     ALTER TABLE threads DROP COLUMN workdir;
-    ALTER TABLE threads DROP COLUMN num_turns;
+    ALTER TABLE threads DROP COLUMN num_turns
     """,
-    # Approvals (issue 11). Plain SQL that SQLite and PostgreSQL both read: text ids made by
-    # the bridge (no autoincrement), DOUBLE PRECISION times.
+    # Several instances on one PostgreSQL: a thread runs where its lease is; a turn and an agy
+    # process belong to the run of the instance that started them, a conversation to the instance
+    # whose agy holds it (unused, and harmless, on SQLite).
     3: """
+    CREATE TABLE leases (
+        thread_key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at {real} NOT NULL
+    );
+    CREATE INDEX leases_owner ON leases (owner);
+    ALTER TABLE threads ADD COLUMN conversation_instance TEXT;
+    ALTER TABLE turns ADD COLUMN owner TEXT;
+    ALTER TABLE processes ADD COLUMN owner TEXT
+    """,
+    # Approvals (issue 11): every request and decision, and each thread's "always" list. The
+    # ids are made by the bridge (uuid hex), so no auto-numbering is needed.
+    4: """
     CREATE TABLE approvals (
         id TEXT PRIMARY KEY,
         thread_key TEXT NOT NULL,
@@ -94,19 +116,27 @@ _MIGRATIONS: dict[int, str] = {
         handle TEXT,
         decided_by_json TEXT,
         reason TEXT,
-        requested_at DOUBLE PRECISION NOT NULL,
-        decided_at DOUBLE PRECISION
+        requested_at {real} NOT NULL,
+        decided_at {real}
     );
     CREATE INDEX approvals_thread ON approvals (thread_key, state);
     CREATE TABLE approval_allow (
         thread_key TEXT NOT NULL,
         pattern TEXT NOT NULL,
         added_by_json TEXT,
-        added_at DOUBLE PRECISION NOT NULL,
+        added_at {real} NOT NULL,
         PRIMARY KEY (thread_key, pattern)
-    );
+    )
     """,
 }
+
+
+def migration_statements(version: int, types: Mapping[str, str]) -> list[str]:
+    """One migration's statements with the database's column types filled in."""
+    sql = _MIGRATIONS[version]
+    for name, value in types.items():
+        sql = sql.replace("{" + name + "}", value)
+    return [s.strip() for s in sql.split(";") if s.strip()]
 
 
 class MessageState(StrEnum):
@@ -174,6 +204,8 @@ class ThreadRow(_Row):
     conversation_id: str | None = None
     model: str | None = None
     usage: Usage | None = None
+    # The instance whose agy started the conversation (its state is under that host's home).
+    conversation_instance: str | None = None
 
 
 class TurnRow(_Row):
@@ -185,12 +217,15 @@ class TurnRow(_Row):
     ended_at: float | None = None
     error: str | None = None
     response: str | None = None
+    # The instance that started it (several instances on PostgreSQL).
+    owner: str | None = None
 
 
 class ProcessRow(_Row):
     pgid: int
     thread_key: str
     run_marker: str
+    owner: str | None = None
 
 
 class ApprovalRow(_Row):
@@ -212,7 +247,7 @@ def _author(text: str | None) -> Author | None:
     return Author.model_validate_json(text) if text else None
 
 
-def _approval(row: sqlite3.Row) -> ApprovalRow:
+def _approval(row: Row) -> ApprovalRow:
     return ApprovalRow(
         id=row["id"],
         thread_key=row["thread_key"],
@@ -229,7 +264,7 @@ def _approval(row: sqlite3.Row) -> ApprovalRow:
     )
 
 
-def _message(row: sqlite3.Row) -> StoredMessage:
+def _message(row: Row) -> StoredMessage:
     return StoredMessage(
         id=row["id"],
         thread_key=row["thread_key"],
@@ -243,12 +278,66 @@ def _message(row: sqlite3.Row) -> StoredMessage:
     )
 
 
+class Tx(Protocol):
+    """One open transaction of a :class:`Database`."""
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
+        ...
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """Tell other instances, when this transaction commits (nothing on SQLite)."""
+        ...
+
+
+class Database(Protocol):
+    """What the store needs of a database; SQLite and PostgreSQL each provide one."""
+
+    # Column types for the migrations: ``id`` and ``real``.
+    types: dict[str, str]
+    # Appended to a SELECT whose rows the transaction goes on to change ("" where the whole
+    # database is locked by the transaction anyway).
+    for_update: str
+    # Where it lives, for logs and ``doctor`` (no password).
+    where: str
+    # Several instances may share it (PostgreSQL): threads are leased.
+    shared: bool
+
+    def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        """A transaction; a database error inside becomes :class:`StoreError`."""
+        ...
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """One statement, committed on its own (one round trip where the database allows it);
+        the number of rows it changed."""
+        ...
+
+    async def ping(self) -> bool:
+        """The database answers (``/healthz``)."""
+        ...
+
+
+def _text(text: str) -> str:
+    # JSON from a chat service can hold lone surrogates, which SQLite refuses, and a NUL, which
+    # PostgreSQL refuses in text.
+    return encodable(text).replace("\x00", "\ufffd")
+
+
 class Store:
-    def __init__(self, db: aiosqlite.Connection):
+    # The PostgreSQL channel that carries the thread key of a message stored for a thread the
+    # storing instance does not run.
+    INBOX_CHANNEL = "agy_bridge_inbox"
+
+    def __init__(self, db: Database):
         self._db = db
-        # One connection serves every task: without this lock a write from one task would land
-        # inside another task's open transaction (or BEGIN inside BEGIN would fail).
-        self._lock = anyio.Lock()
+
+    @property
+    def database(self) -> Database:
+        return self._db
 
     # --- messages -----------------------------------------------------------------------
 
@@ -258,27 +347,35 @@ class Store:
         """Store a message; None when its event id was seen before (a retry or redelivery)."""
         event_key = f"{message.thread.platform}:{message.event_id}"
         attachments = json.dumps([a.model_dump() for a in message.attachments])
-        cursor = await self._write(
-            "INSERT INTO inbox (thread_key, event_key, message_id, author_json, text,"
-            " attachments_json, state, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (event_key) DO NOTHING",
-            (
-                message.thread.key,
-                event_key,
-                message.message_id,
-                message.author.model_dump_json(),
-                # JSON from a chat service can hold lone surrogates, which SQLite refuses.
-                encodable(message.text),
-                attachments,
-                state,
-                time.time(),
-            ),
-        )
-        return cursor if cursor else None
+        async with self._db.transaction() as tx:
+            rows = await tx.fetch(
+                "INSERT INTO inbox (thread_key, event_key, message_id, author_json, text,"
+                " attachments_json, state, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (event_key) DO NOTHING RETURNING id",
+                (
+                    message.thread.key,
+                    event_key,
+                    message.message_id,
+                    message.author.model_dump_json(),
+                    _text(message.text),
+                    attachments,
+                    state,
+                    time.time(),
+                ),
+            )
+        return int(rows[0]["id"]) if rows else None
 
     async def pending(self, thread_key: str) -> list[StoredMessage]:
-        rows = await self._fetch(
+        rows = await self._db.fetch(
             "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
+            (thread_key, MessageState.PENDING),
+        )
+        return [_message(r) for r in rows]
+
+    async def _lock_pending(self, tx: Tx, thread_key: str) -> list[StoredMessage]:
+        rows = await tx.fetch(
+            "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id"
+            + self._db.for_update,
             (thread_key, MessageState.PENDING),
         )
         return [_message(r) for r in rows]
@@ -291,71 +388,63 @@ class Store:
         With ``ready_only``, only the leading run of messages whose attachments are saved is
         taken, so messages never overtake each other.
         """
-        async with self._transaction() as db:
-            cursor = await db.execute(
-                "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
-                (thread_key, MessageState.PENDING),
-            )
-            rows = [_message(r) for r in await cursor.fetchall()]
+        async with self._db.transaction() as tx:
             taken: list[StoredMessage] = []
-            for message in rows:
+            for message in await self._lock_pending(tx, thread_key):
                 if ready_only and not message.ready:
                     break
                 taken.append(message)
-            if taken:
-                now = time.time()
-                await db.executemany(
+            now = time.time()
+            for m in taken:
+                await tx.execute(
                     "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?"
                     " AND state = ?",
-                    [(new_state, turn_id, now, m.id, MessageState.PENDING) for m in taken],
+                    (new_state, turn_id, now, m.id, MessageState.PENDING),
                 )
         return [m.model_copy(update={"state": new_state}) for m in taken]
 
     async def take_turn(
-        self, thread_key: str, conversation_id: str | None
+        self, thread_key: str, conversation_id: str | None, *, owner: str | None = None
     ) -> tuple[int, list[StoredMessage]] | None:
         """Start a turn on every pending message, in one transaction; None when none waits."""
-        async with self._transaction() as db:
-            cursor = await db.execute(
-                "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
-                (thread_key, MessageState.PENDING),
-            )
-            messages = [_message(r) for r in await cursor.fetchall()]
+        async with self._db.transaction() as tx:
+            messages = await self._lock_pending(tx, thread_key)
             if not messages:
                 return None
             now = time.time()
-            cursor = await db.execute(
-                "INSERT INTO turns (thread_key, state, conversation_id, started_at)"
-                " VALUES (?, ?, ?, ?)",
-                (thread_key, TurnState.RUNNING, conversation_id, now),
+            rows = await tx.fetch(
+                "INSERT INTO turns (thread_key, state, conversation_id, started_at, owner)"
+                " VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (thread_key, TurnState.RUNNING, conversation_id, now, owner),
             )
-            turn_id = cursor.lastrowid
-            assert turn_id is not None
-            await db.executemany(
-                "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?",
-                [(MessageState.IN_TURN, turn_id, now, m.id) for m in messages],
-            )
+            turn_id = int(rows[0]["id"])
+            for m in messages:
+                await tx.execute(
+                    "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?",
+                    (MessageState.IN_TURN, turn_id, now, m.id),
+                )
         return turn_id, [m.model_copy(update={"state": MessageState.IN_TURN}) for m in messages]
 
     async def requeue_turn(self, turn_id: int) -> int:
         """Put a turn's messages back to ``pending`` (agy died before it read them)."""
-        async with self._transaction() as db:
-            cursor = await db.execute(
+        async with self._db.transaction() as tx:
+            return await tx.execute(
                 "UPDATE inbox SET state = ?, turn_id = NULL, delivered_at = NULL"
                 " WHERE turn_id = ? AND state = ?",
                 (MessageState.PENDING, turn_id, MessageState.IN_TURN),
             )
-            return cursor.rowcount
 
     async def requeue_injected(self, message_ids: Sequence[int]) -> int:
         """Put injected messages back to ``pending``: agy never read the hook reply with them."""
-        async with self._transaction() as db:
-            cursor = await db.executemany(
-                "UPDATE inbox SET state = ?, turn_id = NULL, delivered_at = NULL"
-                " WHERE id = ? AND state = ?",
-                [(MessageState.PENDING, i, MessageState.INJECTED) for i in message_ids],
-            )
-            return cursor.rowcount
+        async with self._db.transaction() as tx:
+            count = 0
+            for i in message_ids:
+                count += await tx.execute(
+                    "UPDATE inbox SET state = ?, turn_id = NULL, delivered_at = NULL"
+                    " WHERE id = ? AND state = ?",
+                    (MessageState.PENDING, i, MessageState.INJECTED),
+                )
+            return count
 
     async def set_saved(self, message_id: int, saved: Sequence[str]) -> None:
         await self._write(
@@ -363,7 +452,7 @@ class Store:
         )
 
     async def threads_with_pending(self) -> list[str]:
-        rows = await self._fetch(
+        rows = await self._db.fetch(
             "SELECT DISTINCT thread_key FROM inbox WHERE state = ? ORDER BY thread_key",
             (MessageState.PENDING,),
         )
@@ -371,14 +460,14 @@ class Store:
 
     async def history(self, thread_key: str, limit: int) -> list[tuple[float, str, str]]:
         """(time, author label, text) of user messages and agent answers, oldest first."""
-        rows = await self._fetch(
+        rows = await self._db.fetch(
             "SELECT at, who, text FROM ("
             " SELECT received_at AS at, author_json AS who, text FROM inbox"
             "  WHERE thread_key = ? AND state != ?"
             " UNION ALL"
             " SELECT ended_at AS at, NULL AS who, response AS text FROM turns"
             "  WHERE thread_key = ? AND response IS NOT NULL AND response != ''"
-            ") ORDER BY at DESC LIMIT ?",
+            ") AS h ORDER BY at DESC LIMIT ?",
             (thread_key, MessageState.COMMAND, thread_key, limit),
         )
         out = []
@@ -400,7 +489,7 @@ class Store:
 
     async def thread(self, key: str) -> ThreadRow:
         """The thread's row; an empty one for a thread not recorded yet."""
-        rows = await self._fetch("SELECT * FROM threads WHERE key = ?", (key,))
+        rows = await self._db.fetch("SELECT * FROM threads WHERE key = ?", (key,))
         if not rows:
             return ThreadRow(key=key)
         row = rows[0]
@@ -409,13 +498,20 @@ class Store:
             conversation_id=row["conversation_id"],
             model=row["model"],
             usage=Usage.model_validate_json(row["usage_json"]) if row["usage_json"] else None,
+            conversation_instance=row["conversation_instance"],
         )
 
     async def known_thread(self, key: str) -> bool:
-        return bool(await self._fetch("SELECT 1 FROM threads WHERE key = ?", (key,)))
+        return bool(await self._db.fetch("SELECT 1 FROM threads WHERE key = ?", (key,)))
 
-    async def set_conversation(self, key: str, conversation_id: str | None) -> None:
-        await self._set_thread(key, "conversation_id", conversation_id)
+    async def set_conversation(
+        self, key: str, conversation_id: str | None, *, instance: str | None = None
+    ) -> None:
+        await self._write(
+            "UPDATE threads SET conversation_id = ?, conversation_instance = ?, updated_at = ?"
+            " WHERE key = ?",
+            (conversation_id, instance, time.time(), key),
+        )
 
     async def set_model(self, key: str, model: str | None) -> None:
         await self._set_thread(key, "model", model)
@@ -456,16 +552,31 @@ class Store:
                 state,
                 time.time(),
                 error,
-                response,
+                _text(response) if response is not None else None,
                 usage.model_dump_json() if usage else None,
                 turn_id,
             ),
         )
 
-    async def running_turns(self) -> list[TurnRow]:
-        rows = await self._fetch(
-            "SELECT * FROM turns WHERE state = ? ORDER BY id", (TurnState.RUNNING,)
-        )
+    async def end_running_turn(self, turn_id: int, state: TurnState, error: str) -> bool:
+        """End a turn left ``running``; False when another instance ended it first."""
+        async with self._db.transaction() as tx:
+            changed = await tx.execute(
+                "UPDATE turns SET state = ?, ended_at = ?, error = ? WHERE id = ? AND state = ?",
+                (state, time.time(), error, turn_id, TurnState.RUNNING),
+            )
+        return changed > 0
+
+    async def running_turns(self, thread_key: str | None = None) -> list[TurnRow]:
+        if thread_key is None:
+            rows = await self._db.fetch(
+                "SELECT * FROM turns WHERE state = ? ORDER BY id", (TurnState.RUNNING,)
+            )
+        else:
+            rows = await self._db.fetch(
+                "SELECT * FROM turns WHERE state = ? AND thread_key = ? ORDER BY id",
+                (TurnState.RUNNING, thread_key),
+            )
         return [
             TurnRow(
                 id=r["id"],
@@ -473,26 +584,36 @@ class Store:
                 state=TurnState(r["state"]),
                 conversation_id=r["conversation_id"],
                 started_at=r["started_at"],
+                owner=r["owner"],
             )
             for r in rows
         ]
 
     # --- processes (for cleanup after a crash) ------------------------------------------
 
-    async def add_process(self, pgid: int, thread_key: str, run_marker: str) -> None:
+    async def add_process(
+        self, pgid: int, thread_key: str, run_marker: str, *, owner: str | None = None
+    ) -> None:
         await self._write(
-            "INSERT OR REPLACE INTO processes (pgid, thread_key, run_marker, started_at)"
-            " VALUES (?, ?, ?, ?)",
-            (pgid, thread_key, run_marker, time.time()),
+            "INSERT INTO processes (pgid, thread_key, run_marker, started_at, owner)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (pgid) DO UPDATE SET"
+            " thread_key = excluded.thread_key, run_marker = excluded.run_marker,"
+            " started_at = excluded.started_at, owner = excluded.owner",
+            (pgid, thread_key, run_marker, time.time(), owner),
         )
 
     async def remove_process(self, pgid: int) -> None:
         await self._write("DELETE FROM processes WHERE pgid = ?", (pgid,))
 
     async def processes(self) -> list[ProcessRow]:
-        rows = await self._fetch("SELECT * FROM processes", ())
+        rows = await self._db.fetch("SELECT * FROM processes", ())
         return [
-            ProcessRow(pgid=r["pgid"], thread_key=r["thread_key"], run_marker=r["run_marker"])
+            ProcessRow(
+                pgid=r["pgid"],
+                thread_key=r["thread_key"],
+                run_marker=r["run_marker"],
+                owner=r["owner"],
+            )
             for r in rows
         ]
 
@@ -514,8 +635,8 @@ class Store:
                 approval_id,
                 thread_key,
                 tool,
-                encodable(json.dumps(args, default=str)),
-                encodable(summary),
+                _text(json.dumps(args, default=str)),
+                _text(summary),
                 requested_by.model_dump_json() if requested_by else None,
                 ApprovalState.WAITING,
                 time.time(),
@@ -535,27 +656,26 @@ class Store:
         reason: str | None = None,
     ) -> bool:
         """Record the decision of a waiting request; False when it was decided already."""
-        async with self._transaction() as db:
-            cursor = await db.execute(
-                "UPDATE approvals SET state = ?, decided_by_json = ?, reason = ?, decided_at = ?"
-                " WHERE id = ? AND state = ?",
-                (
-                    state,
-                    by.model_dump_json() if by else None,
-                    encodable(reason) if reason else None,
-                    time.time(),
-                    approval_id,
-                    ApprovalState.WAITING,
-                ),
-            )
-            return cursor.rowcount > 0
+        changed = await self._write(
+            "UPDATE approvals SET state = ?, decided_by_json = ?, reason = ?, decided_at = ?"
+            " WHERE id = ? AND state = ?",
+            (
+                state,
+                by.model_dump_json() if by else None,
+                _text(reason) if reason else None,
+                time.time(),
+                approval_id,
+                ApprovalState.WAITING,
+            ),
+        )
+        return changed > 0
 
     async def approval(self, approval_id: str) -> ApprovalRow | None:
-        rows = await self._fetch("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+        rows = await self._db.fetch("SELECT * FROM approvals WHERE id = ?", (approval_id,))
         return _approval(rows[0]) if rows else None
 
     async def approval_by_handle(self, thread_key: str, handle: str) -> ApprovalRow | None:
-        rows = await self._fetch(
+        rows = await self._db.fetch(
             "SELECT * FROM approvals WHERE thread_key = ? AND handle = ?", (thread_key, handle)
         )
         return _approval(rows[0]) if rows else None
@@ -563,12 +683,12 @@ class Store:
     async def waiting_approvals(self, thread_key: str | None = None) -> list[ApprovalRow]:
         """Requests nobody answered yet (of one thread, or all), oldest first."""
         if thread_key is None:
-            rows = await self._fetch(
+            rows = await self._db.fetch(
                 "SELECT * FROM approvals WHERE state = ? ORDER BY requested_at, id",
                 (ApprovalState.WAITING,),
             )
         else:
-            rows = await self._fetch(
+            rows = await self._db.fetch(
                 "SELECT * FROM approvals WHERE thread_key = ? AND state = ?"
                 " ORDER BY requested_at, id",
                 (thread_key, ApprovalState.WAITING),
@@ -577,7 +697,7 @@ class Store:
 
     async def allow_list(self, thread_key: str) -> list[str]:
         """The thread's "always" patterns, oldest first."""
-        rows = await self._fetch(
+        rows = await self._db.fetch(
             "SELECT pattern FROM approval_allow WHERE thread_key = ? ORDER BY added_at, pattern",
             (thread_key,),
         )
@@ -587,83 +707,80 @@ class Store:
         await self._write(
             "INSERT INTO approval_allow (thread_key, pattern, added_by_json, added_at)"
             " VALUES (?, ?, ?, ?) ON CONFLICT (thread_key, pattern) DO NOTHING",
-            (thread_key, encodable(pattern), by.model_dump_json() if by else None, time.time()),
+            (thread_key, _text(pattern), by.model_dump_json() if by else None, time.time()),
         )
 
     async def clear_allowed(self, thread_key: str) -> int:
-        async with self._transaction() as db:
-            cursor = await db.execute(
-                "DELETE FROM approval_allow WHERE thread_key = ?", (thread_key,)
-            )
-            return cursor.rowcount
+        return await self._write("DELETE FROM approval_allow WHERE thread_key = ?", (thread_key,))
 
     # --- plumbing -----------------------------------------------------------------------
 
-    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
-        async with self._lock:
-            cursor = await self._db.execute(sql, params)
-            return list(await cursor.fetchall())
-
     async def _write(self, sql: str, params: Sequence[Any]) -> int:
-        """Run one write in its own transaction; returns lastrowid (0 when nothing was added)."""
-        async with self._transaction() as db:
-            cursor = await db.execute(sql, params)
-            rowid = cursor.lastrowid if cursor.rowcount > 0 else 0
-        return rowid or 0
-
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            try:
-                await self._db.execute("BEGIN IMMEDIATE")
-                yield self._db
-                await self._db.commit()
-            except sqlite3.Error as exc:
-                await self._rollback()
-                raise StoreError(f"could not write to the store: {exc}") from exc
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await self._rollback()
-                raise
-
-    async def _rollback(self) -> None:
-        try:
-            await self._db.rollback()
-        except sqlite3.Error:
-            pass
+        """Run one write in its own transaction; the number of rows it changed."""
+        return await self._db.execute(sql, params)
 
 
-async def _migrate(db: aiosqlite.Connection) -> None:
-    await db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-    cursor = await db.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-    row = await cursor.fetchone()
-    current = int(row[0]) if row else 0
-    if current > SCHEMA_VERSION:
-        raise StoreError(
-            f"the store was written by a newer agy-bridge (schema {current}, this one knows "
-            f"{SCHEMA_VERSION}); upgrade agy-bridge"
-        )
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        await db.executescript(
-            "BEGIN;"
-            + _MIGRATIONS[version]
-            + f"INSERT OR REPLACE INTO meta VALUES ('schema_version', '{version}');COMMIT;"
-        )
+async def migrate(db: Database, lock: str = "") -> None:
+    """Bring the schema to :data:`SCHEMA_VERSION`, each version in one transaction.
+
+    ``lock`` is a statement run first in that transaction so that instances starting together
+    migrate one after the other (PostgreSQL); SQLite's write transaction already is one.
+    """
+    async with db.transaction() as tx:
+        if lock:
+            await tx.execute(lock)
+        await tx.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        rows = await tx.fetch("SELECT value FROM meta WHERE key = 'schema_version'")
+        current = int(rows[0]["value"]) if rows else 0
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store was written by a newer agy-bridge (schema {current}, this one knows "
+                f"{SCHEMA_VERSION}); upgrade agy-bridge"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in migration_statements(version, db.types):
+                await tx.execute(statement)
+            await tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(version),),
+            )
+
+
+def store_url(config: Config) -> str:
+    """``[store] url``, or the default SQLite file under the data directory."""
+    if config.store.url is not None and config.store.url.get_secret_value():
+        return config.store.url.get_secret_value()
+    return f"sqlite:///{(config.bridge.data_dir / 'bridge.sqlite3').resolve()}"
+
+
+def is_shared(url: str) -> bool:
+    """Several instances can share this store (PostgreSQL)."""
+    return url.startswith(("postgresql://", "postgres://"))
 
 
 @asynccontextmanager
-async def open_store(path: Path) -> AsyncIterator[Store]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        db = await aiosqlite.connect(path, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the store at {path}: {exc}") from exc
-    try:
-        db.row_factory = sqlite3.Row
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=FULL")
-        await db.execute("PRAGMA busy_timeout=5000")
-        await _migrate(db)
+async def open_store(where: str | Path) -> AsyncIterator[Store]:
+    """Open (and migrate) the store at a ``sqlite:///…`` or ``postgresql://…`` URL, or a path.
+
+    A path is a SQLite file. The PostgreSQL driver is imported only when one is configured.
+    """
+    url = str(where)
+    if is_shared(url):
+        from bridge.core.store_pg import open_postgres
+
+        async with open_postgres(url) as pg:
+            yield Store(pg)
+        return
+    if url.startswith("sqlite://"):
+        path = Path(url.removeprefix("sqlite://"))
+    elif "://" in url:
+        raise StoreError(
+            f"unknown store URL {url.split('://')[0]}://…: use sqlite:///path or postgresql://…"
+        )
+    else:
+        path = Path(url)
+    from bridge.core.store_sqlite import open_sqlite
+
+    async with open_sqlite(path) as db:
         yield Store(db)
-    finally:
-        await db.close()

@@ -25,6 +25,7 @@ from bridge.core.attachments import save_attachments
 from bridge.core.deps import CoreDeps
 from bridge.core.events import Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
+from bridge.core.leases import Lease
 from bridge.core.scrub import Scrubber
 from bridge.core.signals import Marks, Wakeup
 from bridge.core.store import MessageState, StoredMessage, StoreError, TurnState
@@ -42,6 +43,7 @@ class ThreadWorker:
         deps: CoreDeps,
         marks: Marks,
         on_exit: Callable[[ThreadWorker, bool], None],
+        lease: Lease | None = None,
     ):
         self.ref = ref
         self.key = ref.key
@@ -57,6 +59,8 @@ class ThreadWorker:
         self._runner: TurnRunner | None = None
         self._restart_requested = False
         self.gate: ApprovalGate | None = None
+        # This instance runs the thread while it holds the lease (always, on SQLite).
+        self.lease = lease or Lease(ref.key)
 
     # --- signals from the core ------------------------------------------------------------
 
@@ -122,12 +126,14 @@ class ThreadWorker:
             self._runner = TurnRunner(
                 self.ref, self.deps, self._session, self.marks, self._ensure_saved
             )
-            while True:
-                self.wakeup.clear()
-                if not await self.deps.store.pending(self.key):
-                    break
-                await self._serve()
-            clean = True
+            self._runner.context = self.lease.context
+            async with self.lease.guard():
+                while True:
+                    self.wakeup.clear()
+                    if not await self.deps.store.pending(self.key):
+                        break
+                    await self._serve()
+            clean = not self.lease.lost.is_set()
         except WorktreeError as exc:
             await self._fail_pending(f"cannot set up this thread's git worktree: {exc}")
         except RuleTooLarge as exc:
@@ -194,11 +200,15 @@ class ThreadWorker:
         )
         self._restart_requested = False
         async with self.deps.open_process(spec, self._bad_line) as proc:
-            await self.deps.store.add_process(proc.pid, self.key, self.deps.runtime.run_marker)
+            await self.deps.store.add_process(
+                proc.pid, self.key, self.deps.runtime.run_marker, owner=self.deps.leases.owner
+            )
             try:
                 self.proc = proc
                 if proc.conversation_id != thread.conversation_id:
-                    await self.deps.store.set_conversation(self.key, proc.conversation_id)
+                    await self.deps.store.set_conversation(
+                        self.key, proc.conversation_id, instance=self.deps.leases.name
+                    )
                 log.info(
                     "agy ready",
                     extra={"chat_thread": self.key, "conversation": proc.conversation_id},
@@ -218,7 +228,8 @@ class ThreadWorker:
                 return True
             self.wakeup.clear()
             self.deps.slots.set_idle(self.key, False)
-            result = await self._runner.run(proc)  # None: nothing was waiting
+            # A draining instance starts no new turn; None: nothing was waiting.
+            result = None if self.lease.draining else await self._runner.run(proc)
             if self.gate is not None:
                 await self.gate.abandon()  # agy is past any request it made
             if result is not None:

@@ -93,6 +93,8 @@ class TurnRunner:
         self.current: RunningTurn | None = None
         # The turn before, for a hook answer that turns out undelivered after its turn ended.
         self._previous: RunningTurn | None = None
+        # Blocks sent ahead of the next turn's messages, once (a thread's history on a handover).
+        self.context: list[str] = []
 
     @property
     def busy(self) -> bool:
@@ -118,7 +120,9 @@ class TurnRunner:
         """Run one turn on everything pending; None when nothing was pending after all."""
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
-        taken = await self.deps.store.take_turn(self.key, proc.conversation_id)
+        taken = await self.deps.store.take_turn(
+            self.key, proc.conversation_id, owner=self.deps.leases.owner
+        )
         if taken is None:
             return None
         turn_id, messages = taken
@@ -153,7 +157,8 @@ class TurnRunner:
         end: TurnEnd | None = None
         try:
             try:
-                await proc.send_turn(turn_blocks(messages))
+                context, self.context = self.context, []
+                await proc.send_turn([*context, *turn_blocks(messages)])
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 pass  # agy is gone: the exit event explains why
             end = await self._follow(proc, turn)

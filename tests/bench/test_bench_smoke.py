@@ -79,7 +79,9 @@ def test_scale_reports_both_variants_and_rounds() -> None:
         assert number(row[5]) > 0  # CPU per 1000 deltas
     summary = tables(output, "threads")[1]
     assert summary[0][0] == "2"
-    assert summary[0][-1] == "6 / 6"  # 5 appends and a finish per reply
+    # Up to 5 appends and a finish per reply: deltas that arrive together are one append.
+    p50, most = (int(part) for part in summary[0][-1].split(" / "))
+    assert 2 <= p50 <= most <= 6
 
 
 def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:

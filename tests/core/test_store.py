@@ -1,12 +1,16 @@
+"""The store's contract, on SQLite and on PostgreSQL (``store_where`` runs each test on both)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from bridge.core import store as st
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
 from bridge.core.store import StoreError, open_store
+from bridge.core.store_sqlite import SqliteDatabase
 
 pytestmark = pytest.mark.anyio
 T = ThreadRef(platform="slack", channel="C1", thread="1.0")
@@ -23,15 +27,15 @@ def msg(event: str, text: str = "hi", attachments: list[AttachmentRef] | None = 
     )
 
 
-async def test_redelivered_event_is_dropped(tmp_path: Path) -> None:
-    async with open_store(tmp_path / "db.sqlite3") as store:
+async def test_redelivered_event_is_dropped(store_where: str) -> None:
+    async with open_store(store_where) as store:
         assert await store.add_message(msg("e1")) is not None
         assert await store.add_message(msg("e1", "again")) is None
         assert [m.text for m in await store.pending(T.key)] == ["hi"]
 
 
-async def test_take_pending_is_once_and_in_order(tmp_path: Path) -> None:
-    async with open_store(tmp_path / "db.sqlite3") as store:
+async def test_take_pending_is_once_and_in_order(store_where: str) -> None:
+    async with open_store(store_where) as store:
         for n in range(3):
             await store.add_message(msg(f"e{n}", f"m{n}"))
         taken = await store.take_pending(T.key, st.MessageState.INJECTED, 7, ready_only=True)
@@ -41,9 +45,9 @@ async def test_take_pending_is_once_and_in_order(tmp_path: Path) -> None:
         assert await store.take_turn(T.key, "c1") is None
 
 
-async def test_ready_only_stops_at_an_unsaved_attachment(tmp_path: Path) -> None:
+async def test_ready_only_stops_at_an_unsaved_attachment(store_where: str) -> None:
     ref = AttachmentRef(name="a.png", mimetype="image/png", source="x")
-    async with open_store(tmp_path / "db.sqlite3") as store:
+    async with open_store(store_where) as store:
         await store.add_message(msg("e0", "first"))
         second = await store.add_message(msg("e1", "pic", [ref]))
         await store.add_message(msg("e2", "third"))
@@ -56,8 +60,8 @@ async def test_ready_only_stops_at_an_unsaved_attachment(tmp_path: Path) -> None
         assert taken[0].saved == ["/tmp/a.png"]
 
 
-async def test_state_survives_reopen_and_running_turns_are_found(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite3"
+async def test_state_survives_reopen_and_running_turns_are_found(store_where: str) -> None:
+    path = store_where
     async with open_store(path) as store:
         await store.ensure_thread(T)
         await store.set_conversation(T.key, "conv-1")
@@ -78,8 +82,8 @@ async def test_state_survives_reopen_and_running_turns_are_found(tmp_path: Path)
         assert await store.known_thread(T.key)
 
 
-async def test_history_mixes_messages_and_answers(tmp_path: Path) -> None:
-    async with open_store(tmp_path / "db.sqlite3") as store:
+async def test_history_mixes_messages_and_answers(store_where: str) -> None:
+    async with open_store(store_where) as store:
         await store.add_message(msg("e0", "question"))
         taken = await store.take_turn(T.key, "c")
         assert taken is not None
@@ -94,24 +98,25 @@ async def test_history_mixes_messages_and_answers(tmp_path: Path) -> None:
 async def test_a_failing_write_is_a_clear_error(tmp_path: Path) -> None:
     # Tests run as root, where file modes do not stop writes: make SQLite refuse them instead.
     async with open_store(tmp_path / "db.sqlite3") as store:
-        await store._db.execute("PRAGMA query_only=ON")
+        assert isinstance(store.database, SqliteDatabase)
+        await store.database.conn.execute("PRAGMA query_only=ON")
         with pytest.raises(StoreError, match="could not write"):
             await store.add_message(msg("e1"))
         with pytest.raises(StoreError):
             await store.take_pending(T.key, st.MessageState.IN_TURN, None, ready_only=False)
 
 
-async def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite3"
-    async with open_store(path) as store:
-        await store._db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+async def test_newer_schema_is_refused(store_where: str) -> None:
+    path = store_where
+    async with open_store(path) as store, store.database.transaction() as tx:
+        await tx.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="newer"):
         async with open_store(path):
             pass
 
 
-async def test_take_turn_starts_a_turn_on_everything_pending(tmp_path: Path) -> None:
-    async with open_store(tmp_path / "db.sqlite3") as store:
+async def test_take_turn_starts_a_turn_on_everything_pending(store_where: str) -> None:
+    async with open_store(store_where) as store:
         assert await store.take_turn(T.key, "c") is None
         await store.add_message(msg("e0", "a"))
         await store.add_message(msg("e1", "b"))
@@ -123,3 +128,48 @@ async def test_take_turn_starts_a_turn_on_everything_pending(tmp_path: Path) -> 
         assert await store.pending(T.key) == []
         assert await store.requeue_turn(turn_id) == 2
         assert [m.text for m in await store.pending(T.key)] == ["a", "b"]
+
+
+async def test_concurrent_takers_never_take_a_message_twice(store_where: str) -> None:
+    """Two stores on one database (two instances) race for the same pending messages."""
+    async with open_store(store_where) as one, open_store(store_where) as two:
+        for n in range(20):
+            await one.add_message(msg(f"e{n}", f"m{n}"))
+        taken: list[str] = []
+
+        async def take(store: st.Store) -> None:
+            for _ in range(10):
+                got = await store.take_pending(
+                    T.key, st.MessageState.INJECTED, None, ready_only=True
+                )
+                taken.extend(m.text for m in got)
+                got_turn = await store.take_turn(T.key, "c")
+                if got_turn is not None:
+                    taken.extend(m.text for m in got_turn[1])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take, one)
+            tg.start_soon(take, two)
+        assert sorted(taken) == sorted(f"m{n}" for n in range(20))
+
+
+async def test_text_a_database_refuses_is_stored_readable(store_where: str) -> None:
+    async with open_store(store_where) as store:
+        await store.add_message(msg("e0", "nul\x00 and lone \ud800 surrogate"))
+        [stored] = await store.pending(T.key)
+        assert stored.text == "nul\ufffd and lone \ufffd surrogate"
+
+
+async def test_an_unknown_url_is_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="unknown store URL"):
+        async with open_store("mysql://db/bridge"):
+            pass
+
+
+async def test_an_unreachable_postgresql_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge.core import store_pg
+
+    monkeypatch.setattr(store_pg, "CONNECT_TIMEOUT", 1.0)
+    with pytest.raises(StoreError, match=r"cannot open the store at postgresql://u:\*\*\*@"):
+        async with open_store("postgresql://u:secret@127.0.0.1:1/none"):
+            pass

@@ -13,6 +13,7 @@ import pytest
 
 from bridge.core.events import Author, IncomingMessage, SubmitOutcome
 from bridge.core.store import StoreError
+from bridge.core.store_sqlite import SqliteDatabase
 from tests.core.harness import Harness, running, thread
 from tests.faults.console import sim_conversation_messages
 
@@ -20,10 +21,11 @@ pytestmark = [pytest.mark.faults, pytest.mark.anyio]
 
 
 async def refuse_writes(h: Harness, on: bool) -> None:
-    store = h.bridge.store
+    db = h.bridge.store.database
+    assert isinstance(db, SqliteDatabase)
     # Under the store's own lock, so the switch never lands inside another task's transaction.
-    async with store._lock:
-        await store._db.execute(f"PRAGMA query_only={'ON' if on else 'OFF'}")
+    async with db.lock:
+        await db.conn.execute(f"PRAGMA query_only={'ON' if on else 'OFF'}")
 
 
 def message(text: str, event_id: str) -> IncomingMessage:

@@ -269,9 +269,17 @@ class FakeSlack:
         }
 
     async def push_event(
-        self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0
+        self,
+        event: dict[str, Any],
+        *,
+        event_id: str | None = None,
+        retry_attempt: int = 0,
+        via: Any = None,
     ) -> str:
-        """Send an ``events_api`` envelope over Socket Mode; returns its envelope id."""
+        """Send an ``events_api`` envelope over Socket Mode; returns its envelope id.
+
+        Slack spreads one app's events over all its open connections (up to 10): ``via`` picks
+        one (a websocket from :attr:`sockets`); by default the newest."""
         return await self._push(
             {
                 "type": "events_api",
@@ -279,7 +287,8 @@ class FakeSlack:
                 "retry_attempt": retry_attempt,
                 "retry_reason": "timeout" if retry_attempt else "",
                 "payload": self.event_callback(event, event_id),
-            }
+            },
+            via,
         )
 
     def block_action(self, message: Message, user: str, action_id: str) -> dict[str, Any]:
@@ -312,20 +321,23 @@ class FakeSlack:
             ],
         }
 
-    async def click(self, message: Message, user: str, action_id: str) -> str:
+    async def click(self, message: Message, user: str, action_id: str, *, via: Any = None) -> str:
         return await self._push(
             {
                 "type": "interactive",
                 "accepts_response_payload": True,
                 "payload": self.block_action(message, user, action_id),
-            }
+            },
+            via,
         )
 
-    async def _push(self, envelope: dict[str, Any]) -> str:
+    async def _push(self, envelope: dict[str, Any], via: Any = None) -> str:
         await self.wait_for(lambda: any(not ws.closed for ws in self.sockets))
         envelope_id = str(uuid.uuid4())
         envelope["envelope_id"] = envelope_id
-        ws = next(ws for ws in reversed(self.sockets) if not ws.closed)
+        if via is not None and via.closed:
+            raise ConnectionError("that Socket Mode connection is closed")
+        ws = via or next(ws for ws in reversed(self.sockets) if not ws.closed)
         await ws.send_str(json.dumps(envelope))
         return envelope_id
 

@@ -1,0 +1,108 @@
+"""The store's SQLite database through aiosqlite: one file under the data directory (WAL).
+
+One connection serves every task, behind a lock: without it a write from one task would land
+inside another task's open transaction (or BEGIN inside BEGIN would fail). ``BEGIN IMMEDIATE``
+takes the database's write lock up front, so a transaction that reads and then changes rows
+needs no row locks.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from bridge.core.store import Row, StoreError, migrate
+
+TYPES = {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL"}
+
+
+class SqliteTx:
+    def __init__(self, conn: aiosqlite.Connection):
+        self._conn = conn
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        cursor = await self._conn.execute(sql, params)
+        return [dict(r) for r in await cursor.fetchall()]
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        cursor = await self._conn.execute(sql, params)
+        return max(cursor.rowcount, 0)
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """One process is the only reader: the core wakes its own workers."""
+
+
+class SqliteDatabase:
+    types = TYPES
+    for_update = ""
+    shared = False
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path):
+        self.conn = conn
+        self.lock = anyio.Lock()
+        self.where = f"sqlite:///{path}"
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        async with self.lock:
+            try:
+                cursor = await self.conn.execute(sql, params)
+                return [dict(r) for r in await cursor.fetchall()]
+            except sqlite3.Error as exc:
+                raise StoreError(f"could not read the store: {exc}") from exc
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        async with self.transaction() as tx:
+            return await tx.execute(sql, params)
+
+    async def ping(self) -> bool:
+        try:
+            await self.fetch("SELECT 1")
+            return True
+        except StoreError:
+            return False
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqliteTx]:
+        async with self.lock:
+            try:
+                await self.conn.execute("BEGIN IMMEDIATE")
+                yield SqliteTx(self.conn)
+                await self.conn.commit()
+            except sqlite3.Error as exc:
+                await self._rollback()
+                raise StoreError(f"could not write to the store: {exc}") from exc
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._rollback()
+                raise
+
+    async def _rollback(self) -> None:
+        try:
+            await self.conn.rollback()
+        except sqlite3.Error:
+            pass
+
+
+@asynccontextmanager
+async def open_sqlite(path: Path) -> AsyncIterator[SqliteDatabase]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = await aiosqlite.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+    try:
+        conn.row_factory = sqlite3.Row
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA synchronous=FULL")
+        await conn.execute("PRAGMA busy_timeout=5000")
+        db = SqliteDatabase(conn, path)
+        await migrate(db)
+        yield db
+    finally:
+        await conn.close()

@@ -1,0 +1,241 @@
+"""Two bridge instances in one process on one PostgreSQL: threads leased, wake-ups, Stop, drain.
+
+Each instance has its own data directory and chat adapter (as two hosts would); the agy
+simulator's home is shared, as agy's state on shared storage would be. Process-level kills are
+in tests/faults/test_instances_sigkill.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bridge.app import open_bridge, start_adapters
+from bridge.config import build_config
+from bridge.core.events import Author
+from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, thread
+from tests.faults.console import sim_conversation_messages
+from tests.pg import Postgres
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def instance(
+    tmp: Path, name: str, url: str, *, max_processes: int = 4, shared_state: bool = True
+) -> AsyncIterator[Harness]:
+    (tmp / "flags").mkdir(exist_ok=True)
+    os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
+    raw: dict[str, Any] = {
+        "bridge": {"data_dir": str(tmp / name)},
+        "agy": {
+            "command": SIMULATOR,
+            "init_timeout": 20,
+            "stop_grace": 2,
+            "max_processes": max_processes,
+            # The tests hand the agent flag files outside its workspace.
+            "isolation": "none",
+        },
+        "store": {
+            "url": url,
+            "instance": name,
+            "lease_seconds": 3,
+            "drain_seconds": 20,
+            "shared_agy_state": shared_state,
+        },
+    }
+    adapter = RecordingAdapter()
+    async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
+        await bridge.core.recover()
+        yield Harness(bridge, adapter, tmp)
+
+
+@asynccontextmanager
+async def two(tmp: Path, url: str, **kw: Any) -> AsyncIterator[tuple[Harness, Harness]]:
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(instance(tmp, "a", url, **kw))
+        b = await stack.enter_async_context(instance(tmp, "b", url, **kw))
+        yield a, b
+
+
+def answered(*hs: Harness) -> list[str]:
+    return [r.thread.thread for h in hs for r in h.adapter.finished()]
+
+
+async def until(predicate: Any, timeout: float = 60) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.05)
+
+
+async def test_twenty_threads_spread_over_two_instances_each_answered_once(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database(), max_processes=3) as (a, b):
+        for n in range(20):
+            # Every message arrives at A: at its limit A leaves new threads to B.
+            await a.say(f"hello {n}", where=thread(f"t{n:02d}"))
+        await until(lambda: len(answered(a, b)) >= 20)
+        assert sorted(answered(a, b)) == sorted(f"t{n:02d}" for n in range(20))
+        assert a.adapter.finished() and b.adapter.finished(), "both instances served threads"
+        # Later messages of a thread reach the instance holding it, wherever they arrive.
+        for n in range(4):
+            await b.say(f"again {n}", where=thread(f"t{n:02d}"), event_id=f"again-{n}")
+        await until(lambda: len(answered(a, b)) >= 24)
+        assert sorted(answered(a, b)).count("t00") == 2
+
+
+async def test_a_stop_click_at_the_other_instance_stops_the_turn(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        started = a.flag("started")
+        await a.say(f"long [[touch {started}]] [[sleep 60]]")
+        await until(started.exists)
+        assert thread().key in a.bridge.core.workers
+        await b.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.interrupted
+        assert "Stopped by Bob" in " ".join(reply.outcome.notes)
+        assert not b.adapter.notices, "B said nothing: the holder handled the click"
+        await b.say("!status", event_id="status")
+        notice = await b.adapter.wait_notice("Instance")
+        assert "`a` runs this thread (asked `b`)" in notice
+
+
+async def test_graceful_drain_finishes_turns_and_hands_the_rest_over(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    url = postgres.new_database()
+    async with instance(tmp_path, "a", url) as a:
+        flags = [a.flag(f"started-{n}") for n in range(4)]
+        for n, flag in enumerate(flags):
+            await a.say(f"busy {n} [[touch {flag}]] [[sleep 2]]", where=thread(f"d{n}"))
+        await until(lambda: all(f.exists() for f in flags))
+        async with instance(tmp_path, "b", url) as b:
+            # More work lands on A's threads while their turns run, and A drains: it finishes
+            # those turns and leaves the rest to B (the turns' 2 s make it likely that the drain
+            # starts before they end; the checks below hold either way).
+            for n in range(4):
+                await b.say(f"later {n}", where=thread(f"d{n}"), event_id=f"later-{n}")
+            await a.bridge.core.shutdown()
+            assert not a.bridge.core.workers
+            leases = await a.bridge.store.database.fetch("SELECT owner FROM leases")
+            assert not [r for r in leases if r["owner"].startswith("a#")], "A let its leases go"
+            texts = [f"busy {n}" for n in range(4)] + [f"later {n}" for n in range(4)]
+
+            def delivered() -> list[str]:
+                sent = sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
+                return [t for t in texts for m in sent if t in m]
+
+            # A later message may join a running turn (injected) or make a turn of its own.
+            await until(
+                lambda: (
+                    len(delivered()) >= 8
+                    and not any(w.busy for w in b.bridge.core.workers.values())
+                )
+            )
+            assert sorted(delivered()) == sorted(texts), "each message reached agy once"
+            finished = [r for h in (a, b) for r in h.adapter.finished()]
+            assert all(r.outcome is not None and r.outcome.error is None for r in finished)
+            assert all(r.outcome is not None and not r.outcome.interrupted for r in finished)
+            assert len(a.adapter.finished()) >= 4, "A finished the turns it was running"
+
+
+async def test_a_thread_moved_without_shared_agy_state_starts_over_with_its_history(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    url = postgres.new_database()
+    async with instance(tmp_path, "a", url, shared_state=False) as a:
+        await a.say("remember the word [[reply ok, zebra]]")
+        await a.adapter.wait_finished(1)
+        await a.bridge.core.shutdown()
+    async with instance(tmp_path, "b", url, shared_state=False) as b:
+        await b.say("what was the word?", event_id="question")
+        [reply] = await b.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.error is None
+        notice = await b.adapter.wait_notice("moved to bridge instance `b`")
+        assert "`a`" in notice
+        row = await b.bridge.store.thread(thread().key)
+        assert row.conversation_instance == "b"
+        # agy got the thread's history ahead of the question, in the new conversation only.
+        given = [
+            t
+            for t in sim_conversation_messages(tmp_path / "sim-home", ("user",))
+            if "history so far" in t
+        ]
+        [turn] = given
+        assert turn.count("what was the word") == 1
+        assert turn.index("zebra") < turn.index("what was the word")
+
+
+class MatrixLike(RecordingAdapter):
+    """Stands in for the Matrix adapter (the one chat whose client state is local files)."""
+
+    platform = "matrix"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = anyio.Event()
+
+    async def run(self, inbound: Any, started: Any) -> None:
+        self.running.set()
+        started()
+        await anyio.sleep_forever()
+
+
+@asynccontextmanager
+async def matrix_instance(tmp: Path, name: str, url: str, data: str) -> AsyncIterator[MatrixLike]:
+    raw: dict[str, Any] = {
+        "bridge": {"data_dir": str(tmp / data)},
+        "agy": {"command": SIMULATOR},
+        "store": {"url": url, "instance": name, "lease_seconds": 1.5},
+    }
+    adapter = MatrixLike()
+    async with (
+        open_bridge(build_config(raw, environ={}), {"matrix": adapter}) as bridge,
+        anyio.create_task_group() as tg,
+    ):
+        await start_adapters(bridge, tg)
+        yield adapter
+        tg.cancel_scope.cancel()
+
+
+async def test_matrix_runs_on_one_instance_and_moves_only_with_its_files(
+    tmp_path: Path, postgres: Postgres, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = postgres.new_database()
+    async with matrix_instance(tmp_path, "a", url, "data-a") as a:
+        await a.running.wait()
+        async with matrix_instance(tmp_path, "b", url, "data-b") as b:
+            assert not b.running.is_set(), "one instance at a time syncs Matrix"
+    # A is gone; B's data_dir is not A's, so B must not take Matrix over.
+    async with matrix_instance(tmp_path, "b", url, "data-b") as b:
+        with anyio.fail_after(30):
+            while "cannot take over the matrix role from instance a" not in caplog.text:
+                await anyio.sleep(0.05)
+        assert not b.running.is_set()
+    # An instance on A's data directory (shared storage) does take it over.
+    async with matrix_instance(tmp_path, "c", url, "data-a") as c:
+        with anyio.fail_after(30):
+            await c.running.wait()
+
+
+async def test_a_worker_whose_lease_was_taken_stops(tmp_path: Path, postgres: Postgres) -> None:
+    url = postgres.new_database()
+    async with instance(tmp_path, "a", url) as a:
+        started = a.flag("started")
+        await a.say(f"long [[touch {started}]] [[sleep 60]]")
+        await until(started.exists)
+        # Another instance holds the thread now (A was cut off from the database too long).
+        async with a.bridge.store.database.transaction() as tx:
+            await tx.execute("UPDATE leases SET owner = 'elsewhere#1'")
+        await a.worker_gone()
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.interrupted

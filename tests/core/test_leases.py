@@ -1,0 +1,105 @@
+"""Thread leases on PostgreSQL: claimed once, renewed, taken over when lapsed, lost, released."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bridge.core.leases import CONTROL_CHANNEL, LocalLeases, SharedLeases, open_leases
+from bridge.core.store import Store, open_store
+from bridge.core.store_pg import PostgresDatabase
+from tests.pg import Postgres
+
+pytestmark = pytest.mark.anyio
+KEY = "slack|C1|1.0"
+
+
+async def lapse(store: Store) -> None:
+    async with store.database.transaction() as tx:
+        await tx.execute("UPDATE leases SET expires_at = 0")
+
+
+async def test_a_lease_is_held_by_one_instance_and_taken_over_once_lapsed(
+    postgres: Postgres,
+) -> None:
+    url = postgres.new_database()
+    async with open_store(url) as store_a, open_store(url) as store_b:
+        a, b = SharedLeases(store_a, "a", 30), SharedLeases(store_b, "b", 30)
+        first = await a.claim(KEY)
+        assert first.granted and first.previous is None
+        assert not (await b.claim(KEY)).granted, "a live lease is not taken"
+        assert (await a.claim(KEY)).granted, "the holder renews its own"
+        assert await b.holder(KEY) == "a"
+
+        await lapse(store_a)
+        assert await a.holder(KEY) is None
+        taken = await b.claim(KEY)
+        assert taken.granted and taken.previous == a.owner
+        assert await a._renew([KEY]) == {KEY}, "a learns it lost the thread"
+        assert await b._renew([KEY]) == set()
+
+        await a.release(KEY)
+        assert await a.holder(KEY) == "b", "releasing someone else's lease does nothing"
+        await b.release(KEY)
+        assert await a.holder(KEY) is None
+
+
+async def test_renewal_puts_back_a_lease_removed_under_its_holder(postgres: Postgres) -> None:
+    async with open_store(postgres.new_database()) as store:
+        a = SharedLeases(store, "a", 30)
+        assert (await a.claim(KEY)).granted
+        async with store.database.transaction() as tx:
+            await tx.execute("DELETE FROM leases")
+        assert await a._renew([KEY]) == set()
+        assert await a.holder(KEY) == "a"
+
+
+async def test_a_restarted_instance_waits_for_its_old_leases_like_any_other(
+    postgres: Postgres,
+) -> None:
+    async with open_store(postgres.new_database()) as store:
+        old, new = SharedLeases(store, "a", 30), SharedLeases(store, "a", 30)
+        assert old.owner != new.owner and old.name == new.name
+        assert (await old.claim(KEY)).granted
+        assert not (await new.claim(KEY)).granted
+
+
+async def test_control_requests_reach_the_listening_instance(postgres: Postgres) -> None:
+    url = postgres.new_database()
+    heard: list[tuple[str, str]] = []
+    listening = anyio.Event()
+
+    async def ready() -> None:
+        listening.set()
+
+    async with open_store(url) as store_a, open_store(url) as store_b:
+        a, b = SharedLeases(store_a, "a", 30), SharedLeases(store_b, "b", 30)
+        db = store_a.database
+        assert isinstance(db, PostgresDatabase)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                db.listen,
+                [CONTROL_CHANNEL, Store.INBOX_CHANNEL],
+                lambda channel, payload: heard.append((channel, payload)),
+                ready,
+            )
+            await listening.wait()
+            await b.send_control(KEY, "stop", "Bob")
+            await b.announce(KEY)
+            with anyio.fail_after(10):
+                while len(heard) < 2:
+                    await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        assert heard[0][0] == CONTROL_CHANNEL and '"action": "stop"' in heard[0][1]
+        assert heard[1] == (Store.INBOX_CHANNEL, KEY)
+        assert a.name == "a"
+
+
+async def test_sqlite_means_one_instance_and_no_lease_queries(tmp_path: Path) -> None:
+    async with open_store(f"sqlite:///{tmp_path}/db.sqlite3") as store:
+        leases = open_leases(store, "solo", 30)
+        assert isinstance(leases, LocalLeases) and not leases.shared
+        assert (await leases.claim(KEY)).granted
+        assert await leases.holder(KEY) is None

@@ -1,0 +1,332 @@
+"""Two `agy-bridge run` instances on one PostgreSQL, with the Slack fake: spread, Stop, SIGKILL.
+
+Each instance opens its own Socket Mode connection to the fake, which delivers each envelope on
+the connection the test picks (Slack spreads an app's events over its connections). The agy
+simulator's home is shared by both, as agy's state on shared storage would be. An envelope the
+killed instance had not acknowledged is delivered again on the other connection, with the same
+event id, as Slack redelivers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import psycopg
+import pytest
+from anyio.abc import Process
+
+from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event
+from tests.chat.slack.conftest import fake_slack as fake_slack
+from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.faults.console import marked_processes, sim_conversation_messages
+from tests.pg import Postgres
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.faults]
+
+LEASE = 2.0
+TOKEN = re.compile(r"tok-\d{2}-\d{2}")
+TAKEOVER_NOTICE = "stopped answering while the agent was working"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Instance:
+    name: str
+    root: Path
+    fake: FakeSlack
+    url: str
+    port: int = field(default_factory=free_port)
+    process: Process | None = None
+    ws: Any = None
+    runs: int = 0
+
+    def config(self) -> Path:
+        command = json.dumps([sys.executable, "-m", "bridge.simulator"])
+        path = self.root / f"{self.name}.toml"
+        path.write_text(
+            f'[bridge]\ndata_dir = "data-{self.name}"\n'
+            # isolation none: the tests hand the agent flag files outside its workspace.
+            f"[agy]\ncommand = {command}\ninit_timeout = 20\nstop_grace = 2\n"
+            'isolation = "none"\n'
+            f'[slack]\napi_url = "{self.fake.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
+            f"[admin]\nenabled = true\nport = {self.port}\n"
+            f'[store]\nurl = "{self.url}"\ninstance = "{self.name}"\n'
+            f"lease_seconds = {LEASE}\ndrain_seconds = 20\nshared_agy_state = true\n"
+        )
+        return path
+
+    async def start(self) -> None:
+        before = set(map(id, self.fake.sockets))
+        self.runs += 1
+        logs = self.root / "logs"
+        logs.mkdir(exist_ok=True)
+        env = {
+            **os.environ,
+            "AGY_SIM_HOME": str(self.root / "sim-home"),
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_APP_TOKEN": APP_TOKEN,
+        }
+        with (logs / f"{self.name}-{self.runs}.err").open("wb") as err:
+            self.process = await anyio.open_process(
+                [sys.executable, "-m", "bridge", "run", "--config", str(self.config())],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=self.root,
+            )
+        async with aiohttp.ClientSession() as http:
+            with anyio.fail_after(60):
+                while True:
+                    try:
+                        async with http.get(f"http://127.0.0.1:{self.port}/healthz") as r:
+                            if r.status == 200 and (await r.json())["instance"] == self.name:
+                                break
+                    except aiohttp.ClientError:
+                        pass
+                    assert self.process.returncode is None, f"{self.name} exited at start"
+                    await anyio.sleep(0.1)
+        await self.fake.wait_for(
+            lambda: any(id(ws) not in before and not ws.closed for ws in self.fake.sockets), 30
+        )
+        self.ws = next(ws for ws in self.fake.sockets if id(ws) not in before and not ws.closed)
+
+    async def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        await self.process.wait()
+        # The fake notices the closed connection.
+        await self.fake.wait_for(lambda: self.ws.closed or self.ws not in self.fake.sockets, 30)
+
+    async def terminate(self) -> int:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(60):
+            return await self.process.wait()
+
+
+def query(url: str, sql: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return list(conn.execute(sql).fetchall())
+
+
+async def settled(url: str, timeout: float = 90) -> None:
+    """Until nothing waits in the inbox and no turn runs."""
+    with anyio.fail_after(timeout):
+        while query(
+            url,
+            "SELECT 1 FROM inbox WHERE state = 'pending' UNION ALL "
+            "SELECT 1 FROM turns WHERE state = 'running'",
+        ):
+            await anyio.sleep(0.2)
+
+
+async def two_instances(root: Path, fake: FakeSlack, url: str) -> tuple[Instance, Instance]:
+    a, b = Instance("a", root, fake, url), Instance("b", root, fake, url)
+    await a.start()
+    await b.start()
+    return a, b
+
+
+async def stop_all(*instances: Instance) -> None:
+    with anyio.CancelScope(shield=True):
+        for inst in instances:
+            if inst.process is not None and inst.process.returncode is None:
+                await inst.terminate()
+
+
+async def test_messages_to_twenty_threads_spread_over_two_instances(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    try:
+        threads = [fake_slack.next_ts() for _ in range(20)]
+        for n, ts in enumerate(threads):
+            await fake_slack.push_event(
+                mention_event(f"hello {n:02d}", ts=ts), via=(a, b)[n % 2].ws
+            )
+        for n, ts in enumerate(threads):
+            await fake_slack.wait_for(
+                lambda n=n, ts=ts: f"hello {n:02d}" in fake_slack.answer_text(CHANNEL, ts), 90
+            )
+        for n, ts in enumerate(threads):
+            answers = [m.visible for m in fake_slack.answer_messages(CHANNEL, ts)]
+            assert sum(f"hello {n:02d}" in text for text in answers) == 1, answers
+        owners = {row[0].split("#")[0] for row in query(url, "SELECT owner FROM turns")}
+        assert owners == {"a", "b"}, "both instances ran turns"
+    finally:
+        await stop_all(a, b)
+    assert a.process is not None and a.process.returncode == 0
+    assert b.process is not None and b.process.returncode == 0
+
+
+async def test_a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    try:
+        started = tmp_path / "started"
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(
+            mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=a.ws
+        )
+        with anyio.fail_after(60):
+            while not started.exists():
+                await anyio.sleep(0.05)
+        assert [r[0].split("#")[0] for r in query(url, "SELECT owner FROM leases")] == ["a"]
+        await fake_slack.wait_for(
+            lambda: any(m.buttons for m in fake_slack.thread(CHANNEL, ts)), 30
+        )
+        button = next(m for m in fake_slack.thread(CHANNEL, ts) if m.buttons)
+        await fake_slack.wait_ack(
+            await fake_slack.click(button, ALICE, "agy_bridge_stop", via=b.ws)
+        )
+        await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, ts), 30)
+        assert "Nothing is running" not in fake_slack.answer_text(CHANNEL, ts)
+    finally:
+        await stop_all(a, b)
+
+
+@dataclass
+class Sent:
+    token: str
+    ts: str
+    thread: str
+    event_id: str
+    event: dict[str, Any]
+    envelope: str
+    via: Instance
+
+
+async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
+    print(f"instances SIGKILL seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
+    rng = random.Random(seed)
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    pair = (a, b)
+    sent: list[Sent] = []
+    roots: list[str] = []
+    try:
+        for cycle in range(20):
+            victim, other = pair[cycle % 2], pair[(cycle + 1) % 2]
+            for n in range(rng.randint(2, 4)):
+                token = f"tok-{cycle:02d}-{n:02d}"
+                directive = rng.choice(["", "[[sleep 0.5]]", "[[sleep 2]]", "[[calls 2]]"])
+                ts = fake_slack.next_ts()
+                if roots and rng.random() < 0.6:
+                    root = rng.choice(roots)
+                    # A mention: a plain reply counts only once the thread is known, which
+                    # may not be yet when its first message is still on its way.
+                    event = mention_event(f"{token} {directive}", ts=ts, thread_ts=root)
+                else:
+                    root = ts
+                    roots.append(ts)
+                    event = mention_event(f"{token} {directive}", ts=ts)
+                via = rng.choice(pair)
+                event_id = f"Ev{token}"
+                envelope = await fake_slack.push_event(event, event_id=event_id, via=via.ws)
+                sent.append(Sent(token, ts, root, event_id, event, envelope, via))
+                await anyio.sleep(rng.uniform(0.05, 0.4))
+            await anyio.sleep(rng.uniform(0.2, 1.5))
+            await victim.kill()
+            # Slack delivers what the dead connection never acknowledged again, elsewhere.
+            for s in sent:
+                if s.via is victim and s.envelope not in fake_slack.acks:
+                    s.envelope = await fake_slack.push_event(
+                        s.event, event_id=s.event_id, retry_attempt=1, via=other.ws
+                    )
+                    s.via = other
+            await victim.start()
+        await settled(url)
+    finally:
+        await stop_all(a, b)
+    context = f"(seed {seed}; logs in {tmp_path / 'logs'})"
+
+    # Every message was stored once, and none is left waiting or failed.
+    inbox = query(url, "SELECT text, state, turn_id FROM inbox")
+    counts = Counter(t for text, _, _ in inbox for t in TOKEN.findall(text))
+    assert set(counts) == {s.token for s in sent}, context
+    assert all(n == 1 for n in counts.values()), f"stored twice {counts} {context}"
+    assert {state for _, state, _ in inbox} <= {"turn", "injected"}, context
+    turns = query(url, "SELECT id, state, error FROM turns")
+    assert not [t for t in turns if t[1] == "running"], context
+    broken = {t[0] for t in turns if t[1] == "interrupted" and "stopped during" in (t[2] or "")}
+
+    # Delivered to agy at most once; a line agy never got was in a turn reported broken.
+    seen = Counter(
+        t
+        for text in sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
+        for t in TOKEN.findall(text)
+    )
+    assert not {t: n for t, n in seen.items() if n > 1}, f"delivered twice {context}"
+    turn_of = {TOKEN.findall(text)[0]: turn for text, _, turn in inbox}
+    unaccounted = [s.token for s in sent if not seen[s.token] and turn_of[s.token] not in broken]
+    assert not unaccounted, f"never delivered, never reported: {unaccounted} {context}"
+
+    # Every broken turn was reported in its thread, once.
+    notices = sum(
+        m.visible.count(TAKEOVER_NOTICE) for root in roots for m in fake_slack.thread(CHANNEL, root)
+    )
+    assert notices == len(broken), f"{notices} notices for {len(broken)} broken turns {context}"
+    with anyio.fail_after(20):
+        while marked_processes(str(tmp_path / "sim-home")):
+            await anyio.sleep(0.1)
+    print(f"{len(sent)} messages, {len(broken)} turns broken by a kill {context}")
+
+
+async def test_sigterm_drains_under_load_and_the_other_instance_carries_on(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    try:
+        threads = [fake_slack.next_ts() for _ in range(6)]
+        for n, ts in enumerate(threads):
+            await fake_slack.wait_ack(
+                await fake_slack.push_event(
+                    mention_event(f"first {n} [[sleep 1]]", ts=ts), via=a.ws
+                )
+            )
+        # More keeps arriving for those threads, at either instance, while A is told to stop.
+        for n, ts in enumerate(threads):
+            event = mention_event(f"second {n}", ts=fake_slack.next_ts(), thread_ts=ts)
+            await fake_slack.wait_ack(await fake_slack.push_event(event, via=(a, b)[n % 2].ws))
+        assert await a.terminate() == 0
+        await settled(url)
+        for n, ts in enumerate(threads):
+            await fake_slack.wait_for(
+                lambda n=n, ts=ts: all(
+                    f"{word} {n}" in fake_slack.answer_text(CHANNEL, ts)
+                    for word in ("first", "second")
+                ),
+                60,
+            )
+            text = fake_slack.answer_text(CHANNEL, ts)
+            assert text.count(f"first {n}") == 1 and text.count(f"second {n}") == 1, text
+            assert "interrupted" not in text.lower() and "shutting down" not in text, text
+        assert not [r for r in query(url, "SELECT owner FROM leases") if r[0].startswith("a#")]
+    finally:
+        await stop_all(a, b)

@@ -1,0 +1,147 @@
+"""A real PostgreSQL on loopback for the store's tests, started the way Synapse is.
+
+`make test` installs Debian's ``postgresql`` package where no server binaries are found (as root,
+as CI runs). :func:`start_postgres` runs ``initdb`` in a temporary directory and the server on a
+free loopback port (no fsync: the data is thrown away), as the ``postgres`` user (or ``nobody``)
+when the suite runs as root, since PostgreSQL refuses to run as root. Each test gets its own
+database from :meth:`Postgres.new_database`. Synchronous (subprocess), for session fixtures.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+BIN_ENV = "AGY_BRIDGE_PG_BIN"
+_READY_TIMEOUT = 60.0
+_STOP_TIMEOUT = 20.0
+
+
+class PostgresError(RuntimeError):
+    """PostgreSQL did not start; the message carries its log tail."""
+
+
+def postgres_bin() -> Path | None:
+    """The directory with ``initdb`` and ``postgres``: $AGY_BRIDGE_PG_BIN, Debian's, or PATH."""
+    if configured := os.environ.get(BIN_ENV):
+        return Path(configured)
+    debian = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parts[3]) if Path(p).parts[3].isdigit() else 0,
+    )
+    if debian:
+        return Path(debian[-1]).parent
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_as() -> tuple[list[str], int, int] | None:
+    """(command prefix, uid, gid) to drop root; None when not root."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            user = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        # setpriv execs the server itself, so signals reach it (runuser would stay between).
+        command = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+        return command, user.pw_uid, user.pw_gid
+    raise PostgresError("running as root and neither a postgres nor a nobody user exists")
+
+
+@dataclass
+class Postgres:
+    port: int
+    workdir: Path
+    process: subprocess.Popen[bytes]
+    user: str = "bridge"
+    _count: int = field(default=0, repr=False)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database; its URL."""
+        self._count += 1
+        name = f"t{self._count}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            # SIGINT: "fast shutdown" (ends sessions, no wait for clients).
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_postgres(bindir: Path, *, durable: bool = False) -> Postgres:
+    """Tests run without fsync (the data is thrown away); ``durable`` keeps PostgreSQL's
+    defaults, for benchmarks that compare against SQLite's fsync per commit."""
+    # Not under pytest's tmp (mode 0700 under root's tree): the server's user must reach it.
+    workdir = Path(tempfile.mkdtemp(prefix="agy-bridge-pg-"))
+    data, sock = workdir / "data", workdir / "sock"
+    sock.mkdir()
+    prefix: list[str] = []
+    drop = _run_as()
+    if drop is not None:
+        prefix, uid, gid = drop
+        for path in (workdir, sock):
+            os.chown(path, uid, gid)
+    log = workdir / "postgres.log"
+    try:
+        subprocess.run(
+            [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "bridge", "-A", "trust",
+             "-E", "UTF8", "--no-sync", "--no-instructions"],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        output = getattr(exc, "stderr", b"") or b""
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise PostgresError(f"initdb failed: {exc}\n{output.decode(errors='replace')}") from exc
+    port = _free_port()
+    fast = [] if durable else [
+        "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [*prefix, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
+             "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sock}",
+             *fast, "-c", "max_connections=200"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    server = Postgres(port=port, workdir=workdir, process=process)
+    deadline = time.monotonic() + _READY_TIMEOUT
+    while True:
+        try:
+            with psycopg.connect(server.url(), connect_timeout=2):
+                return server
+        except psycopg.OperationalError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace")[-3000:]
+                server.stop()
+                raise PostgresError(f"PostgreSQL did not start on port {port}:\n{tail}") from None
+            time.sleep(0.2)
