@@ -32,7 +32,7 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import TimingAdapter, machine, ms, percentile, table
+from bench.common import machine, ms, percentile, table, timing_adapter
 from bench.overhead import alternate, core_variant, running_bridge
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.store import open_store
@@ -63,7 +63,7 @@ async def overhead(root: Path, url: str, turns: int, warmup: int) -> list[list[s
     async with AsyncExitStack() as stack:
         variants = []
         for name, store in (("SQLite", {}), ("PostgreSQL", {"store": {"url": url}})):
-            adapter = TimingAdapter()
+            adapter = timing_adapter()
             bridge = await stack.enter_async_context(
                 running_bridge(root / name, {adapter.platform: adapter}, store)
             )

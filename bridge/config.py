@@ -100,6 +100,8 @@ class SlackSection(_Section):
     streaming: bool = True
     allowed_users: list[str] = Field(default_factory=list)
     allowed_channels: list[str] = Field(default_factory=list)
+    # Other apps whose posts may reach the agent (app ids A… or bot ids B…); none by default.
+    allowed_bots: list[str] = Field(default_factory=list)
 
     @field_validator("api_url")
     @classmethod

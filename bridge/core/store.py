@@ -372,6 +372,14 @@ class Store:
         )
         return [_message(r) for r in rows]
 
+    async def has_pending(self, thread_key: str) -> bool:
+        """Whether a message waits: a read, far cheaper than a turn's write transaction."""
+        rows = await self._db.fetch(
+            "SELECT 1 FROM inbox WHERE thread_key = ? AND state = ? LIMIT 1",
+            (thread_key, MessageState.PENDING),
+        )
+        return bool(rows)
+
     async def _lock_pending(self, tx: Tx, thread_key: str) -> list[StoredMessage]:
         rows = await tx.fetch(
             "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id"

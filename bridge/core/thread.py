@@ -229,7 +229,8 @@ class ThreadWorker:
             self.wakeup.clear()
             self.deps.slots.set_idle(self.key, False)
             # A draining instance starts no new turn; None: nothing was waiting.
-            result = None if self.lease.draining else await self._runner.run(proc)
+            waiting = not self.lease.draining and await self.deps.store.has_pending(self.key)
+            result = await self._runner.run(proc) if waiting else None
             if self.gate is not None:
                 await self.gate.abandon()  # agy is past any request it made
             if result is not None:

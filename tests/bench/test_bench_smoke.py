@@ -113,3 +113,13 @@ def test_approval_latency_prints_the_click_and_its_baseline() -> None:
     assert list(rows) == ["click → agy reads allow", "click → Slack ack (baseline)"]
     for row in rows.values():
         assert int(row[1]) == 5 and number(row[3]) > 0
+
+
+def test_slack_tiers_completes_every_answer_within_the_tiers() -> None:
+    output = run_quick("slack_tiers")
+    rows = {row[0]: row for row in table_rows(output, "method")}
+    assert "chat.startStream" in rows
+    for row in rows.values():
+        assert int(row[1]) > 0  # calls
+        assert int(row[5]) == 0  # no 429 from the fake
+    assert "final answers complete 4/4" in output

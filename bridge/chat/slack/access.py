@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
 
 NOTICE_TEXT = (
@@ -13,19 +14,20 @@ NOTICE_TEXT = (
 
 
 class AccessPolicy:
-    """``allowed_users`` and ``allowed_channels`` from the config, as for Matrix rooms.
+    """``allowed_users`` and ``allowed_channels`` from the config, by the shared rule
+    (:class:`bridge.chat.common.access.AccessRule`): the user is listed (or no user is) and
+    the channel is listed (or no channel is); both lists empty serves nobody.
 
-    A listed user may talk to the agent anywhere the bot is; every member of a listed channel
-    (C…, G…, or a DM's own D… id) may talk to it in that channel. Both lists empty: nobody.
-    So listing channels alone does not open the bot to DMs from the whole workspace.
+    Channels are C…, G…, or a DM's own D… id: listing channels alone does not open the bot to
+    DMs from the whole workspace, and with both lists filled a listed user's DMs need their
+    D… ids listed too.
     """
 
     def __init__(self, allowed_users: Iterable[str], allowed_channels: Iterable[str]) -> None:
-        self._users = frozenset(u.strip() for u in allowed_users if u.strip())
-        self._channels = frozenset(c.strip() for c in allowed_channels if c.strip())
+        self._rule = AccessRule.of(allowed_users, allowed_channels)
 
     def allows(self, user: str, channel: str) -> bool:
-        return user in self._users or channel in self._channels
+        return self._rule.allows(user, channel)
 
 
 class NoticeLedger:

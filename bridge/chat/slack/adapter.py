@@ -18,26 +18,30 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
+from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.client import (
     CALL_ERRORS,
     api_error,
-    attach_retry_handlers,
     build_client,
     describe,
     observe_retries,
     with_retries,
 )
+from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.events import (
+    FILES_INFO,
     PLATFORM,
     BotIdentity,
     Candidate,
+    SlackFile,
+    attachments,
     parse_event,
     ts_to_datetime,
 )
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import split_message
 from bridge.chat.slack.history import ThreadHistory
-from bridge.chat.slack.reply import STOP_ACTION_ID, Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.transport import (
     SlackStartError,
     check_app_token,
@@ -49,6 +53,7 @@ from bridge.config import SlackSection
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
+    AttachmentError,
     AttachmentRef,
     Author,
     ChatAdapter,
@@ -84,30 +89,31 @@ class SlackAdapter:
         config: SlackSection,
         *,
         data_dir: Path,
-        client: AsyncWebClient | None = None,
         reply_interval: float = 1.0,
         socket_ping_interval: float = 10.0,
         retry_backoff: float = 0.5,
+        reply_settings: ReplySettings | None = None,
+        budget: RateBudget | None = None,
     ) -> None:
-        _check_secrets(config, has_client=client is not None)
+        _check_secrets(config)
         self._config = config
         self._data_dir = data_dir
-        if client is None:
-            client = build_client(config, backoff=retry_backoff)
-        else:
-            attach_retry_handlers(client, retry_backoff)
-        self._client = client
+        # One rate budget for every call the app makes (see budget.py).
+        self._budget = budget or RateBudget()
+        self._client = build_client(config, budget=self._budget, backoff=retry_backoff)
         self._on_retry: Callable[[str], None] | None = None
+        # Channels where Slack refused the status line for good (not a passing 429).
         self._no_status: set[str] = set()
-        self._reply_settings = ReplySettings(
+        self._reply_settings = reply_settings or ReplySettings(
             streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
         )
         self._ping_interval = socket_ping_interval
         self._backoff = retry_backoff
         self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
         self._notices = NoticeLedger()
-        self._users = UserDirectory(client)
-        self._history = ThreadHistory(client, self._users, backoff=retry_backoff)
+        self._allowed_bots = frozenset(b.strip() for b in config.allowed_bots if b.strip())
+        self._users = UserDirectory(self._client)
+        self._history = ThreadHistory(self._client, self._users, backoff=retry_backoff)
         self._hosts = FileHosts(config.api_url)
         self._bot: BotIdentity | None = None
         self._tg: TaskGroup | None = None
@@ -116,12 +122,18 @@ class SlackAdapter:
         self._writers: LRUMap[tuple[str, str], Recipient] = LRUMap(4096)
         self._marks: LRUMap[tuple[str, str], set[Reaction]] = LRUMap(4096)
         self._approvals = SlackApprovals(
-            client,
+            self._client,
             self._access,
             self._users,
             backoff=retry_backoff,
             on_retry=lambda: self._on_retry,
         )
+        # The running reply of each thread (told when the adapter posts beside it).
+        self._live: dict[str, SlackLiveReply] = {}
+
+    @property
+    def budget(self) -> RateBudget:
+        return self._budget
 
     @property
     def client(self) -> AsyncWebClient:
@@ -241,7 +253,12 @@ class SlackAdapter:
         bot = self._bot
         if bot is None:
             return
-        candidate = parse_event(event, bot)
+        candidate = parse_event(
+            event,
+            bot,
+            allowed_bots=self._allowed_bots,
+            enterprise_id=body.get("enterprise_id") or None,
+        )
         if candidate is None or not await self._concerns_agent(inbound, candidate):
             return
         channel = candidate.thread.channel
@@ -249,13 +266,15 @@ class SlackAdapter:
             log.info("Slack: %s in %s is not allowed", candidate.user, channel)
             self._notify_refused(candidate.user, channel, candidate.thread.thread)
             return
-        team = candidate.team or body.get("team_id") or bot.team_id
+        team = candidate.org or body.get("team_id") or bot.team_id
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
             message_id=candidate.ts,
-            author=await self._users.author(candidate.user),
+            # With the author's organisation: the core keeps it with the message, so a reply
+            # after a restart can still address its stream to the author.
+            author=(await self._users.author(candidate.user)).model_copy(update={"org": team}),
             text=candidate.text,
             attachments=candidate.attachments,
             sent_at=ts_to_datetime(candidate.ts),
@@ -329,27 +348,40 @@ class SlackAdapter:
             self._client,
             thread=thread,
             reply_to=reply_to,
-            recipient=self._recipient(thread, reply_to),
+            recipient=self._recipient(thread, reply_to, author),
             settings=self._reply_settings,
+            budget=self._budget,
             no_status=self._no_status,
         )
-        # The control message and the status go up beside the turn, not in front of it.
+        # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)
+        self._live[thread.key] = reply
         try:
             yield reply
         finally:
+            if self._live.get(thread.key) is reply:
+                del self._live[thread.key]
             with anyio.CancelScope(shield=True):
                 await reply.close()
 
-    def _recipient(self, thread: ThreadRef, reply_to: str | None) -> Recipient:
+    def _recipient(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None
+    ) -> Recipient:
+        # The author the core stored with the message (it survives a restart), else the
+        # writer this run saw.
+        if author is not None and author.id and author.org:
+            return Recipient(user_id=author.id, team_id=author.org)
         for ts in (reply_to, thread.thread):
             if ts:
                 known = self._writers.get((thread.channel, ts))
                 if known is not None:
                     return known
-        return Recipient(team_id=self._bot.team_id if self._bot else None)
+        # Unknown: neither id rather than a half-filled pair Slack would refuse; the reply
+        # then edits instead of streaming (in a DM a stream needs no recipient).
+        return Recipient()
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
+        live = self._live.get(thread.key)
         for chunk in split_message(text):
             await with_retries(
                 functools.partial(
@@ -363,6 +395,8 @@ class SlackAdapter:
                 backoff=self._backoff,
                 on_retry=self._on_retry,
             )
+            if live is not None:
+                live.posted_elsewhere()
 
     async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
         await with_retries(
@@ -379,6 +413,9 @@ class SlackAdapter:
             backoff=self._backoff,
             on_retry=self._on_retry,
         )
+        live = self._live.get(thread.key)
+        if live is not None:
+            live.posted_elsewhere()
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         key = (thread.channel, message_id)
@@ -408,7 +445,11 @@ class SlackAdapter:
                 log.info("Slack: removing a reaction in %s failed: %s", thread.key, describe(exc))
 
     async def ask_approval(self, request: ApprovalRequest) -> str:
-        return await self._approvals.ask(request)
+        handle = await self._approvals.ask(request)
+        live = self._live.get(request.thread.key)
+        if live is not None:
+            live.posted_elsewhere()  # the request went up beside the running reply
+        return handle
 
     async def settle_approval(
         self, request: ApprovalRequest, handle: str, result: ApprovalResult
@@ -419,7 +460,29 @@ class SlackAdapter:
         token = self._client.token
         if not token:
             raise RuntimeError("the Slack client has no bot token")
+        if ref.source.startswith(FILES_INFO):
+            ref = await self._described(ref)
         return await download(ref, dest, max_bytes, token=token, hosts=self._hosts)
+
+    async def _described(self, ref: AttachmentRef) -> AttachmentRef:
+        """A file the event gave without URLs (Slack Connect), as ``files.info`` describes it."""
+        file_id = ref.source.removeprefix(FILES_INFO)
+        try:
+            response = await with_retries(
+                functools.partial(self._client.files_info, file=file_id),
+                what="files.info",
+                thread_key=file_id,
+                backoff=self._backoff,
+                on_retry=self._on_retry,
+            )
+        except CALL_ERRORS as exc:
+            raise AttachmentError(
+                f"{ref.name}: Slack did not let the bot read this file ({describe(exc)})"
+            ) from None
+        [described] = attachments([SlackFile.model_validate(response.get("file") or {})]) or [ref]
+        if described.source.startswith(FILES_INFO):
+            raise AttachmentError(f"{ref.name}: Slack gave no download link for this file")
+        return described
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         if not thread.thread or limit <= 0 or self._bot is None:
@@ -431,8 +494,8 @@ class SlackAdapter:
             return []
 
 
-def _check_secrets(config: SlackSection, *, has_client: bool) -> None:
-    if config.bot_token is None and not has_client:
+def _check_secrets(config: SlackSection) -> None:
+    if config.bot_token is None:
         raise ValueError("slack.bot_token is not set (or SLACK_BOT_TOKEN)")
     if config.transport == "socket" and config.app_token is None:
         raise ValueError("slack.app_token is needed for Socket Mode (or SLACK_APP_TOKEN)")

@@ -1,4 +1,12 @@
-"""The Slack Web API client, its retry handlers, and our own bounded retries for replies."""
+"""The Slack Web API client: every call spends from the app's rate budget; the SDK's handlers
+retry server errors and dropped connections; our own bounded retries keep replies from being
+lost to a burst of 429s.
+
+The SDK's own 429 handler is left out on purpose: it sleeps the whole ``Retry-After`` inside
+the call, which would stall a reply's pump. A 429 instead blocks the method in the budget for
+everyone, an optional update is simply skipped, and an urgent call (:func:`with_retries`)
+waits and tries again.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +27,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 from slack_sdk.http_retry.jitter import Jitter
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from bridge.chat.slack.budget import RateBudget
 from bridge.config import SlackSection
 
 log = logging.getLogger(__name__)
@@ -44,13 +54,65 @@ class _ProportionalJitter(Jitter):
 
 
 def retry_handlers(backoff: float = 0.5) -> list[AsyncRetryHandler]:
-    """The SDK's own handlers: 429 (honouring Retry-After), 500/503, dropped connections."""
+    """The SDK's own handlers for 500/503 and dropped connections (429s: see the module)."""
     interval = BackoffRetryIntervalCalculator(backoff_factor=backoff, jitter=_ProportionalJitter())
     return [
-        AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         AsyncServerErrorRetryHandler(max_retry_count=2, interval_calculator=interval),
         AsyncConnectionErrorRetryHandler(max_retry_count=2, interval_calculator=interval),
     ]
+
+
+def _channel_of(*bodies: Any) -> str | None:
+    for body in bodies:
+        if isinstance(body, dict):
+            channel = body.get("channel") or body.get("channel_id")
+            if channel:
+                return str(channel)
+    return None
+
+
+class BudgetedWebClient(AsyncWebClient):
+    """An ``AsyncWebClient`` whose every Web API call spends from one :class:`RateBudget`
+    (the streams of ``chat_stream`` included: they call through the client)."""
+
+    def __init__(self, *, budget: RateBudget, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.budget = budget
+        # Told of every 429 (for metrics: each is waited out or skipped, never lost).
+        self.on_rate_limited: Callable[[str], None] | None = None
+
+    async def api_call(
+        self,
+        api_method: str,
+        *,
+        http_verb: str = "POST",
+        files: dict[str, Any] | None = None,
+        data: Any = None,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        headers: dict[str, Any] | None = None,
+        auth: dict[str, Any] | None = None,
+    ) -> AsyncSlackResponse:
+        channel = _channel_of(json, data, params)
+        await self.budget.spend(api_method, channel)
+        try:
+            return await super().api_call(
+                api_method,
+                http_verb=http_verb,
+                files=files,
+                data=data,
+                params=params,
+                json=json,
+                headers=headers,
+                auth=auth,
+            )
+        except SlackApiError as exc:
+            if exc.response is not None and exc.response.status_code == 429:
+                wait = retry_after(exc)
+                self.budget.limited(api_method, channel, 1.0 if wait is None else wait)
+                if self.on_rate_limited is not None:
+                    self.on_rate_limited("429")
+            raise
 
 
 class ObservedRetries(AsyncRetryHandler):
@@ -76,8 +138,11 @@ class ObservedRetries(AsyncRetryHandler):
 
 
 def observe_retries(client: AsyncWebClient, observe: Callable[[str], None]) -> None:
-    """Report every retry the client's handlers make: "429", "5xx" or "connection"."""
-    reasons = {
+    """Report every retry the client's handlers make ("5xx" or "connection") and every 429
+    Slack answers ("429")."""
+    if isinstance(client, BudgetedWebClient):
+        client.on_rate_limited = observe
+    reasons: dict[type[AsyncRetryHandler], str] = {
         AsyncRateLimitErrorRetryHandler: "429",
         AsyncServerErrorRetryHandler: "5xx",
         AsyncConnectionErrorRetryHandler: "connection",
@@ -90,18 +155,13 @@ def observe_retries(client: AsyncWebClient, observe: Callable[[str], None]) -> N
     ]
 
 
-def attach_retry_handlers(client: AsyncWebClient, backoff: float = 0.5) -> None:
-    """Add the handlers a client given to us lacks (by type), keeping any it already has."""
-    present = {type(handler) for handler in client.retry_handlers}
-    for handler in retry_handlers(backoff):
-        if type(handler) not in present:
-            client.retry_handlers.append(handler)
-
-
-def build_client(config: SlackSection, *, backoff: float = 0.5) -> AsyncWebClient:
+def build_client(
+    config: SlackSection, *, budget: RateBudget | None = None, backoff: float = 0.5
+) -> BudgetedWebClient:
     if config.bot_token is None:
         raise ValueError("slack.bot_token is not set (or SLACK_BOT_TOKEN)")
-    return AsyncWebClient(
+    return BudgetedWebClient(
+        budget=budget or RateBudget(),
         token=config.bot_token.get_secret_value(),
         base_url=config.api_url,
         retry_handlers=retry_handlers(backoff),
@@ -133,7 +193,8 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, aiohttp.ClientError | OSError | TimeoutError)
 
 
-def _retry_after(exc: BaseException) -> float | None:
+def retry_after(exc: BaseException) -> float | None:
+    """Slack's Retry-After of a 429, in seconds (at most 30), or None."""
     if not isinstance(exc, SlackApiError):
         return None
     value = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
@@ -178,7 +239,7 @@ async def with_retries(
                     describe(exc),
                 )
                 raise
-            delay = _retry_after(exc)
+            delay = retry_after(exc)
             if on_retry is not None:
                 on_retry("429" if delay is not None else "transient")
             if delay is None:

@@ -40,6 +40,8 @@ class SlackFile(_Tolerant):
     size: int | None = None
     url_private_download: str | None = None
     url_private: str | None = None
+    # "check_file_info" for a Slack Connect file: the event has no URLs, files.info does.
+    file_access: str | None = None
 
 
 class SlackMessageEvent(_Tolerant):
@@ -49,10 +51,13 @@ class SlackMessageEvent(_Tolerant):
     channel_type: str | None = None
     user: str | None = None
     bot_id: str | None = None
+    app_id: str | None = None
     text: str = ""
     ts: str
     thread_ts: str | None = None
     team: str | None = None
+    # The author's own team when it differs from the channel's (Slack Connect).
+    user_team: str | None = None
     files: list[SlackFile] = Field(default_factory=list)
 
 
@@ -62,7 +67,8 @@ class Candidate(_Tolerant):
     thread: ThreadRef
     ts: str
     user: str
-    team: str | None
+    # The author's team, or their enterprise on Enterprise Grid: a stream's recipient_team_id.
+    org: str | None
     text: str
     attachments: list[AttachmentRef]
     mentioned: bool  # the bot was @mentioned (an app_mention, or the mention in the text)
@@ -80,8 +86,21 @@ def is_dm_channel(channel: str, channel_type: str | None = None) -> bool:
     return channel_type == "im" or (channel_type is None and channel.startswith("D"))
 
 
-def parse_event(raw: dict[str, Any], bot: BotIdentity) -> Candidate | None:
-    """A ``message`` or ``app_mention`` event as a :class:`Candidate`, or None to ignore it."""
+def parse_event(
+    raw: dict[str, Any],
+    bot: BotIdentity,
+    *,
+    allowed_bots: frozenset[str] = frozenset(),
+    enterprise_id: str | None = None,
+) -> Candidate | None:
+    """A ``message`` or ``app_mention`` event as a :class:`Candidate`, or None to ignore it.
+
+    Apps posting with their bot token send a ``user`` *and* a ``bot_id``/``app_id`` with no
+    subtype: such a message counts only when its app (bot id or app id) is in
+    ``allowed_bots``, so another bot in an allowed channel cannot start turns or ping-pong
+    with ours. ``enterprise_id`` (from the event envelope) names the author's organisation on
+    Enterprise Grid when the event carries no team.
+    """
     try:
         event = SlackMessageEvent.model_validate(raw)
     except ValidationError:
@@ -90,6 +109,9 @@ def parse_event(raw: dict[str, Any], bot: BotIdentity) -> Candidate | None:
         return None
     if event.user == bot.user_id or (event.bot_id and event.bot_id == bot.bot_id):
         return None
+    apps = {name for name in (event.bot_id, event.app_id) if name}
+    if apps and not apps & allowed_bots:
+        return None
     is_dm = is_dm_channel(event.channel, event.channel_type)
     in_thread = bool(event.thread_ts) and event.thread_ts != event.ts
     root = event.thread_ts if in_thread and event.thread_ts else event.ts
@@ -97,7 +119,7 @@ def parse_event(raw: dict[str, Any], bot: BotIdentity) -> Candidate | None:
         thread=ThreadRef(platform=PLATFORM, channel=event.channel, thread=root),
         ts=event.ts,
         user=event.user,
-        team=event.team,
+        org=event.user_team or event.team or enterprise_id,
         text=to_plain_text(event.text, bot.user_id),
         attachments=attachments(event.files),
         mentioned=event.type == "app_mention" or mentions(event.text, bot.user_id),
@@ -143,13 +165,20 @@ def to_plain_text(text: str, bot_user_id: str) -> str:
     return text.strip()
 
 
+# The source of a file the event described without URLs: fetch asks files.info first.
+FILES_INFO = "files.info:"
+
+
 def attachments(files: list[SlackFile]) -> list[AttachmentRef]:
-    """Files Slack lets the bot download (Slack Connect files without URLs are left out)."""
+    """The files of a message. A file without URLs (Slack Connect sends
+    ``file_access: "check_file_info"``) is looked up with ``files.info`` when fetched."""
     refs: list[AttachmentRef] = []
     for file in files:
         source = file.url_private_download or file.url_private
         if not source:
-            continue
+            if not file.id:
+                continue
+            source = FILES_INFO + file.id
         refs.append(
             AttachmentRef(
                 name=file.name or file.title or file.id or "file",

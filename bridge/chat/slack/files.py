@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import anyio
@@ -14,6 +14,10 @@ from bridge.core.events import AttachmentError, AttachmentRef
 _CHUNK = 64 * 1024
 # A download taking longer than this (seconds) is given up.
 DOWNLOAD_TIMEOUT = 300.0
+# Slack's file servers redirect once or twice; more is a loop.
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 MISSING_SCOPE = (
     "Slack answered a web page instead of the file: the app needs the files:read scope "
@@ -67,12 +71,10 @@ async def download(
         raise AttachmentError(f"{ref.name}: not a Slack file URL")
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT)) as session,
-            session.get(ref.source, headers={"Authorization": f"Bearer {token}"}) as response,
-        ):
-            _check_response(response, max_bytes)
-            return await _save(response, dest, max_bytes)
+        async with aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT)
+        ) as session:
+            return await _fetch(session, ref, dest, max_bytes, token=token, hosts=hosts)
     except AttachmentError:
         _remove(dest)
         raise
@@ -81,10 +83,41 @@ async def download(
         raise AttachmentError(f"{ref.name}: download failed ({type(exc).__name__})") from None
 
 
-def _check_response(response: aiohttp.ClientResponse, max_bytes: int) -> None:
+async def _fetch(
+    session: aiohttp.ClientSession,
+    ref: AttachmentRef,
+    dest: Path,
+    max_bytes: int,
+    *,
+    token: str,
+    hosts: FileHosts,
+) -> int:
+    """Follow redirects ourselves: aiohttp drops ``Authorization`` on a cross-origin redirect,
+    and Slack's file servers redirect across origins. The token goes along only to Slack's
+    own hosts; a redirect elsewhere is followed without it."""
+    url = ref.source
+    for _ in range(MAX_REDIRECTS + 1):
+        headers = {"Authorization": f"Bearer {token}"} if hosts.trusts(url) else {}
+        async with session.get(url, headers=headers, allow_redirects=False) as response:
+            location = response.headers.get("Location")
+            if response.status in _REDIRECTS and location:
+                url = urljoin(url, location)
+                continue
+            _check_response(response, max_bytes, ref)
+            return await _save(response, dest, max_bytes)
+    raise AttachmentError(f"{ref.name}: download failed (too many redirects)")
+
+
+def _expects_html(ref: AttachmentRef) -> bool:
+    return ref.mimetype in _HTML_TYPES or ref.name.lower().endswith((".html", ".htm"))
+
+
+def _check_response(response: aiohttp.ClientResponse, max_bytes: int, ref: AttachmentRef) -> None:
     if response.status != 200:
         raise AttachmentError(f"download failed: Slack answered HTTP {response.status}")
-    if response.content_type == "text/html":
+    # A web page where another kind of file was expected is Slack's sign-in page: the token
+    # was refused or lacks files:read. A real HTML attachment is HTML.
+    if response.content_type in _HTML_TYPES and not _expects_html(ref):
         raise AttachmentError(MISSING_SCOPE)
     if response.content_length is not None and response.content_length > max_bytes:
         raise too_big(max_bytes)

@@ -41,7 +41,6 @@ def tool_line(activity: ToolActivity) -> str:
     return line
 
 
-# agy's own words for an interruption, which the interrupted marker already says.
 def plain_fallback(markdown: str, limit: int = 300) -> str:
     """The short plain text Slack shows in notifications for a Markdown message."""
     return one_line(re.sub(r"[*_`~>#]", "", markdown), limit) or "…"

@@ -1,28 +1,37 @@
-"""One turn's reply in a Slack thread: a control message, a streamed answer, a final rewrite.
+"""One turn's reply in a Slack thread: a status line, a streamed answer, a final rewrite.
 
 While the agent works the thread shows:
-- a *control message* (posted first): "Working…", the latest tool lines and a Stop button;
+- the *status line* "is working…" (``assistant.threads.setStatus``), set when the turn starts
+  and kept up (Slack clears it after two minutes, and whenever the app posts);
+- once the turn has run past ``control_delay``, a *control message* with the latest tool lines
+  and a Stop button (:mod:`bridge.chat.slack.control`): a short answer needs neither;
 - the *answer*, streamed with the SDK's ``chat_stream`` or, where streaming is refused or
-  disabled, one message edited about once a second. Long answers and expired streams
-  (``message_not_in_streaming_state``) roll over to a new message, so a long turn keeps its
-  whole text;
-- a status: ``assistant.threads.setStatus`` where Slack offers it, else a reaction on the
-  user's message.
+  disabled, one message edited about once a second. Long answers, streams near Slack's
+  five-minute end and streams that ended anyway roll over to a new message, so a long turn
+  keeps its whole text.
 
 At the end the whole final text replaces what streamed (split over as many messages as it
-needs), the control message keeps only the tool log (or goes away), and the status is cleared.
+needs); the control message keeps only the tool log (or goes away), and the status is cleared
+unless the final post already did. A one-line answer costs two Web API calls: the status and
+the post.
 
-Network calls happen in the reply's :class:`FlushPump`, a task of the adapter's task group, so
-``append`` and ``tool`` never wait for Slack: a slow or rate-limited API cannot stall the turn.
+Every update while the turn runs is *optional* in the app's rate budget
+(:mod:`bridge.chat.slack.budget`): with no token to spare it is skipped and the pump rests
+until one is due, and a reply's flushes slow down as the buckets run low. The final answer is
+*urgent*: it waits for its tokens and may use the reserve the updates leave alone.
+
+Network calls happen in the reply's :class:`FlushPump` and its keeper task, both in the
+adapter's task group, so ``append`` and ``tool`` never wait for Slack.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -32,8 +41,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.markdown import cut_point, slice_for_display
 from bridge.chat.common.pump import FlushPump
+from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
-from bridge.chat.slack.format import SPLIT_LIMIT, split_message, tool_line
+from bridge.chat.slack.control import ControlMessage, ToolLog
+from bridge.chat.slack.events import is_dm_channel
+from bridge.chat.slack.format import SPLIT_LIMIT, split_message
+from bridge.chat.slack.status import StatusLine
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 from bridge.core.outcome import render_outcome
 
@@ -41,17 +54,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-STOP_ACTION_ID = "agy_bridge_stop"
-STATUS_TEXT = "is working…"
-STATUS_REACTION = "hourglass_flowing_sand"
 EXPIRED = "message_not_in_streaming_state"
-# Tool lines shown while the agent works, and kept in the log at the end.
-LIVE_TOOL_LINES = 8
-FINAL_TOOL_LINES = 10
-# A section block's text may hold 3,000 characters.
-_SECTION_LIMIT = 2_900
+CONFLICT = "streaming_state_conflict"
 # Room left in a live piece for a fence line added when it is cut inside a code block.
 _FENCE_ROOM = 64
+# The first text waits this long (or for this much text) before a message is started.
+FIRST_TEXT_DELAY = 0.4
+FIRST_TEXT_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -61,19 +70,25 @@ class Recipient:
     user_id: str | None = None
     team_id: str | None = None
 
+    @property
+    def complete(self) -> bool:
+        return bool(self.user_id and self.team_id)
+
 
 @dataclass(frozen=True)
 class ReplySettings:
     streaming: bool = True
-    # At most one edit (or stream append) per interval: Slack's chat.update is rate limited.
+    # At most one edit (or stream append) per interval, longer as the rate budget runs low.
     interval: float = 1.0
     attempts: int = 4
     backoff: float = 0.5
-
-
-# The first text waits this long (or for this much text) before a message is started.
-FIRST_TEXT_DELAY = 0.4
-FIRST_TEXT_CHARS = 256
+    # The Stop control goes up once a turn has run this long (short answers never show it).
+    control_delay: float = 2.0
+    # Slack clears a status two minutes after it was set: set it again well before.
+    status_refresh: float = 90.0
+    # Slack ends a stream about five minutes after it started, text flowing or not: continue
+    # in a new message before that.
+    stream_max_age: float = 240.0
 
 
 @dataclass
@@ -83,39 +98,15 @@ class _Segment:
     start: int
     ts: str | None = None
     stream: AsyncChatStream | None = None
+    opened_at: float = math.inf  # when its stream started (Slack ends it some minutes later)
     given: int = 0  # streaming: how far the answer text has been handed to the stream
-    shown: str | None = None  # editing: what the message shows now
-
-
-def _mrkdwn_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-@dataclass
-class _ToolLog:
-    lines: list[str] = field(default_factory=list)
-    keys: list[tuple[str, str]] = field(default_factory=list)
-
-    def record(self, activity: ToolActivity) -> None:
-        line = _mrkdwn_escape(tool_line(activity))
-        key = (activity.name, activity.summary)
-        if activity.state != "ACTIVE" and key in self.keys[-LIVE_TOOL_LINES:]:
-            # The end of a call shown as ACTIVE: update its line in place.
-            index = len(self.keys) - 1 - self.keys[::-1].index(key)
-            self.lines[index] = line
-            return
-        self.lines.append(line)
-        self.keys.append(key)
-
-    def tail(self, count: int) -> list[str]:
-        hidden = len(self.lines) - count
-        shown = self.lines[-count:] if count else []
-        return ([f"_… {hidden} earlier_"] if hidden > 0 else []) + shown
+    sent: int = 0  # streaming: how far Slack has confirmed it
+    shown: str | None = None  # what the message shows now, when known
 
 
 class SlackLiveReply:
-    """A :class:`bridge.core.events.LiveReply` for Slack. Start with :meth:`begin`, run
-    its pump in a task group (:meth:`start`), then ``append``/``tool`` and finally ``finish``."""
+    """A :class:`bridge.core.events.LiveReply` for Slack. :meth:`start` runs its tasks in a
+    task group; ``append``/``tool`` feed it; ``finish`` (or :meth:`close`) ends it."""
 
     def __init__(
         self,
@@ -125,28 +116,35 @@ class SlackLiveReply:
         reply_to: str | None,
         recipient: Recipient,
         settings: ReplySettings,
+        budget: RateBudget,
         no_status: set[str] | None = None,
     ) -> None:
         self._client = client
-        # Channels where Slack refused assistant.threads.setStatus (shared by the adapter's
-        # replies): asking again every turn only costs a round trip.
-        self._no_status = no_status if no_status is not None else set()
         self._thread = thread
         self._reply_to = reply_to
         self._recipient = recipient
         self._settings = settings
-        self._streaming = settings.streaming
+        self._budget = budget
+        # Outside DMs Slack streams only to a known recipient (user and team together).
+        self._streaming = settings.streaming and (
+            recipient.complete or is_dm_channel(thread.channel)
+        )
         self._text = ""
-        self._tools = _ToolLog()
+        self._tools = ToolLog()
+        self._control = ControlMessage(client, thread, self._tools)
+        self._status = StatusLine(client, thread, no_status if no_status is not None else set())
         self._segments: list[_Segment] = []
-        self._control_ts: str | None = None
-        self._control_shown: str | None = None
-        self._status: Literal["none", "assistant", "reaction"] = "none"
         self._finished = False
-        self._pump = FlushPump(self._flush, lambda: settings.interval, name=thread.key)
-        self._begun = anyio.Event()
-        self._begin_scheduled = False
+        self._pump = FlushPump(self._flush, self._interval, name=thread.key)
         self._first_text_at: float | None = None
+        # The keeper: the status line and the control message, beside the pump.
+        self._opened_at = anyio.current_time()
+        self._status_due = self._opened_at
+        self._control_due = self._opened_at + settings.control_delay
+        self._keeper_wake = anyio.Event()
+        self._keeper_stopping = False
+        self._keeper_started = False
+        self._keeper_done = anyio.Event()
 
     @property
     def thread(self) -> ThreadRef:
@@ -177,16 +175,17 @@ class SlackLiveReply:
         if self._finished:
             return
         self._finished = True
+        # Nothing optional runs any more (and no status call lands after the final post).
         await self._pump.stop()
+        await self._stop_keeper()
         try:
             await self._render_final(render_outcome(outcome, self._text))
         finally:
-            # Whatever happened to the answer, the Stop button and the status go away (once
-            # begin(), which runs beside the turn, has put them up).
-            if self._begin_scheduled:
-                await self._begun.wait()
-            await self._finish_control()
-            await self._clear_status()
+            try:
+                await self._control.finish(self._retrying)
+            except CALL_ERRORS:
+                pass  # logged with the thread key by _retrying
+            await self._status.clear()
 
     async def close(self) -> None:
         """Leaving the reply without an answer (the turn was cancelled): clear what is shown."""
@@ -195,46 +194,83 @@ class SlackLiveReply:
                 TurnOutcome(error="the turn ended before the agent answered", interrupted=True)
             )
 
-    # ----- start and the background pump ------------------------------------------------------
+    def posted_elsewhere(self) -> None:
+        """Something else of ours was posted in the thread (a notice): Slack took the status
+        down, so put it up again."""
+        self._after_post()
+
+    # ----- tasks ------------------------------------------------------------------------------
 
     def start(self, task_group: TaskGroup) -> None:
-        """Put up the control message and status, and run the pump, beside the turn."""
-        self._begin_scheduled = True
-        task_group.start_soon(self.begin)
+        """Run the pump and the keeper (status line, control message) beside the turn."""
+        self._keeper_started = True
         task_group.start_soon(self._pump.run)
+        task_group.start_soon(self._keep)
 
-    async def ready(self) -> None:
-        """Until begin() has put up the control message and the status."""
-        await self._begun.wait()
+    def _after_post(self) -> None:
+        self._status.cleared_by_post()
+        self._status_due = anyio.current_time()
+        self._keeper_wake.set()
 
-    async def begin(self) -> None:
-        """Post the control message (with the Stop button), then show the status.
-
-        The status comes second: Slack clears an assistant thread's status when the app posts.
-        Failures here are logged, never raised: the turn runs even if Slack hiccups now.
-        """
+    async def _keep(self) -> None:
+        """Keep the status up and post the control message once the turn has run a moment."""
         try:
-            await self._begin()
+            while not self._keeper_stopping:
+                try:
+                    await self._keep_once()
+                except Exception:
+                    # A task of the adapter's group: never let it take the adapter down.
+                    log.exception("status or Stop control of %s failed", self._thread.key)
+                    self._status_due = self._control_due = math.inf
+                due = min(self._status_due, self._control_due)
+                with anyio.move_on_after(max(due - anyio.current_time(), 0.0)):
+                    await self._keeper_wake.wait()
+                self._keeper_wake = anyio.Event()
         finally:
-            self._begun.set()
+            self._keeper_done.set()
 
-    async def _begin(self) -> None:
+    async def _keep_once(self) -> None:
+        now = anyio.current_time()
+        if now >= self._status_due:
+            retry = await self._status.show()
+            if retry is not None:
+                self._status_due = now + retry
+            elif self._status.wanted:
+                self._status_due = now + self._settings.status_refresh
+            else:
+                self._status_due = math.inf
+        if self._keeper_stopping:
+            return
+        if self._control.ts is None and now >= self._control_due:
+            await self._post_control(now)
+
+    async def _post_control(self, now: float) -> None:
         try:
-            response = await self._retrying(
-                "control message",
-                functools.partial(
-                    self._client.chat_postMessage,
-                    channel=self._thread.channel,
-                    thread_ts=self._thread.thread or None,
-                    text="Working…",
-                    blocks=self._control_blocks(live=True),
-                ),
-            )
-            self._control_ts = _ts(response)
-            self._control_shown = self._control_text(live=True)
-        except CALL_ERRORS:
-            pass  # logged by _retrying; the answer still comes, only without a Stop button
-        await self._set_status()
+            with RateBudget.optional():
+                await self._control.post()
+        except Deferred as deferred:
+            self._control_due = now + deferred.wait
+            return
+        except CALL_ERRORS as exc:
+            log.info("no Stop control in %s: %s", self._thread.key, describe(exc))
+            self._control_due = math.inf
+            return
+        self._control_due = math.inf
+        self._after_post()
+        self._pump.poke()  # tool lines recorded while it was being posted
+
+    async def _stop_keeper(self) -> None:
+        self._keeper_stopping = True
+        self._keeper_wake.set()
+        if self._keeper_started:
+            await self._keeper_done.wait()
+
+    # ----- the pump ---------------------------------------------------------------------------
+
+    def _interval(self) -> float:
+        # Paced by what carries the answer; tool-line edits just wait for spare chat.update.
+        method = "chat.appendStream" if self._streaming else "chat.update"
+        return self._budget.interval(self._settings.interval, [(method, None)])
 
     def _first_delay(self) -> float:
         return min(self._settings.interval, FIRST_TEXT_DELAY)
@@ -248,10 +284,19 @@ class SlackLiveReply:
         return anyio.current_time() - self._first_text_at < self._first_delay()
 
     async def _flush(self) -> float | None:
-        """Show what is new; the seconds until the next flush when the first text was held
-        back (the pump then comes back without a poke)."""
+        """Show what is new (optional calls only). The seconds until the next flush when it
+        should come without a poke: the first text held back, or the budget empty."""
+        with RateBudget.optional():
+            try:
+                return await self._flush_now()
+            except Deferred as deferred:
+                return deferred.wait
+
+    async def _flush_now(self) -> float | None:
         try:
-            await self._flush_control()
+            await self._control.update()
+        except Deferred:
+            pass  # no chat.update to spare now: the tool lines wait, the answer does not
         except CALL_ERRORS as exc:
             # Tool lines are a nicety: try again next time, and carry on with the answer.
             log.info("tool lines not updated in %s: %s", self._thread.key, describe(exc))
@@ -264,126 +309,6 @@ class SlackLiveReply:
         else:
             await self._flush_edit()
         return None
-
-    # ----- the control message ----------------------------------------------------------------
-
-    def _control_text(self, *, live: bool) -> str:
-        count = LIVE_TOOL_LINES if live else FINAL_TOOL_LINES
-        while True:
-            lines = self._tools.tail(count)
-            if live:
-                lines = ["_Working…_", *lines]
-            text = "\n".join(lines)
-            if len(text) <= _SECTION_LIMIT or count <= 1:
-                return text[:_SECTION_LIMIT]
-            count -= 1
-
-    def _control_blocks(self, *, live: bool) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = [
-            {"type": "section", "text": {"type": "mrkdwn", "text": self._control_text(live=live)}}
-        ]
-        if live:
-            blocks.append(
-                {
-                    "type": "actions",
-                    "block_id": "agy_bridge_controls",
-                    "elements": [
-                        {
-                            "type": "button",
-                            "action_id": STOP_ACTION_ID,
-                            "text": {"type": "plain_text", "text": "Stop"},
-                            "style": "danger",
-                            "value": self._thread.key,
-                        }
-                    ],
-                }
-            )
-        return blocks
-
-    async def _flush_control(self) -> None:
-        if self._control_ts is None:
-            return
-        wanted = self._control_text(live=True)
-        if wanted == self._control_shown:
-            return
-        await self._client.chat_update(
-            channel=self._thread.channel,
-            ts=self._control_ts,
-            text="Working…",
-            blocks=self._control_blocks(live=True),
-        )
-        self._control_shown = wanted
-
-    async def _finish_control(self) -> None:
-        """The Stop button goes away: keep the tool log, or delete a message with nothing in it."""
-        if self._control_ts is None:
-            return
-        ts = self._control_ts
-        try:
-            if self._tools.lines:
-                await self._retrying(
-                    "tool log",
-                    functools.partial(
-                        self._client.chat_update,
-                        channel=self._thread.channel,
-                        ts=ts,
-                        text="Tool activity",
-                        blocks=self._control_blocks(live=False),
-                    ),
-                )
-            else:
-                await self._retrying(
-                    "control message removal",
-                    functools.partial(
-                        self._client.chat_delete, channel=self._thread.channel, ts=ts
-                    ),
-                )
-        except CALL_ERRORS:
-            pass  # logged with the thread key by _retrying
-
-    # ----- status -----------------------------------------------------------------------------
-
-    async def _set_status(self) -> None:
-        if self._thread.channel not in self._no_status:
-            try:
-                await self._client.assistant_threads_setStatus(
-                    channel_id=self._thread.channel,
-                    thread_ts=self._thread.thread,
-                    status=STATUS_TEXT,
-                )
-                self._status = "assistant"
-                return
-            except CALL_ERRORS as exc:
-                # Outside assistant threads Slack refuses: fall back to a reaction.
-                log.debug("no assistant status for %s: %s", self._thread.key, describe(exc))
-                if api_error(exc):
-                    self._no_status.add(self._thread.channel)
-        if not self._reply_to:
-            return
-        try:
-            await self._client.reactions_add(
-                channel=self._thread.channel, timestamp=self._reply_to, name=STATUS_REACTION
-            )
-            self._status = "reaction"
-        except CALL_ERRORS as exc:
-            if api_error(exc) == "already_reacted":
-                self._status = "reaction"
-            else:
-                log.info("no status reaction for %s: %s", self._thread.key, describe(exc))
-
-    async def _clear_status(self) -> None:
-        try:
-            if self._status == "assistant":
-                await self._client.assistant_threads_setStatus(
-                    channel_id=self._thread.channel, thread_ts=self._thread.thread, status=""
-                )
-            elif self._status == "reaction" and self._reply_to:
-                await self._client.reactions_remove(
-                    channel=self._thread.channel, timestamp=self._reply_to, name=STATUS_REACTION
-                )
-        except CALL_ERRORS as exc:
-            log.info("could not clear the status of %s: %s", self._thread.key, describe(exc))
-        self._status = "none"
 
     # ----- the answer, edited -----------------------------------------------------------------
 
@@ -398,7 +323,7 @@ class SlackLiveReply:
         while len(text) - segment.start > SPLIT_LIMIT:
             cut = cut_point(text, segment.start, SPLIT_LIMIT - _FENCE_ROOM)
             await self._show(segment, slice_for_display(text, segment.start, cut))
-            segment = _Segment(start=cut, given=cut)
+            segment = _Segment(start=cut, given=cut, sent=cut)
             self._segments.append(segment)
         await self._show(segment, slice_for_display(text, segment.start, len(text)))
 
@@ -412,6 +337,7 @@ class SlackLiveReply:
                 markdown_text=content,
             )
             segment.ts = _ts(response)
+            self._after_post()
         else:
             await self._client.chat_update(
                 channel=self._thread.channel, ts=segment.ts, markdown_text=content
@@ -421,22 +347,31 @@ class SlackLiveReply:
     # ----- the answer, streamed ---------------------------------------------------------------
 
     async def _open_stream(self, start: int) -> _Segment:
+        complete = self._recipient.complete
         stream = await self._client.chat_stream(
             channel=self._thread.channel,
             thread_ts=self._thread.thread,
-            recipient_user_id=self._recipient.user_id,
-            recipient_team_id=self._recipient.team_id,
+            # Both or neither: Slack refuses half a pair.
+            recipient_user_id=self._recipient.user_id if complete else None,
+            recipient_team_id=self._recipient.team_id if complete else None,
             # Our pump already coalesces text once per interval: every append is sent.
             buffer_size=1,
         )
-        segment = _Segment(start=start, stream=stream, given=start)
+        segment = _Segment(start=start, stream=stream, given=start, sent=start)
         self._segments.append(segment)
         return segment
+
+    def _too_old(self, segment: _Segment) -> bool:
+        age = anyio.current_time() - segment.opened_at
+        return segment.stream is not None and age >= self._settings.stream_max_age
 
     async def _flush_stream(self) -> None:
         text = self._text
         segment = self._segments[-1] if self._segments else await self._open_stream(0)
-        while segment.given < len(text):
+        if self._too_old(segment) and segment.given < len(text):
+            # Slack would end this stream soon (also after a long quiet tool phase).
+            segment = await self._roll_over(segment, stop=True)
+        while segment.given < len(text) or segment.sent < segment.given:
             if segment.stream is None:
                 segment = await self._open_stream(segment.given)
             # A message that would grow past the limit ends at a paragraph or line boundary.
@@ -444,73 +379,87 @@ class SlackLiveReply:
             end = len(text)
             if full:
                 end = max(segment.given, cut_point(text, segment.start, SPLIT_LIMIT - _FENCE_ROOM))
-            if end == segment.given:
+            if end == segment.given and segment.sent == segment.given:
                 segment = await self._roll_over(segment, stop=True)
                 continue
-            piece = text[segment.given : end]
-            # Handed over even if the call fails: the SDK keeps unsent text in its buffer and
-            # sends it with the next append (and the final rewrite covers everything anyway).
-            segment.given = end
             stream = segment.stream
             assert stream is not None
+            starting = stream.ts is None
+            # Handed to the SDK: a call that fails (or is deferred) keeps the text in the
+            # stream's buffer, and the next append (an empty one if need be) sends it.
+            piece, segment.given = text[segment.given : end], end
             try:
                 await stream.append(markdown_text=piece)
             except SlackApiError as exc:
                 if api_error(exc) == EXPIRED and segment.ts is not None:
                     log.info("stream expired in %s; continuing in a new message", self._thread.key)
+                    segment.given = segment.sent  # its buffer ends with it
                     segment = await self._roll_over(segment, stop=False)
                     continue
-                if stream.ts is None:
+                if stream.ts is None and not self._segments[:-1]:
                     log.info(
                         "streaming unavailable in %s (%s); editing a message instead",
                         self._thread.key,
                         describe(exc),
                     )
                     self._streaming = False
-                    segment.stream = None
+                    self._segments.clear()
                     await self._flush_edit()
                     return
                 raise
+            segment.sent = segment.given
             segment.ts = stream.ts
-            if full:
+            if starting:
+                segment.opened_at = anyio.current_time()
+                self._after_post()
+            if full and segment.given == end:
                 segment = await self._roll_over(segment, stop=True)
 
     async def _roll_over(self, segment: _Segment, *, stop: bool) -> _Segment:
-        """End ``segment`` (stop its stream, rewrite it with its whole part of the text) and
-        continue the answer in a new stream."""
-        stream, segment.stream = segment.stream, None
+        """Continue the answer in a new stream; end ``segment``'s own (stop it, or leave it to
+        the final rewrite when that cannot be done now) and show it with its fences closed."""
         following = await self._open_stream(segment.given)
-        if stop and stream is not None and stream.ts is not None:
-            await self._stop_stream(stream)
-        if segment.ts is not None:
-            content = slice_for_display(self._text, segment.start, segment.given)
+        if stop and segment.stream is not None and segment.stream.ts is not None:
+            if not await self._stop_stream(segment):
+                return following  # still streaming: the final rewrite stops it
+        segment.stream = None
+        content = slice_for_display(self._text, segment.start, segment.given)
+        if segment.ts is not None and content != segment.shown:
             try:
                 await self._client.chat_update(
                     channel=self._thread.channel, ts=segment.ts, markdown_text=content
                 )
                 segment.shown = content
-            except CALL_ERRORS as exc:
+            except (*CALL_ERRORS, Deferred) as exc:
                 # The final rewrite fixes this message; keep streaming meanwhile.
-                log.warning(
-                    "could not close a streamed message in %s: %s", self._thread.key, describe(exc)
-                )
+                log.info("a streamed message in %s not closed yet: %s", self._thread.key, exc)
         return following
 
-    async def _stop_stream(self, stream: AsyncChatStream) -> None:
+    async def _stop_stream(self, segment: _Segment) -> bool:
+        """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired)."""
+        stream = segment.stream
+        if stream is None or stream.ts is None:
+            segment.stream = None
+            return True
         try:
             await stream.stop()
-        except CALL_ERRORS as exc:
+        except (*CALL_ERRORS, Deferred) as exc:
             if api_error(exc) != EXPIRED:
                 log.info("stopping a stream in %s failed: %s", self._thread.key, describe(exc))
+                return False
+            segment.shown = None  # ended by Slack: what it shows is not known exactly
+        else:
+            segment.shown = self._text[segment.start : segment.given]
+        segment.stream = None
+        return True
 
     # ----- the final rewrite ------------------------------------------------------------------
 
     async def _render_final(self, final: str) -> None:
         """The whole final text over the answer's messages: rewrite, add or delete messages."""
         for segment in self._segments:
-            stream, segment.stream = segment.stream, None
-            if stream is not None and stream.ts is not None:
-                await self._stop_stream(stream)
+            if segment.stream is not None:
+                await self._stop_stream(segment)
         targets = [segment for segment in self._segments if segment.ts is not None]
         chunks = split_message(final)
         for index, chunk in enumerate(chunks):
@@ -519,37 +468,47 @@ class SlackLiveReply:
             else:
                 await self._post_final(chunk)
         for segment in targets[len(chunks) :]:
-            ts = segment.ts
-            assert ts is not None
-            try:
-                await self._retrying(
-                    "surplus message removal",
-                    functools.partial(
-                        self._client.chat_delete, channel=self._thread.channel, ts=ts
-                    ),
-                )
-            except CALL_ERRORS:
-                pass  # logged; an outdated piece stays above the final answer
+            await self._delete(segment)
 
     async def _rewrite(self, segment: _Segment, chunk: str) -> None:
-        if segment.shown == chunk:
+        if segment.shown == chunk and segment.stream is None:
             return
+        ts = segment.ts
+        assert ts is not None
+        for attempt in range(2):
+            try:
+                await self._retrying(
+                    "final edit",
+                    functools.partial(
+                        self._client.chat_update,
+                        channel=self._thread.channel,
+                        ts=ts,
+                        markdown_text=chunk,
+                    ),
+                )
+                segment.shown = chunk
+                return
+            except CALL_ERRORS as exc:
+                # Still streaming (its stop failed earlier): stop it, then edit once more.
+                if attempt == 0 and api_error(exc) == CONFLICT and segment.stream is not None:
+                    await self._stop_stream(segment)
+                    continue
+                break
+        # The message cannot be edited (deleted, too old, stuck streaming): post the text anew
+        # and take the old one away, so no partial copy stays above the answer.
+        await self._post_final(chunk)
+        await self._delete(segment)
+
+    async def _delete(self, segment: _Segment) -> None:
         ts = segment.ts
         assert ts is not None
         try:
             await self._retrying(
-                "final edit",
-                functools.partial(
-                    self._client.chat_update,
-                    channel=self._thread.channel,
-                    ts=ts,
-                    markdown_text=chunk,
-                ),
+                "surplus message removal",
+                functools.partial(self._client.chat_delete, channel=self._thread.channel, ts=ts),
             )
-            segment.shown = chunk
         except CALL_ERRORS:
-            # The message cannot be edited (deleted, too old ...): post the text anew.
-            await self._post_final(chunk)
+            pass  # logged; an outdated piece stays above the final answer
 
     async def _post_final(self, chunk: str) -> None:
         try:
@@ -562,6 +521,7 @@ class SlackLiveReply:
                     markdown_text=chunk,
                 ),
             )
+            self._status.cleared_by_post()
         except CALL_ERRORS:
             log.error(
                 "the final answer of %s could not be posted (%d characters lost)",

@@ -25,6 +25,8 @@ import pytest
 from pydantic import SecretStr
 
 from bridge.chat.slack.adapter import SlackAdapter
+from bridge.chat.slack.budget import RateBudget
+from bridge.chat.slack.reply import ReplySettings
 from bridge.config import SlackSection
 from bridge.core.events import Author, IncomingMessage, SubmitOutcome, ThreadRef
 from tests.chat.slack.fake_slack import (
@@ -33,6 +35,7 @@ from tests.chat.slack.fake_slack import (
     BOT_USER,
     SIGNING_SECRET,
     FakeSlack,
+    Message,
     serve_fake_slack,
 )
 
@@ -124,16 +127,30 @@ async def running_adapter(
     data_dir: Path,
     *,
     reply_interval: float = 0.05,
+    control_delay: float = 0.0,
+    status_refresh: float = 90.0,
+    stream_max_age: float = 240.0,
+    budget: RateBudget | None = None,
     **overrides: Any,
 ) -> AsyncIterator[SlackAdapter]:
     """A :class:`SlackAdapter` connected to ``fake`` (Socket Mode unless ``transport="http"``),
-    running until the block ends. Retries and edits are fast so tests stay quick."""
+    running until the block ends. Retries and edits are fast so tests stay quick, and the Stop
+    control goes up at once unless ``control_delay`` says otherwise."""
+    section = slack_section(fake, **overrides)
     adapter = SlackAdapter(
-        slack_section(fake, **overrides),
+        section,
         data_dir=data_dir,
-        reply_interval=reply_interval,
         socket_ping_interval=1.0,
         retry_backoff=0.05,
+        reply_settings=ReplySettings(
+            streaming=section.streaming,
+            interval=reply_interval,
+            backoff=0.05,
+            control_delay=control_delay,
+            status_refresh=status_refresh,
+            stream_max_age=stream_max_age,
+        ),
+        budget=budget,
     )
     async with anyio.create_task_group() as tg:
         ready = anyio.Event()
@@ -170,6 +187,11 @@ def message_event(
         event["thread_ts"] = thread_ts
     event.update(extra)
     return event
+
+
+def control_message(fake: FakeSlack, channel: str, thread_ts: str) -> Message | None:
+    """The bot's message with the Stop button in the thread, once it is up."""
+    return next((m for m in fake.thread(channel, thread_ts) if m.buttons), None)
 
 
 def mention_event(

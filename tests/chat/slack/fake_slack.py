@@ -4,13 +4,26 @@ Serves on 127.0.0.1 (a port the OS picks). Every API call is recorded; a test ca
 answer 429 or 500 a number of times, expire live streams, refuse streaming, push events and
 button clicks over the Socket Mode websocket, collect the acks, and drop the connection.
 
+It is as strict as Slack where the bridge depends on it:
+- rate tiers: past a method's rate (per workspace, ``chat.postMessage`` per channel) it answers
+  HTTP 429 with ``Retry-After`` (:data:`TIERS`, ``enforce_tiers``);
+- streams end ``stream_lifetime`` seconds after they started, text flowing or not, and
+  ``chat.update`` on a message still streaming answers ``streaming_state_conflict``;
+- ``chat.startStream`` wants ``recipient_user_id`` and ``recipient_team_id`` together (both
+  outside DMs) and names the one missing;
+- ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
+  clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
+
 The fake keeps a model of the messages, so tests can read a thread as a person would see it.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
+import math
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -31,6 +44,24 @@ BOT_ID = "BBOT0001"
 TEAM = "T0FAKE01"
 APP_ID = "A0FAKE01"
 
+# Slack's rate tiers, as (calls, window in seconds, counted per channel): Tier 2 about 20 a
+# minute, Tier 3 about 50, Tier 4 about 100; chat.postMessage about one a second per channel.
+TIERS: dict[str, tuple[int, float, bool]] = {
+    "chat.postMessage": (10, 10.0, True),
+    "chat.update": (50, 60.0, False),
+    "chat.delete": (50, 60.0, False),
+    "chat.startStream": (20, 60.0, False),
+    "chat.appendStream": (100, 60.0, False),
+    "chat.stopStream": (20, 60.0, False),
+    "chat.postEphemeral": (100, 60.0, False),
+    "assistant.threads.setStatus": (50, 60.0, False),
+    "reactions.add": (50, 60.0, False),
+    "reactions.remove": (50, 60.0, False),
+    "conversations.replies": (50, 60.0, False),
+}
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+_TS = re.compile(r"^\d+\.\d+$")
+
 
 @dataclass
 class Call:
@@ -38,6 +69,7 @@ class Call:
     args: dict[str, Any]
     status: int = 200
     error: str | None = None
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -52,6 +84,7 @@ class Message:
     files: list[dict[str, Any]] = field(default_factory=list)
     streaming: bool = False
     expired: bool = False
+    stream_started: float = 0.0
     deleted: bool = False
     stream_args: dict[str, Any] = field(default_factory=dict)
 
@@ -103,6 +136,18 @@ class StoredFile:
     name: str
     mimetype: str
     html_instead: bool = False  # answer an HTML page, as Slack does without files:read
+    # Where the file URL sends the download first: nowhere (None), to another Slack origin
+    # ("slack", as Slack's file servers do), or to a host that is not Slack's ("elsewhere").
+    redirect: str | None = None
+
+
+@dataclass
+class Download:
+    """One request for a file's bytes, as the file server saw it."""
+
+    host: str
+    path: str
+    authorized: bool
 
 
 class SlackApiFail(Exception):
@@ -120,8 +165,19 @@ class FakeSlack:
         self.ephemerals: list[dict[str, Any]] = []
         self.files: dict[str, StoredFile] = {}
         self.uploads: dict[str, dict[str, Any]] = {}
-        self.assistant_threads: set[tuple[str, str]] = set()
         self.refuse_streaming: str | None = None
+        # Rate tiers, stream and status lifetimes (seconds), as Slack has them.
+        self.enforce_tiers = True
+        self.tiers = dict(TIERS)
+        self.limited: list[Call] = []
+        self._recent: dict[tuple[str, str], collections.deque[float]] = {}
+        self.stream_lifetime = 300.0
+        self.status_lifetime = 120.0
+        # (channel, thread_ts) -> (status text, when set); and every setStatus that worked.
+        self.statuses: dict[tuple[str, str], tuple[str, float]] = {}
+        self.status_log: list[tuple[str, str, str]] = []
+        self.missing_channels: set[str] = set()
+        self.downloads: list[Download] = []
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
         self.socket_connections = 0
@@ -130,6 +186,8 @@ class FakeSlack:
         self._changed: anyio.Event | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
+        # A second origin (another port) for Slack's own file redirects.
+        self.files_url = ""
 
     # ----- lifecycle --------------------------------------------------------------------------
 
@@ -138,6 +196,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/files/{file_id}/{name}", self._download)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._download_final)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/ws", self._websocket)
         self._runner = web.AppRunner(app, access_log=None)
@@ -146,6 +205,10 @@ class FakeSlack:
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
+        files_site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await files_site.start()
+        files_port = self._runner.addresses[1][1]
+        self.files_url = f"http://127.0.0.1:{files_port}"
 
     async def close(self) -> None:
         for ws in list(self.sockets):
@@ -178,18 +241,37 @@ class FakeSlack:
         self.users[user_id] = {"id": user_id, "name": name.lower(), "profile": profile}
 
     def add_file(
-        self, content: bytes, name: str, mimetype: str, *, html_instead: bool = False
+        self,
+        content: bytes,
+        name: str,
+        mimetype: str,
+        *,
+        html_instead: bool = False,
+        redirect: str | None = None,
+        connect: bool = False,
     ) -> dict[str, Any]:
-        """Store a file and return its Slack file object (as in a message event's ``files``)."""
+        """Store a file and return its Slack file object (as in a message event's ``files``).
+
+        ``connect``: a file shared from another organisation over Slack Connect: the event
+        carries no URLs, only ``file_access: "check_file_info"`` (``files.info`` has them).
+        """
         file_id = f"F{next(self._counter):08d}"
-        self.files[file_id] = StoredFile(content, name, mimetype, html_instead)
+        self.files[file_id] = StoredFile(content, name, mimetype, html_instead, redirect)
+        info = self._file_object(file_id)
+        if connect:
+            return {"id": file_id, "file_access": "check_file_info", "created": int(time.time())}
+        return info
+
+    def _file_object(self, file_id: str) -> dict[str, Any]:
+        stored = self.files[file_id]
+        name = stored.name
         return {
             "id": file_id,
             "name": name,
             "title": name,
-            "mimetype": mimetype,
+            "mimetype": stored.mimetype,
             "filetype": name.rsplit(".", 1)[-1],
-            "size": len(content),
+            "size": len(stored.content),
             "url_private": f"{self.url}/files/{file_id}/{name}",
             "url_private_download": f"{self.url}/files/{file_id}/{name}?download=1",
         }
@@ -210,6 +292,13 @@ class FakeSlack:
 
     def calls_to(self, method: str) -> list[Call]:
         return [call for call in self.calls if call.method == method]
+
+    def status_of(self, channel: str, thread_ts: str) -> str:
+        """The status line a person sees in the thread now ("" when none)."""
+        shown = self.statuses.get((channel, thread_ts))
+        if shown is None or time.monotonic() - shown[1] >= self.status_lifetime:
+            return ""
+        return shown[0]
 
     def ok_calls(self, method: str) -> list[Call]:
         return [call for call in self.calls_to(method) if call.status == 200 and not call.error]
@@ -390,6 +479,11 @@ class FakeSlack:
                 call.status = failure.status
                 return _failure_response(failure)
             self._check_token(method, request)
+            wait = self._over_tier(method, args)
+            if wait is not None:
+                call.status = 429
+                self.limited.append(call)
+                return _failure_response(_Failure(429, 0, wait))
             handler = getattr(self, "_m_" + method.replace(".", "_"), None)
             if handler is None:
                 raise SlackApiFail("unknown_method")
@@ -400,6 +494,24 @@ class FakeSlack:
             return web.json_response({"ok": False, "error": exc.error})
         finally:
             self._notify()
+
+    def _over_tier(self, method: str, args: dict[str, Any]) -> int | None:
+        """Seconds until ``method`` may be called again when this call is past its tier."""
+        tier = self.tiers.get(method)
+        if not self.enforce_tiers or tier is None:
+            return None
+        limit, window, per_channel = tier
+        channel = str(args.get("channel") or args.get("channel_id") or "")
+        recent = self._recent.setdefault(
+            (method, channel if per_channel else ""), collections.deque()
+        )
+        now = time.monotonic()
+        while recent and now - recent[0] >= window:
+            recent.popleft()
+        if len(recent) >= limit:
+            return max(1, math.ceil(recent[0] + window - now))
+        recent.append(now)
+        return None
 
     def _next_failure(self, method: str) -> _Failure | None:
         queue = self._failures.get(method) or []
@@ -454,10 +566,18 @@ class FakeSlack:
             blocks=blocks,
         )
         self.messages[message.ts] = message
+        self._posted(message)
         return {"channel": message.channel, "ts": message.ts}
+
+    def _posted(self, message: Message) -> None:
+        # Slack takes a thread's status down when the app posts in it.
+        if message.thread_ts:
+            self.statuses.pop((message.channel, message.thread_ts), None)
 
     def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._own_message(args)
+        if self._still_streaming(message):
+            raise SlackApiFail("streaming_state_conflict")
         markdown = args.get("markdown_text")
         if markdown is not None:
             if len(markdown) > 12_000:
@@ -482,10 +602,10 @@ class FakeSlack:
         if self.refuse_streaming:
             raise SlackApiFail(self.refuse_streaming)
         channel = str(args["channel"])
-        if not channel.startswith("D") and not (
-            args.get("recipient_user_id") and args.get("recipient_team_id")
-        ):
-            raise SlackApiFail("missing_recipient_user_id")
+        user, team = args.get("recipient_user_id"), args.get("recipient_team_id")
+        # The two go together (required outside DMs); Slack names the one that is missing.
+        if (user or team or not channel.startswith("D")) and not (user and team):
+            raise SlackApiFail("missing_recipient_team_id" if user else "missing_recipient_user_id")
         message = Message(
             channel=channel,
             ts=self.next_ts(),
@@ -493,9 +613,11 @@ class FakeSlack:
             thread_ts=args.get("thread_ts"),
             markdown=str(args.get("markdown_text") or "") + _chunks_text(args.get("chunks")),
             streaming=True,
+            stream_started=time.monotonic(),
             stream_args=args,
         )
         self.messages[message.ts] = message
+        self._posted(message)
         return {"channel": channel, "ts": message.ts}
 
     def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -526,8 +648,17 @@ class FakeSlack:
         return {}
 
     def _m_assistant_threads_setStatus(self, args: dict[str, Any]) -> dict[str, Any]:
-        if (str(args.get("channel_id")), str(args.get("thread_ts"))) not in self.assistant_threads:
-            raise SlackApiFail("not_allowed")
+        channel, thread_ts = str(args.get("channel_id") or ""), str(args.get("thread_ts") or "")
+        if not _CHANNEL_ID.match(channel) or channel in self.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        if not _TS.match(thread_ts):
+            raise SlackApiFail("invalid_thread_ts")
+        status = str(args.get("status") or "")
+        if status:
+            self.statuses[(channel, thread_ts)] = (status, time.monotonic())
+        else:
+            self.statuses.pop((channel, thread_ts), None)
+        self.status_log.append((channel, thread_ts, status))
         return {}
 
     def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -543,6 +674,12 @@ class FakeSlack:
             "has_more": more,
             "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
         }
+
+    def _m_files_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(args.get("file") or "")
+        if file_id not in self.files:
+            raise SlackApiFail("file_not_found")
+        return {"file": self._file_object(file_id)}
 
     def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
         file_id = f"F{next(self._counter):08d}"
@@ -584,9 +721,16 @@ class FakeSlack:
             raise SlackApiFail("cant_update_message")
         return message
 
+    def _still_streaming(self, message: Message) -> bool:
+        """Whether ``message`` streams; Slack ends a stream some minutes after it started."""
+        if message.streaming and time.monotonic() - message.stream_started >= self.stream_lifetime:
+            message.streaming = False
+            message.expired = True
+        return message.streaming
+
     def _live_stream(self, args: dict[str, Any]) -> Message:
         message = self._own_message(args)
-        if not message.streaming:
+        if not self._still_streaming(message):
             raise SlackApiFail("message_not_in_streaming_state")
         return message
 
@@ -596,7 +740,26 @@ class FakeSlack:
         stored = self.files.get(request.match_info["file_id"])
         if stored is None:
             return web.Response(status=404)
+        if stored.redirect is not None:
+            self._record_download(request)
+            # Slack's file servers answer a download with a redirect to another origin, where
+            # the token is needed again (aiohttp drops it on a cross-origin redirect).
+            port = self.files_url.rsplit(":", 1)[1]
+            host = "127.0.0.1" if stored.redirect == "slack" else "localhost"
+            path = request.path_qs.replace("/files/", "/files-pri/", 1)
+            raise web.HTTPFound(f"http://{host}:{port}{path}")
+        return await self._download_final(request)
+
+    def _record_download(self, request: web.Request) -> bool:
         authorized = request.headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
+        self.downloads.append(Download(request.host, request.path, authorized))
+        return authorized
+
+    async def _download_final(self, request: web.Request) -> web.StreamResponse:
+        stored = self.files.get(request.match_info["file_id"])
+        if stored is None:
+            return web.Response(status=404)
+        authorized = self._record_download(request)
         if stored.html_instead or not authorized:
             # Slack's answer without a token or without files:read: a sign-in page.
             return web.Response(

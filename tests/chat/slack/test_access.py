@@ -1,4 +1,5 @@
-"""Access: deny by default; a listed user anywhere, anyone in a listed channel; one notice."""
+"""Access: deny by default; (listed user or none listed) and (listed channel or none); one
+notice per refusal."""
 
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ def test_listed_channels_for_everyone_in_them_but_not_dms() -> None:
     assert AccessPolicy([], ["D9"]).allows("U9", "D9")
 
 
-def test_either_list_admits() -> None:
+def test_both_lists_mean_these_people_in_these_channels() -> None:
     policy = AccessPolicy(["U1"], ["C1"])
-    assert policy.allows("U1", "C2")
-    assert policy.allows("U2", "C1")
-    assert not policy.allows("U2", "C2")
+    assert policy.allows("U1", "C1")
+    assert not policy.allows("U1", "C2")
+    assert not policy.allows("U2", "C1")
+    assert not policy.allows("U1", "D1")  # a DM is a channel of its own: list it to open it
 
 
 def test_notice_ledger_once_per_pair_and_bounded() -> None:

@@ -8,7 +8,7 @@ import pytest
 from pydantic import SecretStr
 
 from bridge.chat.slack.adapter import SlackAdapter
-from bridge.chat.slack.reply import STOP_ACTION_ID
+from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.transport import SlackStartError
 from bridge.config import SlackSection
 from bridge.core.events import Reaction, ThreadRef, TurnOutcome
@@ -20,6 +20,7 @@ from tests.chat.slack.conftest import (
     MALLORY,
     OTHER_CHANNEL,
     RecordingInbound,
+    control_message,
     mention_event,
     message_event,
     running_adapter,
@@ -228,6 +229,57 @@ async def test_a_listed_channel_admits_everyone_in_it_but_opens_no_dms(
     }
 
 
+async def test_users_and_channels_together_mean_these_people_in_these_channels(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, allowed_users=[ALICE], allowed_channels=[CHANNEL]
+    ):
+        await deliver(fake_slack, mention_event("bob here", user=BOB, ts=fake_slack.next_ts()))
+        await deliver(
+            fake_slack,
+            mention_event("alice there", channel=OTHER_CHANNEL, ts=fake_slack.next_ts()),
+        )
+        await deliver(fake_slack, mention_event("alice here", ts=fake_slack.next_ts()))
+        await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) >= 2)
+
+    assert [m.text for m in inbound.submitted] == ["alice here"]
+    assert {(e["user"], e["channel"]) for e in fake_slack.ephemerals} == {
+        (BOB, CHANNEL),
+        (ALICE, OTHER_CHANNEL),
+    }
+
+
+async def test_other_apps_do_not_drive_the_agent_unless_listed(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    def from_app(text: str) -> dict[str, object]:
+        # As Slack delivers another app's post made with its bot token: no subtype.
+        return mention_event(text, user="UCIBOT01", ts=fake_slack.next_ts()) | {
+            "bot_id": "BCIBOT01",
+            "app_id": "ACIBOT01",
+            "bot_profile": {"id": "BCIBOT01", "app_id": "ACIBOT01", "name": "ci"},
+        }
+
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, allowed_users=[], allowed_channels=[CHANNEL]
+    ):
+        await deliver(fake_slack, from_app("ping"))
+    assert inbound.submitted == []
+    assert fake_slack.ephemerals == []
+
+    async with running_adapter(
+        fake_slack,
+        inbound,
+        tmp_path,
+        allowed_users=[],
+        allowed_channels=[CHANNEL],
+        allowed_bots=["ACIBOT01"],
+    ):
+        await deliver(fake_slack, from_app("listed"))
+    assert [m.text for m in inbound.submitted] == ["listed"]
+
+
 async def test_nobody_is_allowed_when_both_lists_are_empty(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
@@ -244,8 +296,11 @@ async def test_stop_button_calls_stop_for_allowed_users_only(
     root = fake_slack.next_ts()
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         async with adapter.open_reply(thread(root), None) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            [control] = fake_slack.thread(CHANNEL, root)
+            await fake_slack.wait_for(
+                lambda: control_message(fake_slack, CHANNEL, root) is not None
+            )
+            control = control_message(fake_slack, CHANNEL, root)
+            assert control is not None
             assert [b["action_id"] for b in control.buttons] == [STOP_ACTION_ID]
 
             await fake_slack.wait_ack(await fake_slack.click(control, MALLORY, STOP_ACTION_ID))
@@ -366,24 +421,22 @@ def test_missing_secrets_are_named(tmp_path: Path) -> None:
         )
 
 
-async def test_the_reply_owns_the_status_line_where_slack_has_one(
+async def test_the_reply_owns_the_status_line_in_channels_and_dms(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
-    assistant, plain = fake_slack.next_ts(), fake_slack.next_ts()
-    fake_slack.assistant_threads.add((DM, assistant))
-    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        async with adapter.open_reply(thread(assistant, DM), assistant) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            await reply.finish(TurnOutcome(final_text="done"))
-        # Refused by Slack outside assistant threads: quietly nothing, the answer still comes.
-        async with adapter.open_reply(thread(plain), plain) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            await reply.finish(TurnOutcome(final_text="done too"))
+    """Set when the reply opens, taken down by the final post: no call of the core's."""
+    async with running_adapter(fake_slack, inbound, tmp_path, control_delay=5.0) as adapter:
+        for channel in (DM, CHANNEL):
+            ts = fake_slack.next_ts()
+            async with adapter.open_reply(thread(ts, channel), ts) as reply:
+                await fake_slack.wait_for(
+                    lambda c=channel, t=ts: fake_slack.status_of(c, t) != ""  # type: ignore[misc]
+                )
+                await reply.finish(TurnOutcome(final_text="done"))
+            assert fake_slack.status_of(channel, ts) == ""
+            assert fake_slack.answer_text(channel, ts) == "done"
 
-    calls = fake_slack.calls_to("assistant.threads.setStatus")
-    assert [(c.args["thread_ts"], c.args["status"], c.error) for c in calls] == [
-        (assistant, "is working…", None),
-        (assistant, "", None),
-        (plain, "is working…", "not_allowed"),
+    assert [(c, s) for c, _, s in fake_slack.status_log] == [
+        (DM, "is working…"),
+        (CHANNEL, "is working…"),
     ]
-    assert fake_slack.answer_text(CHANNEL, plain) == "done too"

@@ -8,7 +8,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bridge.chat.slack.client import attach_retry_handlers, retry_handlers, with_retries
+from bridge.chat.slack.budget import Deferred, RateBudget
+from bridge.chat.slack.client import BudgetedWebClient, with_retries
 from tests.chat.slack.fake_slack import BOT_TOKEN, FakeSlack
 
 pytestmark = pytest.mark.anyio
@@ -40,8 +41,18 @@ async def test_permanent_errors_are_not_retried(fake_slack: FakeSlack) -> None:
     assert [c.error for c in fake_slack.calls_to("chat.update")] == ["message_not_found"]
 
 
-def test_handlers_are_attached_once() -> None:
-    client = AsyncWebClient(token="xoxb-1", retry_handlers=[])
-    attach_retry_handlers(client)
-    attach_retry_handlers(client)
-    assert [type(h) for h in client.retry_handlers] == [type(h) for h in retry_handlers()]
+async def test_a_429_blocks_the_method_for_everyone_without_sleeping_in_the_call(
+    fake_slack: FakeSlack,
+) -> None:
+    budget = RateBudget()
+    client = BudgetedWebClient(budget=budget, token=BOT_TOKEN, base_url=fake_slack.api_url)
+    fake_slack.fail("chat.update", status=429, times=1, retry_after=30)
+    message = await client.chat_postMessage(channel="C1", markdown_text="x")
+    with pytest.raises(SlackApiError):
+        # No SDK handler waits out the 30 s: the 429 comes back at once.
+        await client.chat_update(channel="C1", ts=message["ts"], markdown_text="y")
+    with RateBudget.optional(), pytest.raises(Deferred) as deferred:
+        await client.chat_update(channel="C1", ts=message["ts"], markdown_text="y")
+    assert deferred.value.wait > 25
+    assert len(fake_slack.calls_to("chat.update")) == 1  # the deferred call never left
+    assert budget.stats["chat.update"].limited == 1

@@ -65,6 +65,48 @@ def test_ignored_events() -> None:
     assert parse_event(event(subtype="thread_broadcast", thread_ts="9.1"), BOT) is not None
 
 
+def test_other_apps_are_dropped_unless_listed() -> None:
+    # Apps posting with a bot token send a user, a bot_id and an app_id, and no subtype.
+    other = event(
+        user="UCIBOT",
+        bot_id="BCI",
+        app_id="ACI",
+        bot_profile={"id": "BCI", "app_id": "ACI", "name": "ci"},
+        text="<@UBOT> deploy",
+    )
+    assert parse_event(other, BOT) is None
+    assert parse_event(event(app_id="AWORKFLOW"), BOT) is None
+    listed = parse_event(other, BOT, allowed_bots=frozenset({"ACI"}))
+    assert listed is not None and listed.user == "UCIBOT"
+    assert parse_event(other, BOT, allowed_bots=frozenset({"BCI"})) is not None
+    # The bot's own posts never count, listed or not.
+    mine = event(user="UBOT", bot_id="BBOT", app_id="AME")
+    assert parse_event(mine, BOT, allowed_bots=frozenset({"BBOT", "AME"})) is None
+
+
+def test_dms_of_the_agent_view_and_the_assistant_view() -> None:
+    # Agent view (new apps): a person's message sits at the top level of the DM.
+    top = parse_event(event(channel="D1", channel_type="im", ts="20.1"), BOT)
+    assert top is not None and top.is_dm and top.thread.thread == "20.1" and not top.in_thread
+    # Assistant view (older apps): messages hang under the app's assistant_app_thread root,
+    # which itself is not a person writing.
+    root = event(channel="D1", channel_type="im", ts="19.1", subtype="assistant_app_thread")
+    assert parse_event({**root, "user": "UBOT", "bot_id": "BBOT"}, BOT) is None
+    under = parse_event(event(channel="D1", channel_type="im", ts="21.1", thread_ts="19.1"), BOT)
+    assert under is not None and under.thread.thread == "19.1" and under.in_thread
+
+
+def test_the_authors_organisation_for_stream_recipients() -> None:
+    plain = parse_event(event(team="T1"), BOT)
+    assert plain is not None and plain.org == "T1"
+    # Slack Connect: the author's own team, not the channel's.
+    shared = parse_event(event(team="T1", user_team="T2"), BOT)
+    assert shared is not None and shared.org == "T2"
+    # Enterprise Grid without a team on the event: the enterprise id.
+    grid = parse_event(event(), BOT, enterprise_id="E1")
+    assert grid is not None and grid.org == "E1"
+
+
 def test_plain_text_for_the_agent() -> None:
     text = (
         "<@UBOT> ask <@U2|bob> in <#C9|dev> about <https://example.com/x|the doc>, "
@@ -78,12 +120,17 @@ def test_plain_text_for_the_agent() -> None:
     assert to_plain_text("&lt;@UBOT&gt;", "UBOT") == "<@UBOT>"
 
 
-def test_attachments_need_a_url() -> None:
+def test_attachments_without_a_url_are_looked_up_later() -> None:
     files = [
         SlackFile(id="F1", name="a.png", mimetype="image/png", size=3, url_private_download="u1"),
         SlackFile(id="F2", title="Notes", url_private="u2"),
-        SlackFile(id="F3", name="connect.pdf"),  # Slack Connect: no URL for the bot
+        # Slack Connect: no URL and no name in the event, only a hint to ask files.info.
+        SlackFile(id="F3", file_access="check_file_info"),
     ]
     refs = attachments(files)
-    assert [(r.name, r.source, r.size) for r in refs] == [("a.png", "u1", 3), ("Notes", "u2", None)]
+    assert [(r.name, r.source, r.size) for r in refs] == [
+        ("a.png", "u1", 3),
+        ("Notes", "u2", None),
+        ("F3", "files.info:F3", None),
+    ]
     assert refs[1].mimetype == "application/octet-stream"

@@ -71,6 +71,74 @@ async def test_an_html_answer_means_a_missing_scope(
             await adapter.fetch_attachment(ref, tmp_path / "x.png", 1_000_000)
 
 
+async def test_a_slack_connect_file_is_fetched_through_files_info(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    file = fake_slack.add_file(PNG, "shared.png", "image/png", connect=True)
+    assert "url_private" not in file
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        event = message_event(
+            f"<@{BOT_USER}> look", ts=fake_slack.next_ts(), subtype="file_share", files=[file]
+        )
+        await fake_slack.wait_ack(await fake_slack.push_event(event))
+        [message] = inbound.submitted
+        [ref] = message.attachments
+        size = await adapter.fetch_attachment(ref, tmp_path / "shared.png", 1_000_000)
+
+    assert [c.args.get("file") for c in fake_slack.ok_calls("files.info")] == [file["id"]]
+    assert size == len(PNG)
+    assert (tmp_path / "shared.png").read_bytes() == PNG
+
+
+async def test_a_file_slack_does_not_describe_is_a_clear_error(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        ref = AttachmentRef(name="F0GONE", source="files.info:F0GONE")
+        with pytest.raises(AttachmentError, match="file_not_found"):
+            await adapter.fetch_attachment(ref, tmp_path / "gone", 1_000_000)
+
+
+async def test_a_real_html_file_is_not_taken_for_a_sign_in_page(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    page = b"<!DOCTYPE html><html><body>report</body></html>"
+    file = fake_slack.add_file(page, "report.html", "text/html")
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        ref = AttachmentRef(
+            name="report.html", mimetype="text/html", source=file["url_private_download"]
+        )
+        size = await adapter.fetch_attachment(ref, tmp_path / "report.html", 1_000_000)
+    assert size == len(page)
+    assert (tmp_path / "report.html").read_bytes() == page
+
+
+async def test_the_token_survives_slacks_own_redirects(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    file = fake_slack.add_file(PNG, "moved.png", "image/png", redirect="slack")
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        ref = AttachmentRef(name="moved.png", source=file["url_private_download"])
+        size = await adapter.fetch_attachment(ref, tmp_path / "moved.png", 1_000_000)
+    assert size == len(PNG)
+    assert [d.authorized for d in fake_slack.downloads] == [True, True]
+    assert fake_slack.downloads[1].host == fake_slack.files_url.removeprefix("http://")
+
+
+async def test_a_redirect_off_slack_never_carries_the_token(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    file = fake_slack.add_file(PNG, "away.png", "image/png", redirect="elsewhere")
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        ref = AttachmentRef(name="away.png", source=file["url_private_download"])
+        with pytest.raises(AttachmentError):
+            await adapter.fetch_attachment(ref, tmp_path / "away.png", 1_000_000)
+    assert [(d.host.split(":")[0], d.authorized) for d in fake_slack.downloads] == [
+        ("127.0.0.1", True),
+        ("localhost", False),
+    ]
+
+
 async def test_the_token_goes_only_to_slack_hosts(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:

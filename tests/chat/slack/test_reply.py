@@ -11,12 +11,18 @@ import pytest
 
 from bridge.chat.common.markdown import open_fence_at_end
 from bridge.chat.slack.adapter import SlackAdapter
-from bridge.chat.slack.reply import STATUS_REACTION, Recipient, ReplySettings, SlackLiveReply
-from bridge.core.events import LiveReply, ThreadRef, ToolActivity, TurnOutcome
+from bridge.chat.slack.budget import RateBudget, Tier
+from bridge.chat.slack.format import split_message
+from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.status import STATUS_TEXT
+from bridge.core.events import Author, LiveReply, ThreadRef, ToolActivity, TurnOutcome
 from tests.chat.slack.conftest import (
+    ALICE,
     CHANNEL,
     DM,
+    OTHER_CHANNEL,
     RecordingInbound,
+    control_message,
     mention_event,
     running_adapter,
 )
@@ -34,7 +40,8 @@ async def start_turn(
     await fake.wait_ack(await fake.push_event(mention_event(text, ts=ts)))
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=ts)
     async with adapter.open_reply(thread, ts) as reply:
-        await reply.ready()  # type: ignore[attr-defined]
+        # The tests' adapter puts the Stop control up at once: wait for it.
+        await fake.wait_for(lambda: control_message(fake, CHANNEL, ts) is not None)
         yield thread, ts, reply
 
 
@@ -43,7 +50,7 @@ async def test_streams_the_answer_then_finishes_with_the_whole_text(
 ) -> None:
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         async with start_turn(fake_slack, adapter) as (_, ts, reply):
-            assert fake_slack.reactions[(CHANNEL, ts)] == {STATUS_REACTION}
+            await fake_slack.wait_for(lambda: fake_slack.status_of(CHANNEL, ts) == STATUS_TEXT)
 
             await reply.append("Looking at the ")
             await reply.append("repository now.")
@@ -75,7 +82,8 @@ async def test_streams_the_answer_then_finishes_with_the_whole_text(
     # The control message keeps only the tool log: one line per call, no Stop button.
     assert control.buttons == []
     assert control.visible == "› run_command `ls -la`\n› read_file `setup.cfg` — ⚠️ no such file"
-    assert fake_slack.reactions[(CHANNEL, ts)] == set()
+    assert fake_slack.status_of(CHANNEL, ts) == ""
+    assert fake_slack.calls_to("reactions.add") == []
     # The stream went to the person who asked.
     start = fake_slack.ok_calls("chat.startStream")[0].args
     assert start["recipient_user_id"] == "UALICE01"
@@ -93,17 +101,18 @@ async def test_a_stream_expiring_mid_turn_still_ends_with_the_whole_answer(
 
             fake_slack.expire_streams()
             await reply.append(parts[1])
-            # The expired message is finished with an edit: it now holds both parts.
-            await fake_slack.wait_for(
-                lambda: fake_slack.answer_text(CHANNEL, ts) == parts[0] + parts[1]
-            )
-            await reply.append(parts[2])
-            # The rest streams into a new message: the thread holds everything, in order.
-            await fake_slack.wait_for(lambda: len(fake_slack.answer_messages(CHANNEL, ts)) == 2)
+            # Slack ended the stream: the rest continues in a new message, nothing is lost.
             await fake_slack.wait_for(
                 lambda: (
                     [m.visible for m in fake_slack.answer_messages(CHANNEL, ts)]
-                    == [parts[0] + parts[1], parts[2]]
+                    == [parts[0], parts[1]]
+                )
+            )
+            await reply.append(parts[2])
+            await fake_slack.wait_for(
+                lambda: (
+                    [m.visible for m in fake_slack.answer_messages(CHANNEL, ts)]
+                    == [parts[0], parts[1] + parts[2]]
                 )
             )
             assert len(fake_slack.ok_calls("chat.startStream")) == 2
@@ -156,21 +165,20 @@ async def test_streaming_disabled_edits_one_message(
 async def test_unknown_recipient_falls_back_to_editing(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
-    """After a restart the adapter may not know who asked: Slack then refuses the stream."""
+    """The adapter may not know who asked (a thread it saw no message of): Slack refuses a
+    stream in a channel without the recipient pair, so the answer is edited instead."""
     root = fake_slack.next_ts()
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=root)
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         async with adapter.open_reply(thread, None) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
             await reply.append("still answered")
             await fake_slack.wait_for(
                 lambda: fake_slack.answer_text(CHANNEL, root) == "still answered"
             )
             await reply.finish(TurnOutcome(final_text="still answered"))
 
-    assert [c.error for c in fake_slack.calls_to("chat.startStream")] == [
-        "missing_recipient_user_id"
-    ]
+    # No stream Slack would refuse for a half-filled recipient pair: edits straight away.
+    assert fake_slack.calls_to("chat.startStream") == []
     assert fake_slack.answer_text(CHANNEL, root) == "still answered"
 
 
@@ -245,22 +253,22 @@ async def test_errors_interruptions_denials_and_notes_are_shown(
     ]
 
 
-async def test_assistant_threads_use_the_status_line(
+async def test_the_authors_organisation_addresses_the_stream_after_a_restart(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
-    ts = fake_slack.next_ts()
-    fake_slack.assistant_threads.add((DM, ts))
-    thread = ThreadRef(platform="slack", channel=DM, thread=ts)
+    """The core passes the stored author: no event of this run is needed to stream."""
+    root = fake_slack.next_ts()
+    thread = ThreadRef(platform="slack", channel=CHANNEL, thread=root)
+    author = Author(id=ALICE, org="E0GRID01")  # Enterprise Grid: the enterprise id
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        async with adapter.open_reply(thread, ts) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            await reply.append("hello in a DM")
-            await reply.finish(TurnOutcome(final_text="hello in a DM"))
+        async with adapter.open_reply(thread, root, author) as reply:
+            await reply.append("streamed to alice")
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            await reply.finish(TurnOutcome(final_text="streamed to alice"))
 
-    statuses = [c.args["status"] for c in fake_slack.ok_calls("assistant.threads.setStatus")]
-    assert statuses == ["is working…", ""]
-    assert fake_slack.calls_to("reactions.add") == []
-    assert fake_slack.answer_text(DM, ts) == "hello in a DM"
+    [start] = fake_slack.calls_to("chat.startStream")
+    assert (start.args["recipient_user_id"], start.args["recipient_team_id"]) == (ALICE, "E0GRID01")
+    assert fake_slack.answer_text(CHANNEL, root) == "streamed to alice"
 
 
 async def test_final_edit_outlasts_rate_limits(
@@ -287,6 +295,7 @@ async def test_append_and_tool_never_wait_for_slack(
             reply_to=None,
             recipient=Recipient(),
             settings=ReplySettings(),
+            budget=adapter.budget,
         )
         calls_before = len(fake_slack.calls)
         for i in range(50):
@@ -296,3 +305,217 @@ async def test_append_and_tool_never_wait_for_slack(
         await reply.finish(TurnOutcome(final_text="done"))
 
     assert fake_slack.answer_text(DM, reply.thread.thread) == "done"
+
+
+# ----- what a short turn costs, and the status line ------------------------------------------
+
+
+async def test_a_short_answer_costs_the_status_and_one_post(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    ts = fake_slack.next_ts()
+    await_ack = fake_slack.wait_ack
+    async with running_adapter(fake_slack, inbound, tmp_path, control_delay=2.0) as adapter:
+        await await_ack(await fake_slack.push_event(mention_event("hi", ts=ts)))
+        first = len(fake_slack.calls)
+        thread = ThreadRef(platform="slack", channel=CHANNEL, thread=ts)
+        async with adapter.open_reply(thread, ts) as reply:
+            await fake_slack.wait_for(lambda: fake_slack.status_of(CHANNEL, ts) == STATUS_TEXT)
+            await reply.append("Hello!")
+            await reply.finish(TurnOutcome(final_text="Hello!"))
+        calls = [c.method for c in fake_slack.calls[first:]]
+
+    assert calls == ["assistant.threads.setStatus", "chat.postMessage"]
+    assert [m.visible for m in fake_slack.thread(CHANNEL, ts)] == ["Hello!"]
+    # Slack took the status down when the answer was posted: no call needed for that.
+    assert fake_slack.status_of(CHANNEL, ts) == ""
+
+
+async def test_the_stop_control_comes_once_the_turn_runs_a_while(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    ts = fake_slack.next_ts()
+    thread = ThreadRef(platform="slack", channel=CHANNEL, thread=ts)
+    async with running_adapter(fake_slack, inbound, tmp_path, control_delay=0.3) as adapter:
+        async with adapter.open_reply(thread, ts) as reply:
+            await reply.tool(ToolActivity(name="run_command", summary="make test"))
+            await fake_slack.wait_for(lambda: control_message(fake_slack, CHANNEL, ts) is not None)
+            control = control_message(fake_slack, CHANNEL, ts)
+            assert control is not None and "make test" in control.visible
+            await reply.finish(TurnOutcome(final_text="tests pass"))
+
+    [log, answer] = fake_slack.thread(CHANNEL, ts)
+    assert log.buttons == [] and "make test" in log.visible
+    assert answer.visible == "tests pass"
+
+
+async def test_the_status_stays_up_through_posts_and_slacks_expiry(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """Slack clears the status when the app posts and two minutes after it was set."""
+    fake_slack.status_lifetime = 0.6
+    async with running_adapter(fake_slack, inbound, tmp_path, status_refresh=0.2) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+
+            def shown() -> bool:
+                return fake_slack.status_of(CHANNEL, ts) == STATUS_TEXT
+
+            def set_since(count: int) -> int:
+                return sum(1 for _, thread, text in fake_slack.status_log[count:] if text)
+
+            await reply.append("x" * 300)  # starts a stream: a post, which clears the status
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            await fake_slack.wait_for(shown)
+            # Kept up past the status' own lifetime by refreshes.
+            before = len(fake_slack.status_log)
+            await fake_slack.wait_for(lambda: set_since(before) >= 4)
+            assert shown()
+            await reply.finish(TurnOutcome(final_text="x" * 300))
+
+    assert fake_slack.status_of(CHANNEL, ts) == ""
+    assert fake_slack.answer_text(CHANNEL, ts) == "x" * 300
+
+
+async def test_a_rate_limited_status_is_tried_again_later(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """A 429 on the status is not a refusal of the channel."""
+    fake_slack.fail("assistant.threads.setStatus", status=429, times=5, retry_after=0)
+    # A fast tier, so the test need not wait for Tier 3 to refill after each 429.
+    budget = RateBudget(tiers={"assistant.threads.setStatus": Tier(600, burst=5)})
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, control_delay=5.0, budget=budget
+    ) as adapter:
+        for _ in range(2):
+            ts = fake_slack.next_ts()
+            thread = ThreadRef(platform="slack", channel=CHANNEL, thread=ts)
+            async with adapter.open_reply(thread, ts) as reply:
+                await fake_slack.wait_for(
+                    lambda ts=ts: fake_slack.status_of(CHANNEL, ts) == STATUS_TEXT
+                )
+                await reply.finish(TurnOutcome(final_text="ok"))
+
+    assert [c.status for c in fake_slack.calls_to("assistant.threads.setStatus")].count(429) == 5
+
+
+async def test_a_channel_slack_refuses_the_status_in_is_not_asked_again(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    fake_slack.missing_channels.add(OTHER_CHANNEL)
+    async with running_adapter(fake_slack, inbound, tmp_path, control_delay=5.0) as adapter:
+        for _ in range(2):
+            ts = fake_slack.next_ts()
+            thread = ThreadRef(platform="slack", channel=OTHER_CHANNEL, thread=ts)
+            async with adapter.open_reply(thread, ts) as reply:
+                await reply.finish(TurnOutcome(final_text="answered anyway"))
+            assert fake_slack.answer_text(OTHER_CHANNEL, ts) == "answered anyway"
+
+    assert [c.error for c in fake_slack.calls_to("assistant.threads.setStatus")] in (
+        [],  # the first turn ended before its status call
+        ["channel_not_found"],
+    )
+
+
+# ----- streams end after some minutes -------------------------------------------------------
+
+
+async def test_a_stream_is_rolled_over_before_slack_ends_it(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    fake_slack.stream_lifetime = 2.0
+    words = [f"word{i} " for i in range(30)]
+    async with running_adapter(fake_slack, inbound, tmp_path, stream_max_age=0.4) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            for word in words:
+                await reply.append(word)
+                await anyio.sleep(0.1)  # text keeps flowing for longer than a stream lives
+            await reply.finish(TurnOutcome(final_text="".join(words)))
+
+    assert len(fake_slack.ok_calls("chat.startStream")) >= 2
+    assert [c for c in fake_slack.calls if c.error == "message_not_in_streaming_state"] == []
+    assert fake_slack.answer_text(CHANNEL, ts) == "".join(words).strip()
+    assert all(not m.streaming for m in fake_slack.thread(CHANNEL, ts))
+
+
+async def test_a_stream_that_would_not_stop_leaves_no_partial_copy(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """A long answer rolls over; the stop of the first stream fails, so that message still
+    streams (chat.update on it: streaming_state_conflict). The final rewrite stops it first."""
+    paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 150 for i in range(10)]
+    text = "\n\n".join(p.strip() for p in paragraphs)
+    fake_slack.fail("chat.stopStream", status=500, times=3)
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append(text)
+            await fake_slack.wait_for(lambda: len(fake_slack.answer_messages(CHANNEL, ts)) >= 2)
+            await reply.finish(TurnOutcome(final_text=text))
+
+    shown = [m.visible for m in fake_slack.answer_messages(CHANNEL, ts)]
+    assert shown == split_message(text)
+    assert all(not m.streaming for m in fake_slack.thread(CHANNEL, ts))
+
+
+# ----- the rate budget ----------------------------------------------------------------------
+
+
+async def test_a_long_retry_after_does_not_hold_up_the_final_answer(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append("a" * 300)
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            fake_slack.fail("chat.appendStream", status=429, times=1, retry_after=30)
+            await reply.append(" and more")
+            await fake_slack.wait_for(
+                lambda: any(c.status == 429 for c in fake_slack.calls_to("chat.appendStream"))
+            )
+            # The pump skipped the update; the final answer does not wait 30 s for it.
+            with anyio.fail_after(10):
+                await reply.finish(TurnOutcome(final_text="a" * 300 + " and more"))
+
+    assert fake_slack.answer_text(CHANNEL, ts) == "a" * 300 + " and more"
+
+
+async def test_an_edited_turn_stays_within_chat_update_s_tier(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """Editing as fast as the pump allows would pass Tier 3 (50 a minute) in seconds."""
+    pieces = [f"w{i} " for i in range(120)]
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, streaming=False, reply_interval=0.02
+    ) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            for piece in pieces:
+                await reply.append(piece)
+                await anyio.sleep(0.025)
+            await reply.finish(TurnOutcome(final_text="".join(pieces).strip()))
+
+    assert fake_slack.limited == []  # never a 429
+    assert fake_slack.answer_text(CHANNEL, ts) == "".join(pieces).strip()
+
+
+async def test_tool_lines_waiting_for_the_budget_do_not_hold_up_the_answer(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    # chat.update spent for the hour after one edit: new tool lines cannot be shown.
+    budget = RateBudget(tiers={"chat.update": Tier(1, window=3600.0, burst=1)})
+    first, more = "the answer streams " * 20, "and goes on " * 5
+    async with running_adapter(fake_slack, inbound, tmp_path, budget=budget) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.tool(ToolActivity(name="run_command", summary="step 0"))
+            await fake_slack.wait_for(lambda: len(fake_slack.ok_calls("chat.update")) == 1)
+            await reply.tool(ToolActivity(name="run_command", summary="step 1"))
+            for piece, shown in ((first, first), (more, first + more)):
+                await reply.append(piece)
+                await fake_slack.wait_for(
+                    lambda shown=shown: fake_slack.answer_text(CHANNEL, ts).strip() == shown.strip()
+                )
+            # The flush that streamed the rest tried the tool lines first, and was refused.
+            assert budget.stats["chat.update"].deferred > 0
+            # The final tool log is an edit too, which waits for the hour: not this test's matter.
+            with anyio.move_on_after(2):
+                await reply.finish(TurnOutcome(final_text=first + more))
+
+    assert fake_slack.answer_text(CHANNEL, ts).strip() == (first + more).strip()

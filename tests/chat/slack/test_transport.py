@@ -12,13 +12,14 @@ import aiohttp
 import pytest
 
 from bridge.chat.slack.adapter import SlackAdapter
-from bridge.chat.slack.reply import STOP_ACTION_ID
+from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.transport import EVENTS_PATH
 from bridge.core.events import ThreadRef
 from tests.chat.slack.conftest import (
     ALICE,
     CHANNEL,
     RecordingInbound,
+    control_message,
     mention_event,
     running_adapter,
 )
@@ -73,9 +74,12 @@ async def test_stop_button_over_http(
     root = fake_slack.next_ts()
     thread = ThreadRef(platform="slack", channel=CHANNEL, thread=root)
     async with running_adapter(fake_slack, inbound, tmp_path, transport="http") as adapter:
-        async with adapter.open_reply(thread, None) as reply:
-            await reply.ready()  # type: ignore[attr-defined]
-            [control] = fake_slack.thread(CHANNEL, root)
+        async with adapter.open_reply(thread, None):
+            await fake_slack.wait_for(
+                lambda: control_message(fake_slack, CHANNEL, root) is not None
+            )
+            control = control_message(fake_slack, CHANNEL, root)
+            assert control is not None
             payload: dict[str, Any] = fake_slack.block_action(control, ALICE, STOP_ACTION_ID)
             body = urlencode({"payload": json.dumps(payload)})
             headers = signed_headers(body) | {"Content-Type": "application/x-www-form-urlencoded"}

@@ -1,0 +1,147 @@
+"""The control message of a running turn: "Working…", the latest tool lines, a Stop button.
+
+It goes up only once a turn has run a moment (a short answer needs no Stop button), shows the
+tool calls as they happen, and at the end keeps only the tool log, or goes away.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bridge.chat.slack.format import tool_line
+from bridge.core.events import ThreadRef, ToolActivity
+
+Retrying = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+STOP_ACTION_ID = "agy_bridge_stop"
+# Tool lines shown while the agent works, and kept in the log at the end.
+LIVE_TOOL_LINES = 8
+FINAL_TOOL_LINES = 10
+# A section block's text may hold 3,000 characters.
+_SECTION_LIMIT = 2_900
+
+
+def _mrkdwn_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@dataclass
+class ToolLog:
+    lines: list[str] = field(default_factory=list)
+    keys: list[tuple[str, str]] = field(default_factory=list)
+
+    def record(self, activity: ToolActivity) -> None:
+        line = _mrkdwn_escape(tool_line(activity))
+        key = (activity.name, activity.summary)
+        if activity.state != "ACTIVE" and key in self.keys[-LIVE_TOOL_LINES:]:
+            # The end of a call shown as ACTIVE: update its line in place.
+            index = len(self.keys) - 1 - self.keys[::-1].index(key)
+            self.lines[index] = line
+            return
+        self.lines.append(line)
+        self.keys.append(key)
+
+    def tail(self, count: int) -> list[str]:
+        hidden = len(self.lines) - count
+        shown = self.lines[-count:] if count else []
+        return ([f"_… {hidden} earlier_"] if hidden > 0 else []) + shown
+
+
+class ControlMessage:
+    """Posted by :meth:`post`, refreshed by :meth:`update`, closed by :meth:`finish`."""
+
+    def __init__(self, client: AsyncWebClient, thread: ThreadRef, tools: ToolLog) -> None:
+        self._client = client
+        self._thread = thread
+        self._tools = tools
+        self.ts: str | None = None
+        self._shown: str | None = None
+
+    def text(self, *, live: bool) -> str:
+        count = LIVE_TOOL_LINES if live else FINAL_TOOL_LINES
+        while True:
+            lines = self._tools.tail(count)
+            if live:
+                lines = ["_Working…_", *lines]
+            text = "\n".join(lines)
+            if len(text) <= _SECTION_LIMIT or count <= 1:
+                return text[:_SECTION_LIMIT]
+            count -= 1
+
+    def blocks(self, *, live: bool) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = [
+            {"type": "section", "text": {"type": "mrkdwn", "text": self.text(live=live)}}
+        ]
+        if live:
+            blocks.append(
+                {
+                    "type": "actions",
+                    "block_id": "agy_bridge_controls",
+                    "elements": [
+                        {
+                            "type": "button",
+                            "action_id": STOP_ACTION_ID,
+                            "text": {"type": "plain_text", "text": "Stop"},
+                            "style": "danger",
+                            "value": self._thread.key,
+                        }
+                    ],
+                }
+            )
+        return blocks
+
+    async def post(self) -> None:
+        # What is posted now: tool lines recorded during the call are news for update().
+        shown = self.text(live=True)
+        response = await self._client.chat_postMessage(
+            channel=self._thread.channel,
+            thread_ts=self._thread.thread or None,
+            text="Working…",
+            blocks=self.blocks(live=True),
+        )
+        value = response.get("ts")
+        self.ts = str(value) if value else None
+        self._shown = shown
+
+    async def update(self) -> None:
+        """Show the latest tool lines (when the message is up and they changed)."""
+        if self.ts is None:
+            return
+        wanted = self.text(live=True)
+        if wanted == self._shown:
+            return
+        blocks = self.blocks(live=True)
+        await self._client.chat_update(
+            channel=self._thread.channel,
+            ts=self.ts,
+            text="Working…",
+            blocks=blocks,
+        )
+        self._shown = wanted
+
+    async def finish(self, retrying: Retrying) -> None:
+        """The Stop button goes away: keep the tool log, or delete a message with nothing in it."""
+        if self.ts is None:
+            return
+        ts, self.ts = self.ts, None
+        if self._tools.lines:
+            await retrying(
+                "tool log",
+                functools.partial(
+                    self._client.chat_update,
+                    channel=self._thread.channel,
+                    ts=ts,
+                    text="Tool activity",
+                    blocks=self.blocks(live=False),
+                ),
+            )
+        else:
+            await retrying(
+                "control message removal",
+                functools.partial(self._client.chat_delete, channel=self._thread.channel, ts=ts),
+            )
