@@ -17,7 +17,14 @@ the machine does lands on both alike. Each server counts what it served, so a ca
 back to curl's ``{}`` cannot pass for an answer. The table gives p50 and p99 per target and the
 ratio bridge/baseline.
 
-    python -m bench.hook_latency [--levels 1,10,50,200] [--requests 400]
+With ``--event PreToolUse`` the call is the one agy makes before a gated tool call: the
+always-decide command (:func:`bridge.agy.listener.tool_hook_command`) posting a ``run_command``
+call. The bridge answers through the session's real hook function and the approval policy
+(the command is allowed by an ``allow_commands`` pattern, the thread's allow list read from a
+real store when the session starts, as the gate does), so the call is auto-allowed; the
+baseline answers ``{"decision":"allow"}`` at once.
+
+    python -m bench.hook_latency [--levels 1,10,50,200] [--requests 400] [--event PreToolUse]
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -42,8 +50,11 @@ from aiohttp import web
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from bridge.agy.listener import hook_command, open_listener
-from bridge.agy.wire import HookInput, HookReply, InjectedStep
+from bridge.agy.listener import hook_command, open_listener, tool_hook_command, tool_hook_timing
+from bridge.agy.session import ToolCall, ToolVerdict, injection_hook
+from bridge.agy.wire import PRE_TOOL_USE, HookInput, HookReply, InjectedStep
+from bridge.core.approvals import policy
+from bridge.core.store import Store, open_store
 
 LEVELS = (1, 10, 50, 200)
 REQUESTS_PER_TARGET = 400
@@ -61,6 +72,15 @@ HOOK_INPUT = json.dumps(
         "initialNumSteps": 12,
     }
 )
+TOOL_INPUT = json.dumps(
+    {
+        **json.loads(HOOK_INPUT),
+        "toolCall": {"name": "run_command", "args": {"CommandLine": "git status"}},
+        "stepIdx": 7,
+    }
+)
+APPROVAL_TIMEOUT = 600  # the default [approvals] timeout: it sets the hook's deadlines
+ALLOW = b'{"decision":"allow"}'
 ROOT = Path(__file__).resolve().parents[1]
 BASH = shutil.which("bash") or "/bin/bash"  # bash 5, for $EPOCHREALTIME
 
@@ -86,40 +106,85 @@ class Session:
         return HookReply(inject_steps=steps)
 
 
-class Baseline:
-    """The minimal server's handler: read the body, answer ``{}``, count."""
+class ToolSession:
+    """A session's PreToolUse decision as the core's gate makes it: the policy, with the
+    thread's allow list read from the store when the session starts, for a command an allow
+    pattern lets through."""
 
-    def __init__(self) -> None:
+    RULES = policy.Rules(allow_commands=["git status", "pytest *"])
+
+    def __init__(self, number: int, store: Store) -> None:
+        self.number = number
         self.calls = 0
+        self.store = store
+        self.place = policy.Place(Path("/work/project"), frozenset({"bridge_chat"}))
+        self.always: list[str] | None = None
+
+    async def load(self) -> None:
+        self.always = await self.store.allow_list(f"bench|c|{self.number}")
+
+    async def decide(self, call: ToolCall) -> ToolVerdict:
+        self.calls += 1
+        if self.always is None:
+            self.always = await self.store.allow_list(f"bench|c|{self.number}")
+        verdict = policy.judge(call.name, call.args, self.RULES, self.place, self.always)
+        return ToolVerdict(allow=isinstance(verdict, policy.Allow))
+
+    async def inject(self, conversation_id: str) -> list[str]:
+        return []
+
+
+class Baseline:
+    """The minimal server's handler: read the body, answer ``{}`` (or allow), count."""
+
+    def __init__(self, answer: bytes = b"{}") -> None:
+        self.calls = 0
+        self.answer = answer
 
     async def __call__(self, request: web.BaseRequest) -> web.Response:
         await request.read()
         self.calls += 1
-        return web.Response(body=b"{}", content_type="application/json")
+        return web.Response(body=self.answer, content_type="application/json")
 
 
-async def serve_bridge(sessions: int) -> None:
+async def serve_bridge(sessions: int, event: str) -> None:
     async with open_listener() as listener:
-        hooks = [Session(number) for number in range(sessions)]
-        registrations = [await listener.register(session.hook) for session in hooks]
-        await report([r.hook_url("PreInvocation") for r in registrations], hooks)
+        if event != PRE_TOOL_USE:
+            hooks = [Session(number) for number in range(sessions)]
+            registrations = [await listener.register(session.hook) for session in hooks]
+            await report([r.hook_url(event) for r in registrations], hooks)
+            return
+        timing = tool_hook_timing(APPROVAL_TIMEOUT)
+        with tempfile.TemporaryDirectory() as scratch:
+            async with open_store(Path(scratch) / "bench.sqlite3") as store:
+                tools = [ToolSession(number, store) for number in range(sessions)]
+                for tool in tools:  # as the worker does when it starts, before any hook call
+                    await tool.load()
+                registrations = [
+                    await listener.register(
+                        injection_hook(t.inject, t.decide),
+                        answer_within={PRE_TOOL_USE: timing.answer_within},
+                    )
+                    for t in tools
+                ]
+                await report([r.hook_url(event) for r in registrations], tools)
 
 
-async def serve_baseline(sessions: int) -> None:
+async def serve_baseline(sessions: int, event: str) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    baseline = Baseline()
+    baseline = Baseline(ALLOW if event == PRE_TOOL_USE else b"{}")
     runner = web.ServerRunner(web.Server(baseline), access_log=None)
     await runner.setup()
     try:
         await web.SockSite(runner, sock).start()
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        await report([f"{url}/s{n}/hook/PreInvocation" for n in range(sessions)], [baseline])
+        await report([f"{url}/s{n}/hook/{event}" for n in range(sessions)], [baseline])
     finally:
         await runner.cleanup()
 
 
-async def report(urls: list[str], counters: Sequence[Session | Baseline]) -> None:
+async def report(urls: list[str], counters: Sequence[Session | ToolSession | Baseline]) -> None:
     """Print the URLs as one JSON line, then answer each stdin line with the number of calls
     served so far; return at stdin EOF."""
     print(json.dumps(urls), flush=True)
@@ -141,9 +206,12 @@ class ServerProcess:
         self._stdout = stdout
 
     @classmethod
-    async def start(cls, target: str, sessions: int) -> ServerProcess:
+    async def start(cls, target: str, sessions: int, event: str) -> ServerProcess:
         process = await anyio.open_process(
-            [sys.executable, "-m", "bench.hook_latency", "--serve", target, str(sessions)],
+            [
+                *(sys.executable, "-m", "bench.hook_latency"),
+                *("--serve", target, str(sessions), "--event", event),
+            ],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -187,12 +255,21 @@ class Target:
     name: str
     server: ServerProcess
     commands: list[str] = field(default_factory=list)
+    event: str = "PreInvocation"
     samples: list[float] = field(default_factory=list)
     wrong_answers: int = 0
 
+    @property
+    def hook_input(self) -> str:
+        return TOOL_INPUT if self.event == PRE_TOOL_USE else HOOK_INPUT
+
     def use(self, concurrency: int) -> None:
         """Start a level: loop *i* calls session *i*."""
-        self.commands = [hook_command(url, HOOK_TIMEOUT_SECONDS) for url in self.server.urls]
+        if self.event == PRE_TOOL_USE:
+            timeout = tool_hook_timing(APPROVAL_TIMEOUT).hook_timeout
+            self.commands = [tool_hook_command(url, timeout) for url in self.server.urls]
+        else:
+            self.commands = [hook_command(url, HOOK_TIMEOUT_SECONDS) for url in self.server.urls]
         self.commands = self.commands[:concurrency]
         self.samples = []
         self.wrong_answers = 0
@@ -202,6 +279,8 @@ class Target:
             answer = json.loads(output)
         except ValueError:
             return False
+        if self.event == PRE_TOOL_USE:
+            return bool(answer == {"decision": "allow"})
         if answer == {}:
             return True
         return (
@@ -213,7 +292,7 @@ class Target:
 
 async def run_loop(target: Target, worker: int, count: int) -> None:
     result = await anyio.run_process(
-        [BASH, "-c", WORKER, "worker", target.commands[worker], str(count), HOOK_INPUT],
+        [BASH, "-c", WORKER, "worker", target.commands[worker], str(count), target.hook_input],
         env=os.environ | {"LC_ALL": "C"},  # $EPOCHREALTIME with a decimal point
         check=True,
     )
@@ -282,9 +361,9 @@ def describe_machine() -> str:
     return f"{python}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, {first}"
 
 
-def print_table(results: list[LevelResult], seconds: float) -> None:
+def print_table(results: list[LevelResult], seconds: float, event: str) -> None:
     ms = 1000.0
-    print("hook round trip, ms: sh -c 'curl ...' -> server -> answer")
+    print(f"{event} hook round trip, ms: sh -c 'curl ...' -> server -> answer")
     print(
         f"{'sessions':>8} {'calls/target':>12} | {'bridge p50':>10} {'p99':>7} | "
         f"{'baseline p50':>12} {'p99':>7} | {'ratio p50':>9} {'p99':>5} | failures"
@@ -302,23 +381,23 @@ def print_table(results: list[LevelResult], seconds: float) -> None:
     print(f"worst ratio {worst:.2f} (goal < {GOAL_RATIO}: {verdict}); took {seconds:.0f} s")
 
 
-async def drive(levels: Sequence[int], requests: int) -> int:
+async def drive(levels: Sequence[int], requests: int, event: str) -> int:
     print(describe_machine(), flush=True)
     started = time.perf_counter()
     sessions = max(levels)
     async with AsyncExitStack() as stack:
         targets = []
         for name in SERVERS:
-            server = await ServerProcess.start(name, sessions)
+            server = await ServerProcess.start(name, sessions, event)
             stack.push_async_callback(server.stop)
-            targets.append(Target(name, server))
+            targets.append(Target(name, server, event=event))
         bridge, baseline = targets
         await measure_level(bridge, baseline, 1, 10)  # first calls pay for imports and caches
         results = []
         for level in levels:
             results.append(await measure_level(bridge, baseline, level, requests))
             print(f"  measured {level} concurrent sessions", flush=True)
-    print_table(results, time.perf_counter() - started)
+    print_table(results, time.perf_counter() - started, event)
     return 1 if any(r.failures for r in results) else 0
 
 
@@ -330,14 +409,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)))
     parser.add_argument("--requests", type=int, default=REQUESTS_PER_TARGET)
+    parser.add_argument("--event", choices=("PreInvocation", PRE_TOOL_USE), default="PreInvocation")
     parser.add_argument("--serve", nargs=2, metavar=("TARGET", "SESSIONS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
         target, sessions = args.serve
-        anyio.run(SERVERS[target], int(sessions), backend="asyncio")
+        anyio.run(SERVERS[target], int(sessions), args.event, backend="asyncio")
         return 0
     levels = [int(level) for level in args.levels.split(",")]
-    return anyio.run(drive, levels, args.requests, backend="asyncio")
+    return anyio.run(drive, levels, args.requests, args.event, backend="asyncio")
 
 
 if __name__ == "__main__":

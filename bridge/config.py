@@ -158,6 +158,20 @@ class AdminSection(_Section):
     port: int = Field(default=9464, ge=0, le=65535)
 
 
+class ApprovalsSection(_Section):
+    """Which tool calls wait for a person in the thread (agy's ``PreToolUse`` hook)."""
+
+    # ask: gated calls wait for an approver; deny: gated calls are refused; off: no gate at all.
+    mode: Literal["ask", "deny", "off"] = "ask"
+    # Shell-style patterns (fnmatch) on the whole run_command line. A chained line (; && || |
+    # a backtick, $( or a redirection) never matches an allow pattern.
+    allow_commands: list[str] = Field(default_factory=list)
+    deny_commands: list[str] = Field(default_factory=list)
+    # Who may answer (chat user ids); empty: anyone the thread lets talk to the agent.
+    approvers: list[str] = Field(default_factory=list)
+    timeout: PositiveSeconds = 600.0
+
+
 class StoreSection(_Section):
     """Where the state lives: SQLite for one host, PostgreSQL for several instances."""
 
@@ -191,6 +205,7 @@ class Config(_Section):
     matrix: MatrixSection = Field(default_factory=MatrixSection)
     workspaces: list[WorkspaceSection] = Field(default_factory=list)
     admin: AdminSection = Field(default_factory=AdminSection)
+    approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     store: StoreSection = Field(default_factory=StoreSection)
 
     # The file this config was read from (None: defaults and environment only); agy's sandbox

@@ -27,6 +27,7 @@ from bridge.agy.listener import hook_command, open_listener
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.agy.sandbox import Isolation, not_isolated, wrap
+from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
 from bridge.config import Config
@@ -38,6 +39,13 @@ LIVE_PROMPT = (
     "This is agy-bridge's self-test. Call the tool `ping` of the MCP server `bridge_chat` once "
     "(it takes no arguments), then answer with the single word: ok"
 )
+# The second live turn asks agy to run a harmless command, which the bridge refuses through
+# the PreToolUse hook: agy must not run it and must say it was denied.
+DENY_PROMPT = (
+    "This is agy-bridge's approval self-test. Run this exact shell command with your command "
+    "tool: {command}\nThen say in one sentence what happened."
+)
+DENY_REASON = "agy-bridge doctor refuses this command on purpose (approval self-test)"
 
 
 @dataclass
@@ -270,6 +278,7 @@ def check_chats(config: Config, report: Report) -> None:
 class LiveSeen:
     hooks: list[str] = field(default_factory=list)
     mcp_calls: list[str] = field(default_factory=list)
+    tool_hooks: list[str] = field(default_factory=list)  # PreToolUse calls, by tool name
 
 
 def _live_mcp_server(seen: LiveSeen) -> Server[Any]:
@@ -302,12 +311,23 @@ async def live_turn(
         seen.hooks.append("PreInvocation")
         return []
 
+    async def decide(call: ToolCall) -> ToolVerdict:
+        seen.tool_hooks.append(call.name)
+        if call.name == "run_command":
+            return ToolVerdict(allow=False, reason=DENY_REASON)
+        return ToolVerdict(allow=True)
+
     scratch = config.bridge.data_dir.resolve() / "doctor" / uuid.uuid4().hex[:8]
     workdir = scratch / "work"
     workdir.mkdir(parents=True, exist_ok=True)
+    marker = workdir / "doctor-approval-ran"
+    harmless = f"touch {marker.name}"
     prompt = LIVE_PROMPT
+    deny_prompt = DENY_PROMPT.format(command=harmless)
     if command == simulator_command():
         prompt += f" [[mcp bridge_{CHAT_SERVER} ping {{}}]]"  # the simulator follows scripts only
+        deny_prompt += f" [[tool run_command {harmless}]]"
+    denial = _Denial()
     try:
         async with open_listener() as listener:
             runtime = AgyRuntime(
@@ -327,6 +347,8 @@ async def live_turn(
                 mcp_servers={CHAT_SERVER: _live_mcp_server(seen)},
                 guidance="agy-bridge doctor: a self-test session.",
                 notes="",
+                decide=decide,
+                approval_timeout=30,
             )
             # The hook calls the bridge only while something waits: make it call now.
             session.mark_pending()
@@ -334,9 +356,10 @@ async def live_turn(
                 session.directory, workdir, model=config.agy.model or None, conversation=None
             )
             try:
-                await _live_process(spec, prompt, report)
+                await _live_process(spec, [prompt, deny_prompt], report, denial)
             finally:
                 await session.close()
+        ran = marker.exists()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if seen.hooks:
@@ -353,9 +376,43 @@ async def live_turn(
             "agy never contacted the bridge's MCP server: the chat tools (post_message, "
             "post_file, thread_history) will not be available to the agent"
         )
+    _report_denial(report, seen, denial, ran)
 
 
-async def _live_process(spec: Any, prompt: str, report: Report) -> None:
+@dataclass
+class _Denial:
+    """What the approval turn showed: the refused step, and the answer."""
+
+    step_error: str | None = None
+    response: str = ""
+
+
+def _report_denial(report: Report, seen: LiveSeen, denial: _Denial, ran: bool) -> None:
+    if "run_command" not in seen.tool_hooks:
+        report.bad(
+            "the PreToolUse hook never asked the bridge about run_command: approvals cannot "
+            'work with this agy build (set [approvals] mode = "off" or upgrade agy)'
+        )
+        return
+    report.ok("the PreToolUse hook asked the bridge before run_command")
+    if ran:
+        report.bad(
+            "agy RAN a command the bridge denied: this agy build does not honour the "
+            "PreToolUse decision, so approvals would not protect anything"
+        )
+        return
+    report.ok("the denied command did not run")
+    if denial.step_error is not None and DENY_REASON in denial.step_error:
+        report.ok(f"agy reported the denial: {denial.step_error[:120]!r}")
+    else:
+        report.bad(
+            "agy did not report the denial in its tool step (the model may not learn why "
+            "a command was refused)"
+        )
+
+
+async def _live_process(spec: Any, prompts: list[str], report: Report, denial: _Denial) -> None:
+    """Run the turns in one agy process; the last one is the approval self-test."""
     try:
         async with open_agy(spec, lambda reason: report.info(f"unreadable line: {reason}")) as proc:
             init = proc.init
@@ -364,23 +421,38 @@ async def _live_process(spec: Any, prompt: str, report: Report) -> None:
                 f"init arrived: conversation {proc.conversation_id}"
                 + (f", model {init.init.model}" if init.init.model else "")
             )
-            await proc.send_turn([prompt])
-            with anyio.move_on_after(LIVE_TURN_SECONDS) as timer:
-                while True:
-                    out = await proc.next()
-                    if isinstance(out, wire.ResultEvent):
-                        if out.result.ok:
-                            report.ok(f"a turn completed: {out.result.response.strip()[:80]!r}")
-                        else:
-                            report.bad(f"the turn failed, agy says: {out.result.error}")
-                        break
-                    if isinstance(out, ProcessExit):
-                        report.bad(f"agy stopped during the turn ({out.describe()})")
-                        break
-            if timer.cancelled_caught:
-                report.bad(f"the turn did not finish within {LIVE_TURN_SECONDS:g} s")
+            for number, prompt in enumerate(prompts):
+                last = number == len(prompts) - 1
+                if not await _live_one_turn(proc, prompt, report, denial if last else None):
+                    return
     except AgyStartError as exc:
         report.bad(f"agy did not start: {exc.message}")
+
+
+async def _live_one_turn(proc: Any, prompt: str, report: Report, denial: _Denial | None) -> bool:
+    """One turn; False when agy is gone or the turn did not end."""
+    await proc.send_turn([prompt])
+    with anyio.move_on_after(LIVE_TURN_SECONDS):
+        while True:
+            out = await proc.next()
+            if isinstance(out, wire.StepUpdateEvent) and denial is not None:
+                step = out.step_update
+                info = step.tool_info
+                if step.state == "ERROR" and info is not None and info.error is not None:
+                    denial.step_error = info.error.message
+            if isinstance(out, wire.ResultEvent):
+                if denial is not None:
+                    denial.response = out.result.response
+                if out.result.ok:
+                    report.ok(f"a turn completed: {out.result.response.strip()[:80]!r}")
+                else:
+                    report.bad(f"the turn failed, agy says: {out.result.error}")
+                return True
+            if isinstance(out, ProcessExit):
+                report.bad(f"agy stopped during the turn ({out.describe()})")
+                return False
+    report.bad(f"the turn did not finish within {LIVE_TURN_SECONDS:g} s")
+    return False
 
 
 async def doctor(config: Config, live: bool) -> int:

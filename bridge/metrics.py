@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "agy_bridge_"
 TURN_STATES = ("done", "error", "interrupted")
+# A person answers an approval within seconds to minutes; the default timeout is 10 minutes.
+APPROVAL_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 # Agent turns run from a quick answer (a second or two) to long builds and test runs (an hour).
 TURN_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
 
@@ -52,6 +54,19 @@ class Metrics:
             PREFIX + "queued_messages_total",
             "Messages that waited for the next turn.",
             ["platform"],
+            registry=r,
+        )
+        self._approvals = Counter(
+            PREFIX + "approval_requests_total",
+            "Gated tool calls, by decision (allowed_by_policy, denied_by_policy, approved, "
+            "always, denied, timed_out, stopped, expired).",
+            ["decision"],
+            registry=r,
+        )
+        self._approval_wait = Histogram(
+            PREFIX + "approval_wait_seconds",
+            "Time from asking in the thread to the decision.",
+            buckets=APPROVAL_BUCKETS,
             registry=r,
         )
         self._errors = Counter(PREFIX + "errors_total", "Errors, by kind.", ["kind"], registry=r)
@@ -102,6 +117,12 @@ class Metrics:
 
     def queued(self, platform: str) -> None:
         self._queued.labels(platform=platform).inc()
+
+    def approval(self, decision: str, waited: float | None = None) -> None:
+        """One tool call decided; ``waited``: seconds it waited for a person, when asked."""
+        self._approvals.labels(decision).inc()
+        if waited is not None:
+            self._approval_wait.observe(waited)
 
     def error(self, kind: str) -> None:
         """``kind`` names where: agy_start, agy_exit, chat_post, store, hook, ..."""

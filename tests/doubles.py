@@ -17,6 +17,8 @@ from typing import Any
 import anyio
 
 from bridge.core.events import (
+    ApprovalRequest,
+    ApprovalResult,
     AttachmentError,
     AttachmentRef,
     Author,
@@ -120,6 +122,9 @@ class RecordingAdapter:
         self.files = files or {}
         self.record_text = record_text
         self.sent = 0
+        # Approval requests asked (their handles are req-1, req-2, ...) and how each ended.
+        self.requests: list[ApprovalRequest] = []
+        self.settled: dict[str, ApprovalResult] = {}
 
     # --- ChatAdapter --------------------------------------------------------------------------
 
@@ -168,6 +173,19 @@ class RecordingAdapter:
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         return []
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        self.calls["ask_approval"] += 1
+        self.requests.append(request)
+        self.changes.touch()
+        return f"req-{len(self.requests)}"
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        self.calls["settle_approval"] += 1
+        self.settled[handle] = result
+        self.changes.touch()
 
     # --- driving and reading ------------------------------------------------------------------
 

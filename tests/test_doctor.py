@@ -54,6 +54,9 @@ def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
     assert "✓ init arrived: conversation" in done.stdout
     assert "✓ the PreInvocation hook reached the bridge" in done.stdout
     assert "✓ agy contacted the bridge's MCP server (tools/list, tools/call ping)" in done.stdout
+    assert "✓ the PreToolUse hook asked the bridge before run_command" in done.stdout
+    assert "✓ the denied command did not run" in done.stdout
+    assert "✓ agy reported the denial" in done.stdout
     assert not (tmp_path / "data" / "doctor").exists() or not any(
         (tmp_path / "data" / "doctor").iterdir()
     )

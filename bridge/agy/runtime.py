@@ -12,14 +12,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
-from bridge.agy.listener import Listener, answer_deadline, hook_command
-from bridge.agy.plugin import gated_hook_command, pending_flag, write_plugin
+from bridge.agy.listener import (
+    Listener,
+    answer_deadline,
+    hook_command,
+    tool_hook_command,
+    tool_hook_timing,
+)
+from bridge.agy.plugin import gated_hook_command, pending_flag, tool_hook_groups, write_plugin
 from bridge.agy.process import ProcessSpec
 from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, wrap
 from bridge.agy.session import (
     AgySession,
+    DecideFunc,
     InjectFunc,
     LostFunc,
     injection_hook,
@@ -57,6 +65,8 @@ class AgyRuntime:
         mcp_servers: Mapping[str, Any] | None = None,
         guidance: str,
         notes: str,
+        decide: DecideFunc | None = None,
+        approval_timeout: float = 0.0,
         lost: LostFunc | None = None,
     ) -> AgySession:
         """Register the session with the listener and write its plugin folder.
@@ -64,13 +74,20 @@ class AgyRuntime:
         ``inject(conversation_id)`` answers each ``PreInvocation`` call with the messages to hand
         over; ``lost()`` hears when such an answer cannot have been read by agy (it came after
         the listener's deadline, or curl had gone), so those messages go back to the inbox.
+        With ``decide``, every tool call first asks it through agy's ``PreToolUse`` hook
+        (matcher ``*``), whose deadlines sit above ``approval_timeout`` (the longest a person
+        may take to decide). Without it no tool call is gated.
         Raises RuleTooLarge (and closes the registration) when the rules are too long.
         """
         session_dir.mkdir(parents=True, exist_ok=True)
+        answer_within = {event: answer_deadline(HOOK_TIMEOUT_SECONDS) for event in HOOK_EVENTS}
+        timing = tool_hook_timing(approval_timeout)
+        if decide is not None:
+            answer_within[wire.PRE_TOOL_USE] = timing.answer_within
         registration = await self.listener.register(
-            injection_hook(inject),
+            injection_hook(inject, decide),
             dict(mcp_servers or {}),
-            answer_within={event: answer_deadline(HOOK_TIMEOUT_SECONDS) for event in HOOK_EVENTS},
+            answer_within=answer_within,
             on_undelivered=undelivered_injection(lost) if lost is not None else None,
         )
         try:
@@ -87,6 +104,16 @@ class AgyRuntime:
                 },
                 hook_timeout=HOOK_TIMEOUT_SECONDS,
                 mcp_servers={name: registration.mcp_url(name) for name in mcp_servers or {}},
+                # Every tool, so a tool agy adds later is gated too; the policy lets the
+                # harmless ones through at once.
+                pre_tool_use=tool_hook_groups(
+                    tool_hook_command(
+                        registration.hook_url(wire.PRE_TOOL_USE), timing.hook_timeout
+                    ),
+                    timing.hook_timeout,
+                )
+                if decide is not None
+                else (),
             )
         except BaseException:
             await registration.close()

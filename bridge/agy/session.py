@@ -8,13 +8,14 @@ file test instead of an HTTP round trip. The session is the flag's one owner.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bridge.agy import wire
 from bridge.agy.listener import HookFunc, Registration, UndeliveredFunc
-from bridge.agy.plugin import lower_flag, raise_flag
+from bridge.agy.plugin import PLUGIN_NAME, lower_flag, raise_flag
 
 InjectFunc = Callable[[str], Awaitable[list[str]]]
 """``await inject(conversation_id)``: the user messages to hand to that conversation's next
@@ -24,10 +25,58 @@ LostFunc = Callable[[], Awaitable[None]]
 """``await lost()``: the messages of the last injection never reached agy."""
 
 
-def injection_hook(inject: InjectFunc) -> HookFunc:
-    """The listener's hook function for one session: ``PreInvocation`` injects messages."""
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call agy is about to make, as the core sees it (from ``PreToolUse``)."""
 
-    async def hook(event: str, data: wire.HookInput) -> wire.HookReply:
+    name: str  # as agy names it: run_command, write_to_file, call_mcp_tool, ...
+    # Keyed as agy keys them: CommandLine, TargetFile, AbsolutePath, ServerName, ...
+    args: Mapping[str, Any] = field(default_factory=dict)
+    conversation_id: str = ""
+    workspace_paths: tuple[str, ...] = ()
+    scratch: str | None = None  # agy's own artifact folder of this conversation
+
+
+@dataclass(frozen=True)
+class ToolVerdict:
+    """The core's answer: run it or not; ``reason`` is what the model reads when not."""
+
+    allow: bool
+    reason: str | None = None
+
+
+def server_name(server: str) -> str:
+    """The name agy gives a session's MCP server (``ServerName`` of its tool calls)."""
+    return wire.mcp_tool_name(PLUGIN_NAME, server)
+
+
+DecideFunc = Callable[[ToolCall], Awaitable[ToolVerdict]]
+"""``await decide(call)``: whether agy may run this tool call (may wait for a person)."""
+
+
+def _decision(verdict: ToolVerdict) -> wire.ToolDecision:
+    # Only allow or deny: ask/force_ask would ask agy's own prompt, which print mode cannot show.
+    if verdict.allow:
+        return wire.ToolDecision(decision="allow")
+    return wire.ToolDecision(decision="deny", reason=verdict.reason or "not allowed")
+
+
+def injection_hook(inject: InjectFunc, decide: DecideFunc | None = None) -> HookFunc:
+    """The listener's hook function for one session: ``PreInvocation`` injects messages;
+    ``PreToolUse`` asks ``decide`` (and denies every call when there is none)."""
+
+    async def hook(event: str, data: wire.HookInput) -> wire.HookAnswer:
+        if event == wire.PRE_TOOL_USE:
+            if decide is None or not isinstance(data, wire.PreToolUseInput):
+                return wire.ToolDecision(decision="deny", reason="this session decides no tools")
+            call = ToolCall(
+                name=data.tool_call.name,
+                args=dict(data.tool_call.args),
+                conversation_id=data.conversation_id,
+                workspace_paths=tuple(data.workspace_paths),
+                scratch=data.artifact_directory_path,
+            )
+            return _decision(await decide(call))
         if event != "PreInvocation":
             return wire.EMPTY_HOOK_REPLY
         texts = await inject(data.conversation_id)

@@ -11,9 +11,11 @@ Commands in this thread:
 • `!model`: show the model; `!model <id>`: switch this thread's model (same conversation)
 • `!new`: start a fresh conversation for this thread
 • `!status`: process, conversation, queue and usage of this thread
+• `!approvals`: requests waiting for approval and this thread's allow list
+• `!approvals reset`: clear this thread's allow list
 • `!help`: this list
 Anything else is a message for the agent."""
-NAMES = ("stop", "model", "new", "status", "help")
+NAMES = ("stop", "model", "new", "status", "help", "approvals")
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,18 @@ from bridge.agy.process import ProcessOpener, open_agy, reap_group
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core import store as st
+from bridge.core.approvals import texts as approval_texts
+from bridge.core.approvals.gate import request_of
+from bridge.core.approvals.replies import parse_reply
 from bridge.core.cluster import Cluster
 from bridge.core.commands import HELP, Command, parse_command
 from bridge.core.deps import CoreDeps
 from bridge.core.events import (
+    ApprovalChoice,
+    ApprovalResult,
     Author,
     ChatAdapter,
+    DecideOutcome,
     IncomingMessage,
     Reaction,
     SubmitOutcome,
@@ -60,6 +66,8 @@ class Core:
     async def submit(self, message: IncomingMessage) -> SubmitOutcome:
         if message.thread.platform not in self.deps.adapters:
             raise ValueError(f"no chat adapter for platform {message.thread.platform!r}")
+        if await self._approval_reply(message):
+            return SubmitOutcome.COMMAND
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
             if await self.store.add_message(message, state=st.MessageState.COMMAND) is None:
@@ -85,8 +93,44 @@ class Core:
         worker = self.workers.get(thread.key)
         if worker is None and await self.cluster.forward(thread, "stop", by.label):
             return
+        # A request waiting for approval is denied, with the turn interrupted before agy
+        # reads the deny, so agy never runs it and cannot finish the turn first.
+        if worker is not None and await worker.stop_waiting(by.label):
+            return
         if worker is None or not worker.interrupt(by.label):
             await self._say(thread, "Nothing is running in this thread.")
+
+    async def decide(
+        self,
+        thread: ThreadRef,
+        handle: str,
+        choice: ApprovalChoice,
+        by: Author,
+        reason: str = "",
+    ) -> DecideOutcome:
+        worker = self.workers.get(thread.key)
+        if worker is None or worker.gate is None:
+            return DecideOutcome.UNKNOWN
+        return await worker.gate.resolve(handle, choice, by, reason)
+
+    async def _approval_reply(self, message: IncomingMessage) -> bool:
+        """A typed answer (``deny: reason``) to the request waiting in the thread."""
+        worker = self.workers.get(message.thread.key)
+        if worker is None or worker.gate is None or worker.gate.waiting is None:
+            return False
+        reply = parse_reply(message.text)
+        if reply is None or message.attachments:
+            return False
+        if await self.store.add_message(message, state=st.MessageState.COMMAND) is None:
+            return True  # a redelivery of an answer already taken
+        outcome = await worker.gate.resolve(None, reply.choice, message.author, reply.reason)
+        if outcome is DecideOutcome.NOT_APPROVER:
+            await self._say(
+                message.thread,
+                f"{message.author.label} may not answer approval requests in this thread; "
+                "nothing changed.",
+            )
+        return True
 
     async def is_conversation(self, thread: ThreadRef) -> bool:
         return await self.store.known_thread(thread.key)
@@ -105,8 +149,41 @@ class Core:
             await self._new(thread, message.author)
         elif command.name == "status":
             await self._say(thread, await self._status(thread))
+        elif command.name == "approvals":
+            await self._approvals(thread, command.arg)
         else:
             await self._say(thread, f"Unknown command `!{command.word}`.\n{HELP}")
+
+    async def _approvals(self, thread: ThreadRef, arg: str) -> None:
+        if arg.lower() == "reset":
+            removed = await self.store.clear_allowed(thread.key)
+            worker = self.workers.get(thread.key)
+            if worker is not None and worker.gate is not None:
+                worker.gate.forget_allow_list()
+            await self._say(
+                thread,
+                f"This thread's allow list is cleared ({removed} pattern(s) removed); "
+                "those commands ask again.",
+            )
+            return
+        if arg:
+            await self._say(thread, "`!approvals` lists; `!approvals reset` clears the list.")
+            return
+        mode = self.deps.config.approvals.mode
+        waiting = await self.store.waiting_approvals(thread.key)
+        allowed = await self.store.allow_list(thread.key)
+        lines = [f"• Approvals mode: `{mode}`"]
+        if waiting:
+            lines.append("• Waiting for approval:")
+            lines += [f"  – `{w.summary}` ({w.tool})" for w in waiting]
+        else:
+            lines.append("• Nothing waits for approval.")
+        if allowed:
+            lines.append("• Allowed always in this thread:")
+            lines += [f"  – `{p}`" for p in allowed]
+        else:
+            lines.append("• This thread's allow list is empty.")
+        await self._say(thread, "\n".join(lines))
 
     async def _model(self, thread: ThreadRef, model: str) -> None:
         row = await self.store.thread(thread.key)
@@ -132,7 +209,8 @@ class Core:
         await self.store.reset_conversation(thread.key)
         worker = self.workers.get(thread.key)
         if worker is not None:
-            worker.interrupt(by.label)
+            if not await worker.stop_waiting(by.label):
+                worker.interrupt(by.label)
             worker.request_restart()
         else:
             await self.cluster.forward(thread, "new", by.label)
@@ -222,6 +300,7 @@ class Core:
                     extra={"chat_thread": row.thread_key},
                 )
             await self.store.remove_process(row.pgid)
+        await self._expire_approvals()
         for turn in await self.store.running_turns():
             ref = ThreadRef.from_key(turn.thread_key)
             if ref.platform not in self.deps.adapters:
@@ -239,6 +318,36 @@ class Core:
             ref = ThreadRef.from_key(key)
             if ref.platform in self.deps.adapters:
                 self._worker(ref).notify()
+
+    async def _expire_approvals(self) -> None:
+        """Requests that waited when the bridge went down: agy is gone, so they expired."""
+        for row in await self.store.waiting_approvals():
+            ref = ThreadRef.from_key(row.thread_key)
+            if ref.platform not in self.deps.adapters:
+                continue
+            reason = "the bridge restarted while it waited, so it was not run"
+            if not await self.store.settle_approval(
+                row.id, st.ApprovalState.EXPIRED, reason=reason
+            ):
+                continue
+            self.deps.metrics.approval(st.ApprovalState.EXPIRED.value)
+            result = ApprovalResult(
+                state=st.ApprovalState.EXPIRED.value,
+                reason=reason,
+                text=approval_texts.result_text(
+                    row.summary, st.ApprovalState.EXPIRED, None, reason
+                ),
+            )
+            try:
+                if row.handle is None:
+                    # Killed between posting the request and noting its message: say it anew.
+                    await self._adapter(ref).post_message(ref, result.text)
+                else:
+                    await self._adapter(ref).settle_approval(
+                        request_of(row, ref), row.handle, result
+                    )
+            except Exception:
+                log.warning("could not mark a request expired", exc_info=True)
 
     async def shutdown(self) -> None:
         """Interrupt running turns (their threads are told) and let them end."""

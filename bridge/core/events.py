@@ -120,6 +120,46 @@ class TurnOutcome(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
+class ApprovalChoice(enum.Enum):
+    """An approver's answer to a request (a button, a reaction, a typed reply)."""
+
+    APPROVE = "approve"  # run it this once
+    ALWAYS = "always"  # run it, and the same command from now on in this thread
+    DENY = "deny"
+
+
+class ApprovalRequest(_Model):
+    """A gated tool call waiting for a person in the thread.
+
+    ``text`` is the core's Markdown for the request message (what would run, for whom, how
+    long it waits); the adapter adds its own controls (buttons, reactions, a prompt).
+    """
+
+    id: str
+    thread: ThreadRef
+    tool: str
+    summary: str  # the command line, or the tool and the file
+    preview: str = ""  # a short excerpt or diff of an edit
+    always: bool = True  # whether "always in this thread" is offered
+    requested_by: Author | None = None  # who asked for the turn
+    text: str
+
+
+class ApprovalResult(_Model):
+    """How a request ended, for editing its message: ``text`` says who decided what, when."""
+
+    state: str  # approved, always, denied, timed_out, stopped, expired
+    by: Author | None = None
+    reason: str = ""
+    text: str
+
+
+class DecideOutcome(enum.Enum):
+    DECIDED = "decided"
+    NOT_APPROVER = "not_approver"  # this user may not answer: tell them privately
+    UNKNOWN = "unknown"  # no such request waits (decided already, expired)
+
+
 class HistoryEntry(_Model):
     author: Author
     text: str
@@ -154,6 +194,19 @@ class Inbound(Protocol):
 
     async def is_conversation(self, thread: ThreadRef) -> bool:
         """Whether the thread already is a conversation (Slack: later replies need no mention)."""
+
+    async def decide(
+        self,
+        thread: ThreadRef,
+        handle: str,
+        choice: ApprovalChoice,
+        by: Author,
+        reason: str = "",
+    ) -> DecideOutcome:
+        """An answer to the request whose message is ``handle`` (a click, a reaction).
+
+        The adapter lets only users allowed in the thread get here; the core checks the
+        approvers and tells what happened (the adapter tells a NOT_APPROVER privately)."""
 
 
 class ChatAdapter(Protocol):
@@ -194,6 +247,15 @@ class ChatAdapter(Protocol):
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         """The thread's earlier messages, oldest first (may be empty where unsupported)."""
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        """Post the request with its controls (Approve, Always in this thread, Deny); return
+        the message's id, the handle clicks and reactions are matched by."""
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        """Edit the request message to say who decided what and when; remove its controls."""
 
 
 class AttachmentError(Exception):

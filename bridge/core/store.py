@@ -28,7 +28,7 @@ from bridge.core.scrub import encodable
 
 Row = Mapping[str, Any]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -102,6 +102,32 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE turns ADD COLUMN owner TEXT;
     ALTER TABLE processes ADD COLUMN owner TEXT
     """,
+    # Approvals (issue 11): every request and decision, and each thread's "always" list. The
+    # ids are made by the bridge (uuid hex), so no auto-numbering is needed.
+    4: """
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        thread_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        args_json TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        requested_by_json TEXT,
+        state TEXT NOT NULL,
+        handle TEXT,
+        decided_by_json TEXT,
+        reason TEXT,
+        requested_at {real} NOT NULL,
+        decided_at {real}
+    );
+    CREATE INDEX approvals_thread ON approvals (thread_key, state);
+    CREATE TABLE approval_allow (
+        thread_key TEXT NOT NULL,
+        pattern TEXT NOT NULL,
+        added_by_json TEXT,
+        added_at {real} NOT NULL,
+        PRIMARY KEY (thread_key, pattern)
+    )
+    """,
 }
 
 
@@ -136,6 +162,16 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+
+
+class ApprovalState(StrEnum):
+    WAITING = "waiting"  # asked in the thread, no answer yet
+    APPROVED = "approved"
+    ALWAYS = "always"  # approved, and added to the thread's allow list
+    DENIED = "denied"
+    TIMED_OUT = "timed_out"  # no answer in time: denied
+    STOPPED = "stopped"  # !stop while it waited: denied
+    EXPIRED = "expired"  # the bridge restarted (or the turn ended) while it waited
 
 
 class StoreError(Exception):
@@ -190,6 +226,42 @@ class ProcessRow(_Row):
     thread_key: str
     run_marker: str
     owner: str | None = None
+
+
+class ApprovalRow(_Row):
+    id: str
+    thread_key: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    summary: str
+    requested_by: Author | None = None
+    state: ApprovalState
+    handle: str | None = None
+    decided_by: Author | None = None
+    reason: str | None = None
+    requested_at: float
+    decided_at: float | None = None
+
+
+def _author(text: str | None) -> Author | None:
+    return Author.model_validate_json(text) if text else None
+
+
+def _approval(row: Row) -> ApprovalRow:
+    return ApprovalRow(
+        id=row["id"],
+        thread_key=row["thread_key"],
+        tool=row["tool"],
+        args=json.loads(row["args_json"]),
+        summary=row["summary"],
+        requested_by=_author(row["requested_by_json"]),
+        state=ApprovalState(row["state"]),
+        handle=row["handle"],
+        decided_by=_author(row["decided_by_json"]),
+        reason=row["reason"],
+        requested_at=row["requested_at"],
+        decided_at=row["decided_at"],
+    )
 
 
 def _message(row: Row) -> StoredMessage:
@@ -552,6 +624,102 @@ class Store:
             )
             for r in rows
         ]
+
+    # --- approvals (plain SQL for SQLite and PostgreSQL alike) ---------------------------
+
+    async def add_approval(
+        self,
+        approval_id: str,
+        thread_key: str,
+        tool: str,
+        args: dict[str, Any],
+        summary: str,
+        requested_by: Author | None,
+    ) -> None:
+        await self._write(
+            "INSERT INTO approvals (id, thread_key, tool, args_json, summary,"
+            " requested_by_json, state, requested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                approval_id,
+                thread_key,
+                tool,
+                _text(json.dumps(args, default=str)),
+                _text(summary),
+                requested_by.model_dump_json() if requested_by else None,
+                ApprovalState.WAITING,
+                time.time(),
+            ),
+        )
+
+    async def set_approval_handle(self, approval_id: str, handle: str) -> None:
+        """The chat message that asks (to find it from a click, and to edit it)."""
+        await self._write("UPDATE approvals SET handle = ? WHERE id = ?", (handle, approval_id))
+
+    async def settle_approval(
+        self,
+        approval_id: str,
+        state: ApprovalState,
+        *,
+        by: Author | None = None,
+        reason: str | None = None,
+    ) -> bool:
+        """Record the decision of a waiting request; False when it was decided already."""
+        changed = await self._write(
+            "UPDATE approvals SET state = ?, decided_by_json = ?, reason = ?, decided_at = ?"
+            " WHERE id = ? AND state = ?",
+            (
+                state,
+                by.model_dump_json() if by else None,
+                _text(reason) if reason else None,
+                time.time(),
+                approval_id,
+                ApprovalState.WAITING,
+            ),
+        )
+        return changed > 0
+
+    async def approval(self, approval_id: str) -> ApprovalRow | None:
+        rows = await self._db.fetch("SELECT * FROM approvals WHERE id = ?", (approval_id,))
+        return _approval(rows[0]) if rows else None
+
+    async def approval_by_handle(self, thread_key: str, handle: str) -> ApprovalRow | None:
+        rows = await self._db.fetch(
+            "SELECT * FROM approvals WHERE thread_key = ? AND handle = ?", (thread_key, handle)
+        )
+        return _approval(rows[0]) if rows else None
+
+    async def waiting_approvals(self, thread_key: str | None = None) -> list[ApprovalRow]:
+        """Requests nobody answered yet (of one thread, or all), oldest first."""
+        if thread_key is None:
+            rows = await self._db.fetch(
+                "SELECT * FROM approvals WHERE state = ? ORDER BY requested_at, id",
+                (ApprovalState.WAITING,),
+            )
+        else:
+            rows = await self._db.fetch(
+                "SELECT * FROM approvals WHERE thread_key = ? AND state = ?"
+                " ORDER BY requested_at, id",
+                (thread_key, ApprovalState.WAITING),
+            )
+        return [_approval(r) for r in rows]
+
+    async def allow_list(self, thread_key: str) -> list[str]:
+        """The thread's "always" patterns, oldest first."""
+        rows = await self._db.fetch(
+            "SELECT pattern FROM approval_allow WHERE thread_key = ? ORDER BY added_at, pattern",
+            (thread_key,),
+        )
+        return [r["pattern"] for r in rows]
+
+    async def add_allowed(self, thread_key: str, pattern: str, by: Author | None) -> None:
+        await self._write(
+            "INSERT INTO approval_allow (thread_key, pattern, added_by_json, added_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (thread_key, pattern) DO NOTHING",
+            (thread_key, _text(pattern), by.model_dump_json() if by else None, time.time()),
+        )
+
+    async def clear_allowed(self, thread_key: str) -> int:
+        return await self._write("DELETE FROM approval_allow WHERE thread_key = ?", (thread_key,))
 
     # --- plumbing -----------------------------------------------------------------------
 

@@ -16,9 +16,11 @@ import anyio
 
 from bridge.agy.plugin import RuleTooLarge
 from bridge.agy.process import AgyHandle, AgyStartError
-from bridge.agy.session import AgySession
+from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.agy.start_failure import StartFailure, classify
 from bridge.agy.turn import TurnStatus
+from bridge.core.approvals import policy
+from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.attachments import save_attachments
 from bridge.core.deps import CoreDeps
 from bridge.core.events import Reaction, ThreadRef
@@ -56,6 +58,7 @@ class ThreadWorker:
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
         self._restart_requested = False
+        self.gate: ApprovalGate | None = None
         # This instance runs the thread while it holds the lease (always, on SQLite).
         self.lease = lease or Lease(ref.key)
 
@@ -79,6 +82,11 @@ class ThreadWorker:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
         return self._runner is not None and self._runner.interrupt(by)
 
+    async def stop_waiting(self, by: str) -> bool:
+        """!stop while an approval waits: deny it and interrupt the turn. False when none
+        waited (then nothing was interrupted)."""
+        return self.gate is not None and await self.gate.stop(by, lambda: self.interrupt(by))
+
     def request_restart(self) -> None:
         """Restart the process when idle (a model switch, a new conversation)."""
         self._restart_requested = True
@@ -92,13 +100,28 @@ class ThreadWorker:
         try:
             self.place = place_for(self.deps.config, self.ref)
             await self._prepare_workdir(self.place)
+            mcp_servers = self.deps.mcp_servers(self) if self.deps.mcp_servers else None
+            approvals = self.deps.config.approvals
+            if approvals.mode != "off":
+                self.gate = ApprovalGate(
+                    self.ref,
+                    self.deps,
+                    policy.Place(
+                        self.place.workdir.resolve(),
+                        frozenset(server_name(name) for name in mcp_servers or {}),
+                    ),
+                    lambda: self._runner.requester() if self._runner is not None else None,
+                )
+                await self.gate.load()
             self._session = await self.deps.runtime.prepare(
                 self.place.session_dir,
                 inject=self._take_injections,
                 lost=self._injection_lost,
-                mcp_servers=self.deps.mcp_servers(self) if self.deps.mcp_servers else None,
+                mcp_servers=mcp_servers,
                 guidance=build_guidance(self.deps.config.agy.guidance),
                 notes=self.place.notes,
+                decide=self._decide_tool if self.gate is not None else None,
+                approval_timeout=approvals.timeout,
             )
             self._runner = TurnRunner(
                 self.ref, self.deps, self._session, self.marks, self._ensure_saved
@@ -141,6 +164,11 @@ class ThreadWorker:
         if self._runner is None:
             return []
         return await self._runner.take_injections(conversation_id)
+
+    async def _decide_tool(self, call: ToolCall) -> ToolVerdict:
+        if self.gate is None:
+            return ToolVerdict(allow=True)
+        return await self.gate.decide(call)
 
     async def _injection_lost(self) -> None:
         if self._runner is not None:
@@ -205,6 +233,8 @@ class ThreadWorker:
             # A draining instance starts no new turn; None: nothing was waiting.
             waiting = not self.lease.draining and await self.deps.store.has_pending(self.key)
             result = await self._runner.run(proc) if waiting else None
+            if self.gate is not None:
+                await self.gate.abandon()  # agy is past any request it made
             if result is not None:
                 if result.exit_wait == 0 or not proc.alive:
                     continue

@@ -23,7 +23,7 @@ from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core.deps import CoreDeps
-from bridge.core.events import LiveReply, Reaction, ThreadRef, ToolActivity
+from bridge.core.events import Author, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber, StreamScrubber
@@ -60,7 +60,7 @@ class RunningTurn:
     unconfirmed: list[int] = field(default_factory=list)
     # Those of the latest hook call.
     last_injection: list[int] = field(default_factory=list)
-
+    author: Author | None = None  # who asked for this turn (its last message's author)
     _reply: LiveReply | None = None
 
     async def reply(self) -> LiveReply:
@@ -100,6 +100,10 @@ class TurnRunner:
     def busy(self) -> bool:
         return self.current is not None
 
+    def requester(self) -> Author | None:
+        """Who asked for the running turn (None when none runs)."""
+        return self.current.author if self.current is not None else None
+
     def interrupt(self, by: str) -> bool:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
         turn, proc = self.current, self._proc
@@ -134,6 +138,7 @@ class TurnRunner:
                     self.adapter.open_reply(self.ref, last.message_id, last.author)
                 ),
                 self.scrub.stream(),
+                author=last.author,
             )
             self._proc = proc
             self.current = turn

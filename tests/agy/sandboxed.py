@@ -62,6 +62,8 @@ def write_config(root: Path, *, workspaces: list[dict[str, Any]] | None = None) 
     lines = [
         "[bridge]",
         f"data_dir = {json.dumps(str(root / 'data'))}",
+        "[approvals]",  # these tests run tools freely; approvals have tests of their own
+        'mode = "off"',
         "[agy]",
         *(f"{key} = {_toml(value)}" for key, value in agy.items()),
         "[slack]",

@@ -107,6 +107,14 @@ def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:
         )
 
 
+def test_approval_latency_prints_the_click_and_its_baseline() -> None:
+    output = run_quick("approval_latency")
+    rows = {row[0]: row for row in table_rows(output, "path")}
+    assert list(rows) == ["click → agy reads allow", "click → Slack ack (baseline)"]
+    for row in rows.values():
+        assert int(row[1]) == 5 and number(row[3]) > 0
+
+
 def test_slack_tiers_completes_every_answer_within_the_tiers() -> None:
     output = run_quick("slack_tiers")
     rows = {row[0]: row for row in table_rows(output, "method")}

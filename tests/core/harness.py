@@ -82,7 +82,13 @@ async def running(
     # workspace (the sandbox's own tests are tests/agy/test_sandbox*.py).
     settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, "isolation": "none"}
     settings.update(agy)
-    raw = {"bridge": {"data_dir": str(tmp / "data")}, "agy": settings, **(extra or {})}
+    # Tests of other areas run tools freely; approvals tests turn the gate on themselves.
+    raw = {
+        "bridge": {"data_dir": str(tmp / "data")},
+        "agy": settings,
+        "approvals": {"mode": "off"},
+        **(extra or {}),
+    }
     config = build_config(raw, environ={})
     adapter = RecordingAdapter()
     async with open_bridge(config, {"test": adapter}) as bridge:

@@ -46,6 +46,8 @@ def write_config(
         "[bridge]",
         'data_dir = "data"',
         f"log_level = {json.dumps(log_level)}",
+        "[approvals]",  # these tests run tools freely; approvals have tests of their own
+        'mode = "off"',
         "[agy]",
         *(f"{key} = {_toml(value)}" for key, value in settings.items()),
         extra,

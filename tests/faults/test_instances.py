@@ -68,6 +68,8 @@ class Instance:
             'isolation = "none"\n'
             f'[slack]\napi_url = "{self.fake.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
             f"[admin]\nenabled = true\nport = {self.port}\n"
+            # These tests run tools freely; approvals have tests of their own.
+            '[approvals]\nmode = "off"\n'
             f'[store]\nurl = "{self.url}"\ninstance = "{self.name}"\n'
             f"lease_seconds = {LEASE}\ndrain_seconds = 20\nshared_agy_state = true\n"
         )

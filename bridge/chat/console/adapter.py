@@ -1,7 +1,9 @@
 """The local console chat: standard input is one user's messages in one thread.
 
 Lines are taken as they arrive, so a line typed while a turn runs is injected into it. The
-agent's answer streams to standard output, tool activity as short lines.
+agent's answer streams to standard output, tool activity as short lines. While a tool call
+waits for approval, the next line answers ``approve? [y/a/N]`` (``deny: why`` works too; any
+other text is a message for the agent).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import TextIO
 import anyio
 
 from bridge.core.events import (
+    ApprovalChoice,
+    ApprovalRequest,
+    ApprovalResult,
     AttachmentError,
     AttachmentRef,
     Author,
@@ -32,6 +37,16 @@ from bridge.core.events import (
     TurnOutcome,
 )
 from bridge.core.outcome import outcome_lines
+
+_ANSWERS = {
+    "y": ApprovalChoice.APPROVE,
+    "yes": ApprovalChoice.APPROVE,
+    "a": ApprovalChoice.ALWAYS,
+    "always": ApprovalChoice.ALWAYS,
+    "n": ApprovalChoice.DENY,
+    "no": ApprovalChoice.DENY,
+    "": ApprovalChoice.DENY,
+}
 
 REACTION_WORDS = {
     Reaction.INJECTED: "seen by the agent mid-turn",
@@ -101,6 +116,7 @@ class ConsoleAdapter:
         self.stdout = stdout or sys.stdout
         self.eof = anyio.Event()
         self._run_id = uuid.uuid4().hex[:12]
+        self._asking: str | None = None  # the handle of the request waiting for an answer
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         started()
@@ -110,6 +126,8 @@ class ConsoleAdapter:
             if not line:
                 break
             text = line.rstrip("\n")
+            if self._asking is not None and await self._answer(inbound, self._asking, text):
+                continue
             if not text.strip():
                 continue
             count += 1
@@ -125,6 +143,30 @@ class ConsoleAdapter:
             if outcome is SubmitOutcome.DUPLICATE:
                 self._notice("(duplicate message ignored)")
         self.eof.set()
+
+    async def _answer(self, inbound: Inbound, handle: str, text: str) -> bool:
+        """``approve? [y/a/N]``: y approves, a approves always, n or an empty line denies."""
+        choice = _ANSWERS.get(text.strip().lower())
+        if choice is None:
+            return False
+        await inbound.decide(self.thread, handle, choice, self.author)
+        return True
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        handle = f"approval:{request.id}"
+        self._asking = handle
+        for line in request.text.splitlines():
+            self._notice(line)
+        self._notice("approve? [y/a/N]" if request.always else "approve? [y/N]")
+        return handle
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        if self._asking == handle:
+            self._asking = None
+        for line in result.text.splitlines():
+            self._notice(line)
 
     def _notice(self, text: str) -> None:
         self.stdout.write(f"[bridge] {text}\n")

@@ -17,6 +17,8 @@ from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
 from bridge.config import MatrixSection
 from bridge.core.events import (
+    ApprovalRequest,
+    ApprovalResult,
     AttachmentRef,
     Author,
     HistoryEntry,
@@ -28,6 +30,7 @@ from bridge.core.events import (
 
 from . import history as history_module
 from . import media
+from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
 from .format import Renderer, with_mentions, with_relation
 from .outbox import MatrixOutbox
@@ -91,6 +94,9 @@ class MatrixAdapter:
         self._queue.on_limited = self._pacer.limited
         self._connection: _Connection | None = None
         self.user_id = config.user_id
+        self._approvals = MatrixApprovals(
+            self._renderer, self._tuning.reply.limits, self._tuning.remembered_events
+        )
 
     # -- running --------------------------------------------------------------------------
 
@@ -271,6 +277,15 @@ class MatrixAdapter:
         if previous is not None:
             # The new status replaces ours from before.
             await outbox.redact(thread.channel, previous)
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        outbox = self._connected().outbox
+        return await self._approvals.ask(outbox, request, self._remember(request.thread))
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        await self._approvals.settle(self._connected().outbox, request, handle, result)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         connection = self._connected()

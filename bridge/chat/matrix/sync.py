@@ -38,8 +38,16 @@ from nio.responses import RoomInfo
 
 from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
-from bridge.core.events import Author, Inbound, IncomingMessage, ThreadRef
+from bridge.core.events import (
+    ApprovalChoice,
+    Author,
+    DecideOutcome,
+    Inbound,
+    IncomingMessage,
+    ThreadRef,
+)
 
+from .approvals import approval_answer
 from .client import SyncTokenStore
 from .events import author_of, content_of, stop_target, thread_ref, thread_root, to_incoming
 from .outbox import MatrixOutbox
@@ -376,6 +384,11 @@ class SyncWorker:
                 await self._undecryptable(room, event)
             self._seen.put(event_id, True)
             return
+        answer = approval_answer(event)
+        if answer is not None:
+            self._seen.put(event_id, True)
+            await self._answer(room, answer, author_of(room, event.sender), allowed)
+            return
         target = stop_target(event)
         if target is not None:
             self._seen.put(event_id, True)
@@ -422,6 +435,37 @@ class SyncWorker:
         if thread is None:
             return
         self._tg.start_soon(self._call_stop, thread, by)
+
+    async def _answer(
+        self, room: MatrixRoom, answer: tuple[str, ApprovalChoice], by: Author, allowed: bool
+    ) -> None:
+        """A ✅ ♾️ ❌ reaction: the core decides whether it answers a waiting request."""
+        target, choice = answer
+        thread = self._thread_of_event.get(target) or await self._thread_of(room, target)
+        if thread is None:
+            return
+        self._tg.start_soon(self._call_decide, thread, target, choice, by, allowed)
+
+    async def _call_decide(
+        self, thread: ThreadRef, target: str, choice: ApprovalChoice, by: Author, allowed: bool
+    ) -> None:
+        try:
+            outcome = (
+                await self._inbound.decide(thread, target, choice, by)
+                if allowed
+                else DecideOutcome.NOT_APPROVER
+            )
+        except Exception:
+            log.exception("deciding a request in %s failed", thread.key)
+            return
+        if outcome is DecideOutcome.NOT_APPROVER:
+            name = by.display_name or by.id
+            await self._outbox.notice(
+                thread.channel,
+                f"{name}: you may not answer the agent's requests here, so your reaction "
+                "changed nothing.",
+                thread.thread,
+            )
 
     async def _call_stop(self, thread: ThreadRef, by: Author) -> None:
         try:

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
+from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.client import (
     CALL_ERRORS,
@@ -50,6 +51,8 @@ from bridge.chat.slack.transport import (
 from bridge.chat.slack.users import UserDirectory
 from bridge.config import SlackSection
 from bridge.core.events import (
+    ApprovalRequest,
+    ApprovalResult,
     AttachmentError,
     AttachmentRef,
     Author,
@@ -118,6 +121,13 @@ class SlackAdapter:
         # Who wrote a message (for stream recipients), and which marks we put on messages.
         self._writers: LRUMap[tuple[str, str], Recipient] = LRUMap(4096)
         self._marks: LRUMap[tuple[str, str], set[Reaction]] = LRUMap(4096)
+        self._approvals = SlackApprovals(
+            self._client,
+            self._access,
+            self._users,
+            backoff=retry_backoff,
+            on_retry=lambda: self._on_retry,
+        )
         # The running reply of each thread (told when the adapter posts beside it).
         self._live: dict[str, SlackLiveReply] = {}
 
@@ -223,9 +233,16 @@ class SlackAdapter:
             if self._tg is not None:
                 self._tg.start_soon(self._on_stop, inbound, body, action)
 
+        async def on_approval(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            if self._tg is not None:
+                self._tg.start_soon(self._approvals.on_action, inbound, body, action)
+
         app.event("app_mention")(on_event)
         app.event("message")(on_event)
         app.action(STOP_ACTION_ID)(on_stop)
+        for action_id in ACTION_CHOICES:
+            app.action(action_id)(on_approval)
         return app
 
     # ----- incoming ---------------------------------------------------------------------------
@@ -426,6 +443,18 @@ class SlackAdapter:
         except CALL_ERRORS as exc:
             if api_error(exc) != "no_reaction":
                 log.info("Slack: removing a reaction in %s failed: %s", thread.key, describe(exc))
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        handle = await self._approvals.ask(request)
+        live = self._live.get(request.thread.key)
+        if live is not None:
+            live.posted_elsewhere()  # the request went up beside the running reply
+        return handle
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        await self._approvals.settle(request, handle, result)
 
     async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
         token = self._client.token

@@ -24,7 +24,8 @@ def _config(tmp_path: Path, **agy: object) -> Path:
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in agy.items())
     path = tmp_path / "config.toml"
     path.write_text(
-        f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {command}\ninit_timeout = 20\n{extra}'
+        f'[bridge]\ndata_dir = "data"\n[approvals]\nmode = "off"\n'
+        f"[agy]\ncommand = {command}\ninit_timeout = 20\n{extra}"
     )
     return path
 

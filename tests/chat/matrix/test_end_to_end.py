@@ -62,6 +62,7 @@ async def live_bridge(
                 "allowed_users": [alice.user_id],
             },
             "workspaces": [{"path": str(workdir)}] if workdir else [],
+            "approvals": {"mode": "off"},  # approvals have tests of their own
         },
         environ={},
     )

@@ -58,6 +58,7 @@ async def live_bridge(
                 "allowed_users": [ALICE, BOB],
                 **slack,
             },
+            "approvals": {"mode": "off"},  # approvals have tests of their own
             **(extra or {}),
         },
         environ={},

@@ -35,7 +35,8 @@ async def test_run_serves_slack_and_stops_gracefully_on_sigterm(
     command = json.dumps([sys.executable, "-m", "bridge.simulator"])
     # isolation "none": the test signals the agent through a file outside its workspace.
     config.write_text(
-        f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {command}\nisolation = "none"\n'
+        f'[bridge]\ndata_dir = "data"\n[approvals]\nmode = "off"\n'
+        f'[agy]\ncommand = {command}\nisolation = "none"\n'
         f'[slack]\napi_url = "{fake_slack.api_url}"\nallowed_users = ["{ALICE}"]\n'
         f"[admin]\nenabled = true\nport = {admin_port}\n"
     )

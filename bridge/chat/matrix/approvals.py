@@ -1,0 +1,87 @@
+"""Approval requests in Matrix: the bot posts the request and pre-reacts ✅ ♾️ ❌; the first
+approver's reaction decides (a reply ``deny: …`` gives a reason, read by the core); the
+request is then edited to say who decided what and when, and the bot's reactions go.
+
+A reaction by someone who may not answer changes nothing; the room gets a short notice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from nio import ReactionEvent
+from nio.events import Event
+
+from bridge.chat.common.lru import LRUMap
+from bridge.core.events import ApprovalChoice, ApprovalRequest, ApprovalResult
+
+from .format import Limits, Renderer, with_relation
+from .outbox import MatrixOutbox
+from .reply import SendFailed
+
+log = logging.getLogger(__name__)
+
+APPROVE_KEY = "✅"
+ALWAYS_KEY = "♾️"
+DENY_KEY = "❌"
+_CHOICES = {
+    APPROVE_KEY: ApprovalChoice.APPROVE,
+    ALWAYS_KEY.replace("\ufe0f", ""): ApprovalChoice.ALWAYS,
+    DENY_KEY: ApprovalChoice.DENY,
+}
+HOW_TO = (
+    f"React {APPROVE_KEY} to approve, {ALWAYS_KEY} to approve always in this thread, "
+    f"{DENY_KEY} to deny."
+)
+
+
+def approval_answer(event: Event) -> tuple[str, ApprovalChoice] | None:
+    """(the event reacted to, the choice) for a ✅ ♾️ ❌ reaction; None for anything else."""
+    if not isinstance(event, ReactionEvent):
+        return None
+    choice = _CHOICES.get(event.key.replace("\ufe0f", "").strip())
+    return (event.reacts_to, choice) if choice is not None else None
+
+
+class MatrixApprovals:
+    """Posts and edits requests; remembers the bot's own reactions to remove them."""
+
+    def __init__(self, renderer: Renderer, limits: Limits, remembered: int) -> None:
+        self._renderer = renderer
+        self._limits = limits
+        # request event id -> the bot's reaction event ids on it
+        self._reactions: LRUMap[str, list[str]] = LRUMap(remembered)
+
+    async def ask(
+        self, outbox: MatrixOutbox, request: ApprovalRequest, remember: Callable[[str], None]
+    ) -> str:
+        thread = request.thread
+        text = f"{request.text}\n\n{HOW_TO if request.always else _without_always()}"
+        content: dict[str, Any] = self._renderer.pieces(text, self._limits)[0]
+        with_relation(content, thread_root=thread.thread)
+        event_id = await outbox.send(thread.channel, content)
+        remember(event_id)
+        keys = [APPROVE_KEY, *([ALWAYS_KEY] if request.always else []), DENY_KEY]
+        reactions: list[str] = []
+        for key in keys:
+            try:
+                reactions.append(await outbox.react(thread.channel, event_id, key))
+            except SendFailed as exc:
+                log.warning("could not pre-react %s in %s: %s", key, thread.channel, exc)
+        self._reactions.put(event_id, reactions)
+        return event_id
+
+    async def settle(
+        self, outbox: MatrixOutbox, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        room = request.thread.channel
+        content = self._renderer.pieces(result.text, self._limits)[0]
+        await outbox.edit(room, handle, content)
+        for reaction in self._reactions.pop(handle) or []:
+            await outbox.redact(room, reaction)
+
+
+def _without_always() -> str:
+    return f"React {APPROVE_KEY} to approve, {DENY_KEY} to deny."

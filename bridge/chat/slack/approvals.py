@@ -1,0 +1,191 @@
+"""Approval requests in Slack: a message with Block Kit buttons Approve, Always in this
+thread, Deny; clicks go to the core, which checks the approvers; the message is then edited
+to say who decided what and when.
+
+A click by someone the channel does not let talk to the agent, or who is not an approver,
+changes nothing and is answered with an ephemeral message only that person sees.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bridge.chat.slack.access import AccessPolicy
+from bridge.chat.slack.client import CALL_ERRORS, with_retries
+from bridge.chat.slack.events import PLATFORM
+from bridge.chat.slack.format import plain_fallback
+from bridge.chat.slack.users import UserDirectory
+from bridge.core.events import (
+    ApprovalChoice,
+    ApprovalRequest,
+    ApprovalResult,
+    DecideOutcome,
+    Inbound,
+    ThreadRef,
+)
+
+log = logging.getLogger(__name__)
+
+APPROVE_ACTION_ID = "agy_bridge_approve"
+ALWAYS_ACTION_ID = "agy_bridge_always"
+DENY_ACTION_ID = "agy_bridge_deny"
+ACTION_CHOICES = {
+    APPROVE_ACTION_ID: ApprovalChoice.APPROVE,
+    ALWAYS_ACTION_ID: ApprovalChoice.ALWAYS,
+    DENY_ACTION_ID: ApprovalChoice.DENY,
+}
+NOT_APPROVER_TEXT = "You may not approve or deny the agent's requests here; nothing changed."
+ALREADY_TEXT = "This request was already decided (or expired); nothing changed."
+# A section block's text is at most 3,000 characters.
+_SECTION_LIMIT = 3000
+
+
+def _section(text: str) -> dict[str, Any]:
+    if len(text) > _SECTION_LIMIT:
+        text = text[: _SECTION_LIMIT - 1] + "…"
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def request_blocks(request: ApprovalRequest) -> list[dict[str, Any]]:
+    buttons: list[dict[str, Any]] = [
+        {
+            "type": "button",
+            "action_id": APPROVE_ACTION_ID,
+            "text": {"type": "plain_text", "text": "Approve"},
+            "style": "primary",
+            "value": request.thread.key,
+        }
+    ]
+    if request.always:
+        buttons.append(
+            {
+                "type": "button",
+                "action_id": ALWAYS_ACTION_ID,
+                "text": {"type": "plain_text", "text": "Always in this thread"},
+                "value": request.thread.key,
+            }
+        )
+    buttons.append(
+        {
+            "type": "button",
+            "action_id": DENY_ACTION_ID,
+            "text": {"type": "plain_text", "text": "Deny"},
+            "style": "danger",
+            "value": request.thread.key,
+        }
+    )
+    return [
+        _section(request.text),
+        {"type": "actions", "block_id": "agy_bridge_approval", "elements": buttons},
+    ]
+
+
+class SlackApprovals:
+    """Posts, edits and answers approval requests for the Slack adapter."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        access: AccessPolicy,
+        users: UserDirectory,
+        *,
+        backoff: float,
+        on_retry: Callable[[], Callable[[str], None] | None],
+    ) -> None:
+        self._client = client
+        self._access = access
+        self._users = users
+        self._backoff = backoff
+        self._on_retry = on_retry
+
+    async def ask(self, request: ApprovalRequest) -> str:
+        thread = request.thread
+        response = await with_retries(
+            functools.partial(
+                self._client.chat_postMessage,
+                channel=thread.channel,
+                thread_ts=thread.thread or None,
+                text=plain_fallback(request.text),
+                blocks=request_blocks(request),
+            ),
+            what="approval request",
+            thread_key=thread.key,
+            backoff=self._backoff,
+            on_retry=self._on_retry(),
+        )
+        return str(response["ts"])
+
+    async def settle(self, request: ApprovalRequest, handle: str, result: ApprovalResult) -> None:
+        thread = request.thread
+        await with_retries(
+            functools.partial(
+                self._client.chat_update,
+                channel=thread.channel,
+                ts=handle,
+                text=plain_fallback(result.text),
+                blocks=[_section(result.text)],
+            ),
+            what="approval decision",
+            thread_key=thread.key,
+            backoff=self._backoff,
+            on_retry=self._on_retry(),
+        )
+
+    async def on_action(
+        self, inbound: Inbound, body: dict[str, Any], action: dict[str, Any]
+    ) -> None:
+        """A click on one of the request's buttons (acknowledged already)."""
+        choice = ACTION_CHOICES.get(str(action.get("action_id") or ""))
+        user = str((body.get("user") or {}).get("id") or "")
+        container = body.get("container") or {}
+        channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
+        handle = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
+        try:
+            thread = ThreadRef.from_key(str(action.get("value") or ""))
+        except ValueError:
+            return
+        if (
+            choice is None
+            or thread.platform != PLATFORM
+            or thread.channel != channel
+            or not user
+            or not handle
+        ):
+            log.warning("Slack: an approval button for another thread was ignored")
+            return
+        if not self._access.allows(user, channel):
+            await self._tell(user, thread, NOT_APPROVER_TEXT)
+            return
+        try:
+            outcome = await inbound.decide(thread, handle, choice, await self._users.author(user))
+        except Exception:
+            log.exception("Slack: deciding a request in %s failed", thread.key)
+            return
+        if outcome is DecideOutcome.NOT_APPROVER:
+            await self._tell(user, thread, NOT_APPROVER_TEXT)
+        elif outcome is DecideOutcome.UNKNOWN:
+            await self._tell(user, thread, ALREADY_TEXT)
+
+    async def _tell(self, user: str, thread: ThreadRef, text: str) -> None:
+        """An ephemeral message only ``user`` sees."""
+        try:
+            await with_retries(
+                functools.partial(
+                    self._client.chat_postEphemeral,
+                    channel=thread.channel,
+                    user=user,
+                    text=text,
+                    thread_ts=thread.thread or None,
+                ),
+                what="approval notice",
+                thread_key=thread.key,
+                backoff=self._backoff,
+                on_retry=self._on_retry(),
+            )
+        except CALL_ERRORS:
+            pass  # logged by with_retries

@@ -1,0 +1,299 @@
+"""One thread's approvals: the policy first, then a request in the thread and its answer.
+
+The :class:`ApprovalGate` answers agy's ``PreToolUse`` hook for one thread. Requests are asked
+one at a time, in the order agy made the calls (a FIFO lock), and each is stored before it is
+shown, so a restart finds it and marks it expired. While one waits the turn is paused inside
+agy, but the thread stays open: a chat message is stored and injected at the next model call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from bridge.agy.session import ToolCall, ToolVerdict
+from bridge.config import ApprovalsSection
+from bridge.core.approvals import policy, texts
+from bridge.core.deps import CoreDeps
+from bridge.core.events import (
+    ApprovalChoice,
+    ApprovalRequest,
+    ApprovalResult,
+    Author,
+    DecideOutcome,
+    ThreadRef,
+)
+from bridge.core.store import ApprovalRow, ApprovalState, StoreError
+
+log = logging.getLogger(__name__)
+
+ALLOWED = ToolVerdict(allow=True)
+
+
+@dataclass
+class _Waiting:
+    request: ApprovalRequest
+    pattern: str | None
+    handle: str | None = None  # set once the request message is posted
+    posted: anyio.Event = field(default_factory=anyio.Event)
+    started: float = field(default_factory=time.monotonic)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    state: ApprovalState | None = None
+    by: Author | None = None
+    reason: str = ""
+
+
+def may_approve(approvers: list[str], who: Author) -> bool:
+    return not approvers or who.id in approvers
+
+
+class ApprovalGate:
+    def __init__(
+        self,
+        ref: ThreadRef,
+        deps: CoreDeps,
+        place: policy.Place,
+        requested_by: Callable[[], Author | None],
+    ):
+        self.ref = ref
+        self.key = ref.key
+        self.deps = deps
+        self.adapter = deps.adapters[ref.platform]
+        self.place = place
+        self._requested_by = requested_by
+        # anyio's Lock wakes its waiters first come, first served: requests keep agy's order.
+        self._lock = anyio.Lock()
+        self.waiting: _Waiting | None = None
+        # The thread's "always" list, read from the store once: this gate is its only writer
+        # while the worker lives (``!approvals reset`` calls :meth:`forget_allow_list`).
+        self._always: list[str] | None = None
+
+    @property
+    def config(self) -> ApprovalsSection:
+        return self.deps.config.approvals
+
+    # --- agy asks ----------------------------------------------------------------------------
+
+    async def decide(self, call: ToolCall) -> ToolVerdict:
+        """The answer to one ``PreToolUse`` call: at once by policy, or after asking."""
+        verdict = await self._judge(call)
+        if isinstance(verdict, policy.Allow):
+            self.deps.metrics.approval("allowed_by_policy")
+            return ALLOWED
+        if isinstance(verdict, policy.Deny):
+            self.deps.metrics.approval("denied_by_policy")
+            return ToolVerdict(allow=False, reason=verdict.reason)
+        if self.config.mode == "deny":
+            self.deps.metrics.approval("denied_by_policy")
+            return ToolVerdict(
+                allow=False,
+                reason="this bridge refuses tool calls that need approval (approvals mode "
+                "is deny); ask the operator to allow the command, or do without it",
+            )
+        async with self._lock:
+            # An "always" given for an earlier request may cover this one now.
+            verdict = await self._judge(call)
+            if isinstance(verdict, policy.Allow):
+                self.deps.metrics.approval("allowed_by_policy")
+                return ALLOWED
+            if isinstance(verdict, policy.Deny):
+                return ToolVerdict(allow=False, reason=verdict.reason)
+            return await self._ask(call, verdict)
+
+    async def _judge(self, call: ToolCall) -> policy.Verdict:
+        rules = policy.Rules(self.config.allow_commands, self.config.deny_commands)
+        place = self.place
+        if call.scratch:
+            place = policy.Place(place.workspace, place.own_servers, Path(call.scratch))
+        if self._always is None:
+            self._always = await self.deps.store.allow_list(self.key)
+        return policy.judge(call.name, call.args, rules, place, self._always)
+
+    async def load(self) -> None:
+        """Read the thread's allow list now (the worker starts), so no hook call waits on it."""
+        self._always = await self.deps.store.allow_list(self.key)
+
+    def forget_allow_list(self) -> None:
+        """The stored list changed elsewhere (``!approvals reset``): read it again."""
+        self._always = None
+
+    async def _ask(self, call: ToolCall, ask: policy.Ask) -> ToolVerdict:
+        store = self.deps.store
+        requested_by = self._requested_by()
+        request = ApprovalRequest(
+            id=uuid.uuid4().hex,
+            thread=self.ref,
+            tool=call.name,
+            summary=ask.summary,
+            preview=ask.preview,
+            always=ask.pattern is not None,
+            requested_by=requested_by,
+            text=texts.request_text(
+                tool=call.name,
+                summary=ask.summary,
+                preview=ask.preview,
+                requested_by=requested_by,
+                timeout=self.config.timeout,
+            ),
+        )
+        # Waiting before it is posted: a click may come before the post call returns.
+        waiting = _Waiting(request, ask.pattern)
+        self.waiting = waiting
+        try:
+            await store.add_approval(
+                request.id, self.key, call.name, dict(call.args), ask.summary, requested_by
+            )
+            waiting.handle = await self.adapter.ask_approval(request)
+            await store.set_approval_handle(request.id, waiting.handle)
+        except Exception as exc:
+            log.exception("could not ask for an approval", extra={"chat_thread": self.key})
+            self.waiting = None
+            await self._settle_quietly(request.id, ApprovalState.EXPIRED, str(exc))
+            return ToolVerdict(
+                allow=False, reason="the bridge could not ask in the chat for an approval"
+            )
+        finally:
+            waiting.posted.set()
+        try:
+            with anyio.move_on_after(self.config.timeout):
+                await waiting.done.wait()
+            if waiting.state is None:
+                await self._finish(waiting, ApprovalState.TIMED_OUT, None, "")
+        finally:
+            if waiting.state is None:
+                # Cancelled: the session closed (the bridge stops, agy is gone).
+                with anyio.CancelScope(shield=True):
+                    await self._finish(
+                        waiting, ApprovalState.EXPIRED, None, "the agent's session ended"
+                    )
+            self.waiting = None
+        assert waiting.state is not None
+        if waiting.state in (ApprovalState.APPROVED, ApprovalState.ALWAYS):
+            return ALLOWED
+        return ToolVerdict(
+            allow=False,
+            reason=texts.agent_reason(
+                waiting.state, waiting.by, waiting.reason, self.config.timeout
+            ),
+        )
+
+    # --- people answer -------------------------------------------------------------------------
+
+    async def resolve(
+        self, handle: str | None, choice: ApprovalChoice, by: Author, reason: str = ""
+    ) -> DecideOutcome:
+        """An answer to the waiting request (``handle`` None: whichever waits now)."""
+        waiting = self.waiting
+        if waiting is None or waiting.state is not None:
+            return DecideOutcome.UNKNOWN
+        await waiting.posted.wait()
+        if waiting.state is not None or waiting.handle is None:
+            return DecideOutcome.UNKNOWN
+        if handle is not None and handle != waiting.handle:
+            return DecideOutcome.UNKNOWN
+        if not may_approve(self.config.approvers, by):
+            return DecideOutcome.NOT_APPROVER
+        if choice is ApprovalChoice.DENY:
+            state = ApprovalState.DENIED
+        elif choice is ApprovalChoice.ALWAYS and waiting.pattern is not None:
+            state = ApprovalState.ALWAYS
+            if reason.strip():
+                waiting.pattern = reason.strip()  # the approver's own pattern
+            reason = ""
+        else:
+            state = ApprovalState.APPROVED
+            reason = ""
+        if not await self._finish(waiting, state, by, reason.strip()):
+            return DecideOutcome.UNKNOWN
+        return DecideOutcome.DECIDED
+
+    async def stop(self, by: str, interrupt: Callable[[], object]) -> bool:
+        """!stop while a request waits: deny it, and ``interrupt`` the turn before agy reads
+        the deny (else agy could finish the turn first). True when one waited."""
+        waiting = self.waiting
+        if waiting is None or waiting.state is not None:
+            return False
+        await waiting.posted.wait()
+        who = Author(id=by, display_name=by)
+        return await self._finish(waiting, ApprovalState.STOPPED, who, "", before=interrupt)
+
+    async def abandon(self) -> None:
+        """The turn ended (agy is gone) while a request waited: it expires."""
+        waiting = self.waiting
+        if waiting is not None and waiting.state is None:
+            await self._finish(waiting, ApprovalState.EXPIRED, None, "the agent's turn ended")
+
+    # --- recording -----------------------------------------------------------------------------
+
+    async def _finish(
+        self,
+        waiting: _Waiting,
+        state: ApprovalState,
+        by: Author | None,
+        reason: str,
+        *,
+        before: Callable[[], object] | None = None,
+    ) -> bool:
+        if waiting.state is not None:
+            return False
+        waiting.state, waiting.by, waiting.reason = state, by, reason
+        try:
+            await self.deps.store.settle_approval(waiting.request.id, state, by=by, reason=reason)
+            if state is ApprovalState.ALWAYS and waiting.pattern is not None:
+                await self.deps.store.add_allowed(self.key, waiting.pattern, by)
+                self._always = None
+        except StoreError as exc:
+            # The decision still stands for agy; the record is what is lost.
+            log.error("could not record a decision: %s", exc, extra={"chat_thread": self.key})
+        if before is not None:
+            before()
+        waiting.done.set()
+        self.deps.metrics.approval(state.value, time.monotonic() - waiting.started)
+        log.info(
+            "approval %s: %s",
+            state.value,
+            waiting.request.tool,
+            extra={"chat_thread": self.key},
+        )
+        result = ApprovalResult(
+            state=state.value,
+            by=by,
+            reason=reason,
+            text=texts.result_text(
+                waiting.request.summary,
+                state,
+                by,
+                reason,
+                pattern=waiting.pattern if state is ApprovalState.ALWAYS else None,
+            ),
+        )
+        try:
+            if waiting.handle is not None:
+                await self.adapter.settle_approval(waiting.request, waiting.handle, result)
+        except Exception:
+            log.exception("could not edit an approval request", extra={"chat_thread": self.key})
+        return True
+
+    async def _settle_quietly(self, approval_id: str, state: ApprovalState, reason: str) -> None:
+        try:
+            await self.deps.store.settle_approval(approval_id, state, reason=reason)
+        except StoreError:
+            pass
+
+
+def request_of(row: ApprovalRow, ref: ThreadRef) -> ApprovalRequest:
+    """A stored request as the adapters see it (to edit its message after a restart)."""
+    return ApprovalRequest(
+        id=row.id,
+        thread=ref,
+        tool=row.tool,
+        summary=row.summary,
+        requested_by=row.requested_by,
+        text="",
+    )

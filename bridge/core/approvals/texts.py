@@ -1,0 +1,107 @@
+"""The words of a request and of its decision, the same in every chat."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bridge.core.events import Author
+from bridge.core.store import ApprovalState
+
+
+def _fence(text: str) -> str:
+    # A fence longer than any run of backticks inside, so the command cannot end it early.
+    ticks = "`" * max(3, _longest_backticks(text) + 1)
+    return f"{ticks}\n{text}\n{ticks}"
+
+
+def _longest_backticks(text: str) -> int:
+    best = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        best = max(best, run)
+    return best
+
+
+# Longer commands are shown cut, with a warning: the part not shown runs too.
+SHOWN_CHARS = 2500
+
+
+def shown(summary: str) -> str:
+    if len(summary) <= SHOWN_CHARS:
+        return _fence(summary)
+    rest = len(summary) - SHOWN_CHARS
+    return (
+        _fence(summary[:SHOWN_CHARS])
+        + f"\n⚠️ {rest:,} more characters are not shown here; deny unless you know what they do."
+    )
+
+
+def minutes(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:g} seconds"
+    value = seconds / 60
+    return f"{value:g} minute" + ("" if value == 1 else "s")
+
+
+def request_text(
+    *,
+    tool: str,
+    summary: str,
+    preview: str,
+    requested_by: Author | None,
+    timeout: float,
+) -> str:
+    who = f" for {requested_by.label}" if requested_by else ""
+    what = "run this command" if tool == "run_command" else f"use `{tool}`"
+    lines = [f"🔐 *Approval needed*: the agent wants to {what}{who}:", shown(summary)]
+    if preview:
+        lines.append(_fence(preview))
+    lines.append(
+        f"It waits {minutes(timeout)}, then it is denied. "
+        "Reply `deny: <reason>` to deny and tell the agent why."
+    )
+    return "\n".join(lines)
+
+
+_VERBS = {
+    ApprovalState.APPROVED: "✅ Approved",
+    ApprovalState.ALWAYS: "♾️ Approved always in this thread",
+    ApprovalState.DENIED: "❌ Denied",
+    ApprovalState.TIMED_OUT: "⏱️ Denied: no one answered in time",
+    ApprovalState.STOPPED: "🛑 Denied: the turn was stopped",
+    ApprovalState.EXPIRED: "⌛ Expired",
+}
+
+
+def result_text(
+    summary: str,
+    state: ApprovalState,
+    by: Author | None,
+    reason: str,
+    at: datetime | None = None,
+    *,
+    pattern: str | None = None,
+) -> str:
+    """The request message once decided: what it was, who decided what, and when."""
+    when = (at or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    line = _VERBS[state]
+    if by is not None:
+        line += f" by {by.label}"
+    line += f" at {when}"
+    if pattern:
+        line += f" (`{pattern}` now runs without asking here)"
+    if reason:
+        line += f": {reason}"
+    return f"{line}\n{shown(summary)}"
+
+
+def agent_reason(state: ApprovalState, by: Author | None, reason: str, timeout: float) -> str:
+    """What the model reads after "Tool call denied by pre-tool hook: "."""
+    name = by.display_name or by.id if by else ""
+    if state is ApprovalState.DENIED:
+        return f"denied by {name}" + (f": {reason}" if reason else "")
+    if state is ApprovalState.TIMED_OUT:
+        return f"no one in the chat approved it within {minutes(timeout)}"
+    if state is ApprovalState.STOPPED:
+        return f"the turn was stopped by {name}" if name else "the turn was stopped"
+    return reason or "it was not approved"

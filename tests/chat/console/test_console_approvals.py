@@ -1,0 +1,121 @@
+"""Approvals in `agy-bridge console`: ``approve? [y/a/N]`` on the terminal, and a bridge
+SIGKILLed while a request waits (a subprocess on the agy simulator)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from bridge.core.store import ApprovalState
+from tests.chat.console.test_console import _wait_until
+
+CONSOLE = [sys.executable, "-m", "bridge", "console"]
+
+
+class Console:
+    """A console subprocess whose output lines are collected as they come."""
+
+    def __init__(self, tmp_path: Path, approvals: str = 'mode = "ask"\ntimeout = 60') -> None:
+        command = json.dumps([sys.executable, "-m", "bridge.simulator"])
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {command}\ninit_timeout = 20\n'
+            f"[approvals]\n{approvals}\n"
+        )
+        self.workdir_root = tmp_path / "data"
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [*CONSOLE, "--config", str(config), "--user", "alice", "--thread", "t"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "AGY_SIM_HOME": str(tmp_path / "sim-home"), "PYTHONUNBUFFERED": "1"},
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def type(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def count(self, text: str) -> int:
+        return sum(text in line for line in list(self.lines))
+
+    def wait(self, text: str, count: int = 1) -> None:
+        _wait_until(lambda: self.count(text) >= count, f"never printed {text!r}: {self.lines}")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def made(root: Path, name: str) -> Callable[[], bool]:
+    return lambda: any(root.rglob(name))
+
+
+def test_y_a_and_n_answer_the_prompt(tmp_path: Path) -> None:
+    console = Console(tmp_path)
+    try:
+        console.type("[[tool run_command touch yes.txt]]")
+        console.wait("approve? [y/a/N]")
+        assert not made(tmp_path / "data", "yes.txt")()
+        console.type("y")
+        console.wait("✅ Approved by alice")
+        console.wait("You said")
+        assert made(tmp_path / "data", "yes.txt")()
+
+        console.type("[[tool run_command touch no.txt]]")
+        console.wait("approve? [y/a/N]", 2)
+        console.type("")  # N is the default
+        console.wait("denied by alice")
+        assert not made(tmp_path / "data", "no.txt")()
+
+        console.type("[[tool run_command echo always]]")
+        console.wait("approve? [y/a/N]", 3)
+        console.type("a")
+        console.wait("Approved always in this thread")
+        console.type("[[tool run_command echo always]] again")
+        console.wait("You said", 4)
+        assert console.count("approve? [y/a/N]") == 3, "the same command did not ask again"
+
+        console.type("[[tool run_command touch why.txt]]")
+        console.wait("approve? [y/a/N]", 4)
+        console.type("deny: not on a Friday")
+        console.wait("denied by alice: not on a Friday")
+        assert not made(tmp_path / "data", "why.txt")()
+    finally:
+        console.close()
+    assert console.proc.returncode == 0
+
+
+def test_sigkill_while_waiting_then_the_request_reads_as_expired(tmp_path: Path) -> None:
+    console = Console(tmp_path)
+    console.type("[[tool run_command touch never.txt]]")
+    console.wait("approve? [y/a/N]")
+    console.proc.send_signal(signal.SIGKILL)
+    console.proc.wait(timeout=10)
+
+    again = Console(tmp_path)
+    try:
+        again.wait("⌛ Expired")
+        again.wait("the bridge restarted while it waited")
+    finally:
+        again.close()
+    assert not made(tmp_path / "data", "never.txt")()
+    with sqlite3.connect(tmp_path / "data" / "bridge.sqlite3") as db:
+        states = [row[0] for row in db.execute("SELECT state FROM approvals")]
+    assert states == [ApprovalState.EXPIRED]

@@ -1,0 +1,55 @@
+"""The words of requests and decisions, and typed answers to a waiting request."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridge.core.approvals.replies import Reply, parse_reply
+from bridge.core.approvals.texts import SHOWN_CHARS, agent_reason, request_text, result_text
+from bridge.core.events import ApprovalChoice, Author
+from bridge.core.store import ApprovalState
+
+BOB = Author(id="@bob:x", display_name="Bob")
+
+
+def test_a_command_with_backticks_cannot_close_its_fence() -> None:
+    text = request_text(
+        tool="run_command", summary="echo ```` done", preview="", requested_by=None, timeout=600
+    )
+    assert "`````\necho ```` done\n`````" in text and "10 minutes" in text
+
+
+def test_a_long_command_is_cut_with_a_warning() -> None:
+    summary = "x" * (SHOWN_CHARS + 10)
+    text = request_text(
+        tool="run_command", summary=summary, preview="", requested_by=BOB, timeout=60
+    )
+    assert "10 more characters are not shown" in text and "for Bob (@bob:x)" in text
+
+
+def test_the_decision_says_who_what_and_when() -> None:
+    text = result_text("git push", ApprovalState.DENIED, BOB, "use the staging db")
+    assert text.startswith("❌ Denied by Bob (@bob:x) at ") and "UTC: use the staging db" in text
+    always = result_text("ls", ApprovalState.ALWAYS, BOB, "", pattern="ls")
+    assert "`ls` now runs without asking here" in always
+
+
+def test_the_model_reads_who_denied_and_why() -> None:
+    assert agent_reason(ApprovalState.DENIED, BOB, "not now", 600) == "denied by Bob: not now"
+    assert "10 minutes" in agent_reason(ApprovalState.TIMED_OUT, None, "", 600)
+
+
+@pytest.mark.parametrize(
+    ("text", "reply"),
+    [
+        ("deny: use the staging db", Reply(ApprovalChoice.DENY, "use the staging db")),
+        ("Deny", Reply(ApprovalChoice.DENY)),
+        ("  approve ", Reply(ApprovalChoice.APPROVE)),
+        ("always: git push origin *", Reply(ApprovalChoice.ALWAYS, "git push origin *")),
+        ("deny the request because", None),
+        ("please approve this", None),
+        ("hello", None),
+    ],
+)
+def test_typed_answers(text: str, reply: Reply | None) -> None:
+    assert parse_reply(text) == reply
