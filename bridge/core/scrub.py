@@ -36,3 +36,36 @@ class Scrubber:
             if secret in text:
                 text = text.replace(secret, "***")
         return text
+
+
+class StreamScrubber:
+    """Scrubs a text that arrives in pieces (agy's streamed deltas) for one turn.
+
+    A secret split across two pieces is in neither of them: the tail of what came so far that
+    could still grow into a secret is held back until the next piece (or :meth:`flush`, at the
+    turn's end) shows what it is. Everything returned is already scrubbed.
+    """
+
+    def __init__(self, scrub: Scrubber):
+        self._scrub = scrub
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        text = self._scrub(self._held + piece)
+        keep = self._open_secret(text)
+        self._held = text[len(text) - keep :]
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        rest, self._held = self._held, ""
+        return rest
+
+    def _open_secret(self, text: str) -> int:
+        """Length of the longest tail of ``text`` that is the start of a secret."""
+        longest = 0
+        for secret in self._scrub.secrets:
+            for size in range(min(len(secret) - 1, len(text)), longest, -1):
+                if text.endswith(secret[:size]):
+                    longest = size
+                    break
+        return longest

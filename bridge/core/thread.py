@@ -35,7 +35,7 @@ from bridge.core.events import (
 )
 from bridge.core.guidance import build_guidance
 from bridge.core.prompt import injected_text, turn_blocks
-from bridge.core.scrub import Scrubber
+from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store, StoredMessage, StoreError
 from bridge.core.workspaces import Place, place_for
@@ -74,6 +74,8 @@ class TurnState:
     denied: list[str] = field(default_factory=list)
     # agy printed something for this turn (its user_input step at least).
     acknowledged: bool = False
+    # The streamed answer, scrubbed across delta boundaries.
+    pieces: StreamScrubber = field(default_factory=lambda: StreamScrubber(Scrubber()))
 
     async def reply(self) -> LiveReply:
         if self.live is None:
@@ -303,7 +305,11 @@ class ThreadWorker:
         turn_id, messages = taken
         messages = [await self._ensure_saved(m) for m in messages]
         reply_to = messages[-1].message_id
-        self.turn = TurnState(turn_id, lambda: self.adapter.open_reply(self.ref, reply_to))
+        self.turn = TurnState(
+            turn_id,
+            lambda: self.adapter.open_reply(self.ref, reply_to),
+            pieces=StreamScrubber(self.scrub),
+        )
         self.deps.metrics.turn_started(self.ref.platform)
         self._spawn(self.adapter.set_typing(self.ref, True))
         turn = self.turn
@@ -383,6 +389,7 @@ class ThreadWorker:
                     return result
         # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
         turn.timed_out = True
+        await self._flush_stream(turn, streamed)
         proc.interrupt()
         with anyio.move_on_after(INTERRUPT_GRACE):
             while True:
@@ -404,6 +411,8 @@ class ThreadWorker:
         if isinstance(out, wire.StepUpdateEvent):
             await self._step(out.step_update, turn, streamed, proc)
             return None
+        if isinstance(out, wire.ResultEvent | ProcessExit):
+            await self._flush_stream(turn, streamed)
         if isinstance(out, wire.ResultEvent):
             turn.acknowledged = True
             return self._outcome(out.result, turn, streamed)
@@ -430,9 +439,10 @@ class ThreadWorker:
             return  # a subagent's step
         reply = await turn.reply()  # agy took the turn: show the thread it is being worked on
         if step.step_type == "agent_response" and step.text_delta:
-            delta = self.scrub(step.text_delta)
-            streamed.append(delta)
-            await reply.append(delta)
+            delta = turn.pieces.feed(step.text_delta)
+            if delta:
+                streamed.append(delta)
+                await reply.append(delta)
         elif step.step_type == "tool" or step.tool_name:
             name = step.tool_name or (step.tool_info.name if step.tool_info else None) or "tool"
             error = None
@@ -445,6 +455,13 @@ class ThreadWorker:
                     name=name, summary=self.scrub(tool_summary(step)), state=step.state, error=error
                 )
             )
+
+    async def _flush_stream(self, turn: TurnState, streamed: list[str]) -> None:
+        """The tail held back in case it was the start of a secret: it was not."""
+        rest = turn.pieces.flush()
+        if rest:
+            streamed.append(rest)
+            await (await turn.reply()).append(rest)
 
     def _outcome(
         self, result: wire.ResultInfo, turn: TurnState, streamed: list[str]
