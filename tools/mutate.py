@@ -1,0 +1,183 @@
+"""Mutation testing of the modules that carry the bridge's promises, one slice at a time.
+
+    make mutate SLICE=lines [MUTATE_BUDGET=900] [MUTATE_CHILDREN=1]
+    make mutate SLICE=list        # the slices, their modules and their tests
+
+Each slice is run by mutmut in a scratch copy (``.mutate/<slice>/``), so the work tree is never
+touched and an interrupted run resumes where it stopped (mutmut keeps each mutant's result).
+The run stops after MUTATE_BUDGET seconds (a 2-core machine shared with others: run it with
+``nice``, one slice at a time); what was measured so far is reported. See docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# slice: (modules mutated, tests that guard them). Tests marked slow (the randomised SIGKILL
+# run) are left out: a mutant must be killed by a deterministic test.
+SLICES: dict[str, tuple[list[str], list[str]]] = {
+    "lines": (["bridge/agy/lines.py"], ["tests/agy/test_lines.py", "tests/agy/test_process.py"]),
+    "process": (
+        ["bridge/agy/process.py"],
+        ["tests/agy/test_process.py", "tests/faults/test_agy_faults.py"],
+    ),
+    "listener": (
+        ["bridge/agy/listener/*"],
+        [
+            "tests/agy/test_listener.py",
+            "tests/agy/test_listener_hook_command.py",
+            "tests/agy/test_listener_mcp.py",
+            "tests/security/test_listener_live.py",
+        ],
+    ),
+    "secrets": (
+        ["bridge/core/scrub.py", "bridge/logs.py", "bridge/agy/launch.py"],
+        [
+            "tests/security",
+            "tests/agy/test_launch.py",
+            "tests/test_config.py",
+            "tests/core/test_scrub.py",
+        ],
+    ),
+    "slack": (
+        [
+            "bridge/chat/slack/events.py",
+            "bridge/chat/slack/access.py",
+            "bridge/chat/slack/adapter.py",
+        ],
+        ["tests/chat/slack"],
+    ),
+    "matrix": (
+        ["bridge/chat/matrix/sync.py", "bridge/chat/matrix/access.py"],
+        ["tests/chat/matrix"],
+    ),
+    "store": (["bridge/core/store.py"], ["tests/core", "tests/faults"]),
+    "turn": (["bridge/core/thread.py", "bridge/core/core.py"], ["tests/core", "tests/faults"]),
+}
+
+STATUS = re.compile(r"^\s*(\S+): (.+)$")
+
+
+def _copy_tree(dest: Path) -> None:
+    """The work tree as it is now (committed or not), without virtualenvs and caches."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
+    for name in ("bridge", "tests"):
+        target = dest / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(ROOT / name, target, ignore=ignore)
+    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
+
+
+def _config(modules: list[str], tests: list[str]) -> str:
+    existing = [t for t in tests if (ROOT / t).exists()]
+    lines = [
+        "[mutmut]",
+        "source_paths=bridge/",
+        "only_mutate=",
+        *(f"    {m}" for m in modules),
+        "pytest_add_cli_args_test_selection=",
+        *(f"    {t}" for t in existing),
+        "pytest_add_cli_args=",
+        "    -p",
+        "    no:cacheprovider",
+        "    -q",
+        "    -m",
+        "    not slow",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _mutmut(dest: Path, *args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "mutmut"), *args]
+
+
+def _results(dest: Path) -> Counter[str]:
+    out = subprocess.run(
+        _mutmut(dest, "results", "--all", "true"),
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    counts: Counter[str] = Counter()
+    survivors = []
+    for line in out.splitlines():
+        match = STATUS.match(line)
+        if not match:
+            continue
+        name, status = match.groups()
+        counts[status] += 1
+        if status not in ("killed", "caught by type check"):
+            survivors.append(f"{status:>10}  {name}")
+    report = dest / "report.txt"
+    report.write_text("\n".join(survivors) + "\n")
+    return counts
+
+
+def run(slice_name: str, budget: float, children: int) -> int:
+    modules, tests = SLICES[slice_name]
+    dest = ROOT / ".mutate" / slice_name
+    dest.mkdir(parents=True, exist_ok=True)
+    _copy_tree(dest)
+    (dest / "setup.cfg").write_text(_config(modules, tests))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    print(f"mutate {slice_name}: {', '.join(modules)} against {', '.join(tests)}", flush=True)
+    print(f"  in {dest}, for at most {budget:g} s", flush=True)
+    proc = subprocess.Popen(
+        _mutmut(dest, "run", "--max-children", str(children)),
+        cwd=dest,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        proc.wait(timeout=budget)
+        finished = True
+    except subprocess.TimeoutExpired:
+        # mutmut records each mutant's result as it goes: the next run carries on from here.
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finished = False
+    counts = _results(dest)
+    done = sum(n for status, n in counts.items() if status != "not checked")
+    killed = counts["killed"] + counts["caught by type check"] + counts["timeout"]
+    score = 100.0 * killed / done if done else 0.0
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"  {summary}")
+    print(
+        f"  score {score:.1f}% ({killed} of {done} checked mutants killed or timed out)"
+        + ("" if finished else "; budget used up, run again to go on")
+    )
+    print(f"  survivors: {dest / 'report.txt'}; see one with: cd {dest} && mutmut show NAME")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    name = argv[1] if len(argv) > 1 else "list"
+    if name == "list" or name not in SLICES:
+        if name != "list":
+            print(f"unknown slice {name!r}")
+        for key, (modules, tests) in SLICES.items():
+            print(f"{key:10} {' '.join(modules)}\n{'':10} tests: {' '.join(tests)}")
+        return 0 if name == "list" else 2
+    budget = float(os.environ.get("MUTATE_BUDGET", "900"))
+    children = int(os.environ.get("MUTATE_CHILDREN", "1"))
+    return run(name, budget, children)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
