@@ -2,6 +2,8 @@
 
     make mutate SLICE=lines [MUTATE_BUDGET=900] [MUTATE_CHILDREN=1]
     make mutate SLICE=list        # the slices, their modules and their tests
+    MUTATE_FRESH=1 make mutate SLICE=lines    # forget earlier results of the slice
+    MUTATE_RECHECK=1 make mutate SLICE=lines  # run only the survivors again (new tests)
 
 Each slice is run by mutmut in a scratch copy (``.mutate/<slice>/``), so the work tree is never
 touched and an interrupted run resumes where it stopped (mutmut keeps each mutant's result).
@@ -25,7 +27,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # slice: (modules mutated, tests that guard them). Tests marked slow (the randomised SIGKILL
 # run) are left out: a mutant must be killed by a deterministic test.
 SLICES: dict[str, tuple[list[str], list[str]]] = {
-    "lines": (["bridge/agy/lines.py"], ["tests/agy/test_lines.py", "tests/agy/test_process.py"]),
+    "lines": (
+        ["bridge/agy/lines.py"],
+        [
+            "tests/agy/test_lines.py",
+            "tests/agy/test_lines_boundaries.py",
+            "tests/agy/test_process.py",
+        ],
+    ),
     "process": (
         ["bridge/agy/process.py"],
         ["tests/agy/test_process.py", "tests/faults/test_agy_faults.py"],
@@ -64,6 +73,7 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
     "turn": (["bridge/core/thread.py", "bridge/core/core.py"], ["tests/core", "tests/faults"]),
 }
 
+KILLED = ("killed", "caught by type check", "timeout")
 STATUS = re.compile(r"^\s*(\S+): (.+)$")
 
 
@@ -101,7 +111,7 @@ def _mutmut(dest: Path, *args: str) -> list[str]:
     return [str(Path(sys.executable).parent / "mutmut"), *args]
 
 
-def _results(dest: Path) -> Counter[str]:
+def _statuses(dest: Path) -> list[tuple[str, str]]:
     out = subprocess.run(
         _mutmut(dest, "results", "--all", "true"),
         cwd=dest,
@@ -109,15 +119,15 @@ def _results(dest: Path) -> Counter[str]:
         text=True,
         check=False,
     ).stdout
+    return [m.groups() for line in out.splitlines() if (m := STATUS.match(line))]  # type: ignore[misc]
+
+
+def _results(dest: Path) -> Counter[str]:
     counts: Counter[str] = Counter()
     survivors = []
-    for line in out.splitlines():
-        match = STATUS.match(line)
-        if not match:
-            continue
-        name, status = match.groups()
+    for name, status in _statuses(dest):
         counts[status] += 1
-        if status not in ("killed", "caught by type check"):
+        if status not in KILLED:
             survivors.append(f"{status:>10}  {name}")
     report = dest / "report.txt"
     report.write_text("\n".join(survivors) + "\n")
@@ -127,14 +137,23 @@ def _results(dest: Path) -> Counter[str]:
 def run(slice_name: str, budget: float, children: int) -> int:
     modules, tests = SLICES[slice_name]
     dest = ROOT / ".mutate" / slice_name
+    if os.environ.get("MUTATE_FRESH") and (dest / "mutants").exists():
+        shutil.rmtree(dest / "mutants")
     dest.mkdir(parents=True, exist_ok=True)
+    names: list[str] = []
+    if os.environ.get("MUTATE_RECHECK") and (dest / "mutants").exists():
+        names = [n for n, status in _statuses(dest) if status not in KILLED]
+        if not names:
+            print(f"mutate {slice_name}: no survivors to check again")
     _copy_tree(dest)
     (dest / "setup.cfg").write_text(_config(modules, tests))
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # Tests that start the bridge as a subprocess (the console CLI) must import the mutated
+    # copy too; mutmut tells them which mutant is active through the environment.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(dest / "mutants")}
     print(f"mutate {slice_name}: {', '.join(modules)} against {', '.join(tests)}", flush=True)
     print(f"  in {dest}, for at most {budget:g} s", flush=True)
     proc = subprocess.Popen(
-        _mutmut(dest, "run", "--max-children", str(children)),
+        _mutmut(dest, "run", "--max-children", str(children), *names),
         cwd=dest,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -154,7 +173,7 @@ def run(slice_name: str, budget: float, children: int) -> int:
         finished = False
     counts = _results(dest)
     done = sum(n for status, n in counts.items() if status != "not checked")
-    killed = counts["killed"] + counts["caught by type check"] + counts["timeout"]
+    killed = sum(counts[status] for status in KILLED)
     score = 100.0 * killed / done if done else 0.0
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"  {summary}")
