@@ -54,7 +54,10 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
             "tests/security",
             "tests/agy/test_launch.py",
             "tests/test_config.py",
+            "tests/test_logs.py",
+            "tests/agy/test_launch_secrets.py",
             "tests/core/test_scrub.py",
+            "tests/core/test_scrub_stream.py",
         ],
     ),
     "slack": (
