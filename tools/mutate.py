@@ -37,7 +37,12 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
     ),
     "process": (
         ["bridge/agy/process.py"],
-        ["tests/agy/test_process.py", "tests/faults/test_agy_faults.py"],
+        [
+            "tests/agy/test_process.py",
+            "tests/agy/test_process_edges.py",
+            "tests/faults/test_agy_faults.py",
+            "tests/security/test_stdout_fuzz.py",
+        ],
     ),
     "listener": (
         ["bridge/agy/listener/*"],
