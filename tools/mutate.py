@@ -160,13 +160,15 @@ def run(slice_name: str, budget: float, children: int) -> int:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(dest / "mutants")}
     print(f"mutate {slice_name}: {', '.join(modules)} against {', '.join(tests)}", flush=True)
     print(f"  in {dest}, for at most {budget:g} s", flush=True)
-    proc = subprocess.Popen(
-        _mutmut(dest, "run", "--max-children", str(children), *names),
-        cwd=dest,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with (dest / "mutmut.log").open("wb") as log:
+        proc = subprocess.Popen(
+            _mutmut(dest, "run", "--max-children", str(children), *names),
+            cwd=dest,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         proc.wait(timeout=budget)
         finished = True
@@ -190,6 +192,8 @@ def run(slice_name: str, budget: float, children: int) -> int:
         + ("" if finished else "; budget used up, run again to go on")
     )
     print(f"  survivors: {dest / 'report.txt'}; see one with: cd {dest} && mutmut show NAME")
+    if not done:
+        print(f"  nothing was measured: see {dest / 'mutmut.log'}")
     return 0
 
 
