@@ -18,6 +18,7 @@ def sizes(out: list[bytes | LineTooLong]) -> list[object]:
 async def test_a_line_of_exactly_the_cap_is_kept() -> None:
     assert await _collect([b"a" * 100 + b"\n"], 100) == [b"a" * 100]
     assert await _collect([b"b" * 60, b"b" * 40 + b"\n"], 100) == [b"b" * 100]
+    assert await _collect([b"e" * 60, b"e" * 40, b"\n"], 100) == [b"e" * 100]
     assert sizes(await _collect([b"c" * 101 + b"\n"], 100)) == [101]
     assert sizes(await _collect([b"d" * 60, b"d" * 41 + b"\nok\n"], 100)) == [101, b"ok"]
 
