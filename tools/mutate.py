@@ -52,6 +52,7 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
             "tests/agy/test_listener.py",
             "tests/agy/test_listener_hook_command.py",
             "tests/agy/test_listener_mcp.py",
+            "tests/agy/test_listener_edges.py",
             "tests/security/test_listener_live.py",
         ],
     ),
