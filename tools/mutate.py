@@ -181,9 +181,9 @@ def run(slice_name: str, budget: float, children: int) -> int:
     names = [n for n in os.environ.get("MUTATE_NAMES", "").split() if n]
     _copy_tree(dest)
     (dest / "setup.cfg").write_text(_config(modules, tests))
-    # Tests that start the bridge as a subprocess (the console CLI) must import the mutated
-    # copy too; mutmut tells them which mutant is active through the environment.
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(dest / "mutants")}
+    # Tests that start the bridge as a subprocess (the console CLI) import the work tree's
+    # unmutated code: mutmut's switches work inside its own test process only.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     print(f"mutate {slice_name}: {', '.join(modules)} against {', '.join(tests)}", flush=True)
     print(f"  in {dest}, for at most {budget:g} s", flush=True)
     deadline = time.monotonic() + budget
