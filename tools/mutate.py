@@ -96,7 +96,8 @@ def _copy_tree(dest: Path) -> None:
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(ROOT / name, target, ignore=ignore)
-    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    for name in ("pyproject.toml", "config.example.toml"):
+        shutil.copy2(ROOT / name, dest / name)
 
 
 def _config(modules: list[str], tests: list[str]) -> str:
@@ -104,6 +105,7 @@ def _config(modules: list[str], tests: list[str]) -> str:
     lines = [
         "[mutmut]",
         "source_paths=bridge/",
+        "also_copy=config.example.toml",
         "only_mutate=",
         *(f"    {m}" for m in modules),
         "pytest_add_cli_args_test_selection=",
