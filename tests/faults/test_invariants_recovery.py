@@ -5,7 +5,8 @@ test finds that only when a kill happens to land there. Here the second write of
 is made to fail (a SQLite trigger on the same database, as a crash at that instant would), and
 the store must show all or nothing. Then the store states a kill leaves behind are set up
 directly and a start must deal with them: a broken turn reported once and not run again, the
-messages that waited still run, nothing delivered twice.
+messages that waited still run, nothing delivered twice. And the answer goes to the thread
+before the turn is recorded, so a store that fails (or a kill) right then cannot lose it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.store import IN_TURN, INJECTED, PENDING, StoreError, open_store
 from tests.core.harness import running, thread
 from tests.faults.console import sim_conversation_messages
+from tests.faults.test_store_faults import refuse_writes, wait_file
 
 pytestmark = [pytest.mark.faults, pytest.mark.anyio]
 
@@ -135,3 +137,19 @@ async def test_a_start_after_a_kill_mid_turn_reports_it_and_runs_only_what_waite
     sent = sim_conversation_messages(tmp_path / "sim-home", ["user", "injected"])
     assert sum(t.count("arrived while it ran") for t in sent) == 1
     assert sum(t.count("was in the broken turn") for t in sent) == 0
+
+
+async def test_the_answer_reaches_the_thread_when_the_turn_cannot_be_recorded(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as h:
+        started, go = h.flag("started"), h.flag("go")
+        await h.say(f"work [[calls 2]] [[touch {started}]] [[wait {go}]] [[reply the answer]]")
+        await wait_file(started)
+        await refuse_writes(h, True)
+        go.touch()
+        notice = await h.adapter.wait_notice("could not record this turn")
+        await refuse_writes(h, False)
+        assert "the answer above is all there is of it" in notice
+        [reply] = h.adapter.finished()
+        assert reply.outcome is not None and reply.outcome.final_text == "the answer\n"
