@@ -42,6 +42,7 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/agy/test_process.py",
             "tests/agy/test_process_edges.py",
+            "tests/agy/test_process_groups.py",
             "tests/faults/test_agy_faults.py",
             "tests/security/test_stdout_fuzz.py",
         ],
