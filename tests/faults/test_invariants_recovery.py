@@ -106,7 +106,11 @@ async def test_an_injection_takes_every_message_or_none(tmp_path: Path) -> None:
         assert [m.state for m in await store.pending(thread().key)] == [PENDING] * 3
         crash_on(tmp_path, "DROP TRIGGER die")
         taken = await store.take_pending(thread().key, INJECTED, turn_id, ready_only=True)
-        assert [m.message_id for m in taken] == ["m0", "m1", "m2"]
+        assert [(m.message_id, m.state) for m in taken] == [
+            ("m0", INJECTED),
+            ("m1", INJECTED),
+            ("m2", INJECTED),
+        ]
         assert [m.message_id for m in await store.messages_of_turn(turn_id)] == ["m0", "m1", "m2"]
 
 
