@@ -44,5 +44,7 @@ async def test_a_dropped_line_at_the_end_of_the_stream_is_reported_with_its_size
     assert str(dropped) == "line of at least 150 bytes is over the 100-byte limit"
     [dropped] = await _collect([b"x" * 150 + b"\n"], 100)
     assert str(dropped) == "line of at least 150 bytes is over the 100-byte limit"
+    [dropped, ok] = await _collect([b"x" * 150, b"\nok\n"], 100)
+    assert str(dropped) == "line of at least 150 bytes is over the 100-byte limit" and ok == b"ok"
     [dropped] = await _collect([b"y" * 50, b"y" * 70 + b"\n"], 100)
     assert str(dropped) == "line of at least 120 bytes is over the 100-byte limit"
