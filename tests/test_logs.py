@@ -42,3 +42,33 @@ def test_an_exception_text_is_redacted_too() -> None:
     assert "sekret-password" not in rec.exc_text and "login with *** failed" in rec.exc_text
     assert "sekret-password" not in ContextFormatter().format(rec)
     assert "sekret-password" not in JsonFormatter().format(rec)
+
+
+def test_a_longer_secret_is_replaced_before_a_shorter_one_inside_it() -> None:
+    rec = record("x abcdefgh y")
+    RedactSecrets(["bcdefg", "abcdefgh"]).filter(rec)
+    assert rec.getMessage() == "x *** y"
+
+
+def test_each_line_names_its_thread_and_conversation() -> None:
+    rec = record("turn done")
+    rec.chat_thread, rec.conversation = "slack|C1|1.0", "conv-1"
+    line = ContextFormatter("%(levelname)s %(message)s").format(rec)
+    assert line == "INFO turn done [chat_thread=slack|C1|1.0 conversation=conv-1]"
+    assert ContextFormatter("%(message)s").format(record("plain")) == "plain"
+
+
+def test_json_lines_carry_the_same_fields() -> None:
+    import json
+
+    rec = record("turn %s", "done")
+    rec.chat_thread = "slack|C1|1.0"
+    data = json.loads(JsonFormatter().format(rec))
+    assert data["level"] == "INFO" and data["logger"] == "t" and data["message"] == "turn done"
+    assert data["chat_thread"] == "slack|C1|1.0" and "conversation" not in data
+    assert data["time"].endswith("+00:00")
+    try:
+        raise ValueError("boom")
+    except ValueError as exc:
+        failed = record("failed", exc=exc)
+    assert "ValueError: boom" in json.loads(JsonFormatter().format(failed))["exception"]

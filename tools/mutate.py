@@ -65,6 +65,7 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_config.py",
             "tests/test_logs.py",
             "tests/agy/test_launch_secrets.py",
+            "tests/agy/test_launch_timeout.py",
             "tests/core/test_scrub.py",
             "tests/core/test_scrub_stream.py",
         ],
