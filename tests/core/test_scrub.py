@@ -30,3 +30,7 @@ def test_secrets_are_replaced_longest_first_and_short_values_are_ignored() -> No
     assert scrub("xxxxxxx stays") == "xxxxxxx stays"
     assert Scrubber(["12345678"]).secrets == ["12345678"]
     assert Scrubber(["1234567"]).secrets == []
+
+
+def test_a_secret_inside_a_longer_one_does_not_break_the_longer_one_up() -> None:
+    assert Scrubber(["bcdefghi", "abcdefghij"])("x abcdefghij y") == "x *** y"
