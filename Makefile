@@ -83,3 +83,17 @@ lock:
 
 clean:
 	rm -rf $(VENV) $(SYNAPSE_VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Mutation testing of the modules that carry the bridge's promises (not part of CI): one slice
+# at a time under a time budget, in a scratch copy (.mutate/). `make mutate SLICE=list` lists
+# the slices; docs/testing.md has the scores. mutmut is installed on demand into the venv.
+SLICE ?= list
+MUTATE_BUDGET ?= 900
+MUTATE_CHILDREN ?= 1
+.PHONY: mutate
+mutate: $(STAMP)
+	@$(BIN)/python -c 'import mutmut' 2>/dev/null || \
+		$(BIN)/python -m pip install -q --disable-pip-version-check 'mutmut==3.8.1'
+	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
+		MUTATE_BUDGET=$(MUTATE_BUDGET) MUTATE_CHILDREN=$(MUTATE_CHILDREN) \
+		nice -n 10 $(BIN)/python tools/mutate.py $(SLICE)

@@ -36,6 +36,7 @@ class Script:
     nulls: bool = False
     bigline: int | None = None
     subagent: bool = False
+    subagent_wait_file: str | None = None
     chunks: int | None = None
     long_lines: int | None = None
     rules: bool = False
@@ -108,6 +109,9 @@ def _apply_flag(script: Script, name: str, arg: str) -> None:
         script.bigline = max(1, int(arg))
     elif name == "subagent":
         script.subagent = True
+    elif name == "subwait":
+        script.subagent = True
+        script.subagent_wait_file = _required(arg)
     elif name == "chunks":
         script.chunks = max(1, int(arg))
     elif name == "long":

@@ -172,6 +172,10 @@ async def _subagent(ctx: Context, state: TurnState) -> None:
     }
     index = ctx.step("ACTIVE", "subagent", tool_name="invoke_subagent", subagent_info=info)
     started = time.monotonic()
+    if state.script.subagent_wait_file:
+        # Held until the test has a message waiting, so the hook call under the subagent's id
+        # finds something it must not take.
+        await _wait_for_file(state.script.subagent_wait_file, ctx.cwd)
     runs = await ctx.pre_invocation(sub_id, 0, 0)
     for run in runs:
         state.notes.append(f"Subagent hook: {run.stdout.strip()}")

@@ -105,6 +105,20 @@ def _one_cycle(
 def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
     print(f"SIGKILL fault seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
+    try:
+        _run(tmp_path, seed)
+    except BaseException as exc:
+        # Whatever failed (an assertion, a console that never got ready, a timeout), the
+        # failure message says how to run the same random choices again.
+        exc.add_note(
+            f"SIGKILL fault seed {seed}: replay with BRIDGE_FAULT_SEED={seed} "
+            "python -m pytest tests/faults/test_sigkill.py (the choices of lines, directives and "
+            "kill moments repeat; the machine's timing does not)"
+        )
+        raise
+
+
+def _run(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     config = write_config(tmp_path)
     sim_home = tmp_path / "sim-home"

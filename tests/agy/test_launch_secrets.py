@@ -1,0 +1,41 @@
+"""agy's environment: which variables are secrets, by name and by value."""
+
+from __future__ import annotations
+
+from bridge.agy.launch import LaunchSettings, build_env
+
+
+def env_of(base: dict[str, str], **settings: object) -> dict[str, str]:
+    return build_env(LaunchSettings(**settings), base, run_marker="m")  # type: ignore[arg-type]
+
+
+def test_the_bridges_kind_of_variable_is_dropped_whatever_its_name() -> None:
+    base = {
+        "SLACK_LEGACY_TOKEN": "a",
+        "MATRIX_OLD_PASSWORD": "b",
+        "slack_signing_secret_2": "c",
+        "SLACK_CHANNEL": "kept",
+        "MATRIX_HOMESERVER": "kept",
+        "MY_TOKEN": "kept",
+    }
+    env = env_of(base)
+    assert {k for k in base if k in env} == {"SLACK_CHANNEL", "MATRIX_HOMESERVER", "MY_TOKEN"}
+
+
+def test_a_secret_value_is_dropped_under_any_name_and_short_values_are_not_secrets() -> None:
+    base = {"NOTE": "prefix-abcdef-suffix", "PIN": "12345", "FLAG": "1", "KEPT": "abcde"}
+    env = env_of(base, secret_values=("abcdef", "12345", "1"))
+    assert "NOTE" not in env
+    assert env["PIN"] == "12345" and env["FLAG"] == "1" and env["KEPT"] == "abcde"
+
+
+def test_named_secrets_go_and_the_operators_env_wins_over_ours() -> None:
+    env = env_of(
+        {"OPS_KEY": "x", "GIT_AUTHOR_NAME": "someone", "LANG": "C"},
+        secret_env_names=("OPS_KEY",),
+        env={"GIT_AUTHOR_NAME": "operator", "LANG": "C.UTF-8"},
+    )
+    assert "OPS_KEY" not in env
+    assert env["GIT_AUTHOR_NAME"] == "operator" and env["LANG"] == "C.UTF-8"
+    assert env["GIT_COMMITTER_NAME"] == "agy-bridge"
+    assert env["GIT_AUTHOR_EMAIL"] == env["GIT_COMMITTER_EMAIL"] == "agy-bridge@localhost"
