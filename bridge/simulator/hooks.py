@@ -151,21 +151,7 @@ async def run_handler(
 
 
 def _run(handler: HookHandler, env: dict[str, str], data: bytes) -> bytes:
-    proc = subprocess.Popen(
-        ["sh", "-c", handler.command],
-        cwd=handler.cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        stdout, _ = proc.communicate(data, timeout=handler.timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise
-    return stdout
+    return _run_full(handler, env, data)[1]
 
 
 def _run_full(handler: HookHandler, env: dict[str, str], data: bytes) -> tuple[int, bytes, bytes]:
