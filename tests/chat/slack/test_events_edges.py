@@ -25,14 +25,16 @@ def test_only_im_channels_or_d_channels_without_a_type_are_dms() -> None:
     assert candidate is not None and not candidate.is_dm and not candidate.mentioned
 
 
-def test_a_file_without_a_url_is_skipped_and_the_next_one_kept() -> None:
+def test_a_file_without_a_url_is_looked_up_by_id_and_one_without_either_skipped() -> None:
     files = [
-        SlackFile(id="F1", name="connect.pdf"),
+        SlackFile(id="F1", name="connect.pdf"),  # Slack Connect: fetched with files.info
+        SlackFile(id="", name="lost.txt"),  # nothing to fetch it by
         SlackFile(id="", url_private="https://files.example/2", mimetype=""),
         SlackFile(id="F3", title="Report", url_private_download="https://files.example/3"),
     ]
     refs = attachments(files)
     assert [(r.name, r.mimetype, r.source) for r in refs] == [
+        ("connect.pdf", "application/octet-stream", "files.info:F1"),
         ("file", "application/octet-stream", "https://files.example/2"),
         ("Report", "application/octet-stream", "https://files.example/3"),
     ]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bridge.chat.slack.reply import STOP_ACTION_ID
+from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.core.events import ThreadRef
 from tests.chat.slack.conftest import (
     ALICE,
@@ -20,6 +20,7 @@ from tests.chat.slack.conftest import (
     running_adapter,
 )
 from tests.chat.slack.fake_slack import FakeSlack, Message
+from tests.chat.slack.test_adapter import control_message
 
 pytestmark = pytest.mark.anyio
 
@@ -45,25 +46,28 @@ async def test_forged_and_odd_clicks_stop_nothing_and_a_plain_one_stops(
 ) -> None:
     root = fake_slack.next_ts()
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
-        reply = await adapter.open_reply(thread(root), None)
-        await reply.ready()  # type: ignore[attr-defined]
-        [control] = fake_slack.thread(CHANNEL, root)
-        action = fake_slack.block_action(control, ALICE, STOP_ACTION_ID)["actions"][0]
+        async with adapter.open_reply(thread(root), None):
+            await fake_slack.wait_for(
+                lambda: control_message(fake_slack, CHANNEL, root) is not None
+            )
+            control = control_message(fake_slack, CHANNEL, root)
+            assert control is not None
+            action = fake_slack.block_action(control, ALICE, STOP_ACTION_ID)["actions"][0]
 
-        # The button's value names a thread in another channel than the one clicked in.
-        other = thread(root, OTHER_CHANNEL).key
-        await click(fake_slack, control, ALICE, actions=[{**action, "value": other}])
-        # A value that is no thread at all, and a click without a user.
-        await click(fake_slack, control, ALICE, actions=[{**action, "value": "garbage"}])
-        await click(fake_slack, control, ALICE, user={"team_id": "T0FAKE01"})
-        # Mallory is not allowed: told so once, in the thread.
-        await click(fake_slack, control, MALLORY)
-        await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) == 1)
-        # Slack names the channel in "channel" or only in "container": either is enough.
-        await click(fake_slack, control, BOB, channel=None)
-        await inbound.wait_for(lambda: len(inbound.stops) == 1)
-        await click(fake_slack, control, ALICE, container=None)
-        await inbound.wait_for(lambda: len(inbound.stops) == 2)
+            # The button's value names a thread in another channel than the one clicked in.
+            other = thread(root, OTHER_CHANNEL).key
+            await click(fake_slack, control, ALICE, actions=[{**action, "value": other}])
+            # A value that is no thread at all, and a click without a user.
+            await click(fake_slack, control, ALICE, actions=[{**action, "value": "garbage"}])
+            await click(fake_slack, control, ALICE, user={"team_id": "T0FAKE01"})
+            # Mallory is not allowed: told so once, in the thread.
+            await click(fake_slack, control, MALLORY)
+            await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) == 1)
+            # Slack names the channel in "channel" or only in "container": either is enough.
+            await click(fake_slack, control, BOB, channel=None)
+            await inbound.wait_for(lambda: len(inbound.stops) == 1)
+            await click(fake_slack, control, ALICE, container=None)
+            await inbound.wait_for(lambda: len(inbound.stops) == 2)
 
     assert [(t, by.id) for t, by in inbound.stops] == [(thread(root), BOB), (thread(root), ALICE)]
     [notice] = fake_slack.ephemerals
