@@ -556,6 +556,7 @@ class FakeSlack:
             raise SlackApiFail("no_text")
         if markdown is not None and len(markdown) > 12_000:
             raise SlackApiFail("msg_too_long")
+        _check_blocks(blocks)
         message = Message(
             channel=str(args["channel"]),
             ts=self.next_ts(),
@@ -584,8 +585,10 @@ class FakeSlack:
                 raise SlackApiFail("msg_too_long")
             message.markdown, message.blocks, message.text = markdown, None, None
         else:
+            blocks = _json_list(args.get("blocks"))
+            _check_blocks(blocks)
             message.markdown = None
-            message.blocks = _json_list(args.get("blocks"))
+            message.blocks = blocks
             message.text = args.get("text")
         return {"channel": message.channel, "ts": message.ts}
 
@@ -787,6 +790,23 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
         elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
             args.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
     return args
+
+
+# Slack refuses a message with more than 50 blocks, or a section whose text passes 3,000
+# characters (Block Kit reference: "section" block, "text" field), with invalid_blocks.
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+
+
+def _check_blocks(blocks: list[dict[str, Any]] | None) -> None:
+    if not blocks:
+        return
+    if len(blocks) > MAX_BLOCKS:
+        raise SlackApiFail("invalid_blocks")
+    for block in blocks:
+        text = block.get("text") if block.get("type") == "section" else None
+        if isinstance(text, dict) and len(str(text.get("text", ""))) > MAX_SECTION_TEXT:
+            raise SlackApiFail("invalid_blocks")
 
 
 def _json_list(value: Any) -> list[dict[str, Any]] | None:

@@ -220,3 +220,17 @@ async def test_sigkill_while_waiting_then_the_request_reads_as_expired(
         second.send_signal(signal.SIGTERM)
         with anyio.fail_after(30):
             await second.wait()
+
+
+async def test_a_very_long_command_is_still_asked_within_slacks_block_limits(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    long_command = "echo " + "x" * 5000 + " > long.txt"
+    async with live_bridge(fake_slack, tmp_path, approvals()) as live:
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(mention_event(f"[[tool run_command {long_command}]]", ts=ts))
+        asked = await request(fake_slack, ts)  # the fake refuses a section over 3,000 chars
+        assert "echo xxx" in asked.visible
+        await click(fake_slack, asked, BOB, APPROVE_ACTION_ID)
+        await live.answer(ts, "You said")
+        assert (workdir(live) / "long.txt").exists()

@@ -10,6 +10,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import BudgetedWebClient, with_retries
+from tests.chat.slack.conftest import CHANNEL
 from tests.chat.slack.fake_slack import BOT_TOKEN, FakeSlack
 
 pytestmark = pytest.mark.anyio
@@ -56,3 +57,17 @@ async def test_a_429_blocks_the_method_for_everyone_without_sleeping_in_the_call
     assert deferred.value.wait > 25
     assert len(fake_slack.calls_to("chat.update")) == 1  # the deferred call never left
     assert budget.stats["chat.update"].limited == 1
+
+
+async def test_the_fake_refuses_blocks_slack_refuses(fake_slack: FakeSlack) -> None:
+    """Slack answers invalid_blocks for a section text over 3,000 characters or 51 blocks."""
+    client = bare_client(fake_slack)
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3000}}
+    ok = await client.chat_postMessage(channel=CHANNEL, text="fits", blocks=[section])
+    too_long = {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}
+    for blocks in ([too_long], [section] * 51):
+        with pytest.raises(SlackApiError) as failure:
+            await client.chat_postMessage(channel=CHANNEL, text="no", blocks=blocks)
+        assert failure.value.response["error"] == "invalid_blocks"
+        with pytest.raises(SlackApiError):
+            await client.chat_update(channel=CHANNEL, ts=ok["ts"], text="no", blocks=blocks)
