@@ -221,6 +221,16 @@ async def pre_invocation(tmp_path: Path, conversation: str) -> dict[str, Any]:
         return dict(await answer.json(content_type=None))
 
 
+async def streaming_turn(w: World, text: str) -> ScriptedAgy:
+    """A first message whose turn agy has taken and is streaming text into (the reply is open)."""
+    await w.say(text)
+    agy = await w.agys.nth(1)
+    await agy.wait_turns(1)
+    agy.say(delta("working"))
+    await w.adapter.changes.until(lambda: w.adapter.replies and w.adapter.replies[0].deltas)
+    return agy
+
+
 def ref(name: str = "t1") -> ThreadRef:
     return ThreadRef(platform="test", channel="room", thread=name)
 
@@ -287,11 +297,7 @@ async def test_a_restart_request_replaces_the_idle_process(tmp_path: Path) -> No
 
 async def test_stop_interrupts_then_the_next_turn_gets_a_fresh_process(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
-        await w.say("long job")
-        first = await w.agys.nth(1)
-        await first.wait_turns(1)
-        first.say(delta("working"))
-        await w.adapter.changes.until(lambda: w.adapter.replies and w.adapter.replies[0].deltas)
+        first = await streaming_turn(w, "long job")
         await w.say("!stop")
         [stopped] = await w.adapter.wait_finished(1)
         assert first.interrupted == 1
@@ -341,11 +347,7 @@ async def test_a_turn_agy_never_read_is_requeued_once(tmp_path: Path) -> None:
 
 async def test_an_injection_agy_never_read_goes_back_to_the_inbox(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
-        await w.say("one")
-        agy = await w.agys.nth(1)
-        await agy.wait_turns(1)
-        agy.say(delta("working"))
-        await w.adapter.changes.until(lambda: w.adapter.replies and w.adapter.replies[0].deltas)
+        agy = await streaming_turn(w, "one")
         await w.say("late")
         reply = await pre_invocation(tmp_path, agy.conversation)
         assert "late" in json.dumps(reply)
