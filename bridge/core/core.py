@@ -74,10 +74,10 @@ class Core:
                 return SubmitOutcome.DUPLICATE
             await self._command(message, command)
             return SubmitOutcome.COMMAND
-        row_id = await self.store.add_message(message)
+        # The message and its thread's record as a conversation: one transaction.
+        row_id = await self.store.add_message(message, record_thread=True)
         if row_id is None:
             return SubmitOutcome.DUPLICATE
-        await self.store.ensure_thread(message.thread)
         worker = await self.cluster.worker_for(message.thread)
         if worker is None:
             return SubmitOutcome.ACCEPTED  # another instance runs it: the store woke that one

@@ -316,6 +316,11 @@ class Database(Protocol):
         the number of rows it changed."""
         ...
 
+    async def execute_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One write statement with ``RETURNING``, committed on its own like :meth:`execute`;
+        the rows it returned."""
+        ...
+
     async def ping(self) -> bool:
         """The database answers (``/healthz``)."""
         ...
@@ -327,13 +332,27 @@ def _text(text: str) -> str:
     return encodable(text).replace("\x00", "\ufffd")
 
 
+class _NothingTaken(Exception):
+    """Raised inside a transaction to roll it back: no pending message was left to take."""
+
+
+_ENSURE_THREAD = (
+    "INSERT INTO threads (key, platform, channel, thread, created_at, updated_at)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING"
+)
+
+
 class Store:
     # The PostgreSQL channel that carries the thread key of a message stored for a thread the
     # storing instance does not run.
     INBOX_CHANNEL = "agy_bridge_inbox"
+    # Thread keys remembered as recorded (rows in ``threads`` are never deleted, so a key once
+    # seen there stays true); past this many the memory starts over.
+    RECORDED_KEYS = 100_000
 
     def __init__(self, db: Database):
         self._db = db
+        self._recorded: set[str] = set()
 
     @property
     def database(self) -> Database:
@@ -342,27 +361,46 @@ class Store:
     # --- messages -----------------------------------------------------------------------
 
     async def add_message(
-        self, message: IncomingMessage, *, state: MessageState = MessageState.PENDING
+        self,
+        message: IncomingMessage,
+        *,
+        state: MessageState = MessageState.PENDING,
+        record_thread: bool = False,
     ) -> int | None:
-        """Store a message; None when its event id was seen before (a retry or redelivery)."""
+        """Store a message; None when its event id was seen before (a retry or redelivery).
+
+        With ``record_thread``, a new message also records its thread as a conversation
+        (:meth:`ensure_thread`) in the same transaction; a thread known to be recorded costs
+        nothing more than the message's own statement.
+        """
         event_key = f"{message.thread.platform}:{message.event_id}"
         attachments = json.dumps([a.model_dump() for a in message.attachments])
+        sql = (
+            "INSERT INTO inbox (thread_key, event_key, message_id, author_json, text,"
+            " attachments_json, state, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (event_key) DO NOTHING RETURNING id"
+        )
+        now = time.time()
+        params = (
+            message.thread.key,
+            event_key,
+            message.message_id,
+            message.author.model_dump_json(),
+            _text(message.text),
+            attachments,
+            state,
+            now,
+        )
+        if not record_thread or message.thread.key in self._recorded:
+            # One statement is its own transaction: one round trip.
+            rows = await self._db.execute_returning(sql, params)
+            return int(rows[0]["id"]) if rows else None
         async with self._db.transaction() as tx:
-            rows = await tx.fetch(
-                "INSERT INTO inbox (thread_key, event_key, message_id, author_json, text,"
-                " attachments_json, state, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (event_key) DO NOTHING RETURNING id",
-                (
-                    message.thread.key,
-                    event_key,
-                    message.message_id,
-                    message.author.model_dump_json(),
-                    _text(message.text),
-                    attachments,
-                    state,
-                    time.time(),
-                ),
-            )
+            rows = await tx.fetch(sql, params)
+            if rows:
+                await tx.execute(_ENSURE_THREAD, self._thread_params(message.thread, now))
+        if rows:
+            self._remember(message.thread.key)
         return int(rows[0]["id"]) if rows else None
 
     async def pending(self, thread_key: str) -> list[StoredMessage]:
@@ -414,24 +452,45 @@ class Store:
     async def take_turn(
         self, thread_key: str, conversation_id: str | None, *, owner: str | None = None
     ) -> tuple[int, list[StoredMessage]] | None:
-        """Start a turn on every pending message, in one transaction; None when none waits."""
-        async with self._db.transaction() as tx:
-            messages = await self._lock_pending(tx, thread_key)
-            if not messages:
-                return None
-            now = time.time()
-            rows = await tx.fetch(
-                "INSERT INTO turns (thread_key, state, conversation_id, started_at, owner)"
-                " VALUES (?, ?, ?, ?, ?) RETURNING id",
-                (thread_key, TurnState.RUNNING, conversation_id, now, owner),
-            )
-            turn_id = int(rows[0]["id"])
-            for m in messages:
-                await tx.execute(
-                    "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ? WHERE id = ?",
-                    (MessageState.IN_TURN, turn_id, now, m.id),
+        """Start a turn on every pending message, in one transaction; None when none waits.
+
+        Two statements: the turn (only if a message waits), then every pending message moved
+        into it and returned. The ``UPDATE … WHERE state = 'pending'`` is what makes a message
+        leave ``pending`` once: on PostgreSQL it locks each row and checks its state again after
+        any concurrent taker (so a message taken meanwhile is not taken twice, and a turn that
+        got nothing is rolled back); on SQLite the transaction holds the write lock throughout.
+        """
+        now = time.time()
+        try:
+            async with self._db.transaction() as tx:
+                rows = await tx.fetch(
+                    "INSERT INTO turns (thread_key, state, conversation_id, started_at, owner)"
+                    " SELECT ?, ?, ?, ?, ? WHERE EXISTS"
+                    " (SELECT 1 FROM inbox WHERE thread_key = ? AND state = ?) RETURNING id",
+                    (
+                        thread_key,
+                        TurnState.RUNNING,
+                        conversation_id,
+                        now,
+                        owner,
+                        thread_key,
+                        MessageState.PENDING,
+                    ),
                 )
-        return turn_id, [m.model_copy(update={"state": MessageState.IN_TURN}) for m in messages]
+                if not rows:
+                    return None
+                turn_id = int(rows[0]["id"])
+                taken = await tx.fetch(
+                    "UPDATE inbox SET state = ?, turn_id = ?, delivered_at = ?"
+                    " WHERE thread_key = ? AND state = ? RETURNING *",
+                    (MessageState.IN_TURN, turn_id, now, thread_key, MessageState.PENDING),
+                )
+                if not taken:
+                    raise _NothingTaken
+        except _NothingTaken:
+            return None
+        # RETURNING gives no order: the turn reads its messages in the order they arrived.
+        return turn_id, sorted((_message(r) for r in taken), key=lambda m: m.id)
 
     async def requeue_turn(self, turn_id: int) -> int:
         """Put a turn's messages back to ``pending`` (agy died before it read them)."""
@@ -488,12 +547,17 @@ class Store:
 
     async def ensure_thread(self, ref: ThreadRef) -> None:
         """Record that the thread is a conversation (later messages need no mention)."""
-        now = time.time()
-        await self._write(
-            "INSERT INTO threads (key, platform, channel, thread, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
-            (ref.key, ref.platform, ref.channel, ref.thread, now, now),
-        )
+        await self._write(_ENSURE_THREAD, self._thread_params(ref, time.time()))
+        self._remember(ref.key)
+
+    @staticmethod
+    def _thread_params(ref: ThreadRef, now: float) -> tuple[Any, ...]:
+        return (ref.key, ref.platform, ref.channel, ref.thread, now, now)
+
+    def _remember(self, key: str) -> None:
+        if len(self._recorded) >= self.RECORDED_KEYS:
+            self._recorded.clear()
+        self._recorded.add(key)
 
     async def thread(self, key: str) -> ThreadRow:
         """The thread's row; an empty one for a thread not recorded yet."""
@@ -552,19 +616,35 @@ class Store:
         error: str | None = None,
         response: str | None = None,
         usage: Usage | None = None,
+        thread_usage: bool = False,
     ) -> None:
-        await self._write(
+        """Record how a turn ended. With ``thread_usage``, ``usage`` is also the conversation's
+        usage so far (:meth:`set_usage` of the turn's thread), written in the same transaction.
+        """
+        sql = (
             "UPDATE turns SET state = ?, ended_at = ?, error = ?, response = ?, usage_json = ?"
-            " WHERE id = ?",
-            (
-                state,
-                time.time(),
-                error,
-                _text(response) if response is not None else None,
-                usage.model_dump_json() if usage else None,
-                turn_id,
-            ),
+            " WHERE id = ?"
         )
+        now = time.time()
+        usage_json = usage.model_dump_json() if usage else None
+        params = (
+            state,
+            now,
+            error,
+            _text(response) if response is not None else None,
+            usage_json,
+            turn_id,
+        )
+        if not thread_usage or usage_json is None:
+            await self._write(sql, params)
+            return
+        async with self._db.transaction() as tx:
+            await tx.execute(sql, params)
+            await tx.execute(
+                "UPDATE threads SET usage_json = ?, updated_at = ?"
+                " WHERE key = (SELECT thread_key FROM turns WHERE id = ?)",
+                (usage_json, now, turn_id),
+            )
 
     async def end_running_turn(self, turn_id: int, state: TurnState, error: str) -> bool:
         """End a turn left ``running``; False when another instance ended it first."""

@@ -91,6 +91,13 @@ class PostgresDatabase:
         except psycopg.Error as exc:
             raise StoreError(f"could not write to the store: {exc}") from exc
 
+    async def execute_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        try:
+            async with self._pool.connection() as conn:
+                return await PgTx(conn).fetch(sql, params)
+        except psycopg.Error as exc:
+            raise StoreError(f"could not write to the store: {exc}") from exc
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgTx]:
         try:

@@ -4,6 +4,12 @@ One connection serves every task, behind a lock: without it a write from one tas
 inside another task's open transaction (or BEGIN inside BEGIN would fail). ``BEGIN IMMEDIATE``
 takes the database's write lock up front, so a transaction that reads and then changes rows
 needs no row locks.
+
+Every call into aiosqlite is a hop to its thread and back (a queue put, a wake-up, a callback on
+the event loop), so the store makes as few as it can: a statement and its rows are one call
+(``execute_fetchall``), and a single statement runs in SQLite's autocommit mode, where it is
+its own transaction (its write lock taken at its start, as ``BEGIN IMMEDIATE`` would), instead
+of three calls (``BEGIN``, the statement, ``COMMIT``).
 """
 
 from __future__ import annotations
@@ -27,8 +33,7 @@ class SqliteTx:
         self._conn = conn
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        cursor = await self._conn.execute(sql, params)
-        return [dict(r) for r in await cursor.fetchall()]
+        return [dict(r) for r in await self._conn.execute_fetchall(sql, params)]
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         cursor = await self._conn.execute(sql, params)
@@ -51,14 +56,28 @@ class SqliteDatabase:
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self.lock:
             try:
-                cursor = await self.conn.execute(sql, params)
-                return [dict(r) for r in await cursor.fetchall()]
+                return [dict(r) for r in await self.conn.execute_fetchall(sql, params)]
             except sqlite3.Error as exc:
                 raise StoreError(f"could not read the store: {exc}") from exc
 
+    # A single write statement: autocommit makes it a transaction of its own, committed (and
+    # synced) when it completes; the lock keeps it out of another task's open transaction.
+
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        async with self.transaction() as tx:
-            return await tx.execute(sql, params)
+        async with self.lock:
+            try:
+                cursor = await self.conn.execute(sql, params)
+                return max(cursor.rowcount, 0)
+            except sqlite3.Error as exc:
+                raise StoreError(f"could not write to the store: {exc}") from exc
+
+    async def execute_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        async with self.lock:
+            try:
+                # All rows read: the statement is complete, so it is committed.
+                return [dict(r) for r in await self.conn.execute_fetchall(sql, params)]
+            except sqlite3.Error as exc:
+                raise StoreError(f"could not write to the store: {exc}") from exc
 
     async def ping(self) -> bool:
         try:

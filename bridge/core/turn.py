@@ -330,9 +330,8 @@ class TurnRunner:
                 error=outcome.error,
                 response=outcome.final_text,
                 usage=stored_usage,
+                thread_usage=True,  # the thread's usage so far, in the same transaction
             )
-            if stored_usage is not None:
-                await store.set_usage(self.key, stored_usage)
         except StoreError as exc:
             self.deps.metrics.error("store")
             log.error("could not record a turn: %s", exc, extra={"chat_thread": self.key})
