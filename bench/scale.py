@@ -24,7 +24,10 @@ longest wait of any thread from the burst to its message being stored (when a pl
 acknowledged), to its first delta and to its final answer, chat calls per reply, and memory: the
 bridge's RSS in all and per session, and the simulators'.
 
-    python -m bench.scale [--threads 200] [--lines 400] [--chunks 100] [--what-if]
+``--profile`` runs the bridge's cold and warm rounds under cProfile and prints each on stderr
+(the event loop's thread only: the store's aiosqlite thread is not in it).
+
+    python -m bench.scale [--threads 200] [--lines 400] [--chunks 100] [--what-if] [--profile]
 """
 
 from __future__ import annotations
@@ -152,10 +155,11 @@ async def bridge_round(
     return result
 
 
-def report_profile(profiler: cProfile.Profile) -> None:
-    """The warm round's costliest functions (own time; and the bridge's by cumulative time), on
-    stderr (the report is stdout)."""
+def report_profile(profiler: cProfile.Profile, label: str) -> None:
+    """A round's costliest functions (own time; and the bridge's by cumulative time), on stderr
+    (the report is stdout)."""
     out = io.StringIO()
+    out.write(f"=== profile of the bridge's {label} round ===\n")
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(30)
     stats.sort_stats("cumtime").print_stats(r"bridge/", 40)
@@ -185,7 +189,7 @@ async def run_bridge(
             level.rss_start = rss_bytes()
             for number, label in ((1, "cold"), (2, "warm")):
                 text = answer_text(lines, chunks, number)
-                profiler = cProfile.Profile() if profile and label == "warm" else None
+                profiler = cProfile.Profile() if profile else None
                 if profiler is not None:
                     profiler.enable()
                 level.rounds.append(
@@ -193,7 +197,7 @@ async def run_bridge(
                 )
                 if profiler is not None:
                     profiler.disable()
-                    report_profile(profiler)
+                    report_profile(profiler, label)
                 if number == 1:
                     level.rss_sessions = rss_bytes()
                     sims = children_of(os.getpid())
@@ -416,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="profile the bridge's warm round (cProfile, top 30 by own time on stderr)",
+        help="profile the bridge's rounds (cProfile, top 30 by own time on stderr)",
     )
     parser.add_argument(
         "--variant", choices=("bridge", "bridge-normal", "direct"), help=argparse.SUPPRESS
