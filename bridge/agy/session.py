@@ -97,21 +97,28 @@ def undelivered_injection(lost: LostFunc) -> UndeliveredFunc:
     return on_undelivered
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class AgySession:
     directory: Path
     registration: Registration
+    # Whether the flag file may be there. Unknown at first (an earlier run may have left it),
+    # so the first clear removes it; from then on the session, its one owner, knows, and a
+    # turn that finds it down costs no file operation.
+    _flag_up: bool = field(default=True, init=False, repr=False)
 
     def mark_pending(self) -> None:
         """A message waits: the next hook call must reach the bridge."""
         raise_flag(self.directory)
+        self._flag_up = True
 
     def clear_pending(self) -> None:
         """Nothing waits (a turn or a hook call is taking it all): hook calls stay local.
 
         Called before the messages are taken, so one stored meanwhile raises the flag again
         and no signal is lost."""
-        lower_flag(self.directory)
+        if self._flag_up:
+            lower_flag(self.directory)
+            self._flag_up = False
 
     async def close(self) -> None:
         await self.registration.close()

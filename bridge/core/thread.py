@@ -70,7 +70,9 @@ class ThreadWorker:
 
     def message_stored(self) -> None:
         """A message joined the inbox: a running turn's next hook call may take it."""
-        if self._session is not None:
+        # Only a turn makes hook calls; between turns the next turn takes the message (and a
+        # turn about to start counts as running from before it takes its messages).
+        if self._session is not None and self._runner is not None and self._runner.in_turn:
             self._session.mark_pending()
         self.notify()
 
@@ -124,7 +126,7 @@ class ThreadWorker:
                 approval_timeout=approvals.timeout,
             )
             self._runner = TurnRunner(
-                self.ref, self.deps, self._session, self.marks, self._ensure_saved
+                self.ref, self.deps, self._session, self.marks, self._ensure_saved, self.notify
             )
             self._runner.context = self.lease.context
             async with self.lease.guard():
@@ -132,7 +134,7 @@ class ThreadWorker:
                     await self.lease.report_takeover()
                 while True:
                     self.wakeup.clear()
-                    if not await self.deps.store.pending(self.key):
+                    if not await self.deps.store.has_pending(self.key):
                         break
                     await self._serve()
             clean = not self.lease.lost.is_set()
@@ -223,15 +225,29 @@ class ThreadWorker:
 
     async def _turns(self, proc: AgyHandle, evict: anyio.Event) -> bool:
         assert self._runner is not None
+        # What the worker knows of its inbox saves reading it. Every way a message becomes
+        # pending wakes the worker (stored, put back by the runner, another instance's notice),
+        # so after a turn nobody woke it during, nothing waits; after a wake-up from idle (or
+        # on a new process) something most likely does, and the turn's own transaction finds
+        # out. Only a wake-up during a turn is worth a read: what it announced may already have
+        # been taken (injected), and then a read is cheaper than a turn's write transaction.
+        woken = True
         while True:
             if not proc.alive:
                 return False
             if self._restart_requested:
                 return True
+            signalled = self.wakeup.is_set
             self.wakeup.clear()
             self.deps.slots.set_idle(self.key, False)
             # A draining instance starts no new turn; None: nothing was waiting.
-            waiting = not self.lease.draining and await self.deps.store.has_pending(self.key)
+            if self.lease.draining:
+                waiting = False
+            elif woken:
+                waiting = True
+            else:
+                waiting = signalled and await self.deps.store.has_pending(self.key)
+            woken = False
             result = await self._runner.run(proc) if waiting else None
             if self.gate is not None:
                 await self.gate.abandon()  # agy is past any request it made
@@ -250,6 +266,7 @@ class ThreadWorker:
             self.deps.slots.set_idle(self.key, True)
             if not await self._idle(evict):
                 return False
+            woken = True
 
     async def _idle(self, evict: anyio.Event) -> bool:
         """Wait for work. False when the process should close (idle too long, or evicted)."""

@@ -79,6 +79,7 @@ class TurnRunner:
         session: AgySession,
         marks: Marks,
         save: Callable[[StoredMessage], Awaitable[StoredMessage]],
+        wake: Callable[[], None] | None = None,
     ):
         self.ref = ref
         self.key = ref.key
@@ -88,7 +89,12 @@ class TurnRunner:
         self.marks = marks
         self.scrub = Scrubber(deps.config.secret_values())
         self._save = save
+        # Tells the worker that messages wait again (put back to the inbox).
+        self._wake = wake or (lambda: None)
         self._proc: AgyHandle | None = None
+        # From just before a turn takes its messages until the turn has ended: the only time
+        # agy makes hook calls, so the only time a new message needs the hook's flag.
+        self.in_turn = False
         self._requeued_last = False
         self.current: RunningTurn | None = None
         # The turn before, for a hook answer that turns out undelivered after its turn ended.
@@ -118,6 +124,13 @@ class TurnRunner:
 
     async def run(self, proc: AgyHandle) -> TurnResult | None:
         """Run one turn on everything pending; None when nothing was pending after all."""
+        self.in_turn = True
+        try:
+            return await self._take_and_run(proc)
+        finally:
+            self.in_turn = False
+
+    async def _take_and_run(self, proc: AgyHandle) -> TurnResult | None:
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
         taken = await self.deps.store.take_turn(
@@ -257,6 +270,7 @@ class TurnRunner:
             return False
         self._requeued_last = True
         await self.deps.store.requeue_turn(turn.id)
+        self._wake()
         await self.deps.store.finish_turn(
             turn.id, TurnState.ERROR, error="agy exited before the turn"
         )
@@ -291,6 +305,7 @@ class TurnRunner:
             if message.id in wanted:
                 self.marks.put(self.ref, message.message_id, Reaction.QUEUED)
         self.session.mark_pending()
+        self._wake()
         log.info(
             "agy never read %d injected message(s); they wait for the next turn",
             len(ids),
