@@ -21,6 +21,14 @@ class _Holder:
     idle: bool = False
     since: float = field(default_factory=time.monotonic)
     evict: anyio.Event = field(default_factory=anyio.Event)
+    # Also told of an eviction (the worker's wake-up, so an idle worker needs no task of its
+    # own waiting on ``evict``).
+    on_evict: Callable[[], None] | None = None
+
+    def ask_to_leave(self) -> None:
+        self.evict.set()
+        if self.on_evict is not None:
+            self.on_evict()
 
 
 @dataclass
@@ -51,9 +59,13 @@ class ProcessSlots:
 
     @asynccontextmanager
     async def hold(
-        self, key: str, on_queued: Callable[[int], Awaitable[None]]
+        self,
+        key: str,
+        on_queued: Callable[[int], Awaitable[None]],
+        on_evict: Callable[[], None] | None = None,
     ) -> AsyncIterator[_Holder]:
-        """Hold a slot for ``key``; the holder's ``evict`` event asks it to let go."""
+        """Hold a slot for ``key``; the holder's ``evict`` event (and ``on_evict``, when given)
+        asks it to let go."""
         if len(self._holders) >= self.limit or self._waiters:
             waiter = _Waiter(key)
             self._waiters.append(waiter)
@@ -73,6 +85,7 @@ class ProcessSlots:
         else:
             self._holders[key] = _Holder(key)
         holder = self._holders[key]
+        holder.on_evict = on_evict
         try:
             yield holder
         finally:
@@ -90,7 +103,7 @@ class ProcessSlots:
     def _evict_one(self) -> None:
         idle = [h for h in self._holders.values() if h.idle and not h.evict.is_set()]
         if idle and len(self._holders) >= self.limit:
-            min(idle, key=lambda h: h.since).evict.set()
+            min(idle, key=lambda h: h.since).ask_to_leave()
 
     def _grant(self) -> None:
         while self._waiters and len(self._holders) < self.limit:

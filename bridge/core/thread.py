@@ -178,7 +178,7 @@ class ThreadWorker:
 
     async def _serve(self) -> None:
         """Hold a process slot and run turns until idle, evicted, or agy is gone."""
-        async with self.deps.slots.hold(self.key, self._tell_queued) as slot:
+        async with self.deps.slots.hold(self.key, self._tell_queued, self.notify) as slot:
             fresh_retry = True
             while True:
                 try:
@@ -270,16 +270,11 @@ class ThreadWorker:
 
     async def _idle(self, evict: anyio.Event) -> bool:
         """Wait for work. False when the process should close (idle too long, or evicted)."""
+        # An eviction wakes the worker too (``slots.hold(..., on_evict=self.notify)``), so one
+        # wait covers both, with no task per idle spell.
         with anyio.move_on_after(self.deps.config.agy.idle_timeout) as idle:
-            async with anyio.create_task_group() as tg:
-
-                async def _on_evict() -> None:
-                    await evict.wait()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(_on_evict)
+            if not evict.is_set():
                 await self.wakeup.wait()
-                tg.cancel_scope.cancel()
         if idle.cancelled_caught or evict.is_set():
             log.info(
                 "closing agy for another thread" if evict.is_set() else "closing idle agy",

@@ -173,3 +173,77 @@ async def test_an_unreachable_postgresql_is_a_clear_error(monkeypatch: pytest.Mo
     with pytest.raises(StoreError, match=r"cannot open the store at postgresql://u:\*\*\*@"):
         async with open_store("postgresql://u:secret@127.0.0.1:1/none"):
             pass
+
+
+async def test_a_new_message_can_record_its_thread_in_the_same_transaction(
+    store_where: str,
+) -> None:
+    async with open_store(store_where) as store:
+        assert not await store.known_thread(T.key)
+        assert await store.add_message(msg("e0"), record_thread=True) is not None
+        assert await store.known_thread(T.key)
+        # Known from now on: the next message is one statement, and a redelivery still none.
+        assert await store.add_message(msg("e1"), record_thread=True) is not None
+        assert await store.add_message(msg("e1"), record_thread=True) is None
+        assert [m.text for m in await store.pending(T.key)] == ["hi", "hi"]
+    async with open_store(store_where) as store:
+        assert await store.known_thread(T.key)
+
+
+async def test_a_redelivered_message_records_no_thread(store_where: str) -> None:
+    async with open_store(store_where) as one, open_store(store_where) as two:
+        await one.add_message(msg("e0"))  # stored before, without its thread (a command)
+        assert await two.add_message(msg("e0"), record_thread=True) is None
+        assert not await two.known_thread(T.key)
+
+
+async def test_a_finished_turn_can_carry_the_threads_usage(store_where: str) -> None:
+    async with open_store(store_where) as store:
+        await store.add_message(msg("e0"), record_thread=True)
+        taken = await store.take_turn(T.key, "c")
+        assert taken is not None
+        usage = st.Usage(input_tokens=5, output_tokens=6, total_tokens=11)
+        await store.finish_turn(
+            taken[0], st.TurnState.DONE, response="answer", usage=usage, thread_usage=True
+        )
+        assert (await store.thread(T.key)).usage == usage
+        assert await store.running_turns() == []
+        # Without thread_usage the thread's usage stays as it was.
+        await store.add_message(msg("e1"))
+        second = await store.take_turn(T.key, "c")
+        assert second is not None
+        await store.finish_turn(second[0], st.TurnState.DONE, usage=st.Usage(total_tokens=1))
+        assert (await store.thread(T.key)).usage == usage
+
+
+async def test_take_turn_keeps_the_order_of_many_messages(store_where: str) -> None:
+    async with open_store(store_where) as store:
+        for n in range(30):
+            await store.add_message(msg(f"e{n}", f"m{n}"))
+        taken = await store.take_turn(T.key, "c")
+        assert taken is not None
+        assert [m.text for m in taken[1]] == [f"m{n}" for n in range(30)]
+        assert {m.state for m in taken[1]} == {st.MessageState.IN_TURN}
+        assert await store.take_turn(T.key, "c") is None
+        assert [t.id for t in await store.running_turns()] == [taken[0]]
+
+
+async def test_racing_turns_leave_no_turn_without_messages(store_where: str) -> None:
+    """Two instances start a turn on the same message: one gets it, the other gets None and
+    leaves no turn behind (on PostgreSQL both may see it waiting; the loser's turn is rolled
+    back)."""
+    async with open_store(store_where) as one, open_store(store_where) as two:
+        for n in range(10):
+            await one.add_message(msg(f"e{n}", f"m{n}"))
+            results: list[tuple[int, list[st.StoredMessage]] | None] = []
+
+            async def take(store: st.Store) -> None:
+                results.append(await store.take_turn(T.key, "c"))  # noqa: B023
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(take, one)
+                tg.start_soon(take, two)
+            [won] = [r for r in results if r is not None]
+            assert [m.text for m in won[1]] == [f"m{n}"]
+        running = await one.running_turns()
+        assert len(running) == 10

@@ -373,3 +373,53 @@ async def test_a_message_during_a_turn_waits_as_pending_and_becomes_the_next_tur
         agy.say(result(response="second"))
         await w.adapter.wait_finished(2)
         assert [t.state for t in await w.bridge.store.running_turns()] == []
+
+
+async def until_idle(w: World, key: str) -> None:
+    """Until the thread's worker has decided nothing waits and gone idle with its process."""
+    with anyio.fail_after(10):
+        while not ((holder := w.bridge.core.deps.slots._holders.get(key)) and holder.idle):
+            await anyio.sleep(0.01)
+
+
+async def test_an_injection_reported_lost_after_its_turn_becomes_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    """The listener may learn only after the turn ended that agy never read a hook answer (it
+    came past the deadline); the messages it carried go back to the inbox and are taken
+    without waiting for someone to write again."""
+    async with world(tmp_path) as w:
+        agy = await streaming_turn(w, "one")
+        await w.say("late")
+        assert "late" in json.dumps(await pre_invocation(tmp_path, agy.conversation))
+        agy.say(result(response="first"))
+        await w.adapter.wait_finished(1)
+        await until_idle(w, ref().key)
+        # What the listener calls then (tests/agy/test_listener.py shows when it does).
+        await w.bridge.core.workers[ref().key]._injection_lost()
+        assert "late" in (await agy.wait_turns(2))[0]
+
+
+async def test_the_hook_flag_is_raised_only_while_a_turn_runs(tmp_path: Path) -> None:
+    """Only a turn makes hook calls: a message between turns is the next turn's, with no flag
+    for the hook (no file written), while one during a turn raises it for the next call."""
+    async with world(tmp_path) as w:
+        await w.say("one")
+        agy = await w.agys.nth(1)
+        await agy.wait_turns(1)
+        [flag] = (tmp_path / "data" / "sessions").glob("*/.agents/plugins/*")
+        flag = flag / "pending"
+        assert not flag.exists()
+        await w.say("during")
+        assert flag.exists(), "a message during a turn calls the hook in"
+        agy.say(result(response="first"))
+        assert "during" in (await agy.wait_turns(2))[0]
+        assert not flag.exists(), "the turn that took it lowered the flag"
+        agy.say(result(response="second"))
+        await w.adapter.wait_finished(2)
+        await until_idle(w, ref().key)
+        await w.say("between")
+        assert not flag.exists(), "between turns the next turn takes the message"
+        assert "between" in (await agy.wait_turns(3))[0]
+        agy.say(result(response="third"))
+        await w.adapter.wait_finished(3)
