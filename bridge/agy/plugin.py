@@ -29,10 +29,35 @@ class RuleTooLarge(ValueError):
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    """Write ``path`` (private to the bridge's user) so that agy never reads half of it.
+
+    Creating a file is the costly part here (a new inode and a directory entry, a few hundred
+    microseconds on a busy disk, several files per session start), so no more are made than
+    needed: a file that does not exist yet is written in place, since nothing reads it before
+    the plugin is complete (agy starts after); one that exists unchanged is left alone; only a
+    change to an existing file goes through a temporary file and a rename.
+    """
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        try:
+            if path.read_bytes() == data:
+                return
+        except OSError:
+            pass
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+        return
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+    except BaseException:
+        # Not left half-written for a later start to mistake for complete.
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:

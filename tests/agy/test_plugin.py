@@ -51,6 +51,20 @@ def test_rewrite_removes_notes_that_went_away(tmp_path: Path) -> None:
     assert not (folder / "rules" / "notes.md").exists()
 
 
+def test_a_rewrite_replaces_what_changed_and_leaves_the_rest(tmp_path: Path) -> None:
+    folder = _write(tmp_path, guidance="be nice")
+    rules = folder / "rules" / "AGENTS.md"
+    before = {p.name: p.stat().st_ino for p in (folder / "plugin.json", rules)}
+    _write(tmp_path, guidance="be kind")
+    assert "be kind" in rules.read_text()
+    # A change goes through a new file renamed over the old (agy never reads half of it).
+    assert rules.stat().st_ino != before["AGENTS.md"]
+    assert stat.S_IMODE(rules.stat().st_mode) == 0o600
+    # An unchanged file is not written again.
+    assert (folder / "plugin.json").stat().st_ino == before["plugin.json"]
+    assert not list(folder.rglob(".*.tmp"))
+
+
 def test_the_gated_hook_answers_at_once_without_the_flag(tmp_path: Path) -> None:
     import subprocess
 
