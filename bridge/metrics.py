@@ -31,6 +31,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # Platforms whose turn outcomes exist already (created once, not at every turn).
+        self._platforms_seen: set[str] = set()
         self._turns_started = Counter(
             PREFIX + "turns_started_total", "Turns started.", ["platform"], registry=r
         )
@@ -98,8 +100,10 @@ class Metrics:
     def turn_started(self, platform: str) -> None:
         self._turns_started.labels(platform=platform).inc()
         # Every outcome exists from the first turn on, so rate() and ratios see a 0, not a gap.
-        for state in TURN_STATES:
-            self._turns.labels(platform=platform, state=state)
+        if platform not in self._platforms_seen:
+            self._platforms_seen.add(platform)
+            for state in TURN_STATES:
+                self._turns.labels(platform=platform, state=state)
 
     def turn_finished(self, platform: str, state: str, seconds: float) -> None:
         """``state`` is one of done, error, interrupted."""
