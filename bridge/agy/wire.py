@@ -23,18 +23,35 @@ class _Tolerant(BaseModel):
     """A shape agy writes: unknown fields kept, and ``null`` read as "absent" in every field.
 
     Go's encoder writes ``null`` for a nil slice, map or pointer, and one null in an optional
-    field must not turn a whole line (a lost ``result`` stalls a turn) into a bad line.
+    field must not turn a whole line (a lost ``result`` stalls a turn) into a bad line. On
+    stdout, :func:`parse_event` takes the nulls out before validation, and only from a line
+    that has one: a validator on every model would call back into Python once per model, on
+    every streamed delta, although agy's lines rarely carry a null.
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
+
+class _NullTolerant(_Tolerant):
+    """A shape validated straight from JSON (a hook's input), where no pass can come before
+    the validation: each model drops its own nulls."""
+
     @model_validator(mode="before")
     @classmethod
     def _nulls_are_absent(cls, data: Any) -> Any:
-        # Most lines have no null at all: look (in C) before building a new dict.
+        # Most inputs have no null at all: look (in C) before building a new dict.
         if isinstance(data, dict) and None in data.values():
             return {key: value for key, value in data.items() if value is not None}
         return data
+
+
+def _nulls_removed(value: Any) -> Any:
+    """``value`` without a null anywhere: in no object's fields, in no list."""
+    if isinstance(value, dict):
+        return {key: _nulls_removed(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_nulls_removed(item) for item in value if item is not None]
+    return value
 
 
 def _without_nulls(value: Any) -> Any:
@@ -159,6 +176,10 @@ _EVENT_MODELS: dict[str, type[BaseModel]] = {
     "step_update": StepUpdateEvent,
     "result": ResultEvent,
 }
+# Their validators, called directly: ``model_validate`` adds a Python call around each, on the
+# path of every streamed delta.
+_VALIDATORS = {kind: model.__pydantic_validator__ for kind, model in _EVENT_MODELS.items()}
+_UNKNOWN_VALIDATOR = UnknownEvent.__pydantic_validator__
 
 
 class BadLine(Exception):
@@ -184,17 +205,24 @@ def parse_event(line: bytes | str) -> AgyEvent:
             raise BadLine("not JSON", line) from None
     if not isinstance(obj, dict):
         raise BadLine("not a JSON object", line)
+    # A null is the literal ``null`` in the line (or, rarely, those letters in a string: then
+    # the pass below finds nothing to take out).
+    if b"null" in line if isinstance(line, bytes) else "null" in line:
+        try:
+            obj = _nulls_removed(obj)
+        except RecursionError:
+            raise BadLine("nested too deeply", line) from None
     kind = obj.get("event")
     if not isinstance(kind, str):
         raise BadLine("no event field", line)
-    model = _EVENT_MODELS.get(kind)
-    if model is None:
-        return UnknownEvent.model_validate(obj)
+    validator = _VALIDATORS.get(kind)
+    if validator is None:
+        event: AgyEvent = _UNKNOWN_VALIDATOR.validate_python(obj)
+        return event
     try:
-        event = model.model_validate(obj)
+        event = validator.validate_python(obj)
     except ValidationError as exc:
         raise BadLine(f"malformed {kind} event ({exc.error_count()} problems)", line) from None
-    assert isinstance(event, InitEvent | StepUpdateEvent | ResultEvent)
     return event
 
 
@@ -212,7 +240,7 @@ def user_line(blocks: list[str]) -> bytes:
 # --- hooks: what agy posts and what it accepts back ----------------------------------------
 
 
-class HookInput(_Tolerant):
+class HookInput(_NullTolerant):
     """The camelCase JSON agy writes to a hook's stdin. The prompt text is not in it."""
 
     conversation_id: str = Field(default="", alias="conversationId")
@@ -225,7 +253,7 @@ class HookInput(_Tolerant):
     initial_num_steps: int | None = Field(default=None, alias="initialNumSteps")
 
 
-class ToolCall(_Tolerant):
+class ToolCall(_NullTolerant):
     """The tool call a ``PreToolUse`` hook is asked about."""
 
     name: str = ""  # as agy names it: run_command, write_to_file, replace_file_content, ...

@@ -229,6 +229,26 @@ def test_a_null_in_init_keeps_init(path: tuple) -> None:
     assert isinstance(event.init.tools, list)
 
 
+def test_nulls_are_taken_out_at_every_depth_and_the_word_in_text_is_left() -> None:
+    # The nulls go before validation, from a line that has the literal: in a nested model, in a
+    # list, in bytes as read from the pipe; the word inside a string is text and stays.
+    step = {
+        **_STEP,
+        "text_delta": "null is not a null",
+        "tool_info": {"name": None, "error": {"message": None, "type": None}},
+        "usage": {"output_tokens": None, "input_tokens": 3},
+    }
+    line = json.dumps({"event": "step_update", "step_update": step, "extra": [None, 1]})
+    event = wire.parse_event(line.encode())
+    assert isinstance(event, wire.StepUpdateEvent)
+    update = event.step_update
+    assert update.text_delta == "null is not a null"
+    assert update.tool_info is not None and update.tool_info.error is not None
+    assert update.tool_info.error.message == "" and update.tool_info.name is None
+    assert update.usage is not None and update.usage.output_tokens == 0
+    assert (update.usage.input_tokens, event.model_extra) == (3, {"extra": [1]})
+
+
 def test_a_null_in_hook_input_keeps_the_call() -> None:
     hook = wire.HookInput.model_validate_json(
         '{"conversationId":"c","workspacePaths":null,"transcriptPath":null,'
