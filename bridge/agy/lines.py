@@ -40,36 +40,37 @@ async def read_line_batches(
             chunk = await stream.receive()
         except EndOfStream:
             break
+        # One split in C: the last piece is the start of a line still on its way.
+        pieces = chunk.split(b"\n")
+        tail = pieces.pop()
         batch: list[bytes | LineTooLong] = []
-        start = 0
-        while True:
-            newline = chunk.find(b"\n", start)
-            if newline < 0:
-                piece = chunk[start:]
+        for index, piece in enumerate(pieces):
+            if index == 0 and (skipping or buffer):
+                # The end of the line the earlier reads began.
                 if skipping:
-                    skipping += len(piece)
-                elif len(buffer) + len(piece) > max_bytes:
-                    skipping = len(buffer) + len(piece)
+                    batch.append(LineTooLong(skipping + len(piece), max_bytes))
+                    skipping = 0
+                    continue
+                if len(buffer) + len(piece) > max_bytes:
+                    batch.append(LineTooLong(len(buffer) + len(piece), max_bytes))
                     buffer.clear()
-                else:
-                    buffer += piece
-                break
-            piece = chunk[start:newline]
-            start = newline + 1
-            if skipping:
-                batch.append(LineTooLong(skipping + len(piece), max_bytes))
-                skipping = 0
-            elif len(buffer) + len(piece) > max_bytes:
-                batch.append(LineTooLong(len(buffer) + len(piece), max_bytes))
-                buffer.clear()
-            elif buffer:
+                    continue
                 buffer += piece
-                line = bytes(buffer)
+                piece = bytes(buffer)
                 buffer.clear()
-                if line.strip():
-                    batch.append(line)
-            elif piece.strip():
-                batch.append(bytes(piece))
+            elif len(piece) > max_bytes:
+                batch.append(LineTooLong(len(piece), max_bytes))
+                continue
+            # ``isspace`` looks without copying (``strip`` would copy every line).
+            if piece and not piece.isspace():
+                batch.append(piece)
+        if skipping:
+            skipping += len(tail)
+        elif len(buffer) + len(tail) > max_bytes:
+            skipping = len(buffer) + len(tail)
+            buffer.clear()
+        else:
+            buffer += tail
         if batch:
             yield batch
     if skipping:
