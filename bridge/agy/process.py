@@ -179,6 +179,14 @@ class AgyProcess:
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 return [self.exit]
         try:
+            # What the reader has already sent is taken without a trip through the event loop
+            # (the turn's handling awaits the chat, and the reader task yields at every read).
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return [self.exit or ProcessExit(self.process.returncode, self.stderr_tail())]
+        try:
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             # The reader always sends the exit before closing, so this is a late caller.
@@ -224,7 +232,12 @@ class AgyProcess:
                         except wire.BadLine as exc:
                             self.on_bad_line(str(exc))
                     if events:
-                        await self._send.send(events)
+                        # The pipe's read was this loop's checkpoint: a send with room in
+                        # the buffer need not be another trip through the event loop.
+                        try:
+                            self._send.send_nowait(events)
+                        except anyio.WouldBlock:
+                            await self._send.send(events)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
             code = await self.process.wait()
