@@ -197,7 +197,7 @@ async def run_bridge(
             level.rss_start = rss_bytes()
             for number, label in ((1, "cold"), (2, "warm")):
                 text = answer_text(lines, chunks, number)
-                profiler = cProfile.Profile() if profile else None
+                profiler = cProfile.Profile(time.thread_time) if profile else None
                 if profiler is not None:
                     profiler.enable()
                 level.rounds.append(
