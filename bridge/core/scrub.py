@@ -14,6 +14,8 @@ from collections.abc import Iterable
 _LISTENER_URL = re.compile(r"((?:127\.0\.0\.1|localhost|\[::1\]):\d+/)([A-Za-z0-9_\-]{16,})(?=/)")
 # The unfinished start of one at the end of a text (its token may still be on its way).
 _LISTENER_URL_START = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]):\d*(?:/[A-Za-z0-9_\-]*)?$")
+# Before that, the text may end inside the host itself ("127.0", "local", "[::").
+_LISTENER_HOSTS = ("127.0.0.1:", "localhost:", "[::1]:")
 MIN_SECRET = 8
 
 
@@ -66,11 +68,22 @@ class StreamScrubber:
 
     def _unsafe_tail(self, text: str) -> int:
         longest = 0
-        for secret in self._scrub.secrets:
-            for size in range(min(len(secret) - 1, len(text)), longest, -1):
-                if secret.startswith(text[-size:]):
-                    longest = size
-                    break
+        for word in (*self._scrub.secrets, *_LISTENER_HOSTS):
+            longest = _longest_start(text, word, longest)
         if (match := _LISTENER_URL_START.search(text[-96:])) is not None:
             longest = max(longest, match.end() - match.start())
         return longest
+
+
+def _longest_start(text: str, word: str, longer_than: int) -> int:
+    """The size of the longest end of ``text`` that begins ``word`` without being all of it,
+    if longer than ``longer_than`` (else that). Only where ``word``'s first character occurs is
+    a candidate: one search in C, not a comparison per possible size."""
+    end = len(text) - longer_than
+    first = word[0]
+    position = text.find(first, max(len(text) - len(word) + 1, 0), end)
+    while position >= 0:
+        if word.startswith(text[position:]):
+            return len(text) - position
+        position = text.find(first, position + 1, end)
+    return longer_than

@@ -49,3 +49,22 @@ def test_without_secrets_nothing_waits() -> None:
     pieces = StreamScrubber(Scrubber())
     assert pieces.feed("xoxb-") == "xoxb-"
     assert pieces.flush() == ""
+
+
+TOKEN = "abcdefghijklmnopqrstuvwx"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]"])
+def test_a_listener_url_cut_anywhere_loses_its_token(host: str) -> None:
+    # The cut may fall inside the host as well as in the port or the token.
+    text = f"see http://{host}:8765/{TOKEN}/hook now"
+    for cut in range(1, len(text)):
+        shown, whole = stream(text, [cut])
+        assert whole == f"see http://{host}:8765/***/hook now", cut
+        assert TOKEN not in "".join(shown)
+
+
+def test_every_cut_of_a_listener_url_at_once() -> None:
+    text = f"at localhost:8765/{TOKEN}/mcp and [::1]:9/{TOKEN}/x"
+    _, whole = stream(text, list(range(1, len(text))))
+    assert whole == "at localhost:8765/***/mcp and [::1]:9/***/x"
