@@ -27,6 +27,19 @@ def test_unknown_events_steps_and_fields_are_kept() -> None:
     assert step.step_update.model_extra == {"new_field": {"a": 1}}
 
 
+def test_lines_only_the_standard_parser_takes_still_parse() -> None:
+    # A lone surrogate: neither the validator's own JSON reader nor orjson takes it.
+    line = b'{"event":"step_update","step_update":{"step_type":"agent_response",' + (
+        b'"text_delta":"a\\ud800"}}'
+    )
+    step = wire.parse_event(line)
+    assert isinstance(step, wire.StepUpdateEvent) and step.step_update.text_delta == "a\ud800"
+    # A known event whose line is broken is a bad line with its reason, read either way.
+    for raw in (b'{"event":"result"}', '{"event":"result"}'):
+        with pytest.raises(wire.BadLine, match="malformed result event"):
+            wire.parse_event(raw)
+
+
 def test_user_input_step_without_text() -> None:
     step = wire.parse_event(
         '{"event":"step_update","step_update":{"conversation_id":"c","step_index":0,'
