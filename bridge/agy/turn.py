@@ -10,6 +10,7 @@ final text comes from, and how long agy takes to go away after an error or a SIG
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -122,10 +123,41 @@ class TurnReader:
         """The next thing agy's process said (an event, or that it exited)."""
         if self.ended is not None:
             return None
+        if isinstance(event, wire.StepUpdateEvent):
+            found = self._step(event.step_update)
+            return TextDelta(found) if isinstance(found, str) else found
+        return self._other(event)
+
+    def read(self, outputs: Iterable[AgyOutput]) -> list[TurnEvent]:
+        """What several things agy said together mean, in order, with the text deltas in a row
+        as one :class:`TextDelta` (their texts joined): a batch of a hundred deltas is one
+        event, not a hundred. Nothing after the turn's end counts, as with :meth:`feed`."""
+        events: list[TurnEvent] = []
+        text: list[str] = []
+        found: TurnEvent | None
+        for out in outputs:
+            if self.ended is not None:
+                break
+            if isinstance(out, wire.StepUpdateEvent):
+                step = self._step(out.step_update)
+                if isinstance(step, str):
+                    text.append(step)
+                    continue
+                found = step
+            else:
+                found = self._other(out)
+            if found is not None:
+                if text:
+                    events.append(TextDelta("".join(text)))
+                    text = []
+                events.append(found)
+        if text:
+            events.append(TextDelta("".join(text)))
+        return events
+
+    def _other(self, event: AgyOutput) -> TurnEvent | None:
         if isinstance(event, ProcessExit):
             return self.exited(event.describe())
-        if isinstance(event, wire.StepUpdateEvent):
-            return self._step(event.step_update)
         if isinstance(event, wire.ResultEvent):
             self.acknowledged = True
             return self._end(self._result(event.result))
@@ -145,7 +177,9 @@ class TurnReader:
         self.ended = end
         return end
 
-    def _step(self, step: wire.StepUpdate) -> TurnEvent | None:
+    def _step(self, step: wire.StepUpdate) -> str | ToolUpdate | None:
+        """A step's answer text (a plain string: the caller wraps or joins it), its tool
+        update, or None."""
         self.acknowledged = True
         if (
             step.conversation_id
@@ -156,7 +190,7 @@ class TurnReader:
         if step.step_type == "agent_response":
             if step.text_delta:
                 self._streamed.append(step.text_delta)
-                return TextDelta(step.text_delta)
+                return step.text_delta
             return None
         if step.step_type == "tool" or step.tool_name:
             info = step.tool_info

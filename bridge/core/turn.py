@@ -225,19 +225,16 @@ class TurnRunner:
     async def _handle(self, batch: list[AgyOutput], turn: RunningTurn) -> TurnEnd | None:
         """Everything agy printed since the last look: its text deltas go to the reply as one
         piece (one scrub, one chat update), tool lines in their place between them."""
-        text: list[str] = []
-        for out in batch:
-            event = turn.reader.feed(out)
-            if isinstance(event, TurnEnd):
-                await self._show_text(turn, text)
-                return event
-            # agy went on after a hook call: it read that call's reply.
+        events = turn.reader.read(batch)
+        # agy went on after a hook call: it read that call's reply. Anything it printed counts
+        # but the turn's end, which comes only last in a batch (see AgyProcess.next_batch).
+        if len(batch) > 1 or not (events and isinstance(events[-1], TurnEnd)):
             turn.unconfirmed.clear()
+        for event in events:
             if isinstance(event, TextDelta):
-                text.append(event.text)
+                await self._show_text(turn, event.text)
             elif isinstance(event, ToolUpdate):
-                await self._show_text(turn, text)
-                text = []
+                await self._show_text(turn, "")
                 await (await turn.reply()).tool(
                     ToolActivity(
                         name=event.name,
@@ -246,15 +243,18 @@ class TurnRunner:
                         error=self.scrub(event.error) if event.error is not None else None,
                     )
                 )
-        await self._show_text(turn, text)
+            else:
+                await self._show_text(turn, "")
+                return event
+        await self._show_text(turn, "")
         return None
 
-    async def _show_text(self, turn: RunningTurn, pieces: list[str]) -> None:
-        if not pieces and not turn.reader.acknowledged:
+    async def _show_text(self, turn: RunningTurn, text: str) -> None:
+        if not text and not turn.reader.acknowledged:
             return  # agy has not taken the turn: the thread shows nothing yet
         # The reply opens on agy's first sign of work, text or not: the thread sees it began.
         reply = await turn.reply()
-        shown = turn.text_scrub.feed("".join(pieces)) if pieces else ""
+        shown = turn.text_scrub.feed(text) if text else ""
         if shown:
             await reply.append(shown)
 

@@ -138,3 +138,37 @@ def test_an_exit_without_a_result_says_how_agy_ended() -> None:
     assert isinstance(end, TurnEnd) and end.status is TurnStatus.EXITED
     assert end.error is not None and "exit code 2" in end.error and "panic: boom" in end.error
     assert not reader.acknowledged  # agy never read the turn
+
+
+def test_a_batch_reads_as_its_events_with_the_deltas_in_a_row_joined() -> None:
+    reader = TurnReader(CONV)
+    tool = {"step_type": "tool", "tool_name": "run_command", "state": "ACTIVE"}
+    events = reader.read(
+        [
+            step(step_type="user_input", state="DONE"),
+            step(step_type="agent_response", text_delta="Hel"),
+            step(step_type="agent_response", text_delta="lo"),
+            step(step_type="agent_response", text_delta="x", conversation_id="subagent"),
+            step(**tool),
+            step(step_type="agent_response", text_delta="!"),
+            result(status="SUCCESS"),
+            step(step_type="agent_response", text_delta="late"),
+        ]
+    )
+    assert [type(e) for e in events] == [TextDelta, ToolUpdate, TextDelta, TurnEnd]
+    assert (events[0], events[2]) == (TextDelta("Hello"), TextDelta("!"))
+    end = events[-1]
+    assert isinstance(end, TurnEnd) and end.final_text == "Hello!"
+    assert reader.read([step(step_type="agent_response", text_delta="later")]) == []
+
+
+def test_a_batch_read_and_the_same_events_fed_one_by_one_agree() -> None:
+    outputs = [
+        step(step_type="agent_response", text_delta=f"{n} ", conversation_id=CONV) for n in range(5)
+    ] + [ProcessExit(1, "gone")]
+    one_by_one = TurnReader(CONV)
+    fed = [e for e in map(one_by_one.feed, outputs) if e is not None]
+    read = TurnReader(CONV).read(outputs)
+    assert isinstance(read[0], TextDelta)
+    assert "".join(e.text for e in fed if isinstance(e, TextDelta)) == read[0].text
+    assert fed[-1] == read[-1] and len(read) == 2
