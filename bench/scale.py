@@ -21,11 +21,13 @@ start at once) and *warm* (a second message per thread, processes already runnin
 streaming). Reported per level and round: wall time, the variant's own CPU time per 1,000
 deltas and as a share of the wall time (one event loop cannot use more than one core), the
 longest wait of any thread from the burst to its message being stored (when a platform may be
-acknowledged), to its first delta and to its final answer, chat calls per reply, and memory: the
-bridge's RSS in all and per session, and the simulators'.
+acknowledged), to its first delta and to its final answer, chat calls per reply, the CPU time
+of the event loop's thread alone, and memory: the bridge's RSS in all and per session, and the
+simulators'. What one delta costs the event loop: the warm round's loop CPU with ``--chunks
+100`` less that with ``--chunks 1``, over the deltas between them.
 
 ``--profile`` runs the bridge's cold and warm rounds under cProfile and prints each on stderr
-(the event loop's thread only: the store's aiosqlite thread is not in it).
+(the event loop's thread only, by its CPU time: the store's aiosqlite thread is not in it).
 
     python -m bench.scale [--threads 200] [--lines 400] [--chunks 100] [--what-if] [--profile]
 """
@@ -94,6 +96,10 @@ class RoundResult:
     final: list[float] = field(default_factory=list)
     calls_per_reply: list[int] = field(default_factory=list)
     errors: int = 0
+    # The event loop's thread alone (``cpu`` also holds the store's thread and asyncio's child
+    # watchers): what a delta costs the loop is the difference between answers of many deltas
+    # and of one (``--chunks``).
+    loop_cpu: float = 0.0
 
 
 @dataclass
@@ -127,7 +133,7 @@ async def bridge_round(
     events); every wait is measured from that moment."""
     refs = [adapter.thread(f"t{i:04d}") for i in range(threads)]
     result = RoundResult(label)
-    cpu0, started = cpu_seconds(), time.perf_counter()
+    cpu0, loop0, started = cpu_seconds(), time.thread_time(), time.perf_counter()
 
     async def deliver(ref: ThreadRef) -> None:
         await submit(bridge.core, adapter.message(ref, text))
@@ -149,6 +155,7 @@ async def bridge_round(
     await adapter.changes.until(all_finished, ROUND_TIMEOUT)
     result.wall = time.perf_counter() - started
     result.cpu = cpu_seconds() - cpu0
+    result.loop_cpu = time.thread_time() - loop0
     for ref in refs:
         reply: RecordedReply = adapter.finished(ref)[number - 1]
         assert reply.finished is not None
@@ -242,7 +249,7 @@ async def drive_direct(
         for number, label in ((1, "cold"), (2, "warm")):
             text = answer_text(lines, chunks, number)
             result = RoundResult(label)
-            cpu0, started = cpu_seconds(), time.perf_counter()
+            cpu0, loop0, started = cpu_seconds(), time.thread_time(), time.perf_counter()
 
             async def one(
                 index: int, text: str = text, result: RoundResult = result, began: float = started
@@ -263,6 +270,7 @@ async def drive_direct(
                         tg.start_soon(one, index)
             result.wall = time.perf_counter() - started
             result.cpu = cpu_seconds() - cpu0
+            result.loop_cpu = time.thread_time() - loop0
             level.rounds.append(result)
             if number == 1:
                 level.rss_sessions = rss_bytes()
@@ -348,6 +356,7 @@ def report(
                     "{:.2f} / {:.2f}".format(*spread(r.final)),
                     str(r.deltas),
                     str(r.errors),
+                    f"{r.loop_cpu:.3f}",
                 ]
             )
     print(
@@ -365,6 +374,7 @@ def report(
                 "final p50 / max s",
                 "deltas",
                 "errors",
+                "event loop CPU s",
             ],
             rows,
         )
