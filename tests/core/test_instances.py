@@ -18,7 +18,8 @@ import pytest
 
 from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
-from bridge.core.events import Author
+from bridge.core.events import ApprovalChoice, Author, DecideOutcome
+from bridge.core.leases import ForwardedDecision
 from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, thread
 from tests.faults.console import sim_conversation_messages
 from tests.pg import Postgres
@@ -28,7 +29,13 @@ pytestmark = pytest.mark.anyio
 
 @asynccontextmanager
 async def instance(
-    tmp: Path, name: str, url: str, *, max_processes: int = 4, shared_state: bool = True
+    tmp: Path,
+    name: str,
+    url: str,
+    *,
+    max_processes: int = 4,
+    shared_state: bool = True,
+    approvals: dict[str, Any] | None = None,
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
@@ -49,6 +56,7 @@ async def instance(
             "drain_seconds": 20,
             "shared_agy_state": shared_state,
         },
+        "approvals": {"mode": "ask", "timeout": 60, **(approvals or {})},
     }
     adapter = RecordingAdapter()
     async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
@@ -62,6 +70,26 @@ async def two(tmp: Path, url: str, **kw: Any) -> AsyncIterator[tuple[Harness, Ha
         a = await stack.enter_async_context(instance(tmp, "a", url, **kw))
         b = await stack.enter_async_context(instance(tmp, "b", url, **kw))
         yield a, b
+
+
+BOB = Author(id="@bob:test", display_name="Bob")
+EVE = Author(id="@eve:test", display_name="Eve")
+
+
+async def asked(a: Harness, b: Harness) -> tuple[Harness, Harness, str]:
+    """(the instance that asked for an approval, the other one, the request's handle).
+
+    Usually the instance that stored the message runs the thread, but the other one, sweeping
+    for waiting work as it starts, may claim it first."""
+    await until(lambda: a.adapter.requests or b.adapter.requests)
+    holder, other = (a, b) if a.adapter.requests else (b, a)
+    return holder, other, "req-1"
+
+
+def workdir(h: Harness) -> Path:
+    [worker] = h.bridge.core.workers.values()
+    assert worker.place is not None
+    return worker.place.workdir
 
 
 def answered(*hs: Harness) -> list[str]:
@@ -239,3 +267,84 @@ async def test_a_worker_whose_lease_was_taken_stops(tmp_path: Path, postgres: Po
         await a.worker_gone()
         [reply] = await a.adapter.wait_finished(1)
         assert reply.outcome is not None and reply.outcome.interrupted
+
+
+async def test_an_approval_click_at_the_other_instance_reaches_the_holder(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        await a.say("[[tool run_command touch clicked.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        outcome = await b.bridge.core.decide(thread(), handle, ApprovalChoice.APPROVE, BOB)
+        assert outcome is DecideOutcome.DECIDED
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.error is None
+        assert (folder / "clicked.txt").exists()
+        settled = a.adapter.settled[handle]
+        assert settled.state == "approved" and "Approved by Bob" in settled.text
+        # Decided: a second answer, at either instance, changes nothing.
+        again = await b.bridge.core.decide(thread(), handle, ApprovalChoice.DENY, BOB)
+        assert again is DecideOutcome.UNKNOWN
+        assert a.adapter.calls["settle_approval"] == 1
+        assert not b.adapter.requests and not b.adapter.settled and not b.adapter.notices
+
+
+async def test_a_typed_deny_at_the_other_instance_reaches_the_holder(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        await a.say("[[tool run_command touch nope.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        await b.say("deny: use the staging db", who="bob", event_id="answer")
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None
+        assert "denied by Bob: use the staging db" in reply.outcome.final_text
+        assert a.adapter.settled[handle].state == "denied"
+        assert not (folder / "nope.txt").exists()
+        sent = sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
+        assert not [m for m in sent if "staging" in m], "the answer was not a message to agy"
+        # With nothing waiting, the same words are a message for the agent again.
+        await b.say("deny: that one", who="bob", event_id="later")
+        await until(lambda: len(answered(a, b)) >= 2)
+
+
+async def test_a_forwarded_decision_is_checked_by_the_holder_and_taken_once(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database(), approvals={"approvers": ["@bob:test"]}) as (
+        a,
+        b,
+    ):
+        await a.say("[[tool run_command touch once.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        # Checked where the click arrives, so Eve is told at once (privately, by the adapter).
+        outcome = await b.bridge.core.decide(thread(), handle, ApprovalChoice.APPROVE, EVE)
+        assert outcome is DecideOutcome.NOT_APPROVER
+        # And again by the holder, with the same config: a decision that got past another
+        # instance's check changes nothing.
+        leases = b.bridge.core.cluster.leases
+        key = thread().key
+        await leases.send_decision(
+            key, ForwardedDecision(handle=handle, choice=ApprovalChoice.APPROVE, by=EVE)
+        )
+        await a.adapter.wait_notice("may not answer approval requests")
+        assert handle not in a.adapter.settled
+        # Two decisions forwarded back to back: the first settles the request, the second
+        # flips nothing.
+        await leases.send_decision(
+            key,
+            ForwardedDecision(
+                handle=handle, choice=ApprovalChoice.DENY, by=BOB, reason="not today"
+            ),
+        )
+        await leases.send_decision(
+            key, ForwardedDecision(handle=handle, choice=ApprovalChoice.APPROVE, by=BOB)
+        )
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and "not today" in reply.outcome.final_text
+        assert a.adapter.settled[handle].state == "denied"
+        assert a.adapter.calls["settle_approval"] == 1
+        assert not (folder / "once.txt").exists()
