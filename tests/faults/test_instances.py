@@ -28,9 +28,10 @@ import psycopg
 import pytest
 from anyio.abc import Process
 
+from bridge.chat.slack.approvals import APPROVE_ACTION_ID
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event
 from tests.chat.slack.conftest import fake_slack as fake_slack
-from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, Message
 from tests.faults.console import marked_processes, sim_conversation_messages
 from tests.pg import Postgres
 
@@ -57,6 +58,8 @@ class Instance:
     process: Process | None = None
     ws: Any = None
     runs: int = 0
+    # The [approvals] section: these tests run tools freely unless one turns the gate on.
+    approvals: str = 'mode = "off"\n'
 
     def config(self) -> Path:
         command = json.dumps([sys.executable, "-m", "bridge.simulator"])
@@ -68,8 +71,7 @@ class Instance:
             'isolation = "none"\n'
             f'[slack]\napi_url = "{self.fake.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
             f"[admin]\nenabled = true\nport = {self.port}\n"
-            # These tests run tools freely; approvals have tests of their own.
-            '[approvals]\nmode = "off"\n'
+            f"[approvals]\n{self.approvals}"
             f'[store]\nurl = "{self.url}"\ninstance = "{self.name}"\n'
             f"lease_seconds = {LEASE}\ndrain_seconds = 20\nshared_agy_state = true\n"
         )
@@ -141,8 +143,10 @@ async def settled(url: str, timeout: float = 90) -> None:
             await anyio.sleep(0.2)
 
 
-async def two_instances(root: Path, fake: FakeSlack, url: str) -> tuple[Instance, Instance]:
-    a, b = Instance("a", root, fake, url), Instance("b", root, fake, url)
+async def two_instances(
+    root: Path, fake: FakeSlack, url: str, **kw: Any
+) -> tuple[Instance, Instance]:
+    a, b = Instance("a", root, fake, url, **kw), Instance("b", root, fake, url, **kw)
     await a.start()
     await b.start()
     return a, b
@@ -205,6 +209,51 @@ async def test_a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thr
         )
         await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, ts), 30)
         assert "Nothing is running" not in fake_slack.answer_text(CHANNEL, ts)
+    finally:
+        await stop_all(a, b)
+
+
+def holder_of(url: str, a: Instance, b: Instance) -> tuple[Instance, Instance]:
+    """(the instance holding the one thread's lease, the other one)."""
+    [owner] = [r[0].split("#")[0] for r in query(url, "SELECT owner FROM leases")]
+    return (a, b) if owner == a.name else (b, a)
+
+
+def approval_request(fake: FakeSlack, ts: str) -> Message | None:
+    return next(
+        (
+            m
+            for m in fake.thread(CHANNEL, ts)
+            if any(b.get("action_id") == APPROVE_ACTION_ID for b in m.buttons)
+        ),
+        None,
+    )
+
+
+async def test_an_approval_click_at_the_instance_that_does_not_run_the_thread(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
+    try:
+        ran = tmp_path / "ran"
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(
+            mention_event(f"[[tool run_command touch {ran}]]", ts=ts), via=a.ws
+        )
+        await fake_slack.wait_for(lambda: approval_request(fake_slack, ts) is not None, 60)
+        request = approval_request(fake_slack, ts)
+        assert request is not None
+        _, other = holder_of(url, a, b)
+        await fake_slack.wait_ack(
+            await fake_slack.click(request, BOB, APPROVE_ACTION_ID, via=other.ws)
+        )
+        await fake_slack.wait_for(lambda: "Approved by" in request.visible, 30)
+        with anyio.fail_after(30):
+            while not ran.exists():
+                await anyio.sleep(0.05)
+        assert not request.buttons, "the request's buttons are gone"
+        assert not fake_slack.ephemerals, "no one was told the request was decided already"
     finally:
         await stop_all(a, b)
 
