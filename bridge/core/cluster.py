@@ -3,9 +3,10 @@
 The core asks :class:`Cluster` for a thread's worker when a message is stored; the cluster
 claims the thread's lease first (always granted on SQLite) and leaves the thread to the instance
 that holds it otherwise: that one was woken by the store's ``NOTIFY``. The cluster also answers
-the leases' events (a message stored elsewhere, a Stop sent from elsewhere, a lease lost, a
-thread left without a live lease) and takes over a dead instance's threads: its process groups
-on this host are ended, its cut-off turn is reported once, and when agy's state is not shared
+the leases' events (a message stored elsewhere, a Stop or an approval decision sent from
+elsewhere, a lease lost, a thread left without a live lease) and takes over a dead instance's
+threads: its process groups on this host are ended, the approval requests it left waiting
+expire, its cut-off turn is reported once, and when agy's state is not shared
 the conversation starts again with the thread's history as context.
 """
 
@@ -115,6 +116,11 @@ class Cluster:
                 await reap_group(row.pgid, row.run_marker)
                 await store.remove_process(row.pgid)
         name = previous.split("#")[0]
+        # Its requests waited on an agy that is gone: they can never run. Only this thread's:
+        # other instances' requests wait on their live agy.
+        await self.core._expire_approvals(
+            thread.key, f"instance {name} stopped while it waited, so it was not run"
+        )
         for turn in await store.running_turns(thread.key):
             if turn.owner == self.leases.owner:
                 continue

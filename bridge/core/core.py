@@ -341,13 +341,17 @@ class Core:
             if ref.platform in self.deps.adapters:
                 self._worker(ref).notify()
 
-    async def _expire_approvals(self) -> None:
-        """Requests that waited when the bridge went down: agy is gone, so they expired."""
-        for row in await self.store.waiting_approvals():
+    async def _expire_approvals(
+        self,
+        thread_key: str | None = None,
+        reason: str = "the bridge restarted while it waited, so it was not run",
+    ) -> None:
+        """Requests that waited when the bridge (or, with several instances, the one running
+        ``thread_key``) went down: agy is gone, so they expired."""
+        for row in await self.store.waiting_approvals(thread_key):
             ref = ThreadRef.from_key(row.thread_key)
             if ref.platform not in self.deps.adapters:
                 continue
-            reason = "the bridge restarted while it waited, so it was not run"
             if not await self.store.settle_approval(
                 row.id, st.ApprovalState.EXPIRED, reason=reason
             ):

@@ -18,8 +18,9 @@ import pytest
 
 from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
-from bridge.core.events import ApprovalChoice, Author, DecideOutcome
+from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
 from bridge.core.leases import ForwardedDecision
+from bridge.core.store import ApprovalState, open_store
 from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, thread
 from tests.faults.console import sim_conversation_messages
 from tests.pg import Postgres
@@ -348,3 +349,46 @@ async def test_a_forwarded_decision_is_checked_by_the_holder_and_taken_once(
         assert a.adapter.settled[handle].state == "denied"
         assert a.adapter.calls["settle_approval"] == 1
         assert not (folder / "once.txt").exists()
+
+
+async def test_a_dead_instances_waiting_request_expires_at_takeover_a_live_ones_waits_on(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    url = postgres.new_database()
+    async with two(tmp_path, url) as (a, b):
+        await a.say("[[tool run_command touch live.txt]]", where=thread("live"))
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        # What a SIGKILLed instance leaves: its lease lapsed, its turn running, its request
+        # waiting with its message posted.
+        dead = thread("dead")
+        async with open_store(url) as store:
+            await store.database.execute(
+                "INSERT INTO leases (thread_key, owner, expires_at) VALUES (?, ?, 0)",
+                (dead.key, "gone#1"),
+            )
+            await store.add_approval(
+                "old", dead.key, "run_command", {"CommandLine": "rm x"}, "rm x", None
+            )
+            await store.set_approval_handle("old", "req-old")
+            await store.ensure_thread(dead)
+            alice = Author(id="@alice:test", display_name="Alice")
+            await store.add_message(
+                IncomingMessage(
+                    thread=dead, event_id="d1", message_id="d1", author=alice, text="rm x"
+                )
+            )
+            await store.take_turn(dead.key, None, owner="gone#1")
+        # Whichever instance takes the dead thread over expires its request.
+        await until(lambda: "req-old" in a.adapter.settled or "req-old" in b.adapter.settled)
+        result = a.adapter.settled.get("req-old") or b.adapter.settled["req-old"]
+        assert result.state == "expired"
+        assert "instance gone stopped while it waited" in result.text
+        # The live instance's request still waits, and runs when approved.
+        row = await a.bridge.store.approval_by_handle(thread("live").key, handle)
+        assert row is not None and row.state is ApprovalState.WAITING
+        assert handle not in a.adapter.settled
+        outcome = await b.bridge.core.decide(thread("live"), handle, ApprovalChoice.APPROVE, BOB)
+        assert outcome is DecideOutcome.DECIDED
+        await a.adapter.wait_finished(1, thread("live"))
+        assert (folder / "live.txt").exists()

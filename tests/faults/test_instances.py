@@ -9,6 +9,7 @@ event id, as Slack redelivers.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -254,6 +255,39 @@ async def test_an_approval_click_at_the_instance_that_does_not_run_the_thread(
                 await anyio.sleep(0.05)
         assert not request.buttons, "the request's buttons are gone"
         assert not fake_slack.ephemerals, "no one was told the request was decided already"
+    finally:
+        await stop_all(a, b)
+
+
+async def test_a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
+    try:
+        ran = tmp_path / "ran"
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(
+            mention_event(f"[[tool run_command touch {ran}]]", ts=ts), via=a.ws
+        )
+        await fake_slack.wait_for(lambda: approval_request(fake_slack, ts) is not None, 60)
+        request = approval_request(fake_slack, ts)
+        assert request is not None
+        holder, other = holder_of(url, a, b)
+        # A person's Slack may still show the buttons for a moment after the edit.
+        stale = copy.deepcopy(request)
+        await holder.kill()
+        await fake_slack.wait_for(lambda: "Expired" in request.visible, LEASE * 3 + 30)
+        assert f"instance {holder.name} stopped while it waited" in request.visible
+        assert not request.buttons
+        await fake_slack.wait_for(lambda: TAKEOVER_NOTICE in fake_slack.answer_text(CHANNEL, ts))
+        assert not ran.exists()
+        # Clicked now, it is answered privately: nothing waits.
+        await fake_slack.wait_ack(
+            await fake_slack.click(stale, BOB, APPROVE_ACTION_ID, via=other.ws)
+        )
+        await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
+        assert "already decided" in fake_slack.ephemerals[0]["text"]
     finally:
         await stop_all(a, b)
 
