@@ -30,9 +30,16 @@ import pytest
 from anyio.abc import Process
 
 from bridge.chat.slack.approvals import APPROVE_ACTION_ID
+from bridge.chat.slack.transport import EVENTS_PATH
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event
 from tests.chat.slack.conftest import fake_slack as fake_slack
-from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, Message
+from tests.chat.slack.fake_slack import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    FakeSlack,
+    Message,
+)
 from tests.faults.console import marked_processes, sim_conversation_messages
 from tests.pg import Postgres
 
@@ -61,6 +68,13 @@ class Instance:
     runs: int = 0
     # The [approvals] section: these tests run tools freely unless one turns the gate on.
     approvals: str = 'mode = "off"\n'
+    # "socket", or "http": Slack's requests come to this port (behind a load balancer).
+    transport: str = "socket"
+    events_port: int = field(default_factory=free_port)
+
+    @property
+    def request_url(self) -> str:
+        return f"http://127.0.0.1:{self.events_port}{EVENTS_PATH}"
 
     def config(self) -> Path:
         command = json.dumps([sys.executable, "-m", "bridge.simulator"])
@@ -71,6 +85,7 @@ class Instance:
             f"[agy]\ncommand = {command}\ninit_timeout = 20\nstop_grace = 2\n"
             'isolation = "none"\n'
             f'[slack]\napi_url = "{self.fake.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
+            f'transport = "{self.transport}"\nhttp_port = {self.events_port}\n'
             f"[admin]\nenabled = true\nport = {self.port}\n"
             f"[approvals]\n{self.approvals}"
             f'[store]\nurl = "{self.url}"\ninstance = "{self.name}"\n'
@@ -88,6 +103,7 @@ class Instance:
             "AGY_SIM_HOME": str(self.root / "sim-home"),
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_APP_TOKEN": APP_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
         }
         with (logs / f"{self.name}-{self.runs}.err").open("wb") as err:
             self.process = await anyio.open_process(
@@ -108,6 +124,17 @@ class Instance:
                         pass
                     assert self.process.returncode is None, f"{self.name} exited at start"
                     await anyio.sleep(0.1)
+            if self.transport == "http":
+                # Serving: the events path answers (405 to anything but Slack's POST).
+                with anyio.fail_after(60):
+                    while True:
+                        try:
+                            async with http.get(self.request_url) as r:
+                                if r.status == 405:
+                                    return
+                        except aiohttp.ClientError:
+                            pass
+                        await anyio.sleep(0.1)
         await self.fake.wait_for(
             lambda: any(id(ws) not in before and not ws.closed for ws in self.fake.sockets), 30
         )
@@ -288,6 +315,55 @@ async def test_a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
         )
         await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
         assert "already decided" in fake_slack.ephemerals[0]["text"]
+    finally:
+        await stop_all(a, b)
+
+
+async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they_land(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, transport="http")
+    fake_slack.request_urls = [a.request_url, b.request_url]
+    try:
+        # Requests go to A and B in turn; each instance checks the signature itself.
+        roots = [fake_slack.next_ts() for _ in range(4)]
+        for n, ts in enumerate(roots):
+            [delivery] = await fake_slack.deliver_event(
+                mention_event(f"hello {n}", ts=ts), event_id=f"Ev{n}"
+            )
+            assert delivery.status == 200
+        assert {d.url for d in fake_slack.deliveries} == {a.request_url, b.request_url}
+        for inst in (a, b):
+            forged = await fake_slack.deliver_event(
+                mention_event("forged", ts=fake_slack.next_ts()),
+                to=inst.request_url,
+                secret="not-the-signing-secret",
+                retries=0,
+            )
+            assert [d.status for d in forged] == [401]
+        # Slack sends an event again when it saw no answer in time: the retry lands on the
+        # other instance, which must not handle it a second time.
+        ts = fake_slack.next_ts()
+        first = await fake_slack.deliver_event(
+            mention_event("only once", ts=ts), event_id="EvOnce", to=a.request_url
+        )
+        again = await fake_slack.deliver_event(
+            mention_event("only once", ts=ts), event_id="EvOnce", retry_num=1, to=b.request_url
+        )
+        assert [d.status for d in first + again] == [200, 200]
+        for n, root in enumerate(roots):
+            await fake_slack.wait_for(
+                lambda n=n, root=root: f"hello {n}" in fake_slack.answer_text(CHANNEL, root), 90
+            )
+        await fake_slack.wait_for(lambda: "only once" in fake_slack.answer_text(CHANNEL, ts), 90)
+        await settled(url)
+        assert fake_slack.answer_text(CHANNEL, ts).count("only once") == 1
+        stored = query(url, "SELECT text FROM inbox")
+        assert sum("only once" in text for (text,) in stored) == 1
+        assert not [text for (text,) in stored if "forged" in text]
+        sent = sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
+        assert sum("only once" in m for m in sent) == 1
     finally:
         await stop_all(a, b)
 
