@@ -416,22 +416,20 @@ class FakeSlack:
         every attempt.
 
         Each request goes to the next of :attr:`request_urls` in turn (a round-robin load
-        balancer), or to ``to``. As Slack does, a request not answered 200 within
+        balancer), or to ``to``. As Slack does, a request not answered 2xx within
         :data:`HTTP_ANSWER_WITHIN` seconds is sent again (up to ``retries`` times, with
         ``X-Slack-Retry-Num`` and ``X-Slack-Retry-Reason``); the balancer hands each retry to
-        the next instance. ``retry_num`` marks a first attempt as a retry already (a
-        redelivery of an event another instance was sent)."""
+        the instance after the one that failed. ``retry_num`` marks a first attempt as a retry
+        already (a redelivery of an event another instance was sent)."""
         body = json.dumps(self.event_callback(event, event_id))
         attempts: list[Delivery] = []
         for attempt in range(retry_num, retry_num + retries + 1):
-            reason = attempts[-1].reason if attempts else "http_timeout"
-            delivery = await self._post_signed(
-                body,
-                to if to is not None and not attempts else self._target(),
-                secret,
-                attempt,
-                reason,
-            )
+            if not attempts:
+                url, reason = to or self._target(), "http_timeout"
+            else:
+                # The balancer passes the retry on to the next instance in turn.
+                url, reason = self._after(attempts[-1].url), attempts[-1].reason
+            delivery = await self._post_signed(body, url, secret, attempt, reason)
             attempts.append(delivery)
             if delivery.status is not None and 200 <= delivery.status < 300:
                 break
@@ -446,6 +444,11 @@ class FakeSlack:
         return await self._post_signed(
             body, to or self._target(), secret, 0, "", "application/x-www-form-urlencoded"
         )
+
+    def _after(self, url: str) -> str:
+        if url not in self.request_urls:
+            return self._target()
+        return self.request_urls[(self.request_urls.index(url) + 1) % len(self.request_urls)]
 
     def _target(self) -> str:
         assert self.request_urls, "set request_urls first"
