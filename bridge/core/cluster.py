@@ -229,6 +229,7 @@ class Cluster:
         try:
             await self.leases.send_decision(thread.key, decision)
         except DecisionTooLong:
+            # Told here, in the thread: the adapter has nothing to add.
             await self.core._say(
                 thread,
                 f"{by.label}: that answer is too long to hand to the bridge instance running "

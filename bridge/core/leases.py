@@ -388,13 +388,14 @@ class SharedLeases:
         try:
             request = json.loads(payload)
             key, action, by = request["thread"], request["action"], request["by"]
-            if action == "decide":
-                events.decided(str(key), ForwardedDecision.model_validate(request))
-                return
+            decision = ForwardedDecision.model_validate(request) if action == "decide" else None
         except (ValueError, KeyError, TypeError, ValidationError):
             log.warning("unreadable control request on %s", channel)
             return
-        events.control(str(key), str(action), str(by))
+        if decision is not None:
+            events.decided(str(key), decision)
+        else:
+            events.control(str(key), str(action), str(by))
 
 
 def open_leases(store: Store, configured_name: str, lease_seconds: float) -> Leases:
