@@ -392,3 +392,19 @@ async def test_a_dead_instances_waiting_request_expires_at_takeover_a_live_ones_
         assert outcome is DecideOutcome.DECIDED
         await a.adapter.wait_finished(1, thread("live"))
         assert (folder / "live.txt").exists()
+
+
+async def test_a_stop_at_the_other_instance_while_a_request_waits_denies_it(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        await a.say("[[tool run_command touch stopped.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        await b.bridge.core.stop(thread(), BOB)
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.interrupted
+        settled = a.adapter.settled[handle]
+        assert settled.state == "stopped", "denied as a Stop at the holder would"
+        assert not (folder / "stopped.txt").exists()
+        assert not b.adapter.notices
