@@ -9,8 +9,8 @@ what changed. :meth:`PostgresDatabase.listen` holds the one connection that hear
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -52,8 +52,7 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-@contextmanager
-def _whole() -> Iterator[None]:
+class _Whole:
     """A statement once sent runs to its end, even when its task is cancelled meanwhile (the
     caller then raises the cancellation as soon as the statement is done).
 
@@ -64,11 +63,26 @@ def _whole() -> Iterator[None]:
     and a warning. Statements take milliseconds; a server that does not answer at all is given
     up on after :data:`STATEMENT_GRACE`.
     """
-    try:
-        with anyio.CancelScope(shield=True), anyio.fail_after(STATEMENT_GRACE):
-            yield
-    except TimeoutError:
-        raise StoreError(f"the store did not answer within {STATEMENT_GRACE:g} s") from None
+
+    # A class, not a generator, and one scope (shielded, with its own deadline): this runs
+    # for every statement.
+    __slots__ = ("_scope",)
+
+    def __enter__(self) -> None:
+        self._scope = anyio.CancelScope(
+            shield=True, deadline=anyio.current_time() + STATEMENT_GRACE
+        )
+        self._scope.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool:
+        suppressed = bool(self._scope.__exit__(*exc))
+        if self._scope.cancelled_caught:
+            raise StoreError(f"the store did not answer within {STATEMENT_GRACE:g} s")
+        return suppressed
+
+
+def _whole() -> _Whole:
+    return _Whole()
 
 
 class PgTx:
@@ -111,7 +125,8 @@ class PostgresDatabase:
         try:
             with _whole():
                 async with self._pool.connection() as conn:
-                    rows = await PgTx(conn).fetch(sql, params)
+                    cursor = await conn.execute(_sql(sql), params)
+                    rows = list(await cursor.fetchall()) if cursor.description else []
             await checkpoint_if_cancelled()
             return rows
         except psycopg.Error as exc:
@@ -121,9 +136,9 @@ class PostgresDatabase:
         try:
             with _whole():
                 async with self._pool.connection() as conn:
-                    count = await PgTx(conn).execute(sql, params)
+                    cursor = await conn.execute(_sql(sql), params)
             await checkpoint_if_cancelled()
-            return count
+            return max(cursor.rowcount, 0)
         except psycopg.Error as exc:
             raise StoreError(f"could not write to the store: {exc}") from exc
 
@@ -132,22 +147,22 @@ class PostgresDatabase:
         """One transaction on one pooled connection. The body may be cancelled between its
         statements; the rollback and the return to the pool then still run whole."""
         try:
+            # Entered and left in one piece each: taking the connection and BEGIN; COMMIT or
+            # ROLLBACK and giving the connection back.
+            ends = AsyncExitStack()
             with _whole():
-                conn = await self._pool.getconn()
+                conn = await ends.enter_async_context(self._pool.connection())
+                await ends.enter_async_context(conn.transaction())
             try:
+                yield PgTx(conn)
+            except BaseException as exc:
                 with _whole():
-                    await conn.execute("BEGIN")
-                try:
-                    yield PgTx(conn)
-                except BaseException:
-                    with _whole():
-                        await conn.execute("ROLLBACK")
+                    suppressed = await ends.__aexit__(type(exc), exc, exc.__traceback__)
+                if not suppressed:
                     raise
+            else:
                 with _whole():
-                    await conn.execute("COMMIT")
-            finally:
-                with _whole():
-                    await self._pool.putconn(conn)
+                    await ends.aclose()
         except psycopg.Error as exc:
             raise StoreError(f"could not write to the store: {exc}") from exc
 

@@ -13,6 +13,8 @@ import logging
 import anyio
 import pytest
 
+from bridge.core import store_pg
+from bridge.core.store import StoreError
 from bridge.core.store_pg import PostgresDatabase, open_postgres
 from tests.pg import Postgres
 
@@ -65,3 +67,13 @@ async def test_a_statement_cancelled_midway_ends_cleanly_and_keeps_its_connectio
         # A cancelled transaction is rolled back, and the connection serves the next one.
         assert await db.fetch("SELECT n FROM marks") == []
         assert await db.ping()
+
+
+async def test_a_statement_the_server_does_not_finish_is_given_up_on(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_pg, "STATEMENT_GRACE", 0.3)
+    async with open_postgres(postgres.new_database()) as db:
+        with pytest.raises(StoreError, match="did not answer within 0.3 s"):
+            await db.fetch("SELECT pg_sleep(5)")
+        assert await db.ping(), "the pool serves the next statement"
