@@ -74,6 +74,6 @@ async def test_a_statement_the_server_does_not_finish_is_given_up_on(
 ) -> None:
     monkeypatch.setattr(store_pg, "STATEMENT_GRACE", 0.3)
     async with open_postgres(postgres.new_database()) as db:
-        with pytest.raises(StoreError, match="did not answer within 0.3 s"):
+        with pytest.raises(StoreError, match=r"did not answer within 0\.3 s"):
             await db.fetch("SELECT pg_sleep(5)")
         assert await db.ping(), "the pool serves the next statement"
