@@ -243,9 +243,12 @@ async def test_a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thr
         await stop_all(a, b)
 
 
-def holder_of(url: str, a: Instance, b: Instance) -> tuple[Instance, Instance]:
-    """(the instance holding the one thread's lease, the other one)."""
-    [owner] = [r[0].split("#")[0] for r in query(url, "SELECT owner FROM leases")]
+def holder_of(
+    url: str, a: Instance, b: Instance, ts: str | None = None
+) -> tuple[Instance, Instance]:
+    """(the instance holding the thread's lease, the other one); the one thread by default."""
+    rows = query(url, "SELECT owner, thread_key FROM leases")
+    [owner] = [o.split("#")[0] for o, key in rows if ts is None or key == f"slack|{CHANNEL}|{ts}"]
     return (a, b) if owner == a.name else (b, a)
 
 
@@ -388,6 +391,25 @@ async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they
         sent = sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
         assert sum("only once" in m for m in sent) == 1
         assert sum("slow at first" in m for m in sent) == 1
+        # A click comes through the balancer too, to either instance: the Stop of a turn the
+        # other one runs stops it.
+        long, started = fake_slack.next_ts(), tmp_path / "started"
+        await fake_slack.deliver_event(
+            mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=long), event_id="EvLong"
+        )
+        with anyio.fail_after(60):
+            while not started.exists():
+                await anyio.sleep(0.05)
+        await fake_slack.wait_for(
+            lambda: any(m.buttons for m in fake_slack.thread(CHANNEL, long)), 30
+        )
+        button = next(m for m in fake_slack.thread(CHANNEL, long) if m.buttons)
+        _, other = holder_of(url, a, b, long)
+        click = await fake_slack.post_interaction(
+            fake_slack.block_action(button, ALICE, "agy_bridge_stop"), to=other.request_url
+        )
+        assert click.status == 200
+        await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, long), 30)
     finally:
         await stop_all(a, b)
 
