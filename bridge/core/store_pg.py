@@ -122,6 +122,9 @@ class PostgresDatabase:
     # one statement is its own transaction (one round trip instead of three).
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return await self._rows(sql, params, "could not read the store")
+
+    async def _rows(self, sql: str, params: Sequence[Any], failed: str) -> list[Row]:
         try:
             with _whole():
                 async with self._pool.connection() as conn:
@@ -130,7 +133,7 @@ class PostgresDatabase:
             await checkpoint_if_cancelled()
             return rows
         except psycopg.Error as exc:
-            raise StoreError(f"could not read the store: {exc}") from exc
+            raise StoreError(f"{failed}: {exc}") from exc
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         try:
@@ -143,11 +146,7 @@ class PostgresDatabase:
             raise StoreError(f"could not write to the store: {exc}") from exc
 
     async def execute_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        try:
-            async with self._pool.connection() as conn:
-                return await PgTx(conn).fetch(sql, params)
-        except psycopg.Error as exc:
-            raise StoreError(f"could not write to the store: {exc}") from exc
+        return await self._rows(sql, params, "could not write to the store")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgTx]:
