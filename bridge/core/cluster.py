@@ -3,9 +3,10 @@
 The core asks :class:`Cluster` for a thread's worker when a message is stored; the cluster
 claims the thread's lease first (always granted on SQLite) and leaves the thread to the instance
 that holds it otherwise: that one was woken by the store's ``NOTIFY``. The cluster also answers
-the leases' events (a message stored elsewhere, a Stop sent from elsewhere, a lease lost, a
-thread left without a live lease) and takes over a dead instance's threads: its process groups
-on this host are ended, its cut-off turn is reported once, and when agy's state is not shared
+the leases' events (a message stored elsewhere, a Stop or an approval decision sent from
+elsewhere, a lease lost, a thread left without a live lease) and takes over a dead instance's
+threads: its process groups on this host are ended, the approval requests it left waiting
+expire, its cut-off turn is reported once, and when agy's state is not shared
 the conversation starts again with the thread's history as context.
 """
 
@@ -20,8 +21,16 @@ from typing import TYPE_CHECKING
 import anyio
 
 from bridge.agy.process import reap_group
-from bridge.core.events import ThreadRef
-from bridge.core.leases import SINGLE_INSTANCE, Lease, Leases, leader_key
+from bridge.core.approvals.gate import may_approve
+from bridge.core.events import ApprovalChoice, Author, DecideOutcome, ThreadRef
+from bridge.core.leases import (
+    SINGLE_INSTANCE,
+    DecisionTooLong,
+    ForwardedDecision,
+    Lease,
+    Leases,
+    leader_key,
+)
 from bridge.core.store import TurnState
 
 if TYPE_CHECKING:
@@ -42,6 +51,10 @@ HANDOVER_NOTICE = (
     "given this thread's history as context."
 )
 HISTORY_LIMIT = 50
+
+
+def not_approver_text(who: Author) -> str:
+    return f"{who.label} may not answer approval requests in this thread; nothing changed."
 
 
 class Cluster:
@@ -103,6 +116,11 @@ class Cluster:
                 await reap_group(row.pgid, row.run_marker)
                 await store.remove_process(row.pgid)
         name = previous.split("#")[0]
+        # Its requests waited on an agy that is gone: they can never run. Only this thread's:
+        # other instances' requests wait on their live agy.
+        await self.core._expire_approvals(
+            thread.key, f"instance {name} stopped while it waited, so it was not run"
+        )
         for turn in await store.running_turns(thread.key):
             if turn.owner == self.leases.owner:
                 continue
@@ -173,6 +191,57 @@ class Cluster:
         await self.leases.send_control(thread.key, action, by)
         return True
 
+    async def forward_decision(
+        self,
+        thread: ThreadRef,
+        handle: str | None,
+        choice: ApprovalChoice,
+        by: Author,
+        reason: str = "",
+    ) -> DecideOutcome:
+        """An answer to a request asked by the instance running the thread (``handle`` None:
+        whichever waits now), sent to it through the store.
+
+        The approvers are checked here, so the person is told at once, and again by the
+        holder's gate with the same config; the gate takes one decision per request, so a
+        decision sent twice, or after another, changes nothing.
+        """
+        if not self.shared:
+            return DecideOutcome.UNKNOWN
+        # A row's handle is noted just after its message is posted: a click can come first.
+        waiting = [
+            row
+            for row in await self.core.store.waiting_approvals(thread.key)
+            if handle is None or row.handle in (handle, None)
+        ]
+        if not waiting:
+            return DecideOutcome.UNKNOWN
+        if not may_approve(self.core.deps.config.approvals.approvers, by):
+            return DecideOutcome.NOT_APPROVER
+        if await self.leases.holder(thread.key) is None:
+            # Its instance is gone, and agy with it: the request expires at the takeover.
+            return DecideOutcome.UNKNOWN
+        # The oldest waiting one is the one shown now (the gate asks one at a time); its handle
+        # goes along, so a late decision never answers the thread's next request.
+        decision = ForwardedDecision(
+            handle=handle or waiting[0].handle, choice=choice, by=by, reason=reason
+        )
+        try:
+            await self.leases.send_decision(thread.key, decision)
+        except DecisionTooLong:
+            # Told here, in the thread: the adapter has nothing to add.
+            await self.core._say(
+                thread,
+                f"{by.label}: that answer is too long to hand to the bridge instance running "
+                "this thread; nothing changed. Shorten the reason and answer again.",
+            )
+            return DecideOutcome.DECIDED
+        log.info(
+            "sent an approval decision to the instance running the thread",
+            extra={"chat_thread": thread.key},
+        )
+        return DecideOutcome.DECIDED
+
     async def status_line(self, thread: ThreadRef) -> str:
         if not self.shared or thread.key in self.core.workers:
             return f"• Instance: `{self.leases.name}`"
@@ -211,14 +280,44 @@ class Cluster:
         if worker is None:
             return
         ref = ThreadRef.from_key(key)
-        if action == "stop":
-            if not worker.interrupt(by):
-                self.core._spawn(self.core._say(ref, "Nothing is running in this thread."))
-        elif action == "new":
-            worker.interrupt(by)
+
+        async def stop() -> None:
+            # As at this instance: a request waiting for approval is denied with the turn.
+            if not await worker.stop_waiting(by) and not worker.interrupt(by):
+                await self.core._say(ref, "Nothing is running in this thread.")
+
+        async def new() -> None:
+            if not await worker.stop_waiting(by):
+                worker.interrupt(by)
             worker.request_restart()
+
+        if action == "stop":
+            self.core._spawn(stop())
+        elif action == "new":
+            self.core._spawn(new())
         elif action == "restart":
             worker.request_restart()
+
+    def decided(self, key: str, decision: ForwardedDecision) -> None:
+        worker = self.core.workers.get(key)
+        if worker is None or worker.gate is None:
+            return  # not this instance's thread (every instance hears every decision)
+        gate = worker.gate
+        ref = ThreadRef.from_key(key)
+
+        async def resolve() -> None:
+            outcome = await gate.resolve(
+                decision.handle, decision.choice, decision.by, decision.reason
+            )
+            if outcome is DecideOutcome.NOT_APPROVER:
+                await self.core._say(ref, not_approver_text(decision.by))
+            elif outcome is DecideOutcome.UNKNOWN:
+                log.info(
+                    "a decision from another instance came after the request was settled",
+                    extra={"chat_thread": key},
+                )
+
+        self.core._spawn(resolve())
 
     async def orphaned(self, keys: list[tuple[str, float]]) -> None:
         now = time.time()

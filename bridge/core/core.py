@@ -20,7 +20,7 @@ from bridge.core import store as st
 from bridge.core.approvals import texts as approval_texts
 from bridge.core.approvals.gate import request_of
 from bridge.core.approvals.replies import parse_reply
-from bridge.core.cluster import Cluster
+from bridge.core.cluster import Cluster, not_approver_text
 from bridge.core.commands import HELP, Command, parse_command
 from bridge.core.deps import CoreDeps
 from bridge.core.events import (
@@ -109,14 +109,19 @@ class Core:
         reason: str = "",
     ) -> DecideOutcome:
         worker = self.workers.get(thread.key)
-        if worker is None or worker.gate is None:
+        if worker is None:
+            # Another instance may run the thread: its gate holds the request.
+            return await self.cluster.forward_decision(thread, handle, choice, by, reason)
+        if worker.gate is None:
             return DecideOutcome.UNKNOWN
         return await worker.gate.resolve(handle, choice, by, reason)
 
     async def _approval_reply(self, message: IncomingMessage) -> bool:
         """A typed answer (``deny: reason``) to the request waiting in the thread."""
         worker = self.workers.get(message.thread.key)
-        if worker is None or worker.gate is None or worker.gate.waiting is None:
+        if worker is None:
+            return await self._forwarded_reply(message)
+        if worker.gate is None or worker.gate.waiting is None:
             return False
         reply = parse_reply(message.text)
         if reply is None or message.attachments:
@@ -125,10 +130,27 @@ class Core:
             return True  # a redelivery of an answer already taken
         outcome = await worker.gate.resolve(None, reply.choice, message.author, reply.reason)
         if outcome is DecideOutcome.NOT_APPROVER:
+            await self._say(message.thread, not_approver_text(message.author))
+        return True
+
+    async def _forwarded_reply(self, message: IncomingMessage) -> bool:
+        """A typed answer where another instance runs the thread (and asked)."""
+        if not self.cluster.shared or message.attachments:
+            return False
+        reply = parse_reply(message.text)
+        # The regular expression first: most messages are no answer and cost no query.
+        if reply is None or not await self.store.waiting_approvals(message.thread.key):
+            return False
+        if await self.store.add_message(message, state=st.MessageState.COMMAND) is None:
+            return True  # a redelivery of an answer already taken
+        outcome = await self.cluster.forward_decision(
+            message.thread, None, reply.choice, message.author, reply.reason
+        )
+        if outcome is DecideOutcome.NOT_APPROVER:
+            await self._say(message.thread, not_approver_text(message.author))
+        elif outcome is DecideOutcome.UNKNOWN:
             await self._say(
-                message.thread,
-                f"{message.author.label} may not answer approval requests in this thread; "
-                "nothing changed.",
+                message.thread, "No request waits for approval in this thread now; nothing changed."
             )
         return True
 
@@ -319,13 +341,17 @@ class Core:
             if ref.platform in self.deps.adapters:
                 self._worker(ref).notify()
 
-    async def _expire_approvals(self) -> None:
-        """Requests that waited when the bridge went down: agy is gone, so they expired."""
-        for row in await self.store.waiting_approvals():
+    async def _expire_approvals(
+        self,
+        thread_key: str | None = None,
+        reason: str = "the bridge restarted while it waited, so it was not run",
+    ) -> None:
+        """Requests that waited when the bridge (or, with several instances, the one running
+        ``thread_key``) went down: agy is gone, so they expired."""
+        for row in await self.store.waiting_approvals(thread_key):
             ref = ThreadRef.from_key(row.thread_key)
             if ref.platform not in self.deps.adapters:
                 continue
-            reason = "the bridge restarted while it waited, so it was not run"
             if not await self.store.settle_approval(
                 row.id, st.ApprovalState.EXPIRED, reason=reason
             ):

@@ -11,7 +11,7 @@ queries, no tasks). With PostgreSQL, :class:`SharedLeases` keeps one row per act
   by another (it was too slow, the database was away) is reported lost and its worker stops;
 - ``NOTIFY`` carries the thread key of a message stored for a thread the storing instance does
   not run (wake the holder, or let an instance with room claim it), and control requests (Stop,
-  restart) to whichever instance holds the thread;
+  restart, an approval decision) to whichever instance holds the thread;
 - a sweep at the same pace finds threads with waiting messages or a turn left running and no
   live lease (their instance died): those are taken over.
 """
@@ -26,15 +26,19 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from bridge.core.events import ApprovalChoice, Author
 from bridge.core.store import MessageState, Store, StoreError, TurnState
 
 log = logging.getLogger(__name__)
 
 CONTROL_CHANNEL = "agy_bridge_control"
+# PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more.
+NOTIFY_LIMIT = 7900
 # The database's clock, in Unix seconds: instances on several hosts compare one clock.
 _NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
 
@@ -52,6 +56,33 @@ def instance_name(configured: str) -> str:
     # The host by default: agy keeps its conversations under the host's home, so instances on
     # one host can resume each other's.
     return configured or socket.gethostname()
+
+
+class ForwardedDecision(BaseModel):
+    """An approver's answer to a request, sent to the instance whose gate holds it.
+
+    Tolerant of fields it does not know: instances of two versions may run side by side.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    # The request's message, so a late decision never answers the thread's next request (None:
+    # a typed answer that came before the request's message was noted: whichever waits).
+    handle: str | None
+    choice: ApprovalChoice
+    by: Author
+    reason: str = ""
+
+    @field_validator("by", mode="before")
+    @classmethod
+    def _known_author_fields(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if k in Author.model_fields}
+        return value
+
+
+class DecisionTooLong(ValueError):
+    """The decision does not fit in one notification (a very long reason)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +152,10 @@ class LeaseEvents(Protocol):
 
     def control(self, key: str, action: str, by: str) -> None: ...
 
+    def decided(self, key: str, decision: ForwardedDecision) -> None:
+        """An approval decision made at another instance, for the thread's gate."""
+        ...
+
     async def orphaned(self, keys: list[tuple[str, float]]) -> None:
         """Threads with work and no live lease: (key, since when they wait)."""
         ...
@@ -144,6 +179,11 @@ class Leases(Protocol):
         ...
 
     async def send_control(self, key: str, action: str, by: str) -> None: ...
+
+    async def send_decision(self, key: str, decision: ForwardedDecision) -> None:
+        """Hand an approval decision to whichever instance runs the thread (DecisionTooLong:
+        it does not fit in one notification)."""
+        ...
 
     async def announce(self, key: str) -> None:
         """A message waits in a thread this instance does not run: wake its holder, or let an
@@ -178,6 +218,9 @@ class LocalLeases:
         return None
 
     async def send_control(self, key: str, action: str, by: str) -> None:
+        raise RuntimeError("one instance has no other to send to")
+
+    async def send_decision(self, key: str, decision: ForwardedDecision) -> None:
         raise RuntimeError("one instance has no other to send to")
 
     async def announce(self, key: str) -> None:
@@ -266,6 +309,15 @@ class SharedLeases:
         async with self._db.transaction() as tx:
             await tx.notify(CONTROL_CHANNEL, payload)
 
+    async def send_decision(self, key: str, decision: ForwardedDecision) -> None:
+        payload = json.dumps(
+            {"thread": key, "action": "decide", **decision.model_dump(mode="json")}
+        )
+        if len(payload.encode()) > NOTIFY_LIMIT:
+            raise DecisionTooLong(f"a decision of {len(payload.encode())} bytes")
+        async with self._db.transaction() as tx:
+            await tx.notify(CONTROL_CHANNEL, payload)
+
     async def announce(self, key: str) -> None:
         async with self._db.transaction() as tx:
             await tx.notify(Store.INBOX_CHANNEL, key)
@@ -336,10 +388,14 @@ class SharedLeases:
         try:
             request = json.loads(payload)
             key, action, by = request["thread"], request["action"], request["by"]
-        except (ValueError, KeyError, TypeError):
+            decision = ForwardedDecision.model_validate(request) if action == "decide" else None
+        except (ValueError, KeyError, TypeError, ValidationError):
             log.warning("unreadable control request on %s", channel)
             return
-        events.control(str(key), str(action), str(by))
+        if decision is not None:
+            events.decided(str(key), decision)
+        else:
+            events.control(str(key), str(action), str(by))
 
 
 def open_leases(store: Store, configured_name: str, lease_seconds: float) -> Leases:

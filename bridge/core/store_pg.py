@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import psycopg
+from anyio.lowlevel import checkpoint_if_cancelled
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -32,6 +33,9 @@ POOL_MAX = 10
 CONNECT_TIMEOUT = 30.0
 # A lost LISTEN connection is opened again after this long.
 RELISTEN_DELAY = 1.0
+# How long a statement (or taking and giving back a connection) may go on after its task was
+# cancelled; see :func:`_whole`.
+STATEMENT_GRACE = 30.0
 
 
 def _sql(sql: str) -> str:
@@ -48,20 +52,60 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+class _Whole:
+    """A statement once sent runs to its end, even when its task is cancelled meanwhile (the
+    caller then raises the cancellation as soon as the statement is done).
+
+    psycopg answers a cancelled await by cancelling the query on the server and waiting for
+    that; anyio cancels again at every await, which interrupts that wait too, so psycopg closes
+    the connection ("query cancellation interrupted") and the pool throws it away: every worker
+    or lease task cancelled mid-statement (a lease lost, the bridge stopping) cost a connection
+    and a warning. Statements take milliseconds; a server that does not answer at all is given
+    up on after :data:`STATEMENT_GRACE`.
+    """
+
+    # A class, not a generator, and one scope (shielded, with its own deadline): this runs
+    # for every statement.
+    __slots__ = ("_scope",)
+
+    def __enter__(self) -> None:
+        self._scope = anyio.CancelScope(
+            shield=True, deadline=anyio.current_time() + STATEMENT_GRACE
+        )
+        self._scope.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool:
+        suppressed = bool(self._scope.__exit__(*exc))
+        if self._scope.cancelled_caught:
+            raise StoreError(f"the store did not answer within {STATEMENT_GRACE:g} s")
+        return suppressed
+
+
+def _whole() -> _Whole:
+    return _Whole()
+
+
 class PgTx:
     def __init__(self, conn: psycopg.AsyncConnection[Any]):
         self._conn = conn
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        cursor = await self._conn.execute(_sql(sql), params)
-        return list(await cursor.fetchall()) if cursor.description else []
+        with _whole():
+            cursor = await self._conn.execute(_sql(sql), params)
+            rows = list(await cursor.fetchall()) if cursor.description else []
+        await checkpoint_if_cancelled()
+        return rows
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        cursor = await self._conn.execute(_sql(sql), params)
+        with _whole():
+            cursor = await self._conn.execute(_sql(sql), params)
+        await checkpoint_if_cancelled()
         return max(cursor.rowcount, 0)
 
     async def notify(self, channel: str, payload: str) -> None:
-        await self._conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+        with _whole():
+            await self._conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+        await checkpoint_if_cancelled()
 
 
 class PostgresDatabase:
@@ -78,31 +122,53 @@ class PostgresDatabase:
     # one statement is its own transaction (one round trip instead of three).
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return await self._rows(sql, params, "could not read the store")
+
+    async def _rows(self, sql: str, params: Sequence[Any], failed: str) -> list[Row]:
         try:
-            async with self._pool.connection() as conn:
-                return await PgTx(conn).fetch(sql, params)
+            with _whole():
+                async with self._pool.connection() as conn:
+                    cursor = await conn.execute(_sql(sql), params)
+                    rows = list(await cursor.fetchall()) if cursor.description else []
+            await checkpoint_if_cancelled()
+            return rows
         except psycopg.Error as exc:
-            raise StoreError(f"could not read the store: {exc}") from exc
+            raise StoreError(f"{failed}: {exc}") from exc
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         try:
-            async with self._pool.connection() as conn:
-                return await PgTx(conn).execute(sql, params)
+            with _whole():
+                async with self._pool.connection() as conn:
+                    cursor = await conn.execute(_sql(sql), params)
+            await checkpoint_if_cancelled()
+            return max(cursor.rowcount, 0)
         except psycopg.Error as exc:
             raise StoreError(f"could not write to the store: {exc}") from exc
 
     async def execute_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        try:
-            async with self._pool.connection() as conn:
-                return await PgTx(conn).fetch(sql, params)
-        except psycopg.Error as exc:
-            raise StoreError(f"could not write to the store: {exc}") from exc
+        return await self._rows(sql, params, "could not write to the store")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgTx]:
+        """One transaction on one pooled connection. The body may be cancelled between its
+        statements; the rollback and the return to the pool then still run whole."""
         try:
-            async with self._pool.connection() as conn, conn.transaction():
+            # Entered and left in one piece each: taking the connection and BEGIN; COMMIT or
+            # ROLLBACK and giving the connection back.
+            ends = AsyncExitStack()
+            with _whole():
+                conn = await ends.enter_async_context(self._pool.connection())
+                await ends.enter_async_context(conn.transaction())
+            try:
                 yield PgTx(conn)
+            except BaseException as exc:
+                with _whole():
+                    suppressed = await ends.__aexit__(type(exc), exc, exc.__traceback__)
+                if not suppressed:
+                    raise
+            else:
+                with _whole():
+                    await ends.aclose()
         except psycopg.Error as exc:
             raise StoreError(f"could not write to the store: {exc}") from exc
 
@@ -132,7 +198,8 @@ class PostgresDatabase:
                 )
                 async with conn:
                     for channel in channels:
-                        await conn.execute(f'LISTEN "{channel}"')
+                        with _whole():
+                            await conn.execute(f'LISTEN "{channel}"')
                     if on_listening is not None:
                         await on_listening()
                     async for note in conn.notifies():

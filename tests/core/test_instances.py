@@ -18,7 +18,9 @@ import pytest
 
 from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
-from bridge.core.events import Author
+from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
+from bridge.core.leases import ForwardedDecision
+from bridge.core.store import ApprovalState, open_store
 from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, thread
 from tests.faults.console import sim_conversation_messages
 from tests.pg import Postgres
@@ -28,7 +30,13 @@ pytestmark = pytest.mark.anyio
 
 @asynccontextmanager
 async def instance(
-    tmp: Path, name: str, url: str, *, max_processes: int = 4, shared_state: bool = True
+    tmp: Path,
+    name: str,
+    url: str,
+    *,
+    max_processes: int = 4,
+    shared_state: bool = True,
+    approvals: dict[str, Any] | None = None,
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
@@ -49,6 +57,7 @@ async def instance(
             "drain_seconds": 20,
             "shared_agy_state": shared_state,
         },
+        "approvals": {"mode": "ask", "timeout": 60, **(approvals or {})},
     }
     adapter = RecordingAdapter()
     async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
@@ -62,6 +71,26 @@ async def two(tmp: Path, url: str, **kw: Any) -> AsyncIterator[tuple[Harness, Ha
         a = await stack.enter_async_context(instance(tmp, "a", url, **kw))
         b = await stack.enter_async_context(instance(tmp, "b", url, **kw))
         yield a, b
+
+
+BOB = Author(id="@bob:test", display_name="Bob")
+EVE = Author(id="@eve:test", display_name="Eve")
+
+
+async def asked(a: Harness, b: Harness) -> tuple[Harness, Harness, str]:
+    """(the instance that asked for an approval, the other one, the request's handle).
+
+    Usually the instance that stored the message runs the thread, but the other one, sweeping
+    for waiting work as it starts, may claim it first."""
+    await until(lambda: a.adapter.requests or b.adapter.requests)
+    holder, other = (a, b) if a.adapter.requests else (b, a)
+    return holder, other, "req-1"
+
+
+def workdir(h: Harness) -> Path:
+    [worker] = h.bridge.core.workers.values()
+    assert worker.place is not None
+    return worker.place.workdir
 
 
 def answered(*hs: Harness) -> list[str]:
@@ -98,7 +127,10 @@ async def test_a_stop_click_at_the_other_instance_stops_the_turn(
         started = a.flag("started")
         await a.say(f"long [[touch {started}]] [[sleep 60]]")
         await until(started.exists)
-        assert thread().key in a.bridge.core.workers
+        # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
+        # have claimed the thread first.
+        if thread().key not in a.bridge.core.workers:
+            a, b = b, a
         await b.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
         [reply] = await a.adapter.wait_finished(1)
         assert reply.outcome is not None and reply.outcome.interrupted
@@ -106,7 +138,8 @@ async def test_a_stop_click_at_the_other_instance_stops_the_turn(
         assert not b.adapter.notices, "B said nothing: the holder handled the click"
         await b.say("!status", event_id="status")
         notice = await b.adapter.wait_notice("Instance")
-        assert "`a` runs this thread (asked `b`)" in notice
+        holder, asker = a.bridge.core.deps.leases.name, b.bridge.core.deps.leases.name
+        assert f"`{holder}` runs this thread (asked `{asker}`)" in notice
 
 
 async def test_graceful_drain_finishes_turns_and_hands_the_rest_over(
@@ -239,3 +272,143 @@ async def test_a_worker_whose_lease_was_taken_stops(tmp_path: Path, postgres: Po
         await a.worker_gone()
         [reply] = await a.adapter.wait_finished(1)
         assert reply.outcome is not None and reply.outcome.interrupted
+
+
+async def test_an_approval_click_at_the_other_instance_reaches_the_holder(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        await a.say("[[tool run_command touch clicked.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        outcome = await b.bridge.core.decide(thread(), handle, ApprovalChoice.APPROVE, BOB)
+        assert outcome is DecideOutcome.DECIDED
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.error is None
+        assert (folder / "clicked.txt").exists()
+        settled = a.adapter.settled[handle]
+        assert settled.state == "approved" and "Approved by Bob" in settled.text
+        # Decided: a second answer, at either instance, changes nothing.
+        again = await b.bridge.core.decide(thread(), handle, ApprovalChoice.DENY, BOB)
+        assert again is DecideOutcome.UNKNOWN
+        assert a.adapter.calls["settle_approval"] == 1
+        assert not b.adapter.requests and not b.adapter.settled and not b.adapter.notices
+
+
+async def test_a_typed_deny_at_the_other_instance_reaches_the_holder(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        await a.say("[[tool run_command touch nope.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        await b.say("deny: use the staging db", who="bob", event_id="answer")
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None
+        assert "denied by Bob: use the staging db" in reply.outcome.final_text
+        assert a.adapter.settled[handle].state == "denied"
+        assert not (folder / "nope.txt").exists()
+        sent = sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
+        assert not [m for m in sent if "staging" in m], "the answer was not a message to agy"
+        # With nothing waiting, the same words are a message for the agent again.
+        await b.say("deny: that one", who="bob", event_id="later")
+        await until(lambda: len(answered(a, b)) >= 2)
+
+
+async def test_a_forwarded_decision_is_checked_by_the_holder_and_taken_once(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database(), approvals={"approvers": ["@bob:test"]}) as (
+        a,
+        b,
+    ):
+        await a.say("[[tool run_command touch once.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        # Checked where the click arrives, so Eve is told at once (privately, by the adapter).
+        outcome = await b.bridge.core.decide(thread(), handle, ApprovalChoice.APPROVE, EVE)
+        assert outcome is DecideOutcome.NOT_APPROVER
+        # And again by the holder, with the same config: a decision that got past another
+        # instance's check changes nothing.
+        leases = b.bridge.core.cluster.leases
+        key = thread().key
+        await leases.send_decision(
+            key, ForwardedDecision(handle=handle, choice=ApprovalChoice.APPROVE, by=EVE)
+        )
+        await a.adapter.wait_notice("may not answer approval requests")
+        assert handle not in a.adapter.settled
+        # Two decisions forwarded back to back: the first settles the request, the second
+        # flips nothing.
+        await leases.send_decision(
+            key,
+            ForwardedDecision(
+                handle=handle, choice=ApprovalChoice.DENY, by=BOB, reason="not today"
+            ),
+        )
+        await leases.send_decision(
+            key, ForwardedDecision(handle=handle, choice=ApprovalChoice.APPROVE, by=BOB)
+        )
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and "not today" in reply.outcome.final_text
+        assert a.adapter.settled[handle].state == "denied"
+        assert a.adapter.calls["settle_approval"] == 1
+        assert not (folder / "once.txt").exists()
+
+
+async def test_a_dead_instances_waiting_request_expires_at_takeover_a_live_ones_waits_on(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    url = postgres.new_database()
+    async with two(tmp_path, url) as (a, b):
+        await a.say("[[tool run_command touch live.txt]]", where=thread("live"))
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        # What a SIGKILLed instance leaves: its lease lapsed, its turn running, its request
+        # waiting with its message posted.
+        dead = thread("dead")
+        async with open_store(url) as store:
+            await store.database.execute(
+                "INSERT INTO leases (thread_key, owner, expires_at) VALUES (?, ?, 0)",
+                (dead.key, "gone#1"),
+            )
+            await store.add_approval(
+                "old", dead.key, "run_command", {"CommandLine": "rm x"}, "rm x", None
+            )
+            await store.set_approval_handle("old", "req-old")
+            await store.ensure_thread(dead)
+            alice = Author(id="@alice:test", display_name="Alice")
+            await store.add_message(
+                IncomingMessage(
+                    thread=dead, event_id="d1", message_id="d1", author=alice, text="rm x"
+                )
+            )
+            await store.take_turn(dead.key, None, owner="gone#1")
+        # Whichever instance takes the dead thread over expires its request.
+        await until(lambda: "req-old" in a.adapter.settled or "req-old" in b.adapter.settled)
+        result = a.adapter.settled.get("req-old") or b.adapter.settled["req-old"]
+        assert result.state == "expired"
+        assert "instance gone stopped while it waited" in result.text
+        # The live instance's request still waits, and runs when approved.
+        row = await a.bridge.store.approval_by_handle(thread("live").key, handle)
+        assert row is not None and row.state is ApprovalState.WAITING
+        assert handle not in a.adapter.settled
+        outcome = await b.bridge.core.decide(thread("live"), handle, ApprovalChoice.APPROVE, BOB)
+        assert outcome is DecideOutcome.DECIDED
+        await a.adapter.wait_finished(1, thread("live"))
+        assert (folder / "live.txt").exists()
+
+
+async def test_a_stop_at_the_other_instance_while_a_request_waits_denies_it(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        await a.say("[[tool run_command touch stopped.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        await b.bridge.core.stop(thread(), BOB)
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.interrupted
+        settled = a.adapter.settled[handle]
+        assert settled.state == "stopped", "denied as a Stop at the holder would"
+        assert not (folder / "stopped.txt").exists()
+        assert not b.adapter.notices

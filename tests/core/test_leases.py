@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from bridge.core.leases import CONTROL_CHANNEL, LocalLeases, SharedLeases, open_leases
+from bridge.core.events import ApprovalChoice, Author
+from bridge.core.leases import (
+    CONTROL_CHANNEL,
+    DecisionTooLong,
+    ForwardedDecision,
+    LocalLeases,
+    SharedLeases,
+    open_leases,
+)
 from bridge.core.store import Store, open_store
 from bridge.core.store_pg import PostgresDatabase
 from tests.pg import Postgres
@@ -103,3 +113,83 @@ async def test_sqlite_means_one_instance_and_no_lease_queries(tmp_path: Path) ->
         assert isinstance(leases, LocalLeases) and not leases.shared
         assert (await leases.claim(KEY)).granted
         assert await leases.holder(KEY) is None
+
+
+class Heard:
+    """The lease events of one instance, recorded."""
+
+    def __init__(self) -> None:
+        self.controls: list[tuple[str, str, str]] = []
+        self.decisions: list[tuple[str, ForwardedDecision]] = []
+
+    def held(self) -> list[str]:
+        return []
+
+    def lost(self, key: str) -> None:
+        pass
+
+    def stored(self, key: str) -> None:
+        pass
+
+    def control(self, key: str, action: str, by: str) -> None:
+        self.controls.append((key, action, by))
+
+    def decided(self, key: str, decision: ForwardedDecision) -> None:
+        self.decisions.append((key, decision))
+
+    async def orphaned(self, keys: Any) -> None:
+        pass
+
+
+async def test_an_approval_decision_reaches_the_other_instance_whole(postgres: Postgres) -> None:
+    url = postgres.new_database()
+    bob = Author(id="U0BOB", display_name="Bob", org="T1")
+    decision = ForwardedDecision(
+        handle="1.5", choice=ApprovalChoice.DENY, by=bob, reason="use the staging db"
+    )
+    heard = Heard()
+    listening = anyio.Event()
+
+    async def ready() -> None:
+        listening.set()
+
+    async with open_store(url) as store_a, open_store(url) as store_b:
+        a, b = SharedLeases(store_a, "a", 30), SharedLeases(store_b, "b", 30)
+        db = store_a.database
+        assert isinstance(db, PostgresDatabase)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                db.listen,
+                [CONTROL_CHANNEL],
+                lambda channel, payload: a._heard(heard, channel, payload),
+                ready,
+            )
+            await listening.wait()
+            await b.send_decision(KEY, decision)
+            with anyio.fail_after(10):
+                while not heard.decisions:
+                    await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        assert heard.decisions == [(KEY, decision)] and not heard.controls
+        # A reason too long for one notification is refused before anything is sent.
+        with pytest.raises(DecisionTooLong):
+            await b.send_decision(KEY, decision.model_copy(update={"reason": "x" * 8000}))
+
+
+def test_a_decision_from_a_newer_instance_is_read_and_a_garbled_one_ignored() -> None:
+    heard = Heard()
+    newer = {
+        "thread": KEY,
+        "action": "decide",
+        "handle": "1.5",
+        "choice": "always",
+        "by": {"id": "U0BOB", "display_name": "Bob", "pronouns": "he"},
+        "reason": "",
+        "expires": 3,
+    }
+    SharedLeases._heard(None, heard, CONTROL_CHANNEL, json.dumps(newer))  # type: ignore[arg-type]
+    [(key, decision)] = heard.decisions
+    assert key == KEY and decision.choice is ApprovalChoice.ALWAYS and decision.by.id == "U0BOB"
+    garbled = {**newer, "choice": "perhaps"}
+    SharedLeases._heard(None, heard, CONTROL_CHANNEL, json.dumps(garbled))  # type: ignore[arg-type]
+    assert len(heard.decisions) == 1 and not heard.controls

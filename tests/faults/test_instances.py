@@ -9,6 +9,7 @@ event id, as Slack redelivers.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -28,9 +29,17 @@ import psycopg
 import pytest
 from anyio.abc import Process
 
+from bridge.chat.slack.approvals import APPROVE_ACTION_ID
+from bridge.chat.slack.transport import EVENTS_PATH
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event
 from tests.chat.slack.conftest import fake_slack as fake_slack
-from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.chat.slack.fake_slack import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    FakeSlack,
+    Message,
+)
 from tests.faults.console import marked_processes, sim_conversation_messages
 from tests.pg import Postgres
 
@@ -57,6 +66,15 @@ class Instance:
     process: Process | None = None
     ws: Any = None
     runs: int = 0
+    # The [approvals] section: these tests run tools freely unless one turns the gate on.
+    approvals: str = 'mode = "off"\n'
+    # "socket", or "http": Slack's requests come to this port (behind a load balancer).
+    transport: str = "socket"
+    events_port: int = field(default_factory=free_port)
+
+    @property
+    def request_url(self) -> str:
+        return f"http://127.0.0.1:{self.events_port}{EVENTS_PATH}"
 
     def config(self) -> Path:
         command = json.dumps([sys.executable, "-m", "bridge.simulator"])
@@ -67,9 +85,9 @@ class Instance:
             f"[agy]\ncommand = {command}\ninit_timeout = 20\nstop_grace = 2\n"
             'isolation = "none"\n'
             f'[slack]\napi_url = "{self.fake.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
+            f'transport = "{self.transport}"\nhttp_port = {self.events_port}\n'
             f"[admin]\nenabled = true\nport = {self.port}\n"
-            # These tests run tools freely; approvals have tests of their own.
-            '[approvals]\nmode = "off"\n'
+            f"[approvals]\n{self.approvals}"
             f'[store]\nurl = "{self.url}"\ninstance = "{self.name}"\n'
             f"lease_seconds = {LEASE}\ndrain_seconds = 20\nshared_agy_state = true\n"
         )
@@ -85,6 +103,7 @@ class Instance:
             "AGY_SIM_HOME": str(self.root / "sim-home"),
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_APP_TOKEN": APP_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
         }
         with (logs / f"{self.name}-{self.runs}.err").open("wb") as err:
             self.process = await anyio.open_process(
@@ -105,6 +124,17 @@ class Instance:
                         pass
                     assert self.process.returncode is None, f"{self.name} exited at start"
                     await anyio.sleep(0.1)
+            if self.transport == "http":
+                # Serving: the events path answers (405 to anything but Slack's POST).
+                with anyio.fail_after(60):
+                    while True:
+                        try:
+                            async with http.get(self.request_url) as r:
+                                if r.status == 405:
+                                    return
+                        except aiohttp.ClientError:
+                            pass
+                        await anyio.sleep(0.1)
         await self.fake.wait_for(
             lambda: any(id(ws) not in before and not ws.closed for ws in self.fake.sockets), 30
         )
@@ -141,8 +171,10 @@ async def settled(url: str, timeout: float = 90) -> None:
             await anyio.sleep(0.2)
 
 
-async def two_instances(root: Path, fake: FakeSlack, url: str) -> tuple[Instance, Instance]:
-    a, b = Instance("a", root, fake, url), Instance("b", root, fake, url)
+async def two_instances(
+    root: Path, fake: FakeSlack, url: str, **kw: Any
+) -> tuple[Instance, Instance]:
+    a, b = Instance("a", root, fake, url, **kw), Instance("b", root, fake, url, **kw)
     await a.start()
     await b.start()
     return a, b
@@ -195,16 +227,189 @@ async def test_a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thr
         with anyio.fail_after(60):
             while not started.exists():
                 await anyio.sleep(0.05)
-        assert [r[0].split("#")[0] for r in query(url, "SELECT owner FROM leases")] == ["a"]
+        # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
+        # have claimed the thread first.
+        _, other = holder_of(url, a, b)
         await fake_slack.wait_for(
             lambda: any(m.buttons for m in fake_slack.thread(CHANNEL, ts)), 30
         )
         button = next(m for m in fake_slack.thread(CHANNEL, ts) if m.buttons)
         await fake_slack.wait_ack(
-            await fake_slack.click(button, ALICE, "agy_bridge_stop", via=b.ws)
+            await fake_slack.click(button, ALICE, "agy_bridge_stop", via=other.ws)
         )
         await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, ts), 30)
         assert "Nothing is running" not in fake_slack.answer_text(CHANNEL, ts)
+    finally:
+        await stop_all(a, b)
+
+
+def holder_of(
+    url: str, a: Instance, b: Instance, ts: str | None = None
+) -> tuple[Instance, Instance]:
+    """(the instance holding the thread's lease, the other one); the one thread by default."""
+    rows = query(url, "SELECT owner, thread_key FROM leases")
+    [owner] = [o.split("#")[0] for o, key in rows if ts is None or key == f"slack|{CHANNEL}|{ts}"]
+    return (a, b) if owner == a.name else (b, a)
+
+
+def approval_request(fake: FakeSlack, ts: str) -> Message | None:
+    return next(
+        (
+            m
+            for m in fake.thread(CHANNEL, ts)
+            if any(b.get("action_id") == APPROVE_ACTION_ID for b in m.buttons)
+        ),
+        None,
+    )
+
+
+async def test_an_approval_click_at_the_instance_that_does_not_run_the_thread(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
+    try:
+        ran = tmp_path / "ran"
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(
+            mention_event(f"[[tool run_command touch {ran}]]", ts=ts), via=a.ws
+        )
+        await fake_slack.wait_for(lambda: approval_request(fake_slack, ts) is not None, 60)
+        request = approval_request(fake_slack, ts)
+        assert request is not None
+        _, other = holder_of(url, a, b)
+        await fake_slack.wait_ack(
+            await fake_slack.click(request, BOB, APPROVE_ACTION_ID, via=other.ws)
+        )
+        await fake_slack.wait_for(lambda: "Approved by" in request.visible, 30)
+        with anyio.fail_after(30):
+            while not ran.exists():
+                await anyio.sleep(0.05)
+        assert not request.buttons, "the request's buttons are gone"
+        assert not fake_slack.ephemerals, "no one was told the request was decided already"
+    finally:
+        await stop_all(a, b)
+
+
+async def test_a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
+    try:
+        ran = tmp_path / "ran"
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(
+            mention_event(f"[[tool run_command touch {ran}]]", ts=ts), via=a.ws
+        )
+        await fake_slack.wait_for(lambda: approval_request(fake_slack, ts) is not None, 60)
+        request = approval_request(fake_slack, ts)
+        assert request is not None
+        holder, other = holder_of(url, a, b)
+        # A person's Slack may still show the buttons for a moment after the edit.
+        stale = copy.deepcopy(request)
+        await holder.kill()
+        await fake_slack.wait_for(lambda: "Expired" in request.visible, LEASE * 3 + 30)
+        assert f"instance {holder.name} stopped while it waited" in request.visible
+        assert not request.buttons
+        await fake_slack.wait_for(lambda: TAKEOVER_NOTICE in fake_slack.answer_text(CHANNEL, ts))
+        assert not ran.exists()
+        # Clicked now, it is answered privately: nothing waits.
+        await fake_slack.wait_ack(
+            await fake_slack.click(stale, BOB, APPROVE_ACTION_ID, via=other.ws)
+        )
+        await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
+        assert "already decided" in fake_slack.ephemerals[0]["text"]
+    finally:
+        await stop_all(a, b)
+
+
+async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they_land(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, transport="http")
+    fake_slack.request_urls = [a.request_url, b.request_url]
+    try:
+        # Requests go to A and B in turn; each instance checks the signature itself.
+        roots = [fake_slack.next_ts() for _ in range(4)]
+        for n, ts in enumerate(roots):
+            [delivery] = await fake_slack.deliver_event(
+                mention_event(f"hello {n}", ts=ts), event_id=f"Ev{n}"
+            )
+            assert delivery.status == 200
+        assert {d.url for d in fake_slack.deliveries} == {a.request_url, b.request_url}
+        for inst in (a, b):
+            forged = await fake_slack.deliver_event(
+                mention_event("forged", ts=fake_slack.next_ts()),
+                to=inst.request_url,
+                secret="not-the-signing-secret",
+                retries=0,
+            )
+            assert [d.status for d in forged] == [401]
+        # Slack sends an event again when it saw no answer in time: the retry lands on the
+        # other instance, which must not handle it a second time.
+        ts = fake_slack.next_ts()
+        first = await fake_slack.deliver_event(
+            mention_event("only once", ts=ts), event_id="EvOnce", to=a.request_url
+        )
+        again = await fake_slack.deliver_event(
+            mention_event("only once", ts=ts), event_id="EvOnce", retry_num=1, to=b.request_url
+        )
+        assert [d.status for d in first + again] == [200, 200]
+        for n, root in enumerate(roots):
+            await fake_slack.wait_for(
+                lambda n=n, root=root: f"hello {n}" in fake_slack.answer_text(CHANNEL, root), 90
+            )
+        await fake_slack.wait_for(lambda: "only once" in fake_slack.answer_text(CHANNEL, ts), 90)
+        # An instance too slow to answer (stopped here for a moment): Slack gives up on it after
+        # 3 s and retries, which the balancer hands to the other instance; the slow one may
+        # still read the request it was sent once it runs again.
+        slow = fake_slack.next_ts()
+        assert a.process is not None
+        a.process.send_signal(signal.SIGSTOP)
+        try:
+            attempts = await fake_slack.deliver_event(
+                mention_event("slow at first", ts=slow), event_id="EvSlow", to=a.request_url
+            )
+        finally:
+            a.process.send_signal(signal.SIGCONT)
+        assert [(d.url, d.retry_num, d.status) for d in attempts] == [
+            (a.request_url, 0, None),
+            (b.request_url, 1, 200),
+        ]
+        await fake_slack.wait_for(
+            lambda: "slow at first" in fake_slack.answer_text(CHANNEL, slow), 90
+        )
+        await settled(url)
+        for text, root in (("only once", ts), ("slow at first", slow)):
+            assert fake_slack.answer_text(CHANNEL, root).count(text) == 1
+        stored = query(url, "SELECT text FROM inbox")
+        assert sum("only once" in text for (text,) in stored) == 1
+        assert sum("slow at first" in text for (text,) in stored) == 1
+        assert not [text for (text,) in stored if "forged" in text]
+        sent = sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
+        assert sum("only once" in m for m in sent) == 1
+        assert sum("slow at first" in m for m in sent) == 1
+        # A click comes through the balancer too, to either instance: the Stop of a turn the
+        # other one runs stops it.
+        long, started = fake_slack.next_ts(), tmp_path / "started"
+        await fake_slack.deliver_event(
+            mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=long), event_id="EvLong"
+        )
+        with anyio.fail_after(60):
+            while not started.exists():
+                await anyio.sleep(0.05)
+        await fake_slack.wait_for(
+            lambda: any(m.buttons for m in fake_slack.thread(CHANNEL, long)), 30
+        )
+        button = next(m for m in fake_slack.thread(CHANNEL, long) if m.buttons)
+        _, other = holder_of(url, a, b, long)
+        click = await fake_slack.post_interaction(
+            fake_slack.block_action(button, ALICE, "agy_bridge_stop"), to=other.request_url
+        )
+        assert click.status == 200
+        await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, long), 30)
     finally:
         await stop_all(a, b)
 

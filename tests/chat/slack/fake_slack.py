@@ -2,7 +2,9 @@
 
 Serves on 127.0.0.1 (a port the OS picks). Every API call is recorded; a test can make a method
 answer 429 or 500 a number of times, expire live streams, refuse streaming, push events and
-button clicks over the Socket Mode websocket, collect the acks, and drop the connection.
+button clicks over the Socket Mode websocket, collect the acks, and drop the connection; or, in
+HTTP mode, POST signed events and clicks to request URLs (several, in turn, as a load balancer
+would), sending an event again when it is not answered in time, as Slack does.
 
 It is as strict as Slack where the bridge depends on it:
 - rate tiers: past a method's rate (per workspace, ``chat.postMessage`` per channel) it answers
@@ -30,6 +32,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import anyio
@@ -150,6 +153,20 @@ class Download:
     authorized: bool
 
 
+# Slack gives an Events API request this long to be answered, then sends it again.
+HTTP_ANSWER_WITHIN = 3.0
+
+
+@dataclass
+class Delivery:
+    """One HTTP request Slack made to a request URL, and how it was answered."""
+
+    url: str
+    retry_num: int
+    status: int | None = None  # None: no answer in time, or no connection
+    reason: str = ""  # why a retry would follow: http_timeout, http_error, connection_failed
+
+
 class SlackApiFail(Exception):
     def __init__(self, error: str) -> None:
         super().__init__(error)
@@ -185,6 +202,11 @@ class FakeSlack:
         self._counter = itertools.count(1)
         self._changed: anyio.Event | None = None
         self._runner: web.AppRunner | None = None
+        # Events API request URLs (HTTP mode): several instances behind a load balancer that
+        # hands each request to the next one in turn (:meth:`deliver_event`).
+        self.request_urls: list[str] = []
+        self._next_target = 0
+        self.deliveries: list[Delivery] = []
         self.url = ""
         # A second origin (another port) for Slack's own file redirects.
         self.files_url = ""
@@ -379,6 +401,87 @@ class FakeSlack:
             },
             via,
         )
+
+    async def deliver_event(
+        self,
+        event: dict[str, Any],
+        *,
+        event_id: str | None = None,
+        retry_num: int = 0,
+        to: str | None = None,
+        secret: str = SIGNING_SECRET,
+        retries: int = 3,
+    ) -> list[Delivery]:
+        """POST an ``event_callback`` to the request URL, as Slack does in HTTP mode; returns
+        every attempt.
+
+        Each request goes to the next of :attr:`request_urls` in turn (a round-robin load
+        balancer), or to ``to``. As Slack does, a request not answered 2xx within
+        :data:`HTTP_ANSWER_WITHIN` seconds is sent again (up to ``retries`` times, with
+        ``X-Slack-Retry-Num`` and ``X-Slack-Retry-Reason``); the balancer hands each retry to
+        the instance after the one that failed. ``retry_num`` marks a first attempt as a retry
+        already (a redelivery of an event another instance was sent)."""
+        body = json.dumps(self.event_callback(event, event_id))
+        attempts: list[Delivery] = []
+        for attempt in range(retry_num, retry_num + retries + 1):
+            if not attempts:
+                url, reason = to or self._target(), "http_timeout"
+            else:
+                # The balancer passes the retry on to the next instance in turn.
+                url, reason = self._after(attempts[-1].url), attempts[-1].reason
+            delivery = await self._post_signed(body, url, secret, attempt, reason)
+            attempts.append(delivery)
+            if delivery.status is not None and 200 <= delivery.status < 300:
+                break
+        return attempts
+
+    async def post_interaction(
+        self, payload: dict[str, Any], *, to: str | None = None, secret: str = SIGNING_SECRET
+    ) -> Delivery:
+        """POST an interactivity payload (a button click) to the request URL, form-encoded as
+        Slack sends it; no retries (Slack does not retry interactions)."""
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self._post_signed(
+            body, to or self._target(), secret, 0, "", "application/x-www-form-urlencoded"
+        )
+
+    def _after(self, url: str) -> str:
+        if url not in self.request_urls:
+            return self._target()
+        return self.request_urls[(self.request_urls.index(url) + 1) % len(self.request_urls)]
+
+    def _target(self) -> str:
+        assert self.request_urls, "set request_urls first"
+        url = self.request_urls[self._next_target % len(self.request_urls)]
+        self._next_target += 1
+        return url
+
+    async def _post_signed(
+        self,
+        body: str,
+        url: str,
+        secret: str,
+        retry_num: int,
+        retry_reason: str,
+        content_type: str = "application/json",
+    ) -> Delivery:
+        headers = signed_headers(body, secret) | {"Content-Type": content_type}
+        if retry_num:
+            headers |= {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": retry_reason}
+        delivery = Delivery(url, retry_num)
+        try:
+            async with aiohttp.ClientSession() as http:
+                with anyio.fail_after(HTTP_ANSWER_WITHIN):
+                    async with http.post(url, data=body.encode(), headers=headers) as response:
+                        delivery.status = response.status
+                        delivery.reason = "http_error"
+        except TimeoutError:
+            delivery.reason = "http_timeout"
+        except aiohttp.ClientError:
+            delivery.reason = "connection_failed"
+        self.deliveries.append(delivery)
+        self._notify()
+        return delivery
 
     def block_action(self, message: Message, user: str, action_id: str) -> dict[str, Any]:
         """The ``block_actions`` payload of ``user`` clicking a button of ``message``."""
