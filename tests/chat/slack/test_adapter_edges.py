@@ -15,7 +15,14 @@ from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.events import FILES_INFO
 from bridge.chat.slack.status import STATUS_TEXT
-from bridge.core.events import AttachmentError, AttachmentRef, Author, Reaction, ThreadRef
+from bridge.core.events import (
+    ApprovalRequest,
+    AttachmentError,
+    AttachmentRef,
+    Author,
+    Reaction,
+    ThreadRef,
+)
 from tests.chat.slack.conftest import (
     ALICE,
     BOB,
@@ -59,7 +66,10 @@ async def test_a_message_taken_by_a_turn_loses_its_queued_mark_and_only_it(
     assert removed(fake_slack) == []
     await adapter.react(thread(first), first, Reaction.INJECTED)
     assert removed(fake_slack) == [(first, "inbox_tray")]
-    assert fake_slack.reactions[(CHANNEL, first)] == {"eyes"}
+    # Taken off once: a later mark does not try again.
+    await adapter.react(thread(first), first, Reaction.FAILED)
+    assert removed(fake_slack) == [(first, "inbox_tray")]
+    assert fake_slack.reactions[(CHANNEL, first)] == {"eyes", "warning"}
     assert fake_slack.reactions[(CHANNEL, second)] == {"eyes"}
 
 
@@ -112,6 +122,17 @@ async def test_a_mark_someone_took_off_already_is_no_failure(
 # -- posts beside a running reply ---------------------------------------------------------------
 
 
+def status_sets(fake: FakeSlack, root: str) -> int:
+    return len([s for c, t, s in fake.status_log if (c, t) == (CHANNEL, root) and s])
+
+
+async def settled_with_status(fake: FakeSlack, root: str) -> int:
+    """Once the reply's status and Stop control are up: how often the status was set."""
+    await fake.wait_for(lambda: control_message(fake, CHANNEL, root) is not None)
+    await fake.wait_for(lambda: fake.status_of(CHANNEL, root) == STATUS_TEXT)
+    return status_sets(fake, root)
+
+
 async def test_a_post_beside_a_running_reply_puts_its_status_back(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
@@ -124,16 +145,15 @@ async def test_a_post_beside_a_running_reply_puts_its_status_back(
                 adapter.post_message(thread(root), "a notice beside the answer"),
                 adapter.post_file(thread(root), page, None),
             ):
-                await fake_slack.wait_for(
-                    lambda: fake_slack.status_of(CHANNEL, root) == STATUS_TEXT
-                )
+                before = await settled_with_status(fake_slack, root)
                 await post
-                # Slack took the status down with the post; the reply puts it up again.
+                # Slack takes the status down with a post; the reply puts it up again.
                 await fake_slack.wait_for(
-                    lambda: fake_slack.status_of(CHANNEL, root) == STATUS_TEXT
+                    lambda: (
+                        status_sets(fake_slack, root) == before + 1  # noqa: B023
+                        and fake_slack.status_of(CHANNEL, root) == STATUS_TEXT
+                    )
                 )
-    sets = [s for c, t, s in fake_slack.status_log if (c, t) == (CHANNEL, root) and s]
-    assert len(sets) >= 3
 
 
 async def test_an_upload_is_named_for_its_file_in_its_thread(
@@ -176,7 +196,10 @@ async def test_a_retried_message_is_reported_to_the_retry_observer(
 
 
 async def test_each_refused_person_is_told_once_with_the_notice_text(
-    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+    fake_slack: FakeSlack,
+    inbound: RecordingInbound,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     fake_slack.add_user("UEVE0001", "eve")
     retries: list[str] = []
@@ -197,6 +220,11 @@ async def test_each_refused_person_is_told_once_with_the_notice_text(
         assert notice["channel"] == CHANNEL
     assert "transient" in retries
     assert inbound.submitted == []
+    # The retried notice is logged with the thread it concerns.
+    lines = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert any(
+        line.startswith(f"Slack access notice failed for slack|{CHANNEL}|") for line in lines
+    )
 
 
 async def test_a_stop_click_in_an_allowed_channel_is_served(
@@ -275,7 +303,7 @@ async def test_a_file_needs_the_bot_token(fake_slack: FakeSlack, tmp_path: Path)
 
 
 async def test_a_connect_file_without_a_download_link_is_refused_in_words(
-    fake_slack: FakeSlack, tmp_path: Path
+    fake_slack: FakeSlack, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     adapter = adapter_for(fake_slack, tmp_path)
     file = fake_slack.add_file(b"x", "plain.txt", "text/plain", connect=True)
@@ -291,6 +319,49 @@ async def test_a_connect_file_without_a_download_link_is_refused_in_words(
     fake_slack._file_object = without_urls  # type: ignore[method-assign]
     # files.info fails more often than the client retries on its own: the adapter retries.
     fake_slack.fail("files.info", status=500, times=3)
+    retries: list[str] = []
+    adapter.observe_retries(retries.append)
     ref = AttachmentRef(name="plain.txt", source=FILES_INFO + file["id"])
     with pytest.raises(AttachmentError, match=r"^plain\.txt: Slack gave no download link"):
         await adapter.fetch_attachment(ref, tmp_path / "plain.txt", 1000)
+    assert "transient" in retries
+    lines = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert any(line.startswith(f"Slack files.info failed for {file['id']} ") for line in lines)
+
+
+async def test_an_approval_request_beside_a_running_reply_puts_its_status_back(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    root = fake_slack.next_ts()
+    request = ApprovalRequest(
+        id="r1", thread=thread(root), tool="run_command", summary="ls", text="May I run `ls`?"
+    )
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        async with adapter.open_reply(thread(root), None):
+            before = await settled_with_status(fake_slack, root)
+            await adapter.ask_approval(request)
+            await fake_slack.wait_for(
+                lambda: (
+                    status_sets(fake_slack, root) == before + 1
+                    and fake_slack.status_of(CHANNEL, root) == STATUS_TEXT
+                )
+            )
+        # Without a running reply there is no status to put back.
+        await adapter.ask_approval(request.model_copy(update={"id": "r2"}))
+
+
+async def test_an_enterprise_grid_author_is_known_by_their_organisation(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(fake_slack, inbound, tmp_path):
+        event = message_event(
+            "hello", channel="D0ALICE1", channel_type="im", ts=fake_slack.next_ts()
+        )
+        del event["team"]  # Enterprise Grid: the envelope names the organisation
+        payload = fake_slack.event_callback(event)
+        payload["enterprise_id"] = "E0GRID01"
+        envelope = {"type": "events_api", "accepts_response_payload": False, "payload": payload}
+        await fake_slack.wait_ack(await fake_slack._push(envelope))
+        await inbound.wait_for(lambda: len(inbound.submitted) == 1)
+    [message] = inbound.submitted
+    assert message.author.org == "E0GRID01"
