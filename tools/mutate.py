@@ -60,7 +60,14 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
     "secrets": (
         ["bridge/core/scrub.py", "bridge/logs.py", "bridge/agy/launch.py"],
         [
-            "tests/security",
+            # tests/security without test_sandbox_escape.py: its agy runs inside bubblewrap,
+            # which cannot start the simulator from mutmut's scratch copy (it times out there).
+            "tests/security/test_agent_env.py",
+            "tests/security/test_listener_live.py",
+            "tests/security/test_log_secrets.py",
+            "tests/security/test_paths.py",
+            "tests/security/test_secret_config.py",
+            "tests/security/test_stdout_fuzz.py",
             "tests/agy/test_launch.py",
             "tests/test_config.py",
             "tests/test_logs.py",

@@ -12,8 +12,14 @@ from collections.abc import Iterable
 
 # A listener URL: the first path segment is the session's token.
 _LISTENER_URL = re.compile(r"((?:127\.0\.0\.1|localhost|\[::1\]):\d+/)([A-Za-z0-9_\-]{16,})(?=/)")
-# The unfinished start of one at the end of a text (its token may still be on its way).
-_LISTENER_URL_START = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]):\d*(?:/[A-Za-z0-9_\-]*)?$")
+# The unfinished start of one at the end of a text (its token may still be on its way), also
+# when the text ends inside the host name: the rest of the URL comes in the next piece.
+_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_LISTENER_URL_START = re.compile(
+    r"(?:(?:127\.0\.0\.1|localhost|\[::1\]):\d*(?:/[A-Za-z0-9_\-]*)?|"
+    + "|".join(re.escape(host[:size]) for host in _HOSTS for size in range(len(host), 0, -1))
+    + ")$"
+)
 MIN_SECRET = 8
 
 
