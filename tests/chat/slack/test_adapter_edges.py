@@ -14,6 +14,7 @@ from bridge.chat.slack.access import NOTICE_TEXT
 from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.events import FILES_INFO
+from bridge.chat.slack.reply import Recipient
 from bridge.chat.slack.status import STATUS_TEXT
 from bridge.core.events import (
     ApprovalRequest,
@@ -365,3 +366,36 @@ async def test_an_enterprise_grid_author_is_known_by_their_organisation(
         await inbound.wait_for(lambda: len(inbound.submitted) == 1)
     [message] = inbound.submitted
     assert message.author.org == "E0GRID01"
+
+
+async def test_a_streams_recipient_is_the_stored_author_else_the_writer_seen_else_nobody(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    adapter = adapter_for(fake_slack, tmp_path)
+    root, reply = fake_slack.next_ts(), fake_slack.next_ts()
+    adapter._writers.put((CHANNEL, root), Recipient(user_id=ALICE, team_id="T0ROOT01"))
+    adapter._writers.put((CHANNEL, reply), Recipient(user_id=BOB, team_id="T0REPLY1"))
+    stored = Author(id=MALLORY, display_name="m", org="E0GRID01")
+    # The author the core stored with the message wins (it survives a restart).
+    assert adapter._recipient(thread(root), reply, stored) == Recipient(MALLORY, "E0GRID01")
+    # An author without an organisation is not enough: the writer of the message replied to...
+    no_org = Author(id=MALLORY, display_name="m")
+    assert adapter._recipient(thread(root), reply, no_org) == Recipient(BOB, "T0REPLY1")
+    # ... else the writer of the thread's root, else nobody (never a half-filled pair).
+    assert adapter._recipient(thread(root), None, None) == Recipient(ALICE, "T0ROOT01")
+    assert adapter._recipient(thread(root), fake_slack.next_ts(), None) == Recipient(
+        ALICE, "T0ROOT01"
+    )
+    assert adapter._recipient(thread(fake_slack.next_ts()), None, None) == Recipient()
+    other = ThreadRef(platform="slack", channel="C0ELSEWHERE", thread=root)
+    assert adapter._recipient(other, reply, None) == Recipient()
+    assert adapter._recipient(ThreadRef(platform="slack", channel=CHANNEL), None, None) == (
+        Recipient()
+    )
+
+
+async def test_a_reply_needs_a_running_adapter(fake_slack: FakeSlack, tmp_path: Path) -> None:
+    adapter = adapter_for(fake_slack, tmp_path)
+    with pytest.raises(RuntimeError, match=r"^the Slack adapter is not running$"):
+        async with adapter.open_reply(thread(fake_slack.next_ts()), None):
+            pass
