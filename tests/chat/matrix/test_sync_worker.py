@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from nio import (
     JoinResponse,
     MatrixRoom,
     MegolmEvent,
+    RoomGetEventError,
     RoomGetEventResponse,
     RoomLeaveError,
     RoomLeaveResponse,
@@ -215,12 +217,17 @@ class ScriptedClient(AsyncClient):
         return page
 
     async def room_get_event(self, room_id: str, event_id: str) -> Any:  # type: ignore[override]
+        if room_id not in self.rooms:
+            return RoomGetEventError.from_dict({"errcode": "M_FORBIDDEN", "error": "not a member"})
         answer = self.events.get(event_id)
         if isinstance(answer, BaseException):
             raise answer
         return answer
 
     def decrypt_event(self, event: MegolmEvent) -> Any:
+        if not event.room_id:
+            # nio finds the session by room: an event without one cannot be decrypted.
+            raise EncryptionError("the event has no room id")
         found = self.decrypted.get(event.event_id)
         if found is None:
             raise EncryptionError("no key yet")
@@ -1038,7 +1045,11 @@ async def test_an_encrypted_message_is_handed_over_once_its_key_arrives(tmp_path
         [(kind, method, path, data, info)] = w.client.sent
         assert kind.__name__ == "RoomKeyRequestResponse"
         assert method == "PUT"
-        assert "m.room_key_request" in path
+        assert re.fullmatch(
+            r"/_matrix/client/v3/sendToDevice/m\.room_key_request/[0-9a-f-]{36}"
+            r"\?access_token=syt_bot_token",
+            path,
+        ), path
         request = next(iter(json.loads(data)["messages"][ALICE].values()))
         assert request["body"]["session_id"] == "sess"
         assert list(json.loads(data)["messages"][ALICE]) == ["ALICEDEV"]
@@ -1149,6 +1160,7 @@ async def test_without_olm_nothing_is_decrypted(tmp_path: Path) -> None:
         w.client.decrypted["$e1"] = parsed(event("$e1"))
         megolm = parsed(encrypted("$e1"))
         assert isinstance(megolm, MegolmEvent)
+        megolm.room_id = ROOM
         assert w.worker._try_decrypt(megolm) is None
         w.client.olm = cast(Any, FakeOlm())
         assert w.worker._try_decrypt(megolm) is w.client.decrypted["$e1"]
@@ -1237,3 +1249,71 @@ async def test_a_room_joined_a_moment_ago_is_waited_for(tmp_path: Path) -> None:
         rooms.synced()
     assert result == [True]
     assert not await RoomDirectory(client, wait=0).known_room("!never:example.org")
+
+
+async def test_a_key_request_that_cannot_be_sent_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with world(tmp_path, olm=FakeOlm()) as w:
+
+        async def unreachable(*_: Any) -> Any:
+            raise OSError("unreachable")
+
+        w.client._send = unreachable  # type: ignore[method-assign]
+        await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
+        assert "asking for a room key failed: OSError" in caplog.text
+        assert "$e1" in w.worker._undecrypted
+
+
+async def test_a_gap_of_exactly_the_bound_is_fetched_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with world(tmp_path) as w:
+        w.client.messages_pages = [
+            RoomMessagesResponse.from_dict(
+                {"chunk": [event("$g3", ts=30), event("$g2", ts=20)], "start": "p", "end": "p2"},
+                ROOM,
+            ),
+            RoomMessagesResponse.from_dict(
+                {"chunk": [event("$g1", ts=10)], "start": "p2", "end": "p3"}, ROOM
+            ),
+            RoomMessagesResponse.from_dict(
+                {"chunk": [event("$g0", ts=5)], "start": "p3", "end": "p4"}, ROOM
+            ),
+        ]
+        with caplog.at_level(logging.WARNING, "bridge.chat.matrix.sync"):
+            events = await w.worker._backfill(ROOM, "p", "s1")
+        # backfill_max = 3 events reached: no third page.
+        assert [e.event_id for e in events] == ["$g1", "$g2", "$g3"]
+        assert len(w.client.messages_calls) == 2
+        assert f"more than 3 events missed in {ROOM}" in caplog.text
+
+
+async def test_a_failed_gap_fill_is_logged_with_its_room(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with world(tmp_path) as w:
+        w.client.messages_pages = [OSError("unreachable")]
+        assert await w.worker._backfill(ROOM, "p", "s1") == []
+        assert f"filling the gap in {ROOM} failed: OSError" in caplog.text
+
+
+async def test_an_approval_reaction_after_a_restart_asks_the_homeserver_for_the_thread(
+    tmp_path: Path,
+) -> None:
+    request = event(
+        "$request",
+        {
+            "msgtype": "m.text",
+            "body": "May I run ls?",
+            "m.relates_to": {"rel_type": "m.thread", "event_id": "$root"},
+        },
+        sender=BOT,
+    )
+    async with world(tmp_path) as w:
+        w.client.events["$request"] = RoomGetEventResponse.from_dict(request)
+        await w.worker._handle_event(room_of(w), parsed(reaction("$ok", "$request", "✅")))
+        await w.settle()
+        [(thread, handle, choice, _)] = w.core.decisions
+        assert thread == ThreadRef(platform="matrix", channel=ROOM, thread="$root")
+        assert (handle, choice) == ("$request", ApprovalChoice.APPROVE)
