@@ -539,7 +539,9 @@ async def test_a_failed_sync_is_tried_again_without_saving(
 # -- which events are handed over ------------------------------------------------------------
 
 
-async def test_each_event_is_handed_over_once_and_the_bots_own_never(tmp_path: Path) -> None:
+async def test_each_event_is_handed_over_once_and_the_bots_own_never(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async with world(tmp_path, token="s1") as w:
         await w.run_script(
             batch("s2", [event("$a"), event("$mine", sender=BOT)]),
@@ -548,6 +550,7 @@ async def test_each_event_is_handed_over_once_and_the_bots_own_never(tmp_path: P
         assert w.core.ids() == ["$a", "$b"]
         assert "$mine" in w.worker._seen
         assert w.outbox.notices == []
+        assert "skipping event" not in caplog.text, "no event was odd"
         message = w.core.messages[0]
         assert message.author == Author(id=ALICE, display_name="Alice")
         assert message.thread == ThreadRef(platform="matrix", channel=ROOM)
@@ -569,7 +572,9 @@ async def test_a_thread_message_is_remembered_with_its_element_thread(tmp_path: 
         assert w.element_thread_of.get("$t") == "$root"
 
 
-async def test_an_event_that_breaks_handling_is_skipped_for_good(tmp_path: Path) -> None:
+async def test_an_event_that_breaks_handling_is_skipped_for_good(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async with world(tmp_path, token="s1") as w:
         room = room_of(w)
         broken = parsed(event("$odd"))
@@ -586,6 +591,9 @@ async def test_an_event_that_breaks_handling_is_skipped_for_good(tmp_path: Path)
         await w.worker._handle_safely(room, broken)
         assert calls == 1
         assert "$odd" in w.worker._seen
+        [record] = [r for r in caplog.records if "skipping" in r.getMessage()]
+        assert record.getMessage() == f"skipping event $odd in {ROOM}"
+        assert record.exc_info is not None
 
         async def refuse(room: MatrixRoom, event: Event) -> None:
             raise SubmitFailed(event.event_id)
