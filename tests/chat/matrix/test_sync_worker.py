@@ -1325,3 +1325,13 @@ async def test_an_approval_reaction_after_a_restart_asks_the_homeserver_for_the_
         [(thread, handle, choice, _)] = w.core.decisions
         assert thread == ThreadRef(platform="matrix", channel=ROOM, thread="$root")
         assert (handle, choice) == ("$request", ApprovalChoice.APPROVE)
+
+
+async def test_an_encrypted_message_seen_again_is_not_waited_for_anew(tmp_path: Path) -> None:
+    async with world(tmp_path, olm=FakeOlm()) as w:
+        await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
+        since = w.worker._undecrypted["$e1"].since
+        # The same event again (a gap filled from the history overlaps the timeline).
+        await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
+        assert w.worker._undecrypted["$e1"].since == since
+        assert len(w.client.sent) == 1
