@@ -204,11 +204,14 @@ async def test_each_refused_person_is_told_once_with_the_notice_text(
 ) -> None:
     fake_slack.add_user("UEVE0001", "eve")
     retries: list[str] = []
+    caplog.set_level(logging.INFO, "bridge.chat.slack.adapter")
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         adapter.observe_retries(retries.append)
         fake_slack.fail("chat.postEphemeral", status=500, times=5)
+        refused_ts = []
         for user in (MALLORY, "UEVE0001", MALLORY):
             ts = fake_slack.next_ts()
+            refused_ts.append(ts)
             await fake_slack.wait_ack(
                 await fake_slack.push_event(
                     message_event(f"<@{BOT_USER}> hi from {user}", user=user, ts=ts)
@@ -221,6 +224,10 @@ async def test_each_refused_person_is_told_once_with_the_notice_text(
         assert notice["channel"] == CHANNEL
     assert "transient" in retries
     assert inbound.submitted == []
+    # Each notice goes to the thread of the refused message; the refusal is logged.
+    assert {n["thread_ts"] for n in fake_slack.ephemerals} <= set(refused_ts)
+    assert len({n["thread_ts"] for n in fake_slack.ephemerals}) == 2
+    assert f"Slack: {MALLORY} in {CHANNEL} is not allowed" in caplog.messages
     # The retried notice is logged with the thread it concerns.
     lines = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
     assert any(
@@ -364,8 +371,19 @@ async def test_an_enterprise_grid_author_is_known_by_their_organisation(
         envelope = {"type": "events_api", "accepts_response_payload": False, "payload": payload}
         await fake_slack.wait_ack(await fake_slack._push(envelope))
         await inbound.wait_for(lambda: len(inbound.submitted) == 1)
-    [message] = inbound.submitted
-    assert message.author.org == "E0GRID01"
+        # No team on the event and no enterprise: the envelope's team.
+        event = message_event(
+            "again", channel="D0ALICE1", channel_type="im", ts=fake_slack.next_ts()
+        )
+        del event["team"]
+        payload = fake_slack.event_callback(event)
+        payload["team_id"] = "T0OTHER1"
+        envelope = {"type": "events_api", "accepts_response_payload": False, "payload": payload}
+        await fake_slack.wait_ack(await fake_slack._push(envelope))
+        await inbound.wait_for(lambda: len(inbound.submitted) == 2)
+    first, second = inbound.submitted
+    assert first.author.org == "E0GRID01"
+    assert second.author.org == "T0OTHER1"
 
 
 async def test_a_streams_recipient_is_the_stored_author_else_the_writer_seen_else_nobody(
