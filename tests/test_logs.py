@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+from collections.abc import Iterator
 
-from bridge.logs import ContextFormatter, JsonFormatter, RedactSecrets
+import pytest
+
+from bridge.logs import ContextFormatter, JsonFormatter, RedactSecrets, setup_logging
 
 
 def record(msg: str, *args: object, exc: BaseException | None = None) -> logging.LogRecord:
@@ -59,8 +64,6 @@ def test_each_line_names_its_thread_and_conversation() -> None:
 
 
 def test_json_lines_carry_the_same_fields() -> None:
-    import json
-
     rec = record("turn %s", "done")
     rec.chat_thread = "slack|C1|1.0"
     data = json.loads(JsonFormatter().format(rec))
@@ -72,3 +75,85 @@ def test_json_lines_carry_the_same_fields() -> None:
     except ValueError as exc:
         failed = record("failed", exc=exc)
     assert "ValueError: boom" in json.loads(JsonFormatter().format(failed))["exception"]
+
+
+# setup_logging runs inside the CLI process; these call it in-process, so that mutation
+# testing sees what it does (and the root logger is put back after each test).
+
+
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    noisy = {name: logging.getLogger(name).level for name in NOISY}
+    yield root
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, old in noisy.items():
+        logging.getLogger(name).setLevel(old)
+
+
+NOISY = (
+    "uvicorn.access",
+    "uvicorn.error",
+    "aiohttp.access",
+    "httpx",
+    "httpcore",
+    "mcp",
+    "aiosqlite",
+    "sse_starlette",
+)
+SECRET = "xoxb-1234-very-secret"
+
+
+def test_setup_logging_redacts_every_secret_and_names_the_thread(
+    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup_logging("INFO", json_lines=False, secrets=[SECRET, "matrix-password", "short"])
+    [handler] = root_logger.handlers
+    assert isinstance(handler, logging.StreamHandler)
+    assert root_logger.level == logging.INFO
+    log = logging.getLogger("bridge.test")
+    log.debug("not shown %s", SECRET)
+    log.info(
+        "sent with %s and %s (short)",
+        SECRET,
+        "matrix-password",
+        extra={"chat_thread": "slack|C1|1.0", "conversation": "conv-1"},
+    )
+    [line] = capsys.readouterr().err.splitlines()
+    assert SECRET not in line and "matrix-password" not in line
+    assert line.endswith(
+        " INFO bridge.test: sent with *** and *** (short) "
+        "[chat_thread=slack|C1|1.0 conversation=conv-1]"
+    )
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO ", line), line
+
+
+def test_setup_logging_writes_json_lines_without_secrets(
+    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup_logging("DEBUG", json_lines=True, secrets=[SECRET])
+    assert root_logger.level == logging.DEBUG
+    logging.getLogger("bridge.test").debug("café %s", SECRET, extra={"chat_thread": "t1"})
+    [line] = capsys.readouterr().err.splitlines()
+    assert "café ***" in line, "non-ASCII text stays readable in the JSON line"
+    data = json.loads(line)
+    assert data["message"] == "café ***"
+    assert data["level"] == "DEBUG" and data["chat_thread"] == "t1"
+    # Libraries that would print URLs with tokens or chat content stay at warnings.
+    for name in NOISY:
+        assert logging.getLogger(name).level == logging.WARNING, name
+    logging.getLogger("httpx").info("GET https://x/?token=%s", SECRET)
+    assert capsys.readouterr().err == ""
+
+
+def test_setup_logging_keeps_noisy_libraries_at_a_stricter_level_when_asked(
+    root_logger: logging.Logger,
+) -> None:
+    setup_logging("ERROR", json_lines=False, secrets=[])
+    assert root_logger.level == logging.ERROR
+    for name in NOISY:
+        assert logging.getLogger(name).level == logging.ERROR, name
+    setup_logging("WARNING", json_lines=False, secrets=[])
+    assert len(root_logger.handlers) == 1, "a second setup replaces the handler"

@@ -68,3 +68,21 @@ def test_every_cut_of_a_listener_url_at_once() -> None:
     text = f"at localhost:8765/{TOKEN}/mcp and [::1]:9/{TOKEN}/x"
     _, whole = stream(text, list(range(1, len(text))))
     assert whole == "at localhost:8765/***/mcp and [::1]:9/***/x"
+
+
+LISTENER_TOKEN = "AbCdEfGhIjKlMnOpQrStUv"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]"])
+@pytest.mark.parametrize("prefix", ["", "x" * 120])
+def test_a_listener_url_cut_anywhere_never_shows_its_token(host: str, prefix: str) -> None:
+    """agy's words may quote the listener's URL (its path is the session's token): cut across
+    deltas, short or after a long text, the token is still taken out."""
+    text = f"{prefix}see http://{host}:45678/{LISTENER_TOKEN}/mcp for details"
+    start = text.index(host)
+    for cut in range(start, text.index("/mcp") + 1):
+        pieces = StreamScrubber(Scrubber())
+        shown = [pieces.feed(text[:cut]), pieces.feed(text[cut:])]
+        whole = "".join(shown) + pieces.flush()
+        assert LISTENER_TOKEN[:8] not in "".join(shown), cut
+        assert whole == f"{prefix}see http://{host}:45678/***/mcp for details", cut

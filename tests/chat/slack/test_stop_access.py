@@ -42,7 +42,10 @@ async def click(fake: FakeSlack, message: Message, who: str, **change: Any) -> N
 
 
 async def test_forged_and_odd_clicks_stop_nothing_and_a_plain_one_stops(
-    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+    fake_slack: FakeSlack,
+    inbound: RecordingInbound,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     root = fake_slack.next_ts()
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
@@ -70,5 +73,7 @@ async def test_forged_and_odd_clicks_stop_nothing_and_a_plain_one_stops(
             await inbound.wait_for(lambda: len(inbound.stops) == 2)
 
     assert [(t, by.id) for t, by in inbound.stops] == [(thread(root), BOB), (thread(root), ALICE)]
+    # The click for another thread is logged, so an operator can see forged clicks.
+    assert "Slack: a Stop button for another thread was ignored" in caplog.messages
     [notice] = fake_slack.ephemerals
     assert (notice["user"], notice["channel"], notice["thread_ts"]) == (MALLORY, CHANNEL, root)
