@@ -86,3 +86,26 @@ def test_a_listener_url_cut_anywhere_never_shows_its_token(host: str, prefix: st
         whole = "".join(shown) + pieces.flush()
         assert LISTENER_TOKEN[:8] not in "".join(shown), cut
         assert whole == f"{prefix}see http://{host}:45678/***/mcp for details", cut
+
+
+def test_a_shorter_start_of_another_word_does_not_shrink_what_is_held_back() -> None:
+    # The tail "xyzzy-l" may begin the secret; its last letter may also begin "localhost:"
+    # (and so may the "l" before it, which is not a start of anything). The longer hold must
+    # win, or "xyzzy-" goes out and the secret's rest follows unscrubbed.
+    secret = "xyzzy-l0ngsecret"
+    pieces = StreamScrubber(Scrubber([secret]))
+    shown = [pieces.feed("see lxyzzy-l"), pieces.feed("0ngsecret now")]
+    assert shown[0] == "see l"
+    assert secret not in "".join(shown)
+    assert "".join(shown) + pieces.flush() == "see l*** now"
+
+
+def test_a_secret_that_repeats_its_first_letter_is_held_back_from_its_real_start() -> None:
+    # "aaaX": the tail from the first "a" does not begin the secret, the one from the second
+    # does; every place the first letter occurs must be tried, in order.
+    secret = "aaXsecretvalue!"
+    pieces = StreamScrubber(Scrubber([secret]))
+    shown = [pieces.feed("hello aaaX"), pieces.feed("secretvalue! bye")]
+    assert shown[0] == "hello a"
+    assert secret not in "".join(shown)
+    assert "".join(shown) + pieces.flush() == "hello a*** bye"
