@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 
 from bridge.agy.plugin import pending_flag
@@ -165,3 +166,42 @@ async def test_a_message_whose_files_are_not_saved_is_not_injected_nor_overtaken
         assert "late 1" in text and "late 2" in text and "notes.txt" in text
         agy.say(result(response="done too"))
         await w.adapter.wait_finished(2)
+
+
+async def test_a_busy_threads_new_file_is_saved_at_once_and_then_injected(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        w.adapter.files["src-1"] = b"file body"
+        agy = await streaming_turn(w, "one")
+        store = w.bridge.store
+        await w.bridge.core.submit(
+            IncomingMessage(
+                thread=ref(),
+                event_id="e-file",
+                message_id="m-file",
+                author=Author(id="@bob:test", display_name="Bob"),
+                text="see the file",
+                attachments=[AttachmentRef(name="notes.txt", source="src-1")],
+            )
+        )
+        # Saved in the background while the turn runs, so the next hook call can take it.
+        with anyio.fail_after(10):
+            while not all(m.ready for m in await store.pending(ref().key)):
+                await anyio.sleep(0.01)
+        [waiting] = await store.pending(ref().key)
+        assert waiting.saved is not None and len(waiting.saved) == 1
+        saved = Path(waiting.saved[0])
+        assert saved.read_bytes() == b"file body"
+        assert flag(w).exists(), "once saved, the message may be injected: the flag is up"
+        answer = json.dumps(await pre_invocation(tmp_path, agy.conversation))
+        assert "see the file" in answer and saved.name in answer
+        assert await store.pending(ref().key) == []
+        agy.say(delta("read"), result(response="done"))
+        await w.adapter.wait_finished(1)
+
+
+async def test_a_thread_is_a_conversation_once_it_has_a_message(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        assert not await w.bridge.core.is_conversation(ref())
+        await streaming_turn(w, "one")
+        assert await w.bridge.core.is_conversation(ref())
+        assert not await w.bridge.core.is_conversation(ref("other"))
