@@ -1,0 +1,169 @@
+"""The thread commands as the core answers them, word for word where the words are the answer
+(``!status``, ``!model``, ``!approvals``, ``!new``, ``!stop``), with the scripted agy of
+``test_worker``: no subprocess, no timing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.core.commands import HELP
+from bridge.core.store import Usage
+from tests.core.test_worker import World, ref, result, streaming_turn, world
+
+pytestmark = pytest.mark.anyio
+
+
+async def ask(w: World, command: str, thread: str = "t1") -> str:
+    """The notice ``command`` gets (commands answer with one notice each)."""
+    before = len(w.adapter.notices)
+    await w.say(command, thread=thread)
+    notice: str = await w.adapter.changes.until(
+        lambda: len(w.adapter.notices) > before and w.adapter.notices[before][1]
+    )
+    assert w.adapter.notices[before][0] == ref(thread).key
+    return notice
+
+
+async def test_status_of_a_thread_without_a_process(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        status = await ask(w, "!status")
+        lines = status.split("\n")
+        assert lines[0] == f"• Instance: `{w.bridge.core.deps.leases.name}`"
+        assert lines[1:6] == [
+            "• Process: no agy process (one starts with the next message)",
+            "• Conversation: `none yet`",
+            "• Model: `default`",
+            "• Waiting messages: 0",
+            f"• Agent slots: 0/{w.bridge.core.deps.slots.limit} in use, 0 thread(s) in line",
+        ]
+        assert "Usage so far" not in status
+        assert not w.adapter.replies, "a command is not a turn"
+
+
+async def test_status_of_a_busy_then_idle_thread(tmp_path: Path) -> None:
+    async with world(tmp_path, model="model-x") as w:
+        agy = await streaming_turn(w, "one")
+        await w.say("queued")
+        status = await ask(w, "!status")
+        assert f"• Process: agy running a turn (pid {agy.pid})" in status
+        assert f"• Conversation: `{agy.conversation}`" in status
+        assert "• Model: `model-x`" in status
+        assert "• Waiting messages: 1" in status
+        assert "1/" in status.split("Agent slots: ", 1)[1]
+        agy.say(result(response="first"))
+        await agy.wait_turns(2)
+        agy.say(result(response="second"))
+        [_, second] = await w.adapter.wait_finished(2)
+        await w.adapter.changes.until(lambda: second.closed)
+        await w.bridge.store.set_usage(
+            ref().key, Usage(input_tokens=1234, output_tokens=56, total_tokens=1290)
+        )
+        status = await ask(w, "!status")
+        assert f"• Process: agy idle (pid {agy.pid})" in status
+        assert "• Waiting messages: 0" in status
+        assert status.split("\n")[-1] == (
+            "• Usage so far: 1,234 input, 56 output tokens (1,290 in all)"
+        )
+
+
+async def test_model_shows_switches_and_refuses_what_is_not_a_model_id(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        assert await ask(w, "!model") == "Model for this thread: `agy's default model`."
+        refused = "A model id is one word, as `agy models` lists it."
+        assert await ask(w, "!model two words") == refused
+        assert await ask(w, "!model " + "m" * 201) == refused
+        assert await ask(w, "!model " + "m" * 200) == (
+            f"Model for this thread is now `{'m' * 200}` (same conversation, from next turn)."
+        )
+        assert await ask(w, "!model fast-1") == (
+            "Model for this thread is now `fast-1` (same conversation, from next turn)."
+        )
+        assert (await w.bridge.store.thread(ref().key)).model == "fast-1"
+        assert await ask(w, "!model") == "Model for this thread: `fast-1`."
+        assert not w.agys.started, "no process starts for a command"
+
+
+async def test_model_of_a_thread_falls_back_to_the_configured_model(tmp_path: Path) -> None:
+    async with world(tmp_path, model="configured-1") as w:
+        assert await ask(w, "!model") == "Model for this thread: `configured-1`."
+        assert "• Model: `configured-1`" in await ask(w, "!status")
+
+
+async def test_help_unknown_and_stop_when_nothing_runs(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        assert await ask(w, "!help") == HELP
+        assert await ask(w, "!Bogus x") == f"Unknown command `!Bogus`.\n{HELP}"
+        assert await ask(w, "!stop") == "Nothing is running in this thread."
+        agy = await streaming_turn(w, "one")
+        agy.say(result(response="done"))
+        [reply] = await w.adapter.wait_finished(1)
+        await w.adapter.changes.until(lambda: reply.closed)
+        assert await ask(w, "!stop") == "Nothing is running in this thread."
+        assert agy.interrupted == 0
+
+
+async def test_new_drops_the_conversation_and_restarts_the_process(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        first = await streaming_turn(w, "one")
+        assert await ask(w, "!new") == "Starting a fresh conversation from the next message."
+        assert first.interrupted == 1, "the running turn is interrupted"
+        await w.adapter.wait_finished(1)
+        assert (await w.bridge.store.thread(ref().key)).conversation_id is None
+        await w.agys.wait(lambda: first.closed)
+        await w.say("again")
+        second = await w.agys.nth(2)
+        assert "--conversation" not in second.spec.argv
+        assert second.conversation != first.conversation
+
+
+async def test_approvals_lists_resets_and_explains(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        assert await ask(w, "!approvals") == "\n".join(
+            [
+                f"• Approvals mode: `{w.bridge.core.deps.config.approvals.mode}`",
+                "• Nothing waits for approval.",
+                "• This thread's allow list is empty.",
+            ]
+        )
+        store = w.bridge.store
+        await store.add_allowed(ref().key, "git status", None)
+        await store.add_approval(
+            "a1", ref().key, "run_command", {"CommandLine": "rm x"}, "rm x", None
+        )
+        listed = await ask(w, "!approvals")
+        assert listed.split("\n")[1:] == [
+            "• Waiting for approval:",
+            "  – `rm x` (run_command)",
+            "• Allowed always in this thread:",
+            "  – `git status`",
+        ]
+        assert await ask(w, "!approvals what") == (
+            "`!approvals` lists; `!approvals reset` clears the list."
+        )
+        assert await ask(w, "!approvals RESET") == (
+            "This thread's allow list is cleared (1 pattern(s) removed); those commands ask again."
+        )
+        assert await store.allow_list(ref().key) == []
+
+
+async def test_a_repeated_command_event_runs_once(tmp_path: Path) -> None:
+    from bridge.core.events import Author, IncomingMessage, SubmitOutcome
+
+    async with world(tmp_path) as w:
+        message = IncomingMessage(
+            thread=ref(),
+            event_id="e-status",
+            message_id="m-status",
+            author=Author(id="@alice:test", display_name="Alice"),
+            text="!help",
+        )
+        assert await w.bridge.core.submit(message) is SubmitOutcome.COMMAND
+        assert await w.bridge.core.submit(message) is SubmitOutcome.DUPLICATE
+        assert [n for _, n in w.adapter.notices] == [HELP]
+        again = message.model_copy(update={"event_id": "e-other", "text": "hello"})
+        assert await w.bridge.core.submit(again) is SubmitOutcome.ACCEPTED
+        assert await w.bridge.core.submit(again) is SubmitOutcome.DUPLICATE
+        await w.agys.nth(1)
