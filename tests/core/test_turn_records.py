@@ -180,3 +180,24 @@ async def test_core_log_lines_name_the_thread(
     for r in records:
         if r.getMessage() in ("agy ready", "injected 1 message(s) mid-turn"):
             assert getattr(r, "conversation", None) in (agy.conversation, second.conversation)
+
+
+async def test_a_turn_past_the_bridges_deadline_is_interrupted_and_said_so(tmp_path: Path) -> None:
+    async with world(tmp_path, turn_timeout=1.5) as w:
+        agy = await streaming_turn(w, "one")
+        # agy goes silent: at the deadline the bridge sends SIGINT, and agy answers it.
+        [reply] = await recorded(w, 1)
+        assert agy.interrupted == 1
+        assert reply.outcome is not None and reply.outcome.interrupted
+        assert reply.outcome.error == "the turn ran longer than 0.025 minutes and was stopped"
+        assert reply.outcome.notes == [], "nobody pressed Stop"
+        assert reply.deltas == ["working"]
+        assert sample(w, "turns_total", platform="test", state="interrupted") == 1
+        [row] = await turn_rows(w)
+        assert row["state"] == "interrupted"
+        assert row["error"] == "the turn ran longer than 0.025 minutes and was stopped"
+        await w.agys.wait(lambda: agy.closed)
+        await w.say("again")
+        second = await w.agys.nth(2)
+        assert second.conversation == agy.conversation, "same conversation, new process"
+        await second.wait_turns(1)
