@@ -5,8 +5,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
+import aiohttp
+import anyio
 import pytest
 
 from bridge.core.commands import HELP
@@ -110,7 +115,9 @@ async def test_new_drops_the_conversation_and_restarts_the_process(tmp_path: Pat
         first = await streaming_turn(w, "one")
         assert await ask(w, "!new") == "Starting a fresh conversation from the next message."
         assert first.interrupted == 1, "the running turn is interrupted"
-        await w.adapter.wait_finished(1)
+        [stopped] = await w.adapter.wait_finished(1)
+        assert stopped.outcome is not None
+        assert stopped.outcome.notes == ["Stopped by Alice (@alice:test)."]
         assert (await w.bridge.store.thread(ref().key)).conversation_id is None
         await w.agys.wait(lambda: first.closed)
         await w.say("again")
@@ -167,3 +174,47 @@ async def test_a_repeated_command_event_runs_once(tmp_path: Path) -> None:
         assert await w.bridge.core.submit(again) is SubmitOutcome.ACCEPTED
         assert await w.bridge.core.submit(again) is SubmitOutcome.DUPLICATE
         await w.agys.nth(1)
+
+
+async def ask_tool(tmp_path: Path, conversation: str, command: str) -> dict[str, Any]:
+    """agy's PreToolUse call for ``run_command``, as the hook command makes it; returns when
+    the bridge decides."""
+    [hooks] = (tmp_path / "data" / "sessions").glob("*/.agents/plugins/*/hooks.json")
+    url = re.search(r"http://127\.0\.0\.1:\d+/\S+/hook/PreToolUse", hooks.read_text())
+    assert url is not None
+    body = {
+        "conversationId": conversation,
+        "toolCall": {"name": "run_command", "args": {"CommandLine": command}},
+    }
+    async with aiohttp.ClientSession() as http:
+        answer = await http.post(url.group(0), json=body)
+        return dict(await answer.json(content_type=None))
+
+
+@pytest.mark.parametrize("command", ["!new", "!stop"])
+async def test_a_command_while_a_request_waits_denies_it_in_the_askers_name(
+    tmp_path: Path, command: str
+) -> None:
+    async with world(tmp_path) as w:
+        agy = await streaming_turn(w, "one")
+        answers: list[dict[str, Any]] = []
+
+        async def call() -> None:
+            answers.append(await ask_tool(tmp_path, agy.conversation, "rm -rf build"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await w.adapter.changes.until(lambda: w.adapter.requests)
+            await w.say(command)
+        [answer] = answers
+        assert "deny" in json.dumps(answer)
+        assert agy.interrupted == 1, "the turn is interrupted before agy reads the deny"
+        [approval] = await w.bridge.store._db.fetch("SELECT state, decided_by_json FROM approvals")
+        assert approval["state"] == "stopped"
+        assert "Alice (@alice:test)" in approval["decided_by_json"]
+        settled = w.adapter.settled["req-1"]
+        assert settled.state == "stopped" and "Alice (@alice:test)" in settled.text
+        [reply] = await w.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.interrupted
+        if command == "!new":
+            assert (await w.bridge.store.thread(ref().key)).conversation_id is None
