@@ -218,3 +218,29 @@ async def test_a_command_while_a_request_waits_denies_it_in_the_askers_name(
         assert reply.outcome is not None and reply.outcome.interrupted
         if command == "!new":
             assert (await w.bridge.store.thread(ref().key)).conversation_id is None
+
+
+async def test_commands_for_a_thread_run_elsewhere_go_to_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No worker here: ``!stop``, ``!new`` and a model switch are forwarded to the instance that
+    runs the thread (the cluster decides whether one does; its own tests cover the rest)."""
+    async with world(tmp_path) as w:
+        forwarded: list[tuple[str, str, str]] = []
+
+        async def forward(thread: Any, action: str, by: str) -> bool:
+            forwarded.append((thread.key, action, by))
+            return True
+
+        monkeypatch.setattr(w.bridge.core.cluster, "forward", forward)
+        await w.say("!stop")
+        assert await ask(w, "!new") == "Starting a fresh conversation from the next message."
+        assert await ask(w, "!model fast-2") == (
+            "Model for this thread is now `fast-2` (same conversation, from next turn)."
+        )
+        assert forwarded == [
+            (ref().key, "stop", "Alice (@alice:test)"),
+            (ref().key, "new", "Alice (@alice:test)"),
+            (ref().key, "restart", ""),
+        ]
+        assert [n for _, n in w.adapter.notices].count("Nothing is running in this thread.") == 0
