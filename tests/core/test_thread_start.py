@@ -125,6 +125,11 @@ async def test_a_thread_waiting_for_a_slot_is_told_its_place(tmp_path: Path) -> 
             "All 1 agent slots are busy; this thread is number 1 in line and starts as soon as "
             "one is free."
         )
+        await w.say("!status", thread="B")
+        status = await w.adapter.wait_notice("Agent slots:")
+        assert "• Agent slots: 1/1 in use, 1 thread(s) in line" in status
+        assert status.split("\n")[-1] == "• This thread is number 1 in line"
+        assert w.bridge.core.deps.runtime.isolation_status() in status.split("\n")
         agy.say(result(response="done"))
         b = await w.agys.nth(2)
         assert "me too" in (await b.wait_turns(1))[0]
