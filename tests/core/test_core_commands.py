@@ -244,3 +244,46 @@ async def test_commands_for_a_thread_run_elsewhere_go_to_the_cluster(
             (ref().key, "restart", ""),
         ]
         assert [n for _, n in w.adapter.notices].count("Nothing is running in this thread.") == 0
+
+
+async def test_a_decision_reaches_only_the_request_it_names(tmp_path: Path) -> None:
+    from bridge.core.events import ApprovalChoice, Author, DecideOutcome
+
+    bob = Author(id="@bob:test", display_name="Bob")
+    async with world(tmp_path) as w:
+        core = w.bridge.core
+        # No worker for the thread: nothing to decide.
+        assert await core.decide(ref("nowhere"), "req-1", ApprovalChoice.APPROVE, bob) is (
+            DecideOutcome.UNKNOWN
+        )
+        agy = await streaming_turn(w, "one")
+        answers: list[dict[str, Any]] = []
+
+        async def call() -> None:
+            answers.append(await ask_tool(tmp_path, agy.conversation, "make deploy"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await w.adapter.changes.until(lambda: w.adapter.requests)
+            # Another thread's request waits too: !approvals here does not list it.
+            await w.bridge.store.add_approval("other", ref("B").key, "run_command", {}, "rm", None)
+            listed = await ask(w, "!approvals")
+            assert "`make deploy` (run_command)" in listed and "rm" not in listed
+            stale = await core.decide(ref(), "req-old", ApprovalChoice.APPROVE, bob)
+            assert stale is DecideOutcome.UNKNOWN
+            assert not answers, "a click on another request decides nothing"
+            decided = await core.decide(ref(), "req-1", ApprovalChoice.APPROVE, bob)
+            assert decided is DecideOutcome.DECIDED
+        assert "allow" in json.dumps(answers)
+
+
+async def test_with_approvals_off_there_is_nothing_to_decide(tmp_path: Path) -> None:
+    from bridge.core.events import ApprovalChoice, Author, DecideOutcome
+
+    async with world(tmp_path, {"approvals": {"mode": "off"}}) as w:
+        await streaming_turn(w, "one")
+        assert w.bridge.core.workers[ref().key].gate is None
+        outcome = await w.bridge.core.decide(
+            ref(), "req-1", ApprovalChoice.APPROVE, Author(id="@bob:test", display_name="Bob")
+        )
+        assert outcome is DecideOutcome.UNKNOWN

@@ -201,10 +201,14 @@ class World:
 
 
 @asynccontextmanager
-async def world(tmp_path: Path, **agy: Any) -> AsyncIterator[World]:
+async def world(
+    tmp_path: Path, sections: dict[str, Any] | None = None, **agy: Any
+) -> AsyncIterator[World]:
+    """``agy``: the [agy] settings; ``sections``: other sections of the config."""
     settings = {"command": ["agy"], "idle_timeout": 3600, "turn_timeout": 3600, **agy}
     config = build_config(
-        {"bridge": {"data_dir": str(tmp_path / "data")}, "agy": settings}, environ={}
+        {"bridge": {"data_dir": str(tmp_path / "data")}, "agy": settings, **(sections or {})},
+        environ={},
     )
     adapter = RecordingAdapter()
     agys = ScriptedAgys()
