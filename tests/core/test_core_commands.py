@@ -216,6 +216,7 @@ async def test_a_command_while_a_request_waits_denies_it_in_the_askers_name(
         assert settled.state == "stopped" and "Alice (@alice:test)" in settled.text
         [reply] = await w.adapter.wait_finished(1)
         assert reply.outcome is not None and reply.outcome.interrupted
+        assert reply.outcome.notes == ["Stopped by Alice (@alice:test)."]
         if command == "!new":
             assert (await w.bridge.store.thread(ref().key)).conversation_id is None
 
@@ -272,9 +273,20 @@ async def test_a_decision_reaches_only_the_request_it_names(tmp_path: Path) -> N
             stale = await core.decide(ref(), "req-old", ApprovalChoice.APPROVE, bob)
             assert stale is DecideOutcome.UNKNOWN
             assert not answers, "a click on another request decides nothing"
-            decided = await core.decide(ref(), "req-1", ApprovalChoice.APPROVE, bob)
+            assert w.bridge.core.workers[ref().key]._runner.requester() == Author(  # type: ignore[union-attr]
+                id="@alice:test", display_name="Alice"
+            ), "the request was asked for the turn's author"
+            decided = await core.decide(
+                ref(), "req-1", ApprovalChoice.DENY, bob, reason="not on a Friday"
+            )
             assert decided is DecideOutcome.DECIDED
-        assert "allow" in json.dumps(answers)
+        assert "deny" in json.dumps(answers) and "not on a Friday" in json.dumps(answers)
+        [row] = await w.bridge.store._db.fetch("SELECT reason FROM approvals WHERE id != 'other'")
+        assert row["reason"] == "not on a Friday"
+        agy.say(result(response="done"))
+        [reply] = await w.adapter.wait_finished(1)
+        await w.adapter.changes.until(lambda: reply.closed)
+        assert w.bridge.core.workers[ref().key]._runner.requester() is None  # type: ignore[union-attr]
 
 
 async def test_with_approvals_off_there_is_nothing_to_decide(tmp_path: Path) -> None:
