@@ -17,6 +17,7 @@ from bridge.metrics import PREFIX
 from tests.core.test_worker import World, delta, pre_invocation, ref, result, streaming_turn, world
 
 pytestmark = pytest.mark.anyio
+DISK_FULL = "could not write to the store: disk full"
 
 
 def errors(w: World, kind: str) -> float:
@@ -30,14 +31,15 @@ def fail(monkeypatch: pytest.MonkeyPatch, obj: Any, method: str) -> list[Any]:
 
     async def refuse(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
-        raise StoreError("could not write to the store: disk full")
+        raise StoreError(DISK_FULL)
 
     monkeypatch.setattr(obj, method, refuse)
     return calls
 
 
 def logged(caplog: pytest.LogCaptureFixture, level: int, text: str) -> logging.LogRecord:
-    found = [r for r in caplog.records if r.levelno == level and text in r.getMessage()]
+    """The one record at ``level`` whose message is ``text``, carrying the thread."""
+    found = [r for r in caplog.records if r.levelno == level and r.getMessage() == text]
     assert found, [r.getMessage() for r in caplog.records]
     record = found[0]
     assert getattr(record, "chat_thread", None) == ref().key
@@ -57,8 +59,7 @@ async def test_a_turn_the_store_cannot_record_is_told_and_its_answer_stays(
         notice = await w.adapter.wait_notice("could not record this turn")
         assert "the answer above is all there is of it" in notice
         assert errors(w, "store") == 1
-        record = logged(caplog, logging.ERROR, "could not record a turn: ")
-        assert "disk full" in record.getMessage()
+        logged(caplog, logging.ERROR, f"could not record a turn: {DISK_FULL}")
         monkeypatch.undo()
         # The thread goes on.
         await w.say("two")
@@ -78,8 +79,7 @@ async def test_a_lost_injection_the_store_cannot_put_back_is_logged_and_left(
         calls = fail(monkeypatch, w.bridge.store, "requeue_injected")
         await w.bridge.core.workers[ref().key]._injection_lost()
         assert len(calls) == 1
-        record = logged(caplog, logging.ERROR, "could not requeue messages: ")
-        assert "disk full" in record.getMessage()
+        logged(caplog, logging.ERROR, f"could not requeue messages: {DISK_FULL}")
         assert not [r for r in caplog.records if "never read" in r.getMessage()]
         monkeypatch.undo()
         rows = await w.bridge.store._db.fetch("SELECT state FROM inbox ORDER BY id")
@@ -103,7 +103,7 @@ async def test_when_agy_cannot_start_and_the_store_cannot_fail_the_messages_the_
         notice = await w.adapter.wait_notice("agy is not installed")
         assert notice.startswith("⚠️ ")
         assert errors(w, "agy_start") == 1
-        logged(caplog, logging.ERROR, "could not mark messages failed: ")
+        logged(caplog, logging.ERROR, f"could not mark messages failed: {DISK_FULL}")
         assert not [r for _, r in w.adapter.reactions if r is Reaction.FAILED]
 
 
@@ -111,14 +111,25 @@ async def test_when_agy_cannot_start_the_waiting_messages_are_marked_failed(
     tmp_path: Path,
 ) -> None:
     from bridge.agy.process import AgyStartError
+    from bridge.core.events import AttachmentRef, Author, IncomingMessage
 
     async with world(tmp_path) as w:
         w.agys.start_errors.append(AgyStartError("missing", "agy is not installed"))
-        first = await w.say("one")
+        # Its file not saved yet (that happens when a turn takes it): it fails all the same.
+        with_file = IncomingMessage(
+            thread=ref(),
+            event_id="e-file",
+            message_id="m-file",
+            author=Author(id="@alice:test", display_name="Alice"),
+            text="see the file",
+            attachments=[AttachmentRef(name="a.txt", source="nowhere")],
+        )
+        await w.bridge.core.submit(with_file)
         await w.adapter.wait_notice("agy is not installed")
-        await w.adapter.changes.until(lambda: (first, Reaction.FAILED) in w.adapter.reactions)
+        await w.adapter.changes.until(lambda: ("m-file", Reaction.FAILED) in w.adapter.reactions)
         rows = await w.bridge.store._db.fetch("SELECT state, turn_id FROM inbox")
         assert [(r["state"], r["turn_id"]) for r in rows] == [(MessageState.FAILED, None)]
+        assert await w.bridge.store.pending(ref().key) == []
         assert errors(w, "agy_start") == 1
 
 
