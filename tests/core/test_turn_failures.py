@@ -169,3 +169,27 @@ async def test_an_answer_the_chat_cannot_take_is_counted_and_the_turn_still_reco
         assert await w.bridge.store.running_turns() == []
         rows = await w.bridge.store._db.fetch("SELECT state, response FROM turns")
         assert [(r["state"], r["response"]) for r in rows] == [("done", "lost answer")]
+
+
+async def test_a_notice_the_chat_cannot_take_is_logged_with_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bridge.agy.process import AgyStartError
+
+    caplog.set_level(logging.INFO, logger="bridge.core")
+    async with world(tmp_path) as w:
+
+        async def down(*args: Any) -> None:
+            raise ConnectionError("chat down")
+
+        monkeypatch.setattr(w.adapter, "post_message", down)
+        await w.say("!help")  # the core's own notice
+        record = logged(caplog, logging.ERROR, "could not post a notice")
+        assert record.exc_info is not None and record.name == "bridge.core.core"
+        w.agys.start_errors.append(AgyStartError("missing", "agy is not installed"))
+        first = await w.say("one")  # the worker's notice
+        await w.adapter.changes.until(lambda: (first, Reaction.FAILED) in w.adapter.reactions)
+        records = [r for r in caplog.records if r.getMessage() == "could not post a notice"]
+        assert {r.name for r in records} == {"bridge.core.core", "bridge.core.thread"}
+        assert all(getattr(r, "chat_thread", None) == ref().key for r in records)
+        assert all(r.exc_info is not None and r.levelno == logging.ERROR for r in records)
