@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bridge.core.events import Reaction, TurnOutcome
@@ -193,3 +194,47 @@ async def test_a_notice_the_chat_cannot_take_is_logged_with_the_thread(
         assert {r.name for r in records} == {"bridge.core.core", "bridge.core.thread"}
         assert all(getattr(r, "chat_thread", None) == ref().key for r in records)
         assert all(r.exc_info is not None and r.levelno == logging.ERROR for r in records)
+
+
+async def test_a_stop_while_the_answer_is_being_posted_finds_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import asynccontextmanager
+
+    async with world(tmp_path) as w:
+        posting, release = anyio.Event(), anyio.Event()
+        original = w.adapter.open_reply
+
+        class SlowFinish:
+            def __init__(self, inner: Any) -> None:
+                self._inner = inner
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._inner, name)
+
+            async def finish(self, outcome: TurnOutcome) -> None:
+                posting.set()
+                await release.wait()
+                await self._inner.finish(outcome)
+
+        @asynccontextmanager
+        async def open_reply(*args: Any, **kwargs: Any) -> Any:
+            async with original(*args, **kwargs) as reply:
+                yield SlowFinish(reply)
+
+        monkeypatch.setattr(w.adapter, "open_reply", open_reply)
+        agy = await streaming_turn(w, "one")
+        agy.say(result(response="the answer"))
+        try:
+            with anyio.fail_after(10):
+                await posting.wait()
+            assert not w.bridge.core.workers[ref().key].busy
+            await w.say("!stop")
+            assert await w.adapter.wait_notice("Nothing is running") == (
+                "Nothing is running in this thread."
+            )
+            assert agy.interrupted == 0
+        finally:
+            release.set()  # the turn's end is shielded: it must not wait forever on a failure
+        [reply] = await w.adapter.wait_finished(1)
+        assert reply.outcome is not None and not reply.outcome.interrupted
