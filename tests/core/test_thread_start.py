@@ -125,11 +125,6 @@ async def test_a_thread_waiting_for_a_slot_is_told_its_place(tmp_path: Path) -> 
             "All 1 agent slots are busy; this thread is number 1 in line and starts as soon as "
             "one is free."
         )
-        await w.say("!status", thread="B")
-        status = await w.adapter.wait_notice("Agent slots:")
-        assert "• Agent slots: 1/1 in use, 1 thread(s) in line" in status
-        assert status.split("\n")[-1] == "• This thread is number 1 in line"
-        assert w.bridge.core.deps.runtime.isolation_status() in status.split("\n")
         agy.say(result(response="done"))
         b = await w.agys.nth(2)
         assert "me too" in (await b.wait_turns(1))[0]
@@ -149,3 +144,22 @@ async def test_an_unreadable_line_is_counted_and_logged_with_the_thread(
         assert record.levelno == logging.WARNING
         assert record.getMessage() == "unreadable line from agy: not JSON: 'garbage'"
         assert getattr(record, "chat_thread", None) == ref().key
+
+
+async def test_status_of_a_thread_waiting_for_a_slot_names_its_place(tmp_path: Path) -> None:
+    async with world(tmp_path, max_processes=1) as w:
+        agy = await streaming_turn(w, "busy")
+        await w.say("me too", thread="B")
+        await w.adapter.wait_notice("agent slots are busy")
+        await w.say("!status", thread="B")
+        status = await w.adapter.wait_notice("Agent slots:")
+        assert "• Agent slots: 1/1 in use, 1 thread(s) in line" in status
+        assert status.split("\n")[-1] == "• This thread is number 1 in line"
+        assert w.bridge.core.deps.runtime.isolation_status() in status.split("\n")
+        await w.say("!status")
+        mine = await w.adapter.changes.until(
+            lambda: [n for k, n in w.adapter.notices if k == ref().key and "Agent slots" in n]
+        )
+        assert "in line" not in mine[0].split("\n")[-1], "the running thread is not in line"
+        agy.say(result(response="done"))
+        await (await w.agys.nth(2)).wait_turns(1)

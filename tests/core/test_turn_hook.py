@@ -6,7 +6,9 @@ subprocess, no timing.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -205,3 +207,90 @@ async def test_a_thread_is_a_conversation_once_it_has_a_message(tmp_path: Path) 
         await streaming_turn(w, "one")
         assert await w.bridge.core.is_conversation(ref())
         assert not await w.bridge.core.is_conversation(ref("other"))
+
+
+async def test_a_lost_second_injection_leaves_the_first_unconfirmed_until_agy_reads_on(
+    tmp_path: Path,
+) -> None:
+    """Two hook calls in a row, each taking one message, agy reading neither yet; the second
+    answer is lost; then agy exits: both messages go back to the inbox (the first was never
+    confirmed read either), and the next turn has both."""
+    async with world(tmp_path) as w:
+        agy = await streaming_turn(w, "one")
+        await w.say("first late")
+        assert "first late" in json.dumps(await pre_invocation(tmp_path, agy.conversation))
+        await w.say("second late")
+        assert "second late" in json.dumps(await pre_invocation(tmp_path, agy.conversation))
+        await w.bridge.core.workers[ref().key]._injection_lost()
+        assert await states(w) == [
+            MessageState.IN_TURN,
+            MessageState.INJECTED,
+            MessageState.PENDING,
+        ]
+        agy.die(2, "panic: before reading either")
+        second = await w.agys.nth(2)
+        blocks = "\n".join(await second.wait_turns(1))
+        assert "first late" in blocks and "second late" in blocks
+
+
+async def test_an_injection_lost_twice_is_put_back_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bridge.core")
+    async with world(tmp_path) as w:
+        agy = await streaming_turn(w, "one")
+        await w.say("late")
+        await pre_invocation(tmp_path, agy.conversation)
+        worker = w.bridge.core.workers[ref().key]
+        await worker._injection_lost()
+        await worker._injection_lost()
+        never_read = [r.getMessage() for r in caplog.records if "never read" in r.getMessage()]
+        assert never_read == ["agy never read 1 injected message(s); they wait for the next turn"]
+
+
+async def test_a_background_fetch_of_a_message_already_taken_does_nothing(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        await streaming_turn(w, "one")
+        worker = w.bridge.core.workers[ref().key]
+        await worker.fetch_in_background(999)  # not pending (taken, or never stored)
+        [row] = await w.bridge.store._db.fetch("SELECT saved_json FROM inbox")
+        assert row["saved_json"] is None
+
+
+async def test_a_file_saved_after_a_hook_call_passed_it_by_raises_the_flag_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with world(tmp_path) as w:
+        w.adapter.files["src-1"] = b"file body"
+        fetching, release = anyio.Event(), anyio.Event()
+        original = w.adapter.fetch_attachment
+
+        async def slow_fetch(*args: Any) -> int:
+            fetching.set()
+            await release.wait()
+            return await original(*args)
+
+        monkeypatch.setattr(w.adapter, "fetch_attachment", slow_fetch)
+        agy = await streaming_turn(w, "one")
+        await w.bridge.core.submit(
+            IncomingMessage(
+                thread=ref(),
+                event_id="e-file",
+                message_id="m-file",
+                author=Author(id="@bob:test", display_name="Bob"),
+                text="see the file",
+                attachments=[AttachmentRef(name="notes.txt", source="src-1")],
+            )
+        )
+        with anyio.fail_after(10):
+            await fetching.wait()
+        # A hook call while the file is still on its way: it takes nothing, and lowers the flag.
+        assert "see the file" not in json.dumps(await pre_invocation(tmp_path, agy.conversation))
+        assert not flag(w).exists()
+        release.set()
+        with anyio.fail_after(10):
+            while not flag(w).exists():
+                await anyio.sleep(0.01)
+        assert "see the file" in json.dumps(await pre_invocation(tmp_path, agy.conversation))
+        agy.say(delta("read"), result(response="done"))
+        await w.adapter.wait_finished(1)
