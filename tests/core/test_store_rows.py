@@ -419,3 +419,17 @@ def test_the_store_url_is_configured_or_under_the_data_directory(tmp_path: Path)
     assert store_url(shared) == "postgresql://u@h/db"
     assert is_shared("postgresql://h/db") and is_shared("postgres://h/db")
     assert not is_shared("sqlite:///x") and not is_shared("/var/postgresql://x")
+
+
+async def test_ping_says_false_when_the_store_cannot_be_read(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_store(db_path) as store:
+        db = store.database
+        assert await db.ping()
+
+        async def unreadable(*args: object) -> list[st.Row]:
+            raise StoreError("could not read the store: disk I/O error")
+
+        monkeypatch.setattr(db, "fetch", unreadable)
+        assert await db.ping() is False
