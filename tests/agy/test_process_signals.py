@@ -110,3 +110,33 @@ async def test_a_group_that_is_gone_is_not_reaped() -> None:
     gone = await anyio.open_process([sys.executable, "-c", "pass"], start_new_session=True)
     await gone.wait()
     assert await reap_group(gone.pid, "any-marker") is False
+
+
+# init; on the first stdin line, three steps and a result in one write.
+BURST = r"""
+import json, sys
+out = sys.stdout.buffer
+def line(obj):
+    return json.dumps(obj).encode() + b"\n"
+out.write(line({"event": "init", "conversation_id": "c-1", "init": {}})); out.flush()
+sys.stdin.readline()
+steps = [line({"event": "step_update", "step_update": {"step_type": "agent_response",
+         "state": "ACTIVE", "text_delta": t}}) for t in ("a", "b", "c")]
+out.write(b"".join(steps) + line({"event": "result", "result": {"status": "SUCCESS",
+          "response": "abc"}})); out.flush()
+sys.stdin.readline()
+"""
+
+
+async def test_events_printed_together_come_as_one_batch_up_to_the_result(
+    tmp_path: Path,
+) -> None:
+    from bridge.agy import wire
+
+    async with open_agy(spec(tmp_path, BURST), lambda reason: None) as proc:
+        await proc.send_turn(["go"])
+        with anyio.fail_after(20):
+            batch = await proc.next_batch()
+        assert [type(e) for e in batch] == [wire.StepUpdateEvent] * 3 + [wire.ResultEvent]
+        texts = [e.step_update.text_delta for e in batch if isinstance(e, wire.StepUpdateEvent)]
+        assert texts == ["a", "b", "c"]
