@@ -56,6 +56,7 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
             "tests/agy/test_listener_mcp.py",
             "tests/agy/test_listener_edges.py",
             "tests/agy/test_listener_asgi.py",
+            "tests/agy/test_listener_registration.py",
             "tests/security/test_listener_live.py",
         ],
     ),
