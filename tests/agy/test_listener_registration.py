@@ -104,3 +104,38 @@ async def test_a_failing_report_is_logged_with_the_registration(
     ]
     assert failed[0].exc_info is not None
     assert TOKEN not in caplog.text
+
+
+async def test_a_late_hook_is_answered_at_its_own_events_deadline() -> None:
+    """The deadline is the event's own (0.05 s here), not the default of several seconds: the
+    fallback is delivered while the hook function still runs; its late answer then counts as
+    undelivered."""
+    import anyio
+
+    release = anyio.Event()
+
+    async def slow(event: str, hook_input: wire.HookInput) -> wire.HookAnswer:
+        await release.wait()
+        return wire.HookReply(inject_steps=[wire.InjectedStep(user_message="too late")])
+
+    reported: list[str] = []
+
+    async def on_undelivered(event: str, answer: wire.HookAnswer) -> None:
+        reported.append(event)
+
+    delivered: list[bytes] = []
+    answered = anyio.Event()
+
+    async def deliver(body: bytes) -> bool:
+        delivered.append(body)
+        answered.set()
+        return True
+
+    r = registration(slow, on_undelivered, PreInvocation=0.05)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(r.call_hook, "PreInvocation", wire.HookInput(), deliver)
+        with anyio.fail_after(DEFAULT_ANSWER_SECONDS - 1):
+            await answered.wait()
+        assert delivered == [b"{}"], "the fallback, while the hook still runs"
+        release.set()
+    assert reported == ["PreInvocation"]
