@@ -66,9 +66,9 @@ async def test_drain_reads_on_until_agy_has_exited(tmp_path: Path) -> None:
 async def test_sigint_goes_to_the_process_the_wrapper_names(tmp_path: Path) -> None:
     """A sandbox wrapper does not forward signals: ``signal_pid`` maps the wrapper's pid to
     agy's, and that one gets the SIGINT, not the wrapper."""
-    target = await anyio.open_process(
-        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
-    )
+    # Default SIGINT handling whatever this test inherited (a runner may ignore SIGINT).
+    sleeper = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(60)"
+    target = await anyio.open_process([sys.executable, "-c", sleeper], start_new_session=True)
     asked: list[int] = []
 
     def agys_pid(wrapper: int) -> int | None:
