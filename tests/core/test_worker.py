@@ -63,6 +63,8 @@ class ScriptedAgy:
     _send: Any = None
     _receive: Any = None
     turn_arrived: anyio.Event = field(default_factory=anyio.Event)
+    # What the worker gave the process for lines it cannot read.
+    bad_line: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[AgyOutput](100)
@@ -154,7 +156,7 @@ class ScriptedAgys:
             if "--conversation" in argv
             else f"conv-{next(self._ids)}"
         )
-        agy = ScriptedAgy(len(self.started) + 1, spec, conversation)
+        agy = ScriptedAgy(len(self.started) + 1, spec, conversation, bad_line=on_bad_line)
         self.started.append(agy)
         self._touch()
         try:
@@ -199,10 +201,14 @@ class World:
 
 
 @asynccontextmanager
-async def world(tmp_path: Path, **agy: Any) -> AsyncIterator[World]:
+async def world(
+    tmp_path: Path, sections: dict[str, Any] | None = None, **agy: Any
+) -> AsyncIterator[World]:
+    """``agy``: the [agy] settings; ``sections``: other sections of the config."""
     settings = {"command": ["agy"], "idle_timeout": 3600, "turn_timeout": 3600, **agy}
     config = build_config(
-        {"bridge": {"data_dir": str(tmp_path / "data")}, "agy": settings}, environ={}
+        {"bridge": {"data_dir": str(tmp_path / "data")}, "agy": settings, **(sections or {})},
+        environ={},
     )
     adapter = RecordingAdapter()
     agys = ScriptedAgys()
