@@ -159,6 +159,9 @@ async def test_a_message_whose_files_are_not_saved_is_not_injected_nor_overtaken
                     attachments=attachments,
                 )
             )
+        # As a submission does: the worker is told a message joined its inbox (it reads the
+        # inbox after a turn only when told).
+        w.bridge.core.workers[ref().key].message_stored()
         answer = await pre_invocation(tmp_path, agy.conversation)
         assert "late" not in json.dumps(answer)
         assert [m.text for m in await store.pending(ref().key)] == ["late 1", "late 2"]
