@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -186,7 +187,9 @@ _EVENT_MODELS: dict[str, type[BaseModel]] = {
 }
 # Their validators, called directly: ``model_validate`` adds a Python call around each, on the
 # path of every streamed delta.
-_VALIDATORS = {kind: model.__pydantic_validator__ for kind, model in _EVENT_MODELS.items()}
+_VALIDATORS = MappingProxyType(
+    {kind: model.__pydantic_validator__ for kind, model in _EVENT_MODELS.items()}
+)
 _UNKNOWN_VALIDATOR = UnknownEvent.__pydantic_validator__
 # The three known events in one validator that reads the JSON itself (in Rust, told apart by
 # ``event``): a line with no null needs no Python dict at all on its way to its model.
