@@ -263,6 +263,17 @@ def approval_request(fake: FakeSlack, ts: str) -> Message | None:
     )
 
 
+async def ask_to_run(fake_slack: FakeSlack, at: Instance, command: str) -> tuple[str, Message]:
+    """Mention the bot at one instance with a command that needs approval: the thread's ts
+    and the request."""
+    ts = fake_slack.next_ts()
+    await fake_slack.push_event(mention_event(f"[[tool run_command {command}]]", ts=ts), via=at.ws)
+    await fake_slack.wait_for(lambda: approval_request(fake_slack, ts) is not None, 60)
+    request = approval_request(fake_slack, ts)
+    assert request is not None
+    return ts, request
+
+
 async def test_an_approval_click_at_the_instance_that_does_not_run_the_thread(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
 ) -> None:
@@ -270,13 +281,7 @@ async def test_an_approval_click_at_the_instance_that_does_not_run_the_thread(
     a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
     try:
         ran = tmp_path / "ran"
-        ts = fake_slack.next_ts()
-        await fake_slack.push_event(
-            mention_event(f"[[tool run_command touch {ran}]]", ts=ts), via=a.ws
-        )
-        await fake_slack.wait_for(lambda: approval_request(fake_slack, ts) is not None, 60)
-        request = approval_request(fake_slack, ts)
-        assert request is not None
+        _, request = await ask_to_run(fake_slack, a, f"touch {ran}")
         _, other = holder_of(url, a, b)
         await fake_slack.wait_ack(
             await fake_slack.click(request, BOB, APPROVE_ACTION_ID, via=other.ws)
@@ -298,13 +303,7 @@ async def test_a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
     a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
     try:
         ran = tmp_path / "ran"
-        ts = fake_slack.next_ts()
-        await fake_slack.push_event(
-            mention_event(f"[[tool run_command touch {ran}]]", ts=ts), via=a.ws
-        )
-        await fake_slack.wait_for(lambda: approval_request(fake_slack, ts) is not None, 60)
-        request = approval_request(fake_slack, ts)
-        assert request is not None
+        ts, request = await ask_to_run(fake_slack, a, f"touch {ran}")
         holder, other = holder_of(url, a, b)
         # A person's Slack may still show the buttons for a moment after the edit.
         stale = copy.deepcopy(request)
