@@ -12,21 +12,10 @@ import pytest
 
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, command_line
+from tests.agy.test_launch import ALL
 
-FLAGS = frozenset(
-    {
-        "--print",
-        "--input-format",
-        "--output-format",
-        "--add-dir",
-        "--conversation",
-        "--model",
-        "--dangerously-skip-permissions",
-        "--print-timeout",
-        "--sandbox",
-        "--mode",
-    }
-)
+# Every flag agy advertises (the capability probe of tests/agy/test_launch.py).
+FLAGS = ALL.flags
 BASE = [
     "agy",
     "--print=",
