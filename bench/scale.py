@@ -13,8 +13,11 @@ simulators excluded) and its resident memory are its alone:
   runs the bridge's own ``PreInvocation`` hook command against a minimal server answering
   ``{}``, so the simulators do the same work under both variants.
 
-``--what-if`` adds a third variant: the bridge with its store connection switched to
-``synchronous=NORMAL`` (no fsync per commit), to show what the store's fsyncs cost a burst.
+The bridge variant runs as ``agy-bridge run`` does, with its garbage collector set for a server
+once it is ready (``bridge.heap``). ``--what-if`` adds two more: the bridge with its store
+connection switched to ``synchronous=NORMAL`` (no fsync per commit), to show what the store's
+fsyncs cost a burst, and the bridge with Python's default collector settings, to show what
+those save.
 
 Each variant runs two rounds: *cold* (the message starts the thread's agy process: N processes
 start at once) and *warm* (a second message per thread, processes already running: pure
@@ -45,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -71,6 +75,7 @@ from bench.common import (
 )
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.core.events import ThreadRef
+from bridge.heap import server_collector
 from tests.doubles import RecordedReply, RecordingAdapter
 
 LEVELS = (200,)
@@ -78,6 +83,8 @@ LINES = 400
 CHUNKS = 100
 ROUND_TIMEOUT = 600.0
 NORMAL_VARIANT = "bridge, sync=NORMAL"
+DEFAULT_GC_VARIANT = "bridge, default gc"
+VARIANT_NAMES = {"bridge-normal": NORMAL_VARIANT, "bridge-default-gc": DEFAULT_GC_VARIANT}
 MIB = 1024 * 1024
 
 
@@ -187,7 +194,7 @@ async def run_bridge(
     chunks: int,
     root: Path,
     *,
-    normal: bool = False,
+    variant: str = "bridge",
     profile: bool = False,
 ) -> LevelResult:
     adapter = timing_adapter()
@@ -195,11 +202,16 @@ async def run_bridge(
     config = bridge_config(
         root / "data", root / "sim-home", max_processes=threads, init_timeout=ROUND_TIMEOUT
     )
-    level = LevelResult(NORMAL_VARIANT if normal else "bridge", threads)
-    async with open_bridge(config, {adapter.platform: adapter}) as bridge:
+    level = LevelResult(VARIANT_NAMES.get(variant, "bridge"), threads)
+    async with (
+        open_bridge(config, {adapter.platform: adapter}) as bridge,
+        AsyncExitStack() as stack,
+    ):
         async with anyio.create_task_group() as tg:
+            if variant != "bridge-default-gc":
+                stack.enter_context(server_collector())  # as `agy-bridge run` does
             await start_adapters(bridge, tg)
-            if normal:
+            if variant == "bridge-normal":
                 await sync_normal(bridge)
             level.rss_start = rss_bytes()
             for number, label in ((1, "cold"), (2, "warm")):
@@ -291,9 +303,7 @@ async def run_one(
 ) -> LevelResult:
     if variant == "direct":
         return await run_direct(threads, lines, chunks, root)
-    return await run_bridge(
-        threads, lines, chunks, root, normal=variant == "bridge-normal", profile=profile
-    )
+    return await run_bridge(threads, lines, chunks, root, variant=variant, profile=profile)
 
 
 # --- the parent: levels, variants, the report ------------------------------------------------
@@ -432,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--what-if",
         action="store_true",
-        help="also run the bridge with its store at synchronous=NORMAL",
+        help="also run the bridge with its store at synchronous=NORMAL, and with the default gc",
     )
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
     parser.add_argument(
@@ -441,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         help="profile the bridge's rounds (cProfile, top 30 by own time on stderr)",
     )
     parser.add_argument(
-        "--variant", choices=("bridge", "bridge-normal", "direct"), help=argparse.SUPPRESS
+        "--variant",
+        choices=("bridge", "bridge-normal", "bridge-default-gc", "direct"),
+        help=argparse.SUPPRESS,
     )
     args = parser.parse_args(argv)
     levels = [int(x) for x in str(args.threads).split(",") if x]
@@ -465,7 +477,11 @@ def main(argv: list[str] | None = None) -> int:
     where = machine()
     started = time.perf_counter()
     results = []
-    variants = ["direct", "bridge", *(["bridge-normal"] if args.what_if else [])]
+    variants = [
+        "direct",
+        "bridge",
+        *(["bridge-normal", "bridge-default-gc"] if args.what_if else []),
+    ]
     for position, threads in enumerate(levels):
         # The order rotates between levels, so no variant always runs first.
         shift = position % len(variants)

@@ -19,6 +19,7 @@ from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator
 from bridge.config import Config, ConfigError, load_config
 from bridge.core.core import Core
 from bridge.core.events import ThreadRef
+from bridge.heap import server_collector
 from bridge.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ async def _run(config: Config) -> int:
                     )
                 )
                 log.info("admin endpoint on %s (/healthz, /metrics)", admin.url)
+            # Before the chat connections: a reconnect's discarded clients must stay collectable.
+            stack.enter_context(server_collector())
             await start_adapters(bridge, tg)
             log.info("agy-bridge running with %s", ", ".join(adapters))
             async for signum in signals:

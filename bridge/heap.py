@@ -1,0 +1,46 @@
+"""The garbage collector, set for a long-running server that streams.
+
+By the time the bridge serves, it holds a large heap that lives as long as the process: the
+imported Slack, Matrix, MCP and pydantic modules, their schemas and clients, the config, the
+store and the listener. CPython's cyclic collector walks every tracked object of its oldest
+generation at each full collection, and streaming agy's output allocates a few container
+objects per line, which by default sets off a young collection every 700 of them and a full
+one every second or so under load. With 200 threads streaming, the full passes alone cost a
+quarter of all the streaming work they interrupted (``python -m bench.scale --what-if``, see
+bench/README.md). Two settings, made once the bridge is ready:
+
+- ``gc.freeze()`` moves what exists then into a permanent generation those passes skip;
+  objects created later (threads, sessions, turns) are collected as before. What is frozen is
+  still freed by reference counting when nothing refers to it; only a cycle among frozen
+  objects that becomes garbage would stay. The freeze comes before the chat connections start,
+  so a reconnect's discarded client objects are not among them.
+- The youngest generation is collected every 10,000 new container objects instead of 700:
+  a turn's short-lived objects mostly die by reference counting before a collection sees them,
+  instead of being promoted towards the oldest generation and its full passes. What waits
+  longer is only cyclic garbage, at most that many objects.
+
+Both are undone when the bridge stops (a test process opens many bridges).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+YOUNG_THRESHOLD = 10_000
+
+
+@contextmanager
+def server_collector() -> Iterator[None]:
+    """Collect once, freeze everything alive now, collect the young generation less often;
+    all undone on exit."""
+    thresholds = gc.get_threshold()
+    gc.collect()  # garbage left by start-up is freed, not frozen
+    gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
