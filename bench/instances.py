@@ -49,7 +49,9 @@ async def postgres_server() -> AsyncIterator[Postgres]:
     bindir = postgres_bin()
     if bindir is None:
         raise SystemExit("PostgreSQL's server binaries are not installed (see `make postgres`)")
-    server = await anyio.to_thread.run_sync(lambda: start_postgres(bindir, durable=True))
+    # Started in this (the main) thread: the server ends with the thread that starts it
+    # (tests/pg.py), and a worker thread of anyio's pool ends when it idles.
+    server = start_postgres(bindir, durable=True)
     try:
         yield server
     finally:

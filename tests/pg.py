@@ -5,6 +5,13 @@ as CI runs). :func:`start_postgres` runs ``initdb`` in a temporary directory and
 free loopback port (no fsync: the data is thrown away), as the ``postgres`` user (or ``nobody``)
 when the suite runs as root, since PostgreSQL refuses to run as root. Each test gets its own
 database from :meth:`Postgres.new_database`. Synchronous (subprocess), for session fixtures.
+
+The server runs in a session of its own (a Ctrl-C at the terminal is the test run's, not the
+server's), so nothing that ends the test run's process group reaches it: a run killed at its
+time limit (``make mutate``) would leave it running. It is started with a parent-death signal
+instead (``setpriv --pdeathsig``): when the thread that started it ends, it gets SIGINT, its
+fast shutdown. So call :func:`start_postgres` from a thread that outlives the server (the main
+thread; not a worker thread of a pool).
 """
 
 from __future__ import annotations
@@ -126,9 +133,12 @@ def start_postgres(bindir: Path, *, durable: bool = False) -> Postgres:
     fast = [] if durable else [
         "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
     ]  # fmt: skip
+    # setpriv sets the signal after it changes the user (a change of user clears it).
+    death = ["--pdeathsig", "SIGINT"] if shutil.which("setpriv") else []
+    server_prefix = [*prefix, *death] if prefix else (["setpriv", *death] if death else [])
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [*prefix, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
+            [*server_prefix, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sock}",
              *fast, "-c", "max_connections=200"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
