@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,12 @@ class AgyRuntime:
     max_line_bytes: int = 8 * 1024 * 1024
     # Whether agy runs in a bubblewrap sandbox per thread (and if not, why not).
     isolation: Isolation = field(default_factory=lambda: not_isolated("isolation not set up"))
+
+    @cached_property
+    def _environment(self) -> dict[str, str]:
+        # Built from the bridge's environment once, at the first start: filtering a hundred
+        # variables for secrets cost more than the rest of ``spec`` at every process start.
+        return build_env(self.settings, os.environ, run_marker=self.run_marker)
 
     def isolation_status(self) -> str:
         """One line for a thread's ``!status``: isolated, or loudly not."""
@@ -136,8 +143,10 @@ class AgyRuntime:
             model=model,
             conversation=conversation,
         )
-        env = build_env(
-            self.settings, os.environ if environ is None else environ, run_marker=self.run_marker
+        env = (
+            dict(self._environment)
+            if environ is None
+            else build_env(self.settings, environ, run_marker=self.run_marker)
         )
         sandbox = self.isolation.sandbox
         if sandbox is None:

@@ -50,7 +50,10 @@ class SqliteDatabase:
 
     def __init__(self, conn: aiosqlite.Connection, path: Path):
         self.conn = conn
-        self.lock = anyio.Lock()
+        # fast_acquire: a free lock is taken without a pass through the event loop (anyio's
+        # default yields there, once per store call); the call into aiosqlite right after
+        # yields anyway, so no task is kept from running.
+        self.lock = anyio.Lock(fast_acquire=True)
         self.where = f"sqlite:///{path}"
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:

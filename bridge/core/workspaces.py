@@ -48,7 +48,7 @@ def session_dir_for(config: Config, ref: ThreadRef) -> Path:
 def place_for(config: Config, ref: ThreadRef) -> Place:
     data_dir = config.bridge.data_dir.resolve()
     slug = thread_slug(ref)
-    session_dir = session_dir_for(config, ref)
+    session_dir = data_dir / "sessions" / slug  # as session_dir_for, without resolving again
     workspace = find_workspace(config, ref)
     repo = branch = None
     if workspace is None:
