@@ -28,7 +28,7 @@ from bridge.core.scrub import encodable
 
 Row = Mapping[str, Any]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -127,6 +127,11 @@ _MIGRATIONS: dict[int, str] = {
         added_at {real} NOT NULL,
         PRIMARY KEY (thread_key, pattern)
     )
+    """,
+    # A thread's usage is read from its latest turn (agy reports the conversation's totals at
+    # every turn's end) instead of being written to the thread's row at every turn as well.
+    5: """
+    CREATE INDEX turns_thread ON turns (thread_key, id)
     """,
 }
 
@@ -560,16 +565,29 @@ class Store:
         self._recorded.add(key)
 
     async def thread(self, key: str) -> ThreadRow:
-        """The thread's row; an empty one for a thread not recorded yet."""
-        rows = await self._db.fetch("SELECT * FROM threads WHERE key = ?", (key,))
+        """The thread's row; an empty one for a thread not recorded yet.
+
+        Its usage is what agy reported at the end of the conversation's latest turn (agy's
+        totals are the conversation's), else what :meth:`set_usage` wrote; a new conversation
+        (``!new``) starts with none.
+        """
+        rows = await self._db.fetch(
+            "SELECT threads.*, (SELECT turns.usage_json FROM turns"
+            " WHERE turns.thread_key = threads.key"
+            " AND turns.conversation_id = threads.conversation_id"
+            " AND turns.usage_json IS NOT NULL ORDER BY turns.id DESC LIMIT 1) AS turn_usage"
+            " FROM threads WHERE key = ?",
+            (key,),
+        )
         if not rows:
             return ThreadRow(key=key)
         row = rows[0]
+        usage_json = row["turn_usage"] or row["usage_json"]
         return ThreadRow(
             key=row["key"],
             conversation_id=row["conversation_id"],
             model=row["model"],
-            usage=Usage.model_validate_json(row["usage_json"]) if row["usage_json"] else None,
+            usage=Usage.model_validate_json(usage_json) if usage_json else None,
             conversation_instance=row["conversation_instance"],
         )
 
@@ -616,35 +634,21 @@ class Store:
         error: str | None = None,
         response: str | None = None,
         usage: Usage | None = None,
-        thread_usage: bool = False,
     ) -> None:
-        """Record how a turn ended. With ``thread_usage``, ``usage`` is also the conversation's
-        usage so far (:meth:`set_usage` of the turn's thread), written in the same transaction.
-        """
-        sql = (
+        """Record how a turn ended: one statement (its ``usage``, the conversation's so far, is
+        also the thread's: see :meth:`thread`)."""
+        await self._write(
             "UPDATE turns SET state = ?, ended_at = ?, error = ?, response = ?, usage_json = ?"
-            " WHERE id = ?"
+            " WHERE id = ?",
+            (
+                state,
+                time.time(),
+                error,
+                _text(response) if response is not None else None,
+                usage.model_dump_json() if usage else None,
+                turn_id,
+            ),
         )
-        now = time.time()
-        usage_json = usage.model_dump_json() if usage else None
-        params = (
-            state,
-            now,
-            error,
-            _text(response) if response is not None else None,
-            usage_json,
-            turn_id,
-        )
-        if not thread_usage or usage_json is None:
-            await self._write(sql, params)
-            return
-        async with self._db.transaction() as tx:
-            await tx.execute(sql, params)
-            await tx.execute(
-                "UPDATE threads SET usage_json = ?, updated_at = ?"
-                " WHERE key = (SELECT thread_key FROM turns WHERE id = ?)",
-                (usage_json, now, turn_id),
-            )
 
     async def end_running_turn(self, turn_id: int, state: TurnState, error: str) -> bool:
         """End a turn left ``running``; False when another instance ended it first."""

@@ -344,8 +344,7 @@ class TurnRunner:
                 result.state,
                 error=outcome.error,
                 response=outcome.final_text,
-                usage=stored_usage,
-                thread_usage=True,  # the thread's usage so far, in the same transaction
+                usage=stored_usage,  # the conversation's so far: also the thread's
             )
         except StoreError as exc:
             self.deps.metrics.error("store")

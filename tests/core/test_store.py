@@ -197,23 +197,38 @@ async def test_a_redelivered_message_records_no_thread(store_where: str) -> None
         assert not await two.known_thread(T.key)
 
 
-async def test_a_finished_turn_can_carry_the_threads_usage(store_where: str) -> None:
+async def test_a_threads_usage_is_its_conversations_latest_turns(store_where: str) -> None:
     async with open_store(store_where) as store:
         await store.add_message(msg("e0"), record_thread=True)
+        await store.set_conversation(T.key, "c")
+        await store.set_usage(T.key, st.Usage(total_tokens=2))  # an older version's record
+        assert (await store.thread(T.key)).usage == st.Usage(total_tokens=2)
         taken = await store.take_turn(T.key, "c")
         assert taken is not None
         usage = st.Usage(input_tokens=5, output_tokens=6, total_tokens=11)
-        await store.finish_turn(
-            taken[0], st.TurnState.DONE, response="answer", usage=usage, thread_usage=True
-        )
+        await store.finish_turn(taken[0], st.TurnState.DONE, response="answer", usage=usage)
         assert (await store.thread(T.key)).usage == usage
         assert await store.running_turns() == []
-        # Without thread_usage the thread's usage stays as it was.
+        # A later turn that reported nothing (agy died) leaves the latest report in place.
         await store.add_message(msg("e1"))
         second = await store.take_turn(T.key, "c")
         assert second is not None
-        await store.finish_turn(second[0], st.TurnState.DONE, usage=st.Usage(total_tokens=1))
+        await store.finish_turn(second[0], st.TurnState.ERROR, error="agy exited")
         assert (await store.thread(T.key)).usage == usage
+        # A turn of another conversation is not this one's.
+        await store.add_message(msg("e2"))
+        other = await store.take_turn(T.key, "elsewhere")
+        assert other is not None
+        await store.finish_turn(other[0], st.TurnState.DONE, usage=st.Usage(total_tokens=99))
+        assert (await store.thread(T.key)).usage == usage
+        # The newest report of the conversation wins; a new conversation starts with none.
+        await store.add_message(msg("e3"))
+        third = await store.take_turn(T.key, "c")
+        assert third is not None
+        await store.finish_turn(third[0], st.TurnState.DONE, usage=st.Usage(total_tokens=20))
+        assert (await store.thread(T.key)).usage == st.Usage(total_tokens=20)
+        await store.reset_conversation(T.key)
+        assert (await store.thread(T.key)).usage is None
 
 
 async def test_take_turn_keeps_the_order_of_many_messages(store_where: str) -> None:
