@@ -41,14 +41,10 @@ def find_workspace(config: Config, ref: ThreadRef) -> WorkspaceSection | None:
     return default
 
 
-def session_dir_for(config: Config, ref: ThreadRef) -> Path:
-    return config.bridge.data_dir.resolve() / "sessions" / thread_slug(ref)
-
-
 def place_for(config: Config, ref: ThreadRef) -> Place:
-    data_dir = config.bridge.data_dir.resolve()
+    data_dir = config.bridge.data_dir.resolve()  # once: resolving reads every path component
     slug = thread_slug(ref)
-    session_dir = data_dir / "sessions" / slug  # as session_dir_for, without resolving again
+    session_dir = data_dir / "sessions" / slug
     workspace = find_workspace(config, ref)
     repo = branch = None
     if workspace is None:
