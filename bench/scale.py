@@ -22,8 +22,9 @@ those save.
 Each variant runs two rounds: *cold* (the message starts the thread's agy process: N processes
 start at once) and *warm* (a second message per thread, processes already running: pure
 streaming). A bridge round ends when every turn's end is recorded in the store (that comes after
-the answer is posted, and is part of the turn's cost). Reported per level and round: wall time, the variant's own CPU time per 1,000
-deltas and as a share of the wall time (one event loop cannot use more than one core), the
+the answer is posted, and is part of the turn's cost). Reported per level and round: wall time,
+the variant's own CPU time per 1,000 deltas and as a share of the wall time (one event loop
+cannot use more than one core), the
 longest wait of any thread from the burst to its message being stored (when a platform may be
 acknowledged), to its first delta and to its final answer, chat calls per reply, the CPU time
 of the event loop's thread alone, and memory: the bridge's RSS in all and per session, and the
