@@ -67,8 +67,18 @@ async def test_sigint_goes_to_the_process_the_wrapper_names(tmp_path: Path) -> N
     """A sandbox wrapper does not forward signals: ``signal_pid`` maps the wrapper's pid to
     agy's, and that one gets the SIGINT, not the wrapper."""
     # Default SIGINT handling whatever this test inherited (a runner may ignore SIGINT).
-    sleeper = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(60)"
-    target = await anyio.open_process([sys.executable, "-c", sleeper], start_new_session=True)
+    # It says when its handler is set: a SIGINT during Python's start-up would end it with a
+    # KeyboardInterrupt (exit 1), not by the signal.
+    sleeper = (
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    target = await anyio.open_process(
+        [sys.executable, "-c", sleeper], start_new_session=True, stdout=subprocess.PIPE
+    )
+    assert target.stdout is not None
+    with anyio.fail_after(20):
+        assert (await target.stdout.receive()).startswith(b"ready")
     asked: list[int] = []
 
     def agys_pid(wrapper: int) -> int | None:

@@ -218,7 +218,8 @@ async def test_a_command_while_a_request_waits_denies_it_in_the_askers_name(
         assert reply.outcome is not None and reply.outcome.interrupted
         assert reply.outcome.notes == ["Stopped by Alice (@alice:test)."]
         if command == "!new":
-            assert (await w.bridge.store.thread(ref().key)).conversation_id is None
+            # Forgotten: the next process (which may already be up) starts another one.
+            assert (await w.bridge.store.thread(ref().key)).conversation_id != agy.conversation
 
 
 async def test_commands_for_a_thread_run_elsewhere_go_to_the_cluster(
