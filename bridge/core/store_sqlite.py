@@ -127,4 +127,6 @@ async def open_sqlite(path: Path) -> AsyncIterator[SqliteDatabase]:
         await migrate(db)
         yield db
     finally:
-        await conn.close()
+        # Whole even when shutdown cancels us: aiosqlite's thread must answer a live event loop.
+        with anyio.CancelScope(shield=True):
+            await conn.close()
