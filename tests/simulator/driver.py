@@ -41,7 +41,8 @@ class Sim:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr: list[bytes] = []
         threading.Thread(target=self._pump_stdout, daemon=True).start()
-        threading.Thread(target=self._pump_stderr, daemon=True).start()
+        self._stderr_pump = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._stderr_pump.start()
 
     def _pump_stdout(self) -> None:
         assert self.proc.stdout is not None
@@ -108,6 +109,10 @@ class Sim:
         self.proc.send_signal(signal.SIGINT)
 
     def stderr(self) -> str:
+        """What the simulator wrote to stderr; all of it once it has exited (the pump may still
+        be reading the pipe's last lines when ``wait`` returns)."""
+        if self.proc.poll() is not None:
+            self._stderr_pump.join(EVENT_TIMEOUT)
         return b"".join(self._stderr).decode("utf-8", "replace")
 
     def kill(self) -> None:
