@@ -57,9 +57,27 @@ class StreamScrubber:
     def feed(self, text: str) -> str:
         """What of the text so far can be shown now (scrubbed)."""
         text = self._held + text
-        keep = self._unsafe_tail(text)
-        self._held = text[len(text) - keep :] if keep else ""
-        return self._scrub(text[: len(text) - keep]) if keep else self._scrub(text)
+        cut = self._safe_cut(text, len(text) - self._unsafe_tail(text))
+        self._held = text[cut:]
+        return self._scrub(text[:cut])
+
+    def _safe_cut(self, text: str, cut: int) -> int:
+        """``cut``, moved back to the start of any secret or listener URL the text holds whole
+        across it: shown up to the cut, its first part would match nothing (a secret ending in
+        ``1`` is cut before its last character, which could begin ``127.0.0.1``)."""
+        moved = True
+        while moved and cut > 0:
+            moved = False
+            for secret in self._scrub.secrets:
+                size = len(secret)
+                start = text.find(secret, max(cut - size + 1, 0), cut + size - 1)
+                if start >= 0 and start < cut:
+                    cut, moved = start, True
+            for match in _LISTENER_URL.finditer(text):
+                # Up to its end too: the "/" after the token is part of what makes it match.
+                if match.start() < cut <= match.end():
+                    cut, moved = match.start(), True
+        return cut
 
     def flush(self) -> str:
         """The rest, at the end of the stream."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from itertools import pairwise
 
 import pytest
@@ -109,3 +110,44 @@ def test_a_secret_that_repeats_its_first_letter_is_held_back_from_its_real_start
     assert shown[0] == "hello a"
     assert secret not in "".join(shown)
     assert "".join(shown) + pieces.flush() == "hello a*** bye"
+
+
+def test_a_secret_ending_where_a_listener_host_could_begin_is_not_cut_open() -> None:
+    """The last "1" of a secret could begin ``127.0.0.1``: holding it back must not show the
+    rest of the secret, which alone matches nothing (seen in a fresh-clone CI run)."""
+    secret = "signing-only-in-file-126bd45c706bfc076af1"
+    pieces = StreamScrubber(Scrubber([secret]))
+    shown = [
+        pieces.feed(piece)
+        for piece in ["the token ", "is signing-only-in-file-126bd45c706", "bfc076a", "f1"]
+    ]
+    shown.append(pieces.feed(" (done)"))
+    whole = "".join(shown) + pieces.flush()
+    assert whole == "the token is *** (done)"
+
+
+def test_any_cut_of_secrets_and_listener_urls_shows_what_the_whole_text_would() -> None:
+    """Every way of cutting the text into two or three pieces (and many into up to eight)
+    shows exactly the text scrubbed whole: no secret or token, nothing lost or doubled."""
+    secrets = ["signing-only-in-file-126bd45c706bfc076af1", "signing-only", "hunter2hunter2"]
+    scrub = Scrubber(secrets)
+    text = (
+        "see http://127.0.0.1:41235/AbCdEfGhIjKlMnOpQrSt1/hook and "
+        "signing-only-in-file-126bd45c706bfc076af1127.0.0.1:9/x hunter2hunter2"
+    )
+    expected = scrub(text)
+    assert "***" in expected and not any(s in expected for s in secrets)
+
+    def shown(cuts: list[int]) -> str:
+        pieces = scrub.stream()
+        bounds = [0, *sorted(cuts), len(text)]
+        return "".join(pieces.feed(text[a:b]) for a, b in pairwise(bounds)) + pieces.flush()
+
+    for one in range(1, len(text)):
+        assert shown([one]) == expected, one
+        for two in range(one + 1, len(text), 7):
+            assert shown([one, two]) == expected, (one, two)
+    rng = random.Random(17)
+    for _ in range(3000):
+        cuts = rng.sample(range(1, len(text)), rng.randint(1, 7))
+        assert shown(cuts) == expected, cuts
