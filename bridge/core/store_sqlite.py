@@ -57,11 +57,14 @@ class SqliteDatabase:
         self.where = f"sqlite:///{path}"
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return await self._rows(sql, params, "could not read the store")
+
+    async def _rows(self, sql: str, params: Sequence[Any], failure: str) -> list[Row]:
         async with self.lock:
             try:
                 return [dict(r) for r in await self.conn.execute_fetchall(sql, params)]
             except sqlite3.Error as exc:
-                raise StoreError(f"could not read the store: {exc}") from exc
+                raise StoreError(f"{failure}: {exc}") from exc
 
     # A single write statement: autocommit makes it a transaction of its own, committed (and
     # synced) when it completes; the lock keeps it out of another task's open transaction.
@@ -75,12 +78,8 @@ class SqliteDatabase:
                 raise StoreError(f"could not write to the store: {exc}") from exc
 
     async def execute_returning(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        async with self.lock:
-            try:
-                # All rows read: the statement is complete, so it is committed.
-                return [dict(r) for r in await self.conn.execute_fetchall(sql, params)]
-            except sqlite3.Error as exc:
-                raise StoreError(f"could not write to the store: {exc}") from exc
+        # All rows read: the statement is complete, so it is committed.
+        return await self._rows(sql, params, "could not write to the store")
 
     async def ping(self) -> bool:
         try:

@@ -35,6 +35,18 @@ def injected(w: World) -> float:
     return 0.0 if value is None else value
 
 
+def bobs_file() -> IncomingMessage:
+    """Bob writes while a turn runs, with a file (source ``src-1``) still to be fetched."""
+    return IncomingMessage(
+        thread=ref(),
+        event_id="e-file",
+        message_id="m-file",
+        author=Author(id="@bob:test", display_name="Bob"),
+        text="see the file",
+        attachments=[AttachmentRef(name="notes.txt", source="src-1")],
+    )
+
+
 async def states(w: World) -> list[str]:
     rows = await w.bridge.store._db.fetch("SELECT state FROM inbox ORDER BY id")
     return [r["state"] for r in rows]
@@ -178,16 +190,7 @@ async def test_a_busy_threads_new_file_is_saved_at_once_and_then_injected(tmp_pa
         w.adapter.files["src-1"] = b"file body"
         agy = await streaming_turn(w, "one")
         store = w.bridge.store
-        await w.bridge.core.submit(
-            IncomingMessage(
-                thread=ref(),
-                event_id="e-file",
-                message_id="m-file",
-                author=Author(id="@bob:test", display_name="Bob"),
-                text="see the file",
-                attachments=[AttachmentRef(name="notes.txt", source="src-1")],
-            )
-        )
+        await w.bridge.core.submit(bobs_file())
         # Saved in the background while the turn runs, so the next hook call can take it.
         with anyio.fail_after(10):
             while not all(m.ready for m in await store.pending(ref().key)):
@@ -275,16 +278,7 @@ async def test_a_file_saved_after_a_hook_call_passed_it_by_raises_the_flag_again
 
         monkeypatch.setattr(w.adapter, "fetch_attachment", slow_fetch)
         agy = await streaming_turn(w, "one")
-        await w.bridge.core.submit(
-            IncomingMessage(
-                thread=ref(),
-                event_id="e-file",
-                message_id="m-file",
-                author=Author(id="@bob:test", display_name="Bob"),
-                text="see the file",
-                attachments=[AttachmentRef(name="notes.txt", source="src-1")],
-            )
-        )
+        await w.bridge.core.submit(bobs_file())
         with anyio.fail_after(10):
             await fetching.wait()
         # A hook call while the file is still on its way: it takes nothing, and lowers the flag.
