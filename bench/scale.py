@@ -31,6 +31,12 @@ of the event loop's thread alone, and memory: the bridge's RSS in all and per se
 simulators'. What one delta costs the event loop: the warm round's loop CPU with ``--chunks
 100`` less that with ``--chunks 1``, over the deltas between them.
 
+The cold round creates each thread's files (workspace, plugin, store rows): what a new inode
+costs the kernel there is measured in the bridge's scratch folder before its rounds and shown
+beside the ratios, since it varies far more than the bridge's own work (see bench/README.md).
+The scratch folders are made in the temporary directory (``TMPDIR``); point ``TMPDIR`` at the
+disk the bridge's ``data_dir`` will be on to measure that disk.
+
 ``--profile`` runs the bridge's cold and warm rounds under cProfile and prints each on stderr
 (the event loop's thread only, by its CPU time: the store's aiosqlite thread is not in it).
 
@@ -65,6 +71,7 @@ from bench.common import (
     children_of,
     cpu_seconds,
     hook_plugin,
+    inode_cost,
     machine,
     minimal_hook_server,
     percentile,
@@ -122,6 +129,8 @@ class LevelResult:
     rss_sessions: int = 0  # after the cold round, with N sessions alive
     simulators_rss: int = 0
     simulators: int = 0
+    # CPU microseconds to create one file or directory where this variant kept its files.
+    inode_us: float = 0.0
 
 
 def answer_text(lines: int, chunks: int, number: int) -> str:
@@ -315,9 +324,13 @@ async def drive_direct(
 async def run_one(
     variant: str, threads: int, lines: int, chunks: int, root: Path, profile: bool = False
 ) -> LevelResult:
+    inode_us = inode_cost(root) * 1e6
     if variant == "direct":
-        return await run_direct(threads, lines, chunks, root)
-    return await run_bridge(threads, lines, chunks, root, variant=variant, profile=profile)
+        level = await run_direct(threads, lines, chunks, root)
+    else:
+        level = await run_bridge(threads, lines, chunks, root, variant=variant, profile=profile)
+    level.inode_us = inode_us
+    return level
 
 
 # --- the parent: levels, variants, the report ------------------------------------------------
@@ -425,6 +438,7 @@ def report(
         ]
         calls = bridge.rounds[1].calls_per_reply
         cells.append(f"{percentile(calls, 0.5):.0f} / {max(calls)}")
+        cells.append(f"{bridge.inode_us:.0f}")
         rows.append(cells)
     print(
         table(
@@ -438,6 +452,7 @@ def report(
                 "direct per process KiB",
                 "simulators RSS MiB (procs)",
                 "chat calls / reply p50 / max",
+                "bridge's disk: µs CPU / new inode",
             ],
             rows,
         )
