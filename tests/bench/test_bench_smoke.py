@@ -80,8 +80,9 @@ def test_scale_reports_both_variants_and_rounds() -> None:
     summary = tables(output, "threads")[1]
     assert summary[0][0] == "2"
     # Up to 5 appends and a finish per reply: deltas that arrive together are one append.
-    p50, most = (int(part) for part in summary[0][-1].split(" / "))
+    p50, most = (int(part) for part in summary[0][-2].split(" / "))
     assert 2 <= p50 <= most <= 6
+    assert number(summary[0][-1]) > 0  # what a new inode cost where the bridge kept its files
 
 
 def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:
