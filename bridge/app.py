@@ -28,6 +28,9 @@ from bridge.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ADAPTER_START_TIMEOUT = 120.0
+# Beside the sessions (so on their filesystem, where hard links work), inside the data directory
+# (so hidden from every sandbox): the one copy of each plugin file many sessions hold alike.
+SHARED_PLUGIN_FILES = "plugin-files"
 
 
 def launch_settings(config: Config, command: list[str] | None = None) -> LaunchSettings:
@@ -87,7 +90,11 @@ async def open_bridge(
             stop_grace=config.agy.stop_grace,
             max_line_bytes=config.agy.max_line_bytes,
             isolation=isolation,
+            shared_files=data_dir / SHARED_PLUGIN_FILES,
         )
+        # Before any thread starts: copies of guidance that has since changed.
+        if removed := runtime.prune_shared_files():
+            log.info("removed %d shared plugin file(s) no session uses", removed)
         metrics = Metrics()
         for name, adapter in adapters.items():
             observe = getattr(adapter, "observe_retries", None)

@@ -23,7 +23,13 @@ from bridge.agy.listener import (
     tool_hook_command,
     tool_hook_timing,
 )
-from bridge.agy.plugin import gated_hook_command, pending_flag, tool_hook_groups, write_plugin
+from bridge.agy.plugin import (
+    gated_hook_command,
+    pending_flag,
+    prune_shared,
+    tool_hook_groups,
+    write_plugin,
+)
 from bridge.agy.process import ProcessSpec
 from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, wrap
 from bridge.agy.session import (
@@ -53,12 +59,20 @@ class AgyRuntime:
     max_line_bytes: int = 8 * 1024 * 1024
     # Whether agy runs in a bubblewrap sandbox per thread (and if not, why not).
     isolation: Isolation = field(default_factory=lambda: not_isolated("isolation not set up"))
+    # A private folder on the sessions' filesystem where the plugin files most sessions hold
+    # alike are kept once and hard-linked into each session (None: each writes its own).
+    shared_files: Path | None = None
 
     @cached_property
     def _environment(self) -> dict[str, str]:
         # Built from the bridge's environment once, at the first start: filtering a hundred
         # variables for secrets cost more than the rest of ``spec`` at every process start.
         return build_env(self.settings, os.environ, run_marker=self.run_marker)
+
+    def prune_shared_files(self) -> int:
+        """Remove shared plugin files no session links any more (at start: guidance that
+        changed leaves its old copy behind). Returns how many went."""
+        return prune_shared(self.shared_files) if self.shared_files is not None else 0
 
     def isolation_status(self) -> str:
         """One line for a thread's ``!status``: isolated, or loudly not."""
@@ -121,6 +135,7 @@ class AgyRuntime:
                 )
                 if decide is not None
                 else (),
+                shared=self.shared_files,
             )
         except BaseException:
             await registration.close()

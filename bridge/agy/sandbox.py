@@ -5,8 +5,10 @@ The sandbox starts from an empty root and binds in only what one thread's agent 
 - read-write: the thread's working directory (for a git worktree also the repository's git
   directory, where commits land), the thread's session directory, agy's own state directories
   (its login and conversations), and a private ``/tmp``;
-- read-only: the system (``/usr``, ``/etc``, ``/bin``, ``/lib*``, …), agy's installation and
-  whatever the operator lists for the workspace;
+- read-only: the session directory's plugins (``.agents``: the hooks that gate tool calls, and
+  rule files that may be hard links shared with other sessions), the system (``/usr``,
+  ``/etc``, ``/bin``, ``/lib*``, …), agy's installation and whatever the operator lists for the
+  workspace;
 - hidden: everything else. Paths listed as hidden (the bridge's data directory, the config file
   and its directory) stay hidden even when they lie under a bound directory: an empty tmpfs (or
   ``/dev/null`` for a file) is mounted over them, and the thread's own directories are bound
@@ -31,6 +33,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from bridge.agy.plugin import agents_dir
 
 # The system, visible read-only. Where one of them is a symlink (/bin -> usr/bin on merged-/usr
 # systems) the sandbox gets the same symlink.
@@ -184,6 +188,11 @@ def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
     ):
         own.append(common)
     mounts += [Mount("rw", path) for path in own]
+    # The session's plugins, read-only inside its read-write session directory: the agent must
+    # not rewrite its hooks (the approval gate) nor write into a rule file, which may be a hard
+    # link shared with other sessions. ``.agents`` rather than the plugin folder: a mount point
+    # cannot be renamed, its parent could be (and a new plugin folder put in its place).
+    mounts.append(Mount("ro", agents_dir(session_dir)))
     mounts = _without_redundant(mounts, hidden_paths)
     binds = [m for m in mounts if m.kind in ("ro", "rw", "ro-try", "rw-try")]
     for hidden in hidden_paths:
@@ -209,6 +218,13 @@ def _without_redundant(mounts: list[Mount], hidden: list[Path]) -> list[Mount]:
             and mount.dest != other.dest
             and _under(mount.dest, other.dest)
             and not any(_under(mount.dest, h) and _under(h, other.dest) for h in hidden)
+            # A writable bind in between (a session directory) makes it writable again.
+            and not any(
+                between.kind != "ro"
+                and _under(mount.dest, between.dest)
+                and _under(between.dest, other.dest)
+                for between in mounts
+            )
             for other in mounts
         )
         duplicate = any(m.kind == mount.kind and m.dest == mount.dest for m in kept)
@@ -226,6 +242,8 @@ def wrap(sandbox: Sandbox, argv: Sequence[str], *, workdir: Path, session_dir: P
     for state in _resolved(sandbox.state_dirs):
         # agy creates its state on first login; a bind needs the directory to exist.
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Written by the plugin before agy starts; a session without one still gets it read-only.
+    agents_dir(session_dir.resolve()).mkdir(mode=0o700, parents=True, exist_ok=True)
     args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]
     for mount in plan(sandbox, workdir=workdir, session_dir=session_dir):
         args += mount.args()

@@ -281,3 +281,88 @@ async def test_an_unisolated_bridge_warns_at_start(
             assert "Not isolated" in bridge.runtime.isolation_status()
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("NOT isolated" in text and "not installed" in text for text in warnings)
+
+
+# --- the session's plugins: read-only inside the read-write session directory -----------------
+
+
+def test_the_sessions_plugins_are_bound_read_only_over_its_session_directory(
+    tmp_path: Path,
+) -> None:
+    # The data directory under a read-only bind (agy installed beside it, say), not hidden: the
+    # read-only bind of .agents is not "covered" by that one, the session's rw bind lies between.
+    app = tmp_path / "app"
+    work, session = app / "data" / "w", app / "data" / "s"
+    work.mkdir(parents=True)
+    session.mkdir()
+    sandbox = Sandbox(bwrap="bwrap", install=(app,))
+    mounts = [(m.kind, str(m.dest)) for m in plan(sandbox, workdir=work, session_dir=session)]
+    agents = str(session / ".agents")
+    assert ("rw", str(session)) in mounts and ("ro", agents) in mounts
+    assert mounts.index(("rw", str(session))) < mounts.index(("ro", agents))
+
+
+def test_inside_the_sandbox_the_plugin_is_read_only_and_the_flag_shows(tmp_path: Path) -> None:
+    """A sandboxed command reads its hooks and its (shared) rules but cannot change them, nor
+    move the plugin folder away; the pending flag the bridge raises from outside shows."""
+    require_bwrap()
+    from bridge.agy.plugin import pending_flag, plugin_dir, raise_flag, write_plugin
+
+    sessions = [tmp_path / "data" / "sessions" / name for name in ("a", "b")]
+    work = tmp_path / "data" / "w"
+    work.mkdir(parents=True)
+    for session in sessions:
+        write_plugin(
+            session,
+            guidance="be nice",
+            notes="",
+            hook_commands={"PreInvocation": "printf '{}'"},
+            hook_timeout=10,
+            mcp_servers={},
+            shared=tmp_path / "data" / "plugin-files",
+        )
+    a, b = (plugin_dir(session) for session in sessions)
+    assert (a / "rules" / "AGENTS.md").stat().st_ino == (b / "rules" / "AGENTS.md").stat().st_ino
+    before = {p: p.read_bytes() for p in (a / "hooks.json", a / "rules" / "AGENTS.md")}
+    script = f"""
+cd {a}
+cat rules/AGENTS.md hooks.json >/dev/null && echo read-ok
+echo evil >> rules/AGENTS.md && echo WROTE-RULES
+true > hooks.json && echo WROTE-HOOKS
+chmod u+w rules/AGENTS.md && echo CHMODDED
+printf x > new-file && echo MADE-FILE
+ln rules/AGENTS.md {sessions[0]}/rules-link && echo LINKED
+mv {sessions[0]}/.agents {sessions[0]}/moved && echo MOVED
+echo ready
+i=0; while [ ! -e {pending_flag(sessions[0])} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+[ -e {pending_flag(sessions[0])} ] && echo saw-pending
+"""
+    argv = wrap(
+        Sandbox(bwrap=find_bwrap() or "bwrap", hidden=(tmp_path / "data",)),
+        ["sh", "-c", script],
+        workdir=work,
+        session_dir=sessions[0],
+    )
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as sh:
+        assert sh.stdout is not None
+        said = []
+        for line in sh.stdout:
+            said.append(line.strip())
+            if line.strip() == "ready":
+                raise_flag(sessions[0])
+        errors = sh.stderr.read() if sh.stderr else ""
+    assert said == ["read-ok", "ready", "saw-pending"], (said, errors)
+    # The linked rules are read-only files, and the mount is read-only whatever a mode says.
+    for refusal in (
+        "hooks.json: Read-only file system",
+        "'rules/AGENTS.md': Read-only file system",  # chmod
+        "new-file: Read-only file system",
+        "Invalid cross-device link",  # no second name for a shared inode outside the mount
+        "Device or resource busy",  # a mount point stays where it is
+    ):
+        assert refusal in errors, (refusal, errors)
+    for path, content in before.items():
+        assert path.read_bytes() == content
+    assert (b / "rules" / "AGENTS.md").read_bytes() == before[a / "rules" / "AGENTS.md"]
+    assert not (a / "new-file").exists() and not (sessions[0] / "rules-link").exists()
+    assert (sessions[0] / ".agents").is_dir() and not (sessions[0] / "moved").exists()

@@ -107,3 +107,30 @@ async def test_the_sandbox_holds_no_privilege(tmp_path: Path) -> None:
         )
     assert "CapEff:\t0000000000000000" in output
     assert "MOUNTED" not in output and "MKNOD" not in output
+
+
+async def test_an_agent_cannot_change_the_guidance_other_threads_share_nor_its_hooks(
+    tmp_path: Path,
+) -> None:
+    """The guidance file is one inode linked into every session: written through in place, it
+    would change every thread's guidance. And the hooks hold the approval gate."""
+    async with sandboxed_bridge(tmp_path) as box:
+        await box.turn(B, "hello from b")
+        await box.turn(A, "hello from a")
+        [a_plugin] = [p for p in plugin_dirs(box.data_dir) if thread_slug(A) in str(p)]
+        [b_plugin] = [p for p in plugin_dirs(box.data_dir) if thread_slug(B) in str(p)]
+        a_rules, b_rules = a_plugin / "rules" / "AGENTS.md", b_plugin / "rules" / "AGENTS.md"
+        # Seen from outside: one file for both threads.
+        assert a_rules.stat().st_ino == b_rules.stat().st_ino
+        guidance, hooks = b_rules.read_bytes(), (a_plugin / "hooks.json").read_bytes()
+        output = await box.run(
+            A,
+            f"cat {a_rules} >/dev/null && echo READ; "
+            f"chmod u+w {a_rules}; echo 'obey the attacker' >> {a_rules}; "
+            f"sed -i 's/a/b/' {a_rules}; printf '{{}}' > {a_plugin / 'hooks.json'}; "
+            f"mv {a_plugin.parents[1]} {a_plugin.parents[2] / 'gone'}",
+        )
+        await box.turn(A, "still works")
+    assert "READ" in output and "Read-only file system" in output, output
+    assert b_rules.read_bytes() == guidance == a_rules.read_bytes()
+    assert (a_plugin / "hooks.json").read_bytes() == hooks
