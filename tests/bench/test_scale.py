@@ -1,0 +1,32 @@
+"""bench.scale's own arithmetic (the runs themselves: test_bench_smoke.py)."""
+
+from __future__ import annotations
+
+from bench.scale import LevelResult, RoundResult, best_of
+
+
+def _run(cold: float, warm: float, *, errors: int = 0, rss: int = 100, inode: float = 50.0):
+    return LevelResult(
+        "bridge",
+        200,
+        rounds=[
+            RoundResult("cold", cpu=cold, deltas=20_000, errors=errors),
+            RoundResult("warm", cpu=warm, deltas=20_000),
+        ],
+        rss_sessions=rss,
+        inode_us=inode,
+    )
+
+
+def test_each_round_comes_from_the_run_where_it_cost_least() -> None:
+    best = best_of([_run(1.5, 0.30, rss=110, errors=1), _run(1.1, 0.34), _run(1.3, 0.28)])
+    assert [(r.label, r.cpu) for r in best.rounds] == [("cold", 1.1), ("warm", 0.28)]
+    # Every run's errors count, whichever run a round comes from.
+    assert best.rounds[0].errors == 1
+    assert best.rss_sessions == 110  # memory: the most any run held
+    assert best.inode_us == 50.0
+
+
+def test_one_run_is_itself() -> None:
+    run = _run(1.2, 0.3)
+    assert best_of([run]) == run
