@@ -121,25 +121,22 @@ def inode_cost(where: Path, count: int = 100) -> float:
     """CPU seconds this process spends creating one empty file or directory in ``where``.
 
     What the filesystem charges for a new inode: a few microseconds on tmpfs, ten to twenty on
-    an idle ext4, and on ext4 with other jobs' files around, hundreds, depending on the block
-    group the directory landed in. A thread's first message creates several (its workspace and
-    its plugin), so a round that starts threads moves with it: reported beside that round.
+    a quiet ext4, and hundreds on an ext4 without a journal where many files were deleted in
+    the last minutes (it skips every recently freed inode of the group, looking each up). A
+    thread's first message creates several (its workspace and its plugin), so a round that
+    starts threads moves with it: reported beside that round. The files are left in ``where``
+    (removing them would make the next files made there cost more): its owner removes them.
     """
-    probe = [where / f".inode-probe-{index}" for index in range(count)]
+    probe = where / ".inode-probe"
+    probe.mkdir()
     start = cpu_seconds()
-    try:
-        for index, path in enumerate(probe):
-            if index % 2:
-                path.mkdir()
-            else:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        return (cpu_seconds() - start) / count
-    finally:
-        for path in probe:
-            if path.is_dir():
-                path.rmdir()
-            else:
-                path.unlink(missing_ok=True)
+    for index in range(count):
+        path = probe / str(index)
+        if index % 2:
+            path.mkdir()
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    return (cpu_seconds() - start) / count
 
 
 def rss_bytes(pid: int | str = "self") -> int:

@@ -62,7 +62,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -343,7 +343,7 @@ async def run_one(
 
 
 def run_variant(
-    variant: str, threads: int, lines: int, chunks: int, profile: bool = False
+    variant: str, threads: int, lines: int, chunks: int, scratch: Path, profile: bool = False
 ) -> LevelResult:
     """One variant at one level, in a process of its own; its result comes back as JSON."""
     command = [
@@ -358,12 +358,38 @@ def run_variant(
         str(lines),
         "--chunks",
         str(chunks),
+        "--scratch",
+        str(scratch),
         *(["--profile"] if profile and variant != "direct" else []),
     ]
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, check=True)
     data = json.loads(done.stdout.decode().strip().splitlines()[-1])
     rounds = [RoundResult(**r) for r in data.pop("rounds")]
     return LevelResult(**data, rounds=rounds)
+
+
+def run_levels(
+    args: argparse.Namespace, levels: Sequence[int], lines: int, chunks: int, scratch: Path
+) -> list[LevelResult]:
+    """Every variant at every level, ``args.repeat`` times, alternating; the best of each."""
+    variants = [
+        "direct",
+        "bridge",
+        *(["bridge-normal", "bridge-default-gc"] if args.what_if else []),
+    ]
+    results = []
+    for position, threads in enumerate(levels):
+        runs: dict[str, list[LevelResult]] = {variant: [] for variant in variants}
+        for repeat in range(args.repeat):
+            # The order rotates between levels and repeats, so no variant always runs first.
+            shift = (position + repeat) % len(variants)
+            for variant in [*variants[shift:], *variants[:shift]]:
+                runs[variant].append(
+                    run_variant(variant, threads, lines, chunks, scratch, args.profile)
+                )
+                print(f"  measured {variant} with {threads} threads", flush=True)
+        results += [best_of(runs[variant]) for variant in variants]
+    return results
 
 
 def best_of(runs: Sequence[LevelResult]) -> LevelResult:
@@ -510,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="profile the bridge's rounds (cProfile, top 30 by own time on stderr)",
     )
+    parser.add_argument("--scratch", type=Path, help=argparse.SUPPRESS)
     parser.add_argument(
         "--variant",
         choices=("bridge", "bridge-normal", "bridge-default-gc", "direct"),
@@ -521,7 +548,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         levels = [2]
     if args.variant is not None:
-        with tempfile.TemporaryDirectory(prefix=f"agy-bench-scale-{args.variant}-") as tmp:
+        with ExitStack() as stack:
+            if args.scratch is None:
+                tmp = stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix=f"agy-bench-scale-{args.variant}-")
+                )
+            else:  # the parent removes it, after every run
+                tmp = tempfile.mkdtemp(prefix=f"{args.variant}-", dir=args.scratch)
             level = anyio.run(
                 run_one,
                 args.variant,
@@ -536,21 +569,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     where = machine()
     started = time.perf_counter()
-    results = []
-    variants = [
-        "direct",
-        "bridge",
-        *(["bridge-normal", "bridge-default-gc"] if args.what_if else []),
-    ]
-    for position, threads in enumerate(levels):
-        runs: dict[str, list[LevelResult]] = {variant: [] for variant in variants}
-        for repeat in range(args.repeat):
-            # The order rotates between levels and repeats, so no variant always runs first.
-            shift = (position + repeat) % len(variants)
-            for variant in [*variants[shift:], *variants[:shift]]:
-                runs[variant].append(run_variant(variant, threads, lines, chunks, args.profile))
-                print(f"  measured {variant} with {threads} threads", flush=True)
-        results += [best_of(runs[variant]) for variant in variants]
+    # Every run's files stay until the end: removing one run's thousands of files just before
+    # the next made the next one's new files cost more (see ``inode_cost``): the bench
+    # measuring itself.
+    with tempfile.TemporaryDirectory(prefix="agy-bench-scale-") as scratch:
+        results = run_levels(args, levels, lines, chunks, Path(scratch))
     if args.repeat > 1:
         where += f"; each round the least CPU of {args.repeat} runs"
     report(results, lines, chunks, time.perf_counter() - started, where)
