@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -83,6 +84,29 @@ async def _values(db: SqliteDatabase) -> list[int]:
     return [row["x"] for row in await db.fetch("SELECT x FROM t ORDER BY x")]
 
 
+async def _write_at_once(
+    db: SqliteDatabase,
+    count: int,
+    statement: Callable[[int], tuple[str, tuple[Any, ...]]],
+    error: str,
+) -> list[int]:
+    """``count`` writes made at once (``statement(i)``: the SQL and its parameters); which
+    failed, each with a StoreError naming ``error``."""
+    failed: list[int] = []
+
+    async def write(index: int) -> None:
+        try:
+            await db.execute(*statement(index))
+        except StoreError as exc:
+            assert error in str(exc)
+            failed.append(index)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(count):
+            tg.start_soon(write, index)
+    return sorted(failed)
+
+
 def test_writes_made_together_share_a_commit(tmp_path: Path) -> None:
     """Fifty writes at once: the first commits alone, the rest wait and commit together; each
     caller returns its own result once its statement is committed."""
@@ -130,34 +154,23 @@ def test_a_write_alone_is_one_statement(tmp_path: Path) -> None:
 
 
 def test_a_failing_write_fails_only_its_own_caller(tmp_path: Path) -> None:
-    failed: list[int] = []
-
     async def main() -> None:
         async with open_sqlite(tmp_path / "store.sqlite3") as db:
             trace = await _traced(db)
             await db.execute("INSERT INTO t (x) VALUES (7)")
-
-            async def write(x: int) -> None:
-                try:
-                    await db.execute("INSERT INTO t (x) VALUES (?)", (x,))
-                except StoreError as exc:
-                    assert "UNIQUE" in str(exc)
-                    failed.append(x)
-
-            async with anyio.create_task_group() as tg:
-                for x in range(20):
-                    tg.start_soon(write, x)
+            failed = await _write_at_once(
+                db, 20, lambda x: ("INSERT INTO t (x) VALUES (?)", (x,)), "UNIQUE"
+            )
+            assert failed == [7]
             assert trace.groups >= 1  # the duplicate was in a group with others
             assert await _values(db) == list(range(20))
 
     anyio.run(main)
-    assert failed == [7]
 
 
 def test_a_group_whose_commit_fails_commits_each_write_on_its_own(tmp_path: Path) -> None:
     """A deferred foreign key fails at COMMIT, for the whole group: every write is then tried
     alone, so only the faulty one fails."""
-    failed: list[int] = []
 
     async def main() -> None:
         async with open_sqlite(tmp_path / "store.sqlite3") as db:
@@ -170,52 +183,44 @@ def test_a_group_whose_commit_fails_commits_each_write_on_its_own(tmp_path: Path
             await db.execute("INSERT INTO parent (id) VALUES (1)")
             trace = Transactions()
             await db.conn.set_trace_callback(trace)
-
-            async def write(x: int) -> None:
-                parent = 2 if x == 5 else 1  # no parent 2
-                try:
-                    await db.execute("INSERT INTO child (x, parent) VALUES (?, ?)", (x, parent))
-                except StoreError as exc:
-                    assert "FOREIGN KEY" in str(exc)
-                    failed.append(x)
-
-            async with anyio.create_task_group() as tg:
-                for x in range(12):
-                    tg.start_soon(write, x)
+            failed = await _write_at_once(
+                db,
+                12,
+                # Writer 5 names a parent that does not exist.
+                lambda x: ("INSERT INTO child (x, parent) VALUES (?, ?)", (x, 2 if x == 5 else 1)),
+                "FOREIGN KEY",
+            )
+            assert failed == [5]
             assert "ROLLBACK" in trace.statements
             rows = await db.fetch("SELECT x FROM child ORDER BY x")
             assert [row["x"] for row in rows] == [x for x in range(12) if x != 5]
 
     anyio.run(main)
-    assert failed == [5]
 
 
 def test_a_full_database_fails_only_the_write_that_does_not_fit(tmp_path: Path) -> None:
     """SQLite may roll a whole transaction back on a full disk: the writes that fit are still
     committed, each on its own if need be."""
-    failed: list[int] = []
 
     async def main() -> None:
         async with open_sqlite(tmp_path / "store.sqlite3") as db:
             await _traced(db)
             pages = (await db.fetch("PRAGMA page_count"))[0]["page_count"]
             await db.conn.execute(f"PRAGMA max_page_count = {pages + 8}")
-
-            async def write(x: int) -> None:
-                note = "x" * (200_000 if x == 3 else 10)
-                try:
-                    await db.execute("INSERT INTO t (x, note) VALUES (?, ?)", (x, note))
-                except StoreError as exc:
-                    assert "full" in str(exc)
-                    failed.append(x)
-
-            async with anyio.create_task_group() as tg:
-                for x in range(10):
-                    tg.start_soon(write, x)
+            failed = await _write_at_once(
+                db,
+                10,
+                # Writer 3's note is far larger than the room left.
+                lambda x: (
+                    "INSERT INTO t (x, note) VALUES (?, ?)",
+                    (x, "x" * (200_000 if x == 3 else 10)),
+                ),
+                "full",
+            )
+            assert failed == [3]
             assert await _values(db) == [x for x in range(10) if x != 3]
 
     anyio.run(main)
-    assert failed == [3]
 
 
 def test_cancelled_waiting_writers_do_not_stall_the_others(tmp_path: Path) -> None:
