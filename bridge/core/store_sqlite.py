@@ -29,6 +29,7 @@ from typing import Any
 
 import aiosqlite
 import anyio
+import anyio.to_thread
 
 from bridge.core.store import Row, StoreError, migrate
 
@@ -238,9 +239,14 @@ class SqliteDatabase:
 @asynccontextmanager
 async def open_sqlite(path: Path) -> AsyncIterator[SqliteDatabase]:
     path.parent.mkdir(parents=True, exist_ok=True)
+    conn = aiosqlite.connect(path, isolation_level=None)
     try:
-        conn = await aiosqlite.connect(path, isolation_level=None)
+        await conn
     except sqlite3.Error as exc:
+        # aiosqlite stops its thread after a failed connect without waiting for it; the thread
+        # then answers this event loop, which must still be running (it closes soon after a
+        # bridge that cannot open its store gives up). No public way to wait: its thread.
+        await anyio.to_thread.run_sync(conn._thread.join)
         raise StoreError(f"cannot open the store at {path}: {exc}") from exc
     try:
         conn.row_factory = sqlite3.Row

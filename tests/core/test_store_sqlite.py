@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 
 from bridge.core.store import StoreError
 from bridge.core.store_sqlite import SqliteDatabase, open_sqlite
@@ -264,3 +265,31 @@ def test_cancelled_waiting_writers_do_not_stall_the_others(tmp_path: Path) -> No
             assert not db._waiting and not db._committing
 
     anyio.run(main)
+
+
+def test_a_store_that_cannot_be_opened_leaves_no_thread_behind(tmp_path: Path) -> None:
+    """aiosqlite stops its thread after a failed connect without waiting for it: the open must
+    wait, or the thread answers an event loop that has closed meanwhile (an exception in a
+    thread, seen in CI)."""
+    folder = tmp_path / "a-folder.sqlite3"
+    folder.mkdir()
+    errors: list[BaseException | None] = []
+    before = set(threading.enumerate())
+
+    async def main() -> None:
+        with pytest.raises(StoreError, match="cannot open the store"):
+            async with open_sqlite(folder):
+                pass
+
+    previous = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    try:
+        # The loop closes as soon as the open has failed: a race the thread loses now and
+        # then, so it runs many times.
+        for _ in range(100):
+            anyio.run(main)
+        for thread in set(threading.enumerate()) - before:
+            thread.join(30)
+    finally:
+        threading.excepthook = previous
+    assert errors == []
