@@ -242,12 +242,16 @@ async def open_sqlite(path: Path) -> AsyncIterator[SqliteDatabase]:
     conn = aiosqlite.connect(path, isolation_level=None)
     try:
         await conn
-    except sqlite3.Error as exc:
-        # aiosqlite stops its thread after a failed connect without waiting for it; the thread
-        # then answers this event loop, which must still be running (it closes soon after a
-        # bridge that cannot open its store gives up). No public way to wait: its thread.
-        await anyio.to_thread.run_sync(conn._thread.join)
-        raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+    except BaseException as exc:
+        # aiosqlite stops its thread after a failed (or cancelled) connect without waiting for
+        # it; the thread then answers this event loop, which must still be running (it closes
+        # soon after a bridge that cannot open its store gives up). No public way to wait: its
+        # thread, which ends as soon as the connect attempt does.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(conn._thread.join)
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(f"cannot open the store at {path}: {exc}") from exc
+        raise
     try:
         conn.row_factory = sqlite3.Row
         await conn.execute("PRAGMA journal_mode=WAL")
