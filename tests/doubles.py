@@ -34,6 +34,18 @@ from bridge.core.events import (
 ALICE = Author(id="@alice:test", display_name="Alice")
 
 
+def file_message(thread: ThreadRef, author: Author, name: str, source: str) -> IncomingMessage:
+    """A message (event ``e-file``, message ``m-file``) with one file still to be fetched."""
+    return IncomingMessage(
+        thread=thread,
+        event_id="e-file",
+        message_id="m-file",
+        author=author,
+        text="see the file",
+        attachments=[AttachmentRef(name=name, source=source)],
+    )
+
+
 class Changes:
     """Wakes every waiter whenever something was recorded."""
 

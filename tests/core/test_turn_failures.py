@@ -112,19 +112,12 @@ async def test_when_agy_cannot_start_the_waiting_messages_are_marked_failed(
     tmp_path: Path,
 ) -> None:
     from bridge.agy.process import AgyStartError
-    from bridge.core.events import AttachmentRef, Author, IncomingMessage
+    from tests.doubles import ALICE, file_message
 
     async with world(tmp_path) as w:
         w.agys.start_errors.append(AgyStartError("missing", "agy is not installed"))
         # Its file not saved yet (that happens when a turn takes it): it fails all the same.
-        with_file = IncomingMessage(
-            thread=ref(),
-            event_id="e-file",
-            message_id="m-file",
-            author=Author(id="@alice:test", display_name="Alice"),
-            text="see the file",
-            attachments=[AttachmentRef(name="a.txt", source="nowhere")],
-        )
+        with_file = file_message(ref(), ALICE, "a.txt", "nowhere")
         await w.bridge.core.submit(with_file)
         await w.adapter.wait_notice("agy is not installed")
         await w.adapter.changes.until(lambda: ("m-file", Reaction.FAILED) in w.adapter.reactions)

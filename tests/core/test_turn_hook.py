@@ -18,6 +18,7 @@ from bridge.core.events import AttachmentRef, Author, IncomingMessage, Reaction
 from bridge.core.store import MessageState
 from bridge.metrics import PREFIX
 from tests.core.test_worker import World, delta, pre_invocation, ref, result, streaming_turn, world
+from tests.doubles import file_message
 
 pytestmark = pytest.mark.anyio
 
@@ -37,14 +38,7 @@ def injected(w: World) -> float:
 
 def bobs_file() -> IncomingMessage:
     """Bob writes while a turn runs, with a file (source ``src-1``) still to be fetched."""
-    return IncomingMessage(
-        thread=ref(),
-        event_id="e-file",
-        message_id="m-file",
-        author=Author(id="@bob:test", display_name="Bob"),
-        text="see the file",
-        attachments=[AttachmentRef(name="notes.txt", source="src-1")],
-    )
+    return file_message(ref(), Author(id="@bob:test", display_name="Bob"), "notes.txt", "src-1")
 
 
 async def states(w: World) -> list[str]:
