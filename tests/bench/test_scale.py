@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bench.scale import LevelResult, RoundResult, best_of
+import pytest
+
+from bench.scale import LevelResult, RoundResult, best_of, per_thousand, without_setup
 
 
 def _run(cold: float, warm: float, *, errors: int = 0, rss: int = 100, inode: float = 50.0):
@@ -30,3 +32,10 @@ def test_each_round_comes_from_the_run_where_it_cost_least() -> None:
 def test_one_run_is_itself() -> None:
     run = _run(1.2, 0.3)
     assert best_of([run]) == run
+
+
+def test_the_direct_variants_files_can_be_left_out_of_its_cold_round() -> None:
+    cold = RoundResult("cold", cpu=0.5, deltas=20_000, setup_cpu=0.2)
+    assert per_thousand(cold) == pytest.approx(25.0)
+    assert per_thousand(without_setup(cold)) == pytest.approx(15.0)
+    assert without_setup(cold).setup_cpu == 0.2  # what was left out stays on record
