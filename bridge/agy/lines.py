@@ -19,37 +19,48 @@ class LineTooLong(Exception):
         self.size = size
 
 
-async def read_lines(
-    stream: ByteReceiveStream, max_bytes: int
-) -> AsyncIterator[bytes | LineTooLong]:
-    """Yield each complete line (without its newline), or a LineTooLong for a dropped one."""
-    async for batch in read_line_batches(stream, max_bytes):
-        for line in batch:
-            yield line
-
-
 async def read_line_batches(
     stream: ByteReceiveStream, max_bytes: int
 ) -> AsyncIterator[list[bytes | LineTooLong]]:
     """The complete lines of each read from ``stream``, together: a reader that handles them
     as one batch pays its per-wake-up costs once per read, not once per line."""
-    buffer = bytearray()
-    skipping = 0  # bytes dropped so far of an overlong line
+    splitter = _Splitter(max_bytes)
     while True:
+        # Nothing of the read before is referenced while this waits: an idle agy's reader
+        # waits here for as long as its session idles.
         try:
-            chunk = await stream.receive()
+            batch = splitter.split(await stream.receive())
         except EndOfStream:
             break
+        if batch:
+            yield batch
+        del batch
+    if last := splitter.rest():
+        yield last
+
+
+class _Splitter:
+    """Lines out of a byte stream's pieces: the start of a line still on its way is kept (or,
+    past the cap, only counted)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.buffer = bytearray()
+        self.skipping = 0  # bytes dropped so far of an overlong line
+
+    def split(self, chunk: bytes) -> list[bytes | LineTooLong]:
+        max_bytes = self.max_bytes
+        buffer = self.buffer
         # One split in C: the last piece is the start of a line still on its way.
         pieces = chunk.split(b"\n")
         tail = pieces.pop()
         batch: list[bytes | LineTooLong] = []
         for index, piece in enumerate(pieces):
-            if index == 0 and (skipping or buffer):
+            if index == 0 and (self.skipping or buffer):
                 # The end of the line the earlier reads began.
-                if skipping:
-                    batch.append(LineTooLong(skipping + len(piece), max_bytes))
-                    skipping = 0
+                if self.skipping:
+                    batch.append(LineTooLong(self.skipping + len(piece), max_bytes))
+                    self.skipping = 0
                     continue
                 if len(buffer) + len(piece) > max_bytes:
                     batch.append(LineTooLong(len(buffer) + len(piece), max_bytes))
@@ -64,16 +75,19 @@ async def read_line_batches(
             # ``isspace`` looks without copying (``strip`` would copy every line).
             if piece and not piece.isspace():
                 batch.append(piece)
-        if skipping:
-            skipping += len(tail)
+        if self.skipping:
+            self.skipping += len(tail)
         elif len(buffer) + len(tail) > max_bytes:
-            skipping = len(buffer) + len(tail)
+            self.skipping = len(buffer) + len(tail)
             buffer.clear()
         else:
             buffer += tail
-        if batch:
-            yield batch
-    if skipping:
-        yield [LineTooLong(skipping, max_bytes)]
-    elif buffer.strip():
-        yield [bytes(buffer)]
+        return batch
+
+    def rest(self) -> list[bytes | LineTooLong]:
+        """What is left at the end of the stream: an unfinished line (or its overlong report)."""
+        if self.skipping:
+            return [LineTooLong(self.skipping, self.max_bytes)]
+        if self.buffer.strip():
+            return [bytes(self.buffer)]
+        return []

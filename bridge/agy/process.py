@@ -30,6 +30,10 @@ from bridge.agy.lines import LineTooLong, read_line_batches
 log = logging.getLogger(__name__)
 
 STDERR_TAIL_BYTES = 4096
+# How many reads of agy's stdout (each up to a pipe's 64 KiB, parsed) may wait for the turn to
+# take them. Past that the reader stops reading and agy waits on its full pipe: an agy printing
+# faster than the bridge hands its text on (a slow chat) must not fill the bridge's memory.
+READ_AHEAD = 4
 
 
 @dataclass(frozen=True)
@@ -222,15 +226,10 @@ class AgyProcess:
         async with self._send:
             try:
                 async for lines in read_line_batches(self.process.stdout, self.spec.max_line_bytes):
-                    events: list[AgyOutput] = []
-                    for line in lines:
-                        if isinstance(line, LineTooLong):
-                            self.on_bad_line(str(line))
-                            continue
-                        try:
-                            events.append(wire.parse_event(line))
-                        except wire.BadLine as exc:
-                            self.on_bad_line(str(exc))
+                    events = self._parsed(lines)
+                    # Not kept while this waits for the next read: an idle session would hold
+                    # its last read's lines and events for as long as it idles.
+                    del lines
                     if events:
                         # The pipe's read was this loop's checkpoint: a send with room in
                         # the buffer need not be another trip through the event loop.
@@ -238,6 +237,7 @@ class AgyProcess:
                             self._send.send_nowait(events)
                         except anyio.WouldBlock:
                             await self._send.send(events)
+                    del events
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
             code = await self.process.wait()
@@ -249,6 +249,19 @@ class AgyProcess:
                 await self._send.send([self.exit])
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
+
+    def _parsed(self, lines: list[bytes | LineTooLong]) -> list[AgyOutput]:
+        """The events of one read's lines; what is not an event goes to ``on_bad_line``."""
+        events: list[AgyOutput] = []
+        for line in lines:
+            if isinstance(line, LineTooLong):
+                self.on_bad_line(str(line))
+                continue
+            try:
+                events.append(wire.parse_event(line))
+            except wire.BadLine as exc:
+                self.on_bad_line(str(exc))
+        return events
 
     async def _read_stderr(self) -> None:
         assert self.process.stderr is not None
@@ -376,7 +389,7 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
         ) from None
     except OSError as exc:
         raise AgyStartError("missing", f"cannot start {spec.argv[0]}: {exc}") from None
-    send, receive = anyio.create_memory_object_stream[list[AgyOutput]](256)
+    send, receive = anyio.create_memory_object_stream[list[AgyOutput]](READ_AHEAD)
     agy = AgyProcess(process, spec, on_bad_line, _send=send, _receive=receive)
     start_error: AgyStartError | None = None
     try:

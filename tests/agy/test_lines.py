@@ -3,7 +3,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bridge.agy.lines import LineTooLong, read_lines
+from bridge.agy.lines import LineTooLong, read_line_batches
 
 
 async def _collect(chunks: list[bytes], limit: int) -> list[bytes | LineTooLong]:
@@ -16,7 +16,8 @@ async def _collect(chunks: list[bytes], limit: int) -> list[bytes | LineTooLong]
         async def receive(self) -> bytes:
             return await receive.receive()
 
-    return [line async for line in read_lines(_Bytes(), limit)]  # type: ignore[arg-type]
+    batches = read_line_batches(_Bytes(), limit)  # type: ignore[arg-type]
+    return [line async for batch in batches for line in batch]
 
 
 @pytest.mark.anyio

@@ -1,0 +1,120 @@
+"""What an idle agy process keeps in the bridge's memory: nothing of its last answer.
+
+A session waits for its next message with its reader parked on the next read of agy's stdout.
+Whatever that reader still referenced from the read before (the bytes, the split lines, the
+parsed events) would stay alive for as long as the session idles: one read's worth per session,
+up to a pipe's 64 KiB and several times that parsed, for each of hundreds of idle sessions.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bridge.agy import wire
+from bridge.agy.process import READ_AHEAD, ProcessSpec, open_agy
+
+pytestmark = pytest.mark.anyio
+# The most one read of a pipe returns (anyio's default receive size).
+PIPE_BYTES = 65536
+
+# A stand-in agy that prints a whole answer and its result in one write (so one read of the
+# bridge holds them all, as with a fast agy), then idles until stdin closes.
+SCRIPT = r"""
+import json, sys
+out = sys.stdout.buffer
+def line(obj):
+    return json.dumps(obj).encode() + b"\n"
+out.write(line({"event": "init", "conversation_id": "c-1", "init": {}})); out.flush()
+sys.stdin.readline()
+delta = {"event": "step_update", "step_update": {"step_type": "agent_response",
+         "state": "ACTIVE", "text_delta": "word "}}
+result = {"event": "result", "result": {"status": "OK", "response": "done"}}
+out.write(b"".join([line(delta)] * 40 + [line(result)])); out.flush()
+sys.stdin.readline()
+"""
+
+
+def live_events() -> int:
+    gc.collect()
+    return sum(isinstance(o, (wire.StepUpdateEvent, wire.ResultEvent)) for o in gc.get_objects())
+
+
+def live_line_lists() -> int:
+    """Lists holding the answer's raw lines (the bytes themselves are not tracked by gc)."""
+    return sum(
+        isinstance(o, list) and any(isinstance(x, bytes) and b"text_delta" in x for x in o)
+        for o in gc.get_objects()
+    )
+
+
+async def test_an_idle_process_holds_no_event_of_its_last_read(tmp_path: Path) -> None:
+    spec = ProcessSpec(
+        argv=[sys.executable, "-c", SCRIPT],
+        env=dict(os.environ),
+        cwd=tmp_path,
+        init_timeout=20,
+        stop_grace=2,
+    )
+    async with open_agy(spec, lambda bad: None) as proc:
+        before = live_events()
+        await proc.send_turn(["go"])
+        deltas = 0
+        while not isinstance(out := await proc.next(), wire.ResultEvent):
+            assert isinstance(out, wire.StepUpdateEvent), out
+            deltas += 1
+        assert deltas == 40 and out.result.response == "done"
+        del out
+        # The reader has handed the batch over and waits on the pipe again.
+        await anyio.sleep(0.1)
+        assert live_events() == before
+        assert live_line_lists() == 0
+
+
+# A stand-in agy that answers with far more than the reader may hold, as fast as it can.
+FLOOD = r"""
+import json, sys
+out = sys.stdout.buffer
+def line(obj):
+    return json.dumps(obj).encode() + b"\n"
+out.write(line({"event": "init", "conversation_id": "c-1", "init": {}})); out.flush()
+sys.stdin.readline()
+delta = line({"event": "step_update", "step_update": {"step_type": "agent_response",
+              "state": "ACTIVE", "text_delta": "word "}})
+for _ in range(200):
+    out.write(delta * 100); out.flush()
+out.write(line({"event": "result", "result": {"status": "OK", "response": "done"}}))
+out.flush()
+sys.stdin.readline()
+"""
+
+
+async def test_a_reader_ahead_of_its_turn_stops_and_agy_waits(tmp_path: Path) -> None:
+    spec = ProcessSpec(
+        argv=[sys.executable, "-c", FLOOD],
+        env=dict(os.environ),
+        cwd=tmp_path,
+        init_timeout=20,
+        stop_grace=2,
+    )
+    async with open_agy(spec, lambda bad: None) as proc:
+        before = live_events()
+        await proc.send_turn(["go"])
+        # Nobody takes the answer for a while: the reader may read only READ_AHEAD pipe reads
+        # (and the one in its hands) ahead; agy's 20,000 lines wait in its pipe and in agy.
+        await anyio.sleep(1.0)
+        held = live_events() - before
+        # Each of the lines is over 100 bytes long; most of the answer is still in agy.
+        assert 0 < held <= (READ_AHEAD + 1) * PIPE_BYTES // 100, held
+        assert held < 20_000 // 2, held
+        # Nothing is lost by waiting: every delta and the result come, in order.
+        deltas = 0
+        while not isinstance(out := await proc.next(), wire.ResultEvent):
+            assert isinstance(out, wire.StepUpdateEvent), out
+            deltas += 1
+        assert deltas == 20_000 and out.result.response == "done"
