@@ -129,6 +129,8 @@ class AgyProcess:
     _stderr: deque[bytes] = field(default_factory=lambda: deque(maxlen=64))
     exit: ProcessExit | None = None
     _stderr_done: anyio.Event = field(default_factory=anyio.Event)
+    # Stopping: nobody will take agy's output any more, and the reader throws it away.
+    _discarding: bool = False
 
     @property
     def pid(self) -> int:
@@ -230,7 +232,7 @@ class AgyProcess:
                     # Not kept while this waits for the next read: an idle session would hold
                     # its last read's lines and events for as long as it idles.
                     del lines
-                    if events:
+                    if events and not self._discarding:
                         # The pipe's read was this loop's checkpoint: a send with room in
                         # the buffer need not be another trip through the event loop.
                         try:
@@ -301,6 +303,11 @@ class AgyProcess:
     async def _shutdown(self) -> None:
         """stdin EOF, a grace period, then SIGTERM and SIGKILL to the whole process group."""
         process = self.process
+        # What agy still prints is read and dropped: stuck on a full pipe (the reader waiting
+        # for a turn that is gone), it could not see its stdin close and would be killed.
+        self._discarding = True
+        while self._receive_nowait():
+            pass
         if process.returncode is None and process.stdin is not None:
             try:
                 await process.stdin.aclose()

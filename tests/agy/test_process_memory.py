@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from bridge.agy import wire
-from bridge.agy.process import READ_AHEAD, ProcessSpec, open_agy
+from bridge.agy.process import READ_AHEAD, AgyProcess, ProcessSpec, open_agy
 
 pytestmark = pytest.mark.anyio
 # The most one read of a pipe returns (anyio's default receive size).
@@ -76,7 +76,8 @@ async def test_an_idle_process_holds_no_event_of_its_last_read(tmp_path: Path) -
         assert live_line_lists() == 0
 
 
-# A stand-in agy that answers with far more than the reader may hold, as fast as it can.
+# A stand-in agy that answers with far more than the reader may hold, as fast as it can, and
+# leaves when its stdin closes.
 FLOOD = r"""
 import json, sys
 out = sys.stdout.buffer
@@ -118,3 +119,20 @@ async def test_a_reader_ahead_of_its_turn_stops_and_agy_waits(tmp_path: Path) ->
             assert isinstance(out, wire.StepUpdateEvent), out
             deltas += 1
         assert deltas == 20_000 and out.result.response == "done"
+
+
+async def test_a_process_closed_mid_answer_still_leaves_on_its_own(tmp_path: Path) -> None:
+    """Nobody takes the answer (the turn was cancelled, the bridge stops): the reader must not
+    leave agy stuck on a full pipe, where it cannot see its stdin close and is killed."""
+    spec = ProcessSpec(
+        argv=[sys.executable, "-c", FLOOD],  # leaves when its stdin closes
+        env=dict(os.environ),
+        cwd=tmp_path,
+        init_timeout=20,
+        stop_grace=5,
+    )
+    async with open_agy(spec, lambda bad: None) as proc:
+        await proc.send_turn(["go"])
+        await anyio.sleep(0.5)  # agy is blocked on its full pipe
+    assert isinstance(proc, AgyProcess)
+    assert proc.process.returncode == 0  # its own exit, not SIGTERM's
