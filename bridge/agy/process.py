@@ -126,7 +126,8 @@ class AgyProcess:
     _send: MemoryObjectSendStream[list[AgyOutput]] | None = None
     _receive: MemoryObjectReceiveStream[list[AgyOutput]] | None = None
     _unread: deque[AgyOutput] = field(default_factory=deque)
-    _stderr: deque[bytes] = field(default_factory=lambda: deque(maxlen=64))
+    # The last STDERR_TAIL_BYTES of agy's stderr: its last words, however much it logs.
+    _stderr: bytearray = field(default_factory=bytearray)
     exit: ProcessExit | None = None
     _stderr_done: anyio.Event = field(default_factory=anyio.Event)
     # Stopping: nobody will take agy's output any more, and the reader throws it away.
@@ -146,8 +147,7 @@ class AgyProcess:
         return self.process.returncode is None and self.exit is None
 
     def stderr_tail(self) -> str:
-        data = b"".join(self._stderr)[-STDERR_TAIL_BYTES:]
-        return data.decode("utf-8", "replace")
+        return self._stderr.decode("utf-8", "replace")
 
     async def send_turn(self, blocks: list[str]) -> None:
         """Write one user turn. Raises BrokenResourceError when agy is gone."""
@@ -269,7 +269,8 @@ class AgyProcess:
         assert self.process.stderr is not None
         try:
             async for chunk in self.process.stderr:
-                self._stderr.append(chunk)
+                self._stderr += chunk
+                del self._stderr[:-STDERR_TAIL_BYTES]
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:

@@ -11,13 +11,20 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import tracemalloc
 from pathlib import Path
 
 import anyio
 import pytest
 
 from bridge.agy import wire
-from bridge.agy.process import READ_AHEAD, AgyProcess, ProcessSpec, open_agy
+from bridge.agy.process import (
+    READ_AHEAD,
+    STDERR_TAIL_BYTES,
+    AgyProcess,
+    ProcessSpec,
+    open_agy,
+)
 
 pytestmark = pytest.mark.anyio
 # The most one read of a pipe returns (anyio's default receive size).
@@ -136,3 +143,42 @@ async def test_a_process_closed_mid_answer_still_leaves_on_its_own(tmp_path: Pat
         await anyio.sleep(0.5)  # agy is blocked on its full pipe
     assert isinstance(proc, AgyProcess)
     assert proc.process.returncode == 0  # its own exit, not SIGTERM's
+
+
+# A stand-in agy that logs 16 MiB to stderr in large writes, then idles.
+CHATTY = r"""
+import json, sys
+sys.stdout.buffer.write(json.dumps({"event": "init", "conversation_id": "c-1", "init": {}})
+                        .encode() + b"\n")
+sys.stdout.flush()
+block = b"log line that goes on\n" * 3000
+for _ in range(256):
+    sys.stderr.buffer.write(block)
+sys.stderr.buffer.write(b"the last words\n"); sys.stderr.flush()
+sys.stdin.readline()
+"""
+
+
+async def test_only_the_tail_of_agys_stderr_is_kept(tmp_path: Path) -> None:
+    """agy's stderr is kept for its last words (an exit is described with them), however much
+    it logs: not the last 64 reads of up to 64 KiB each."""
+    spec = ProcessSpec(
+        argv=[sys.executable, "-c", CHATTY],
+        env=dict(os.environ),
+        cwd=tmp_path,
+        init_timeout=20,
+        stop_grace=2,
+    )
+    tracemalloc.start()
+    try:
+        async with open_agy(spec, lambda bad: None) as proc:
+            with anyio.fail_after(20):
+                while not proc.stderr_tail().endswith("the last words\n"):
+                    await anyio.sleep(0.05)
+            gc.collect()
+            held, _ = tracemalloc.get_traced_memory()
+            assert len(proc.stderr_tail().encode()) <= STDERR_TAIL_BYTES
+    finally:
+        tracemalloc.stop()
+    # Everything this test allocated and still holds, the process object included.
+    assert held < 1024 * 1024, held
