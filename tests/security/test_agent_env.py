@@ -7,7 +7,6 @@ agy's own environment, nor anything the thread is shown holds any of them.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,31 +15,22 @@ from typing import Any
 import pytest
 
 from tests.core.harness import Harness, running, thread
+from tests.security.made_up_secrets import config_secrets, config_with, secret
 
 pytestmark = pytest.mark.anyio
 
 
-def _secret(prefix: str) -> str:
-    return f"{prefix}{secrets.token_hex(12)}"
-
-
-CONFIG_SECRETS = {
-    ("slack", "bot_token"): _secret("xoxb-config-"),
-    ("slack", "app_token"): _secret("xapp-config-"),
-    ("slack", "signing_secret"): _secret("signing-config-"),
-    ("matrix", "access_token"): _secret("syt_config_"),
-    ("matrix", "password"): _secret("matrix-pw-config-"),
-}
+CONFIG_SECRETS = config_secrets()
 ENV_SECRETS = {
-    "SLACK_BOT_TOKEN": _secret("xoxb-env-"),
-    "SLACK_APP_TOKEN": _secret("xapp-env-"),
-    "SLACK_SIGNING_SECRET": _secret("signing-env-"),
-    "MATRIX_ACCESS_TOKEN": _secret("syt_env_"),
-    "MATRIX_PASSWORD": _secret("matrix-pw-env-"),
+    "SLACK_BOT_TOKEN": secret("xoxb-env-"),
+    "SLACK_APP_TOKEN": secret("xapp-env-"),
+    "SLACK_SIGNING_SECRET": secret("signing-env-"),
+    "MATRIX_ACCESS_TOKEN": secret("syt_env_"),
+    "MATRIX_PASSWORD": secret("matrix-pw-env-"),
     # Named in [bridge] secret_env by the operator.
-    "OPS_API_KEY": _secret("ops-"),
+    "OPS_API_KEY": secret("ops-"),
     # The bridge's own kind of variable under a name the operator chose.
-    "SLACK_LEGACY_BOT_TOKEN": _secret("xoxb-legacy-"),
+    "SLACK_LEGACY_BOT_TOKEN": secret("xoxb-legacy-"),
 }
 # A config secret copied into an innocent-looking variable.
 COPIED = {"DEPLOY_NOTE": CONFIG_SECRETS[("slack", "bot_token")]}
@@ -48,13 +38,8 @@ ALL = [*CONFIG_SECRETS.values(), *ENV_SECRETS.values()]
 
 
 def config_extra(tmp: Path) -> dict[str, Any]:
-    extra: dict[str, Any] = {
-        "bridge": {"data_dir": str(tmp / "data"), "secret_env": ["OPS_API_KEY"]},
-    }
-    for (section, key), value in CONFIG_SECRETS.items():
-        extra.setdefault(section, {})[key] = value
-    extra["matrix"] |= {"homeserver": "http://127.0.0.1:9", "user_id": "@bot:localhost"}
-    return extra
+    bridge = {"data_dir": str(tmp / "data"), "secret_env": ["OPS_API_KEY"]}
+    return config_with(CONFIG_SECRETS, {"bridge": bridge})
 
 
 @asynccontextmanager

@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-import secrets
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -22,28 +20,19 @@ import pytest
 from tests.core.harness import Harness, running
 from tests.faults.console import console_env, start_console, write_config
 from tests.faults.fake import fake_agy
+from tests.security.made_up_secrets import config_secrets, config_with, secret
 from tests.security.session import tokens_in
 
 # A listener token anywhere in a URL path, whatever the session: 32 random bytes, urlsafe.
 TOKEN_IN_URL = re.compile(r"/[A-Za-z0-9_-]{43}/(?:hook|mcp)/")
 
 
-def _secret(prefix: str) -> str:
-    return f"{prefix}{secrets.token_hex(12)}"
-
-
-CONFIG_SECRETS = {
-    ("slack", "bot_token"): _secret("xoxb-config-"),
-    ("slack", "app_token"): _secret("xapp-config-"),
-    ("slack", "signing_secret"): _secret("signing-config-"),
-    ("matrix", "access_token"): _secret("syt_config_"),
-    ("matrix", "password"): _secret("matrix-pw-config-"),
-}
+CONFIG_SECRETS = config_secrets()
 ENV_SECRETS = {
-    "SLACK_BOT_TOKEN": _secret("xoxb-env-"),
-    "SLACK_APP_TOKEN": _secret("xapp-env-"),
-    "MATRIX_ACCESS_TOKEN": _secret("syt_env_"),
-    "MATRIX_PASSWORD": _secret("matrix-pw-env-"),
+    "SLACK_BOT_TOKEN": secret("xoxb-env-"),
+    "SLACK_APP_TOKEN": secret("xapp-env-"),
+    "MATRIX_ACCESS_TOKEN": secret("syt_env_"),
+    "MATRIX_PASSWORD": secret("matrix-pw-env-"),
 }
 
 
@@ -53,8 +42,8 @@ def mcp(tool: str, **args: object) -> str:
 
 def assert_clean(text: str, secrets_: set[str], where: str) -> None:
     assert secrets_, "nothing to look for"
-    for secret in secrets_:
-        assert secret not in text, f"a secret ({secret[:6]}…) is in {where}"
+    for value in secrets_:
+        assert value not in text, f"a secret ({value[:6]}…) is in {where}"
     assert not TOKEN_IN_URL.search(text), f"a listener URL with its token is in {where}"
 
 
@@ -69,7 +58,7 @@ def _toml_secrets() -> str:
     return "\n".join(f"[{name}]\n" + "\n".join(lines) for name, lines in sections.items())
 
 
-def test_the_console_at_debug_logs_and_shows_no_secret(tmp_path: Path) -> None:
+def test_the_console_at_debug_logs_and_shows_nosecret(tmp_path: Path) -> None:
     config = write_config(tmp_path, log_level="DEBUG", extra=_toml_secrets())
     env = console_env(tmp_path, **ENV_SECRETS)
     run = start_console(tmp_path, config, "debug", env=env)
@@ -135,14 +124,6 @@ def _shown(h: Harness) -> str:
     return "\n".join(parts)
 
 
-def _harness_extra(tmp: Path) -> dict[str, Any]:
-    extra: dict[str, dict[str, Any]] = {}
-    for (section, key), value in CONFIG_SECRETS.items():
-        extra.setdefault(section, {})[key] = value
-    extra["matrix"] |= {"homeserver": "http://127.0.0.1:9", "user_id": "@bot:localhost"}
-    return dict(extra)
-
-
 @pytest.mark.anyio
 async def test_no_log_record_holds_a_secret_or_a_listener_token(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
@@ -151,7 +132,7 @@ async def test_no_log_record_holds_a_secret_or_a_listener_token(
         monkeypatch.setenv(name, value)
     caplog.set_level(logging.DEBUG)
     tokens: set[str] = set()
-    async with running(tmp_path, _harness_extra(tmp_path), max_line_bytes=4096) as h:
+    async with running(tmp_path, config_with(CONFIG_SECRETS), max_line_bytes=4096) as h:
         go, started = h.flag("go"), h.flag("started")
         await h.say(f"{mcp('post_message', text='progress')} [[garbage]] [[bigline 9000]]")
         await h.adapter.wait_finished(1)
