@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +78,14 @@ async def test_a_restarted_instance_waits_for_its_old_leases_like_any_other(
         assert not (await new.claim(KEY)).granted
 
 
-async def test_control_requests_reach_the_listening_instance(postgres: Postgres) -> None:
-    url = postgres.new_database()
-    heard: list[tuple[str, str]] = []
+@asynccontextmanager
+async def two_instances(
+    url: str,
+    channels: list[str],
+    on_message: Callable[[SharedLeases], Callable[[str, str], None]],
+) -> AsyncIterator[tuple[SharedLeases, SharedLeases]]:
+    """Instances a and b on one database; a listens on ``channels`` (``on_message(a)`` hears
+    each notification) from before the block starts until it ends."""
     listening = anyio.Event()
 
     async def ready() -> None:
@@ -89,22 +96,27 @@ async def test_control_requests_reach_the_listening_instance(postgres: Postgres)
         db = store_a.database
         assert isinstance(db, PostgresDatabase)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                db.listen,
-                [CONTROL_CHANNEL, Store.INBOX_CHANNEL],
-                lambda channel, payload: heard.append((channel, payload)),
-                ready,
-            )
+            tg.start_soon(db.listen, channels, on_message(a), ready)
             await listening.wait()
-            await b.send_control(KEY, "stop", "Bob")
-            await b.announce(KEY)
-            with anyio.fail_after(10):
-                while len(heard) < 2:
-                    await anyio.sleep(0.02)
+            yield a, b
             tg.cancel_scope.cancel()
-        assert heard[0][0] == CONTROL_CHANNEL and '"action": "stop"' in heard[0][1]
-        assert heard[1] == (Store.INBOX_CHANNEL, KEY)
-        assert a.name == "a"
+
+
+async def test_control_requests_reach_the_listening_instance(postgres: Postgres) -> None:
+    heard: list[tuple[str, str]] = []
+    async with two_instances(
+        postgres.new_database(),
+        [CONTROL_CHANNEL, Store.INBOX_CHANNEL],
+        lambda a: lambda channel, payload: heard.append((channel, payload)),
+    ) as (a, b):
+        await b.send_control(KEY, "stop", "Bob")
+        await b.announce(KEY)
+        with anyio.fail_after(10):
+            while len(heard) < 2:
+                await anyio.sleep(0.02)
+    assert heard[0][0] == CONTROL_CHANNEL and '"action": "stop"' in heard[0][1]
+    assert heard[1] == (Store.INBOX_CHANNEL, KEY)
+    assert a.name == "a"
 
 
 async def test_sqlite_means_one_instance_and_no_lease_queries(tmp_path: Path) -> None:
@@ -142,34 +154,20 @@ class Heard:
 
 
 async def test_an_approval_decision_reaches_the_other_instance_whole(postgres: Postgres) -> None:
-    url = postgres.new_database()
     bob = Author(id="U0BOB", display_name="Bob", org="T1")
     decision = ForwardedDecision(
         handle="1.5", choice=ApprovalChoice.DENY, by=bob, reason="use the staging db"
     )
     heard = Heard()
-    listening = anyio.Event()
-
-    async def ready() -> None:
-        listening.set()
-
-    async with open_store(url) as store_a, open_store(url) as store_b:
-        a, b = SharedLeases(store_a, "a", 30), SharedLeases(store_b, "b", 30)
-        db = store_a.database
-        assert isinstance(db, PostgresDatabase)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                db.listen,
-                [CONTROL_CHANNEL],
-                lambda channel, payload: a._heard(heard, channel, payload),
-                ready,
-            )
-            await listening.wait()
-            await b.send_decision(KEY, decision)
-            with anyio.fail_after(10):
-                while not heard.decisions:
-                    await anyio.sleep(0.02)
-            tg.cancel_scope.cancel()
+    async with two_instances(
+        postgres.new_database(),
+        [CONTROL_CHANNEL],
+        lambda a: lambda channel, payload: a._heard(heard, channel, payload),
+    ) as (_, b):
+        await b.send_decision(KEY, decision)
+        with anyio.fail_after(10):
+            while not heard.decisions:
+                await anyio.sleep(0.02)
         assert heard.decisions == [(KEY, decision)] and not heard.controls
         # A reason too long for one notification is refused before anything is sent.
         with pytest.raises(DecisionTooLong):
