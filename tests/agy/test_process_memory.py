@@ -60,23 +60,33 @@ def live_line_lists() -> int:
     )
 
 
-async def test_an_idle_process_holds_no_event_of_its_last_read(tmp_path: Path) -> None:
-    spec = ProcessSpec(
-        argv=[sys.executable, "-c", SCRIPT],
+def stand_in(tmp_path: Path, script: str, stop_grace: float = 2) -> ProcessSpec:
+    """A stand-in agy: ``script`` run by this Python."""
+    return ProcessSpec(
+        argv=[sys.executable, "-c", script],
         env=dict(os.environ),
         cwd=tmp_path,
         init_timeout=20,
-        stop_grace=2,
+        stop_grace=stop_grace,
     )
+
+
+async def deltas_until_result(proc: object) -> tuple[int, wire.ResultInfo]:
+    """How many text deltas came before the result, and the result."""
+    deltas = 0
+    while not isinstance(out := await proc.next(), wire.ResultEvent):  # type: ignore[attr-defined]
+        assert isinstance(out, wire.StepUpdateEvent), out
+        deltas += 1
+    return deltas, out.result
+
+
+async def test_an_idle_process_holds_no_event_of_its_last_read(tmp_path: Path) -> None:
+    spec = stand_in(tmp_path, SCRIPT)
     async with open_agy(spec, lambda bad: None) as proc:
         before = live_events()
         await proc.send_turn(["go"])
-        deltas = 0
-        while not isinstance(out := await proc.next(), wire.ResultEvent):
-            assert isinstance(out, wire.StepUpdateEvent), out
-            deltas += 1
-        assert deltas == 40 and out.result.response == "done"
-        del out
+        deltas, result = await deltas_until_result(proc)
+        assert deltas == 40 and result.response == "done"
         # The reader has handed the batch over and waits on the pipe again.
         await anyio.sleep(0.1)
         assert live_events() == before
@@ -103,13 +113,7 @@ sys.stdin.readline()
 
 
 async def test_a_reader_ahead_of_its_turn_stops_and_agy_waits(tmp_path: Path) -> None:
-    spec = ProcessSpec(
-        argv=[sys.executable, "-c", FLOOD],
-        env=dict(os.environ),
-        cwd=tmp_path,
-        init_timeout=20,
-        stop_grace=2,
-    )
+    spec = stand_in(tmp_path, FLOOD)
     async with open_agy(spec, lambda bad: None) as proc:
         before = live_events()
         await proc.send_turn(["go"])
@@ -121,23 +125,14 @@ async def test_a_reader_ahead_of_its_turn_stops_and_agy_waits(tmp_path: Path) ->
         assert 0 < held <= (READ_AHEAD + 1) * PIPE_BYTES // 100, held
         assert held < 20_000 // 2, held
         # Nothing is lost by waiting: every delta and the result come, in order.
-        deltas = 0
-        while not isinstance(out := await proc.next(), wire.ResultEvent):
-            assert isinstance(out, wire.StepUpdateEvent), out
-            deltas += 1
-        assert deltas == 20_000 and out.result.response == "done"
+        deltas, result = await deltas_until_result(proc)
+        assert deltas == 20_000 and result.response == "done"
 
 
 async def test_a_process_closed_mid_answer_still_leaves_on_its_own(tmp_path: Path) -> None:
     """Nobody takes the answer (the turn was cancelled, the bridge stops): the reader must not
     leave agy stuck on a full pipe, where it cannot see its stdin close and is killed."""
-    spec = ProcessSpec(
-        argv=[sys.executable, "-c", FLOOD],  # leaves when its stdin closes
-        env=dict(os.environ),
-        cwd=tmp_path,
-        init_timeout=20,
-        stop_grace=5,
-    )
+    spec = stand_in(tmp_path, FLOOD, stop_grace=5)  # FLOOD leaves when its stdin closes
     async with open_agy(spec, lambda bad: None) as proc:
         await proc.send_turn(["go"])
         await anyio.sleep(0.5)  # agy is blocked on its full pipe
@@ -162,13 +157,7 @@ sys.stdin.readline()
 async def test_only_the_tail_of_agys_stderr_is_kept(tmp_path: Path) -> None:
     """agy's stderr is kept for its last words (an exit is described with them), however much
     it logs: not the last 64 reads of up to 64 KiB each."""
-    spec = ProcessSpec(
-        argv=[sys.executable, "-c", CHATTY],
-        env=dict(os.environ),
-        cwd=tmp_path,
-        init_timeout=20,
-        stop_grace=2,
-    )
+    spec = stand_in(tmp_path, CHATTY)
     tracemalloc.start()
     try:
         async with open_agy(spec, lambda bad: None) as proc:
