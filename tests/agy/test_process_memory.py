@@ -9,8 +9,6 @@ up to a pipe's 64 KiB and several times that parsed, for each of hundreds of idl
 from __future__ import annotations
 
 import gc
-import os
-import sys
 import tracemalloc
 from pathlib import Path
 
@@ -22,9 +20,9 @@ from bridge.agy.process import (
     READ_AHEAD,
     STDERR_TAIL_BYTES,
     AgyProcess,
-    ProcessSpec,
     open_agy,
 )
+from tests.agy.stand_in import PROLOGUE, stand_in
 
 pytestmark = pytest.mark.anyio
 # The most one read of a pipe returns (anyio's default receive size).
@@ -32,19 +30,16 @@ PIPE_BYTES = 65536
 
 # A stand-in agy that prints a whole answer and its result in one write (so one read of the
 # bridge holds them all, as with a fast agy), then idles until stdin closes.
-SCRIPT = r"""
-import json, sys
-out = sys.stdout.buffer
-def line(obj):
-    return json.dumps(obj).encode() + b"\n"
-out.write(line({"event": "init", "conversation_id": "c-1", "init": {}})); out.flush()
-sys.stdin.readline()
+SCRIPT = (
+    PROLOGUE
+    + r"""
 delta = {"event": "step_update", "step_update": {"step_type": "agent_response",
          "state": "ACTIVE", "text_delta": "word "}}
 result = {"event": "result", "result": {"status": "OK", "response": "done"}}
 out.write(b"".join([line(delta)] * 40 + [line(result)])); out.flush()
 sys.stdin.readline()
 """
+)
 
 
 def live_events() -> int:
@@ -57,17 +52,6 @@ def live_line_lists() -> int:
     return sum(
         isinstance(o, list) and any(isinstance(x, bytes) and b"text_delta" in x for x in o)
         for o in gc.get_objects()
-    )
-
-
-def stand_in(tmp_path: Path, script: str, stop_grace: float = 2) -> ProcessSpec:
-    """A stand-in agy: ``script`` run by this Python."""
-    return ProcessSpec(
-        argv=[sys.executable, "-c", script],
-        env=dict(os.environ),
-        cwd=tmp_path,
-        init_timeout=20,
-        stop_grace=stop_grace,
     )
 
 
@@ -95,13 +79,9 @@ async def test_an_idle_process_holds_no_event_of_its_last_read(tmp_path: Path) -
 
 # A stand-in agy that answers with far more than the reader may hold, as fast as it can, and
 # leaves when its stdin closes.
-FLOOD = r"""
-import json, sys
-out = sys.stdout.buffer
-def line(obj):
-    return json.dumps(obj).encode() + b"\n"
-out.write(line({"event": "init", "conversation_id": "c-1", "init": {}})); out.flush()
-sys.stdin.readline()
+FLOOD = (
+    PROLOGUE
+    + r"""
 delta = line({"event": "step_update", "step_update": {"step_type": "agent_response",
               "state": "ACTIVE", "text_delta": "word "}})
 for _ in range(200):
@@ -110,6 +90,7 @@ out.write(line({"event": "result", "result": {"status": "OK", "response": "done"
 out.flush()
 sys.stdin.readline()
 """
+)
 
 
 async def test_a_reader_ahead_of_its_turn_stops_and_agy_waits(tmp_path: Path) -> None:

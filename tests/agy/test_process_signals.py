@@ -14,7 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.agy.process import ProcessExit, ProcessSpec, _carries_marker, open_agy, reap_group
+from bridge.agy.process import ProcessExit, _carries_marker, open_agy, reap_group
+from tests.agy.stand_in import PROLOGUE, stand_in
 
 pytestmark = pytest.mark.anyio
 
@@ -42,19 +43,8 @@ sys.stdin.readline()
 """
 
 
-def spec(tmp_path: Path, script: str, **kwargs: object) -> ProcessSpec:
-    return ProcessSpec(
-        argv=[sys.executable, "-c", script],
-        env={"PATH": os.environ.get("PATH", "")},
-        cwd=tmp_path,
-        init_timeout=20,
-        stop_grace=2,
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
 async def test_drain_reads_on_until_agy_has_exited(tmp_path: Path) -> None:
-    async with open_agy(spec(tmp_path, DYING), lambda reason: None) as proc:
+    async with open_agy(stand_in(tmp_path, DYING), lambda reason: None) as proc:
         await proc.send_turn(["go"])
         with anyio.fail_after(20):
             await proc.drain()
@@ -86,7 +76,9 @@ async def test_sigint_goes_to_the_process_the_wrapper_names(tmp_path: Path) -> N
         return target.pid
 
     try:
-        async with open_agy(spec(tmp_path, WAITING, signal_pid=agys_pid), lambda r: None) as proc:
+        async with open_agy(
+            stand_in(tmp_path, WAITING, signal_pid=agys_pid), lambda r: None
+        ) as proc:
             proc.interrupt()
             with anyio.fail_after(20):
                 await target.wait()
@@ -101,7 +93,9 @@ async def test_sigint_goes_to_the_process_the_wrapper_names(tmp_path: Path) -> N
 
 
 async def test_without_a_mapping_sigint_goes_to_the_process_itself(tmp_path: Path) -> None:
-    async with open_agy(spec(tmp_path, WAITING, signal_pid=lambda pid: None), lambda r: None) as p:
+    async with open_agy(
+        stand_in(tmp_path, WAITING, signal_pid=lambda pid: None), lambda r: None
+    ) as p:
         p.interrupt()
         with anyio.fail_after(20):
             while "agy got SIGINT" not in p.stderr_tail():
@@ -123,19 +117,16 @@ async def test_a_group_that_is_gone_is_not_reaped() -> None:
 
 
 # init; on the first stdin line, three steps and a result in one write.
-BURST = r"""
-import json, sys
-out = sys.stdout.buffer
-def line(obj):
-    return json.dumps(obj).encode() + b"\n"
-out.write(line({"event": "init", "conversation_id": "c-1", "init": {}})); out.flush()
-sys.stdin.readline()
+BURST = (
+    PROLOGUE
+    + r"""
 steps = [line({"event": "step_update", "step_update": {"step_type": "agent_response",
          "state": "ACTIVE", "text_delta": t}}) for t in ("a", "b", "c")]
 out.write(b"".join(steps) + line({"event": "result", "result": {"status": "SUCCESS",
           "response": "abc"}})); out.flush()
 sys.stdin.readline()
 """
+)
 
 
 async def test_events_printed_together_come_as_one_batch_up_to_the_result(
@@ -143,7 +134,7 @@ async def test_events_printed_together_come_as_one_batch_up_to_the_result(
 ) -> None:
     from bridge.agy import wire
 
-    async with open_agy(spec(tmp_path, BURST), lambda reason: None) as proc:
+    async with open_agy(stand_in(tmp_path, BURST), lambda reason: None) as proc:
         await proc.send_turn(["go"])
         with anyio.fail_after(20):
             batch = await proc.next_batch()
