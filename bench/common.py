@@ -139,11 +139,12 @@ def inode_cost(where: Path, count: int = 100) -> float:
     return (cpu_seconds() - start) / count
 
 
-def rss_bytes(pid: int | str = "self") -> int:
-    """Resident memory of one process from /proc (0 when it is gone)."""
+def rss_bytes(pid: int | str = "self", field: str = "VmRSS") -> int:
+    """Resident memory of one process from /proc (0 when it is gone); ``field="VmHWM"``: the
+    most it has held so far."""
     try:
         for text in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if text.startswith("VmRSS:"):
+            if text.startswith(f"{field}:"):
                 return int(text.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass

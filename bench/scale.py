@@ -29,9 +29,10 @@ the variant's own CPU time per 1,000 deltas and as a share of the wall time (one
 cannot use more than one core), the
 longest wait of any thread from the burst to its message being stored (when a platform may be
 acknowledged), to its first delta and to its final answer, chat calls per reply, the CPU time
-of the event loop's thread alone, and memory: the bridge's RSS in all and per session, and the
-simulators'. What one delta costs the event loop: the warm round's loop CPU with ``--chunks
-100`` less that with ``--chunks 1``, over the deltas between them.
+of the event loop's thread alone, and memory: the bridge's RSS in all (after the cold round,
+and the most it held in both rounds) and per session, and the simulators'. What one delta
+costs the event loop: the warm round's loop CPU with ``--chunks 100`` less that with
+``--chunks 1``, over the deltas between them.
 
 The cold round creates each thread's files (workspace, plugin, store rows): what a new inode
 costs the kernel there is measured in the bridge's scratch folder before its rounds and shown
@@ -138,6 +139,7 @@ class LevelResult:
     rounds: list[RoundResult] = field(default_factory=list)
     rss_start: int = 0
     rss_sessions: int = 0  # after the cold round, with N sessions alive
+    rss_peak: int = 0  # the most the variant's process held, by the end of its rounds
     simulators_rss: int = 0
     simulators: int = 0
     # CPU microseconds to create one file or directory where this variant kept its files.
@@ -265,6 +267,7 @@ async def run_bridge(
                     level.simulators = len(sims)
                     level.simulators_rss = sum(rss_bytes(pid) for pid in sims)
             level.rounds[-1].errors += len(adapter.notices)  # "slots busy" and the like
+            level.rss_peak = rss_bytes(field="VmHWM")
             await bridge.core.shutdown()
             tg.cancel_scope.cancel()
     return level
@@ -326,6 +329,7 @@ async def drive_direct(
                 sims = children_of(os.getpid())
                 level.simulators = len(sims)
                 level.simulators_rss = sum(rss_bytes(pid) for pid in sims)
+        level.rss_peak = rss_bytes(field="VmHWM")
     finally:
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
@@ -415,6 +419,7 @@ def best_of(runs: Sequence[LevelResult]) -> LevelResult:
         first,
         rounds=rounds,
         rss_sessions=max(run.rss_sessions for run in runs),
+        rss_peak=max(run.rss_peak for run in runs),
         inode_us=min(run.inode_us for run in runs),
     )
 
@@ -498,6 +503,7 @@ def report(
         cells += [
             f"{bridge.rss_start / MIB:.0f}",
             f"{bridge.rss_sessions / MIB:.0f}",
+            f"{bridge.rss_peak / MIB:.0f}",
             f"{added / threads / 1024:.0f}",
             f"{direct_added / threads / 1024:.0f}",
             f"{bridge.simulators_rss / MIB:.0f} ({bridge.simulators})",
@@ -515,6 +521,7 @@ def report(
                 "cold, direct's files not counted",
                 "bridge RSS start MiB",
                 "with N sessions MiB",
+                "peak MiB",
                 "per session KiB",
                 "direct per process KiB",
                 "simulators RSS MiB (procs)",

@@ -16,6 +16,7 @@ def _run(cold: float, warm: float, *, errors: int = 0, rss: int = 100, inode: fl
             RoundResult("warm", cpu=warm, deltas=20_000),
         ],
         rss_sessions=rss,
+        rss_peak=rss + 10,
         inode_us=inode,
     )
 
@@ -26,6 +27,7 @@ def test_each_round_comes_from_the_run_where_it_cost_least() -> None:
     # Every run's errors count, whichever run a round comes from.
     assert best.rounds[0].errors == 1
     assert best.rss_sessions == 110  # memory: the most any run held
+    assert best.rss_peak == 120
     assert best.inode_us == 50.0
 
 
