@@ -361,7 +361,9 @@ class Cluster:
         for worker in workers.values():
             worker.lease.draining = True
         with anyio.move_on_after(deadline):
-            while any(w.busy for w in workers.values()):  # noqa: ASYNC110
+            # ``in_turn``, not ``busy``: a turn that has just taken its messages is not yet
+            # busy, and ending its lease then would leave them taken and never answered.
+            while any(w.in_turn for w in workers.values()):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         for worker in list(workers.values()):
             worker.lease.end()

@@ -80,6 +80,12 @@ class ThreadWorker:
     def busy(self) -> bool:
         return self._runner is not None and self._runner.busy
 
+    @property
+    def in_turn(self) -> bool:
+        """A turn is under way, counted from before it takes its messages from the inbox
+        (``busy`` only once it runs)."""
+        return self._runner is not None and self._runner.in_turn
+
     def interrupt(self, by: str) -> bool:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
         return self._runner is not None and self._runner.interrupt(by)
@@ -240,13 +246,16 @@ class ThreadWorker:
             signalled = self.wakeup.is_set
             self.wakeup.clear()
             self.deps.slots.set_idle(self.key, False)
-            # A draining instance starts no new turn; None: nothing was waiting.
+            waiting = woken or (
+                signalled
+                and not self.lease.draining
+                and await self.deps.store.has_pending(self.key)
+            )
+            # A draining instance starts no new turn. Looked at after the read above and with
+            # no pause before the turn counts as running (``in_turn``): a drain that began
+            # meanwhile either sees this turn running and waits for it, or is seen here.
             if self.lease.draining:
                 waiting = False
-            elif woken:
-                waiting = True
-            else:
-                waiting = signalled and await self.deps.store.has_pending(self.key)
             woken = False
             result = await self._runner.run(proc) if waiting else None
             if self.gate is not None:

@@ -181,6 +181,37 @@ async def test_graceful_drain_finishes_turns_and_hands_the_rest_over(
             assert len(a.adapter.finished()) >= 4, "A finished the turns it was running"
 
 
+async def test_a_drain_waits_for_a_turn_still_taking_its_messages(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """SIGTERM just as a turn has taken its messages from the inbox, before it runs: the drain
+    must count that turn as running and let it finish. Ending the lease there would cancel it
+    with its messages taken: neither answered nor left for another instance."""
+    async with instance(tmp_path, "a", postgres.new_database()) as a:
+        store = a.bridge.store
+        take_turn = store.take_turn
+        taken, go_on = anyio.Event(), anyio.Event()
+
+        async def held_after_taking(*args: Any, **kwargs: Any) -> Any:
+            result = await take_turn(*args, **kwargs)
+            taken.set()
+            await go_on.wait()
+            return result
+
+        store.take_turn = held_after_taking  # type: ignore[method-assign]
+        await a.say("hello [[reply hi there]]")
+        with anyio.fail_after(30):
+            await taken.wait()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(a.bridge.core.shutdown)
+            await anyio.sleep(0.5)  # the drain has looked for running turns by now
+            go_on.set()
+        [reply] = a.adapter.finished()
+        assert reply.outcome is not None and reply.outcome.error is None
+        assert not reply.outcome.interrupted and "hi there" in reply.outcome.final_text
+        assert not await store.running_turns() and not await store.threads_with_pending()
+
+
 async def test_a_thread_moved_without_shared_agy_state_starts_over_with_its_history(
     tmp_path: Path, postgres: Postgres
 ) -> None:
