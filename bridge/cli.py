@@ -161,6 +161,7 @@ async def wait_idle(core: Core, thread: ThreadRef) -> None:
     while True:
         worker = core.workers.get(thread.key)
         pending = await core.store.pending(thread.key)
-        if not pending and (worker is None or not worker.busy):
+        # ``in_turn``: a turn that has taken its messages has none pending before it runs.
+        if not pending and (worker is None or not worker.in_turn):
             return
         await anyio.sleep(0.05)

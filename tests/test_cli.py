@@ -1,0 +1,49 @@
+"""bridge.cli: the console's end of input waits for the thread's last turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bridge.cli import wait_idle
+from tests.core.harness import running, thread
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_turn_that_has_taken_its_messages_is_not_idle(tmp_path: Path) -> None:
+    """Between taking its messages from the inbox and running, a turn has nothing pending and
+    is not yet busy: ``wait_idle`` returning there would end the console before the answer."""
+    async with running(tmp_path) as h:
+        store = h.bridge.store
+        take_turn = store.take_turn
+        taken, go_on = anyio.Event(), anyio.Event()
+
+        async def held_after_taking(*args: Any, **kwargs: Any) -> Any:
+            result = await take_turn(*args, **kwargs)
+            taken.set()
+            await go_on.wait()
+            return result
+
+        store.take_turn = held_after_taking  # type: ignore[method-assign]
+        await h.say("hello [[reply hi there]]")
+        with anyio.fail_after(30):
+            await taken.wait()
+        idle = anyio.Event()
+
+        async def watch() -> None:
+            await wait_idle(h.bridge.core, thread())
+            idle.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            await anyio.sleep(0.3)
+            assert not idle.is_set(), "idle while the turn held its messages"
+            go_on.set()
+            with anyio.fail_after(30):
+                await idle.wait()
+        [reply] = h.adapter.finished()
+        assert reply.outcome is not None and "hi there" in reply.outcome.final_text
