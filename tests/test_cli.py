@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
 from bridge.cli import wait_idle
-from tests.core.harness import running, thread
+from tests.core.harness import hold_after_taking, running, thread
 
 pytestmark = pytest.mark.anyio
 
@@ -18,17 +17,7 @@ async def test_a_turn_that_has_taken_its_messages_is_not_idle(tmp_path: Path) ->
     """Between taking its messages from the inbox and running, a turn has nothing pending and
     is not yet busy: ``wait_idle`` returning there would end the console before the answer."""
     async with running(tmp_path) as h:
-        store = h.bridge.store
-        take_turn = store.take_turn
-        taken, go_on = anyio.Event(), anyio.Event()
-
-        async def held_after_taking(*args: Any, **kwargs: Any) -> Any:
-            result = await take_turn(*args, **kwargs)
-            taken.set()
-            await go_on.wait()
-            return result
-
-        store.take_turn = held_after_taking  # type: ignore[method-assign]
+        taken, go_on = hold_after_taking(h.bridge.store)
         await h.say("hello [[reply hi there]]")
         with anyio.fail_after(30):
             await taken.wait()

@@ -21,9 +21,18 @@ from bridge.core.events import (
     SubmitOutcome,
     ThreadRef,
 )
+from bridge.core.store import Store
 from tests.doubles import Changes, RecordedReply, RecordingAdapter
 
-__all__ = ["Changes", "Harness", "RecordedReply", "RecordingAdapter", "running", "thread"]
+__all__ = [
+    "Changes",
+    "Harness",
+    "RecordedReply",
+    "RecordingAdapter",
+    "hold_after_taking",
+    "running",
+    "thread",
+]
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
 
@@ -94,3 +103,20 @@ async def running(
     async with open_bridge(config, {"test": adapter}) as bridge:
         await bridge.core.recover()
         yield Harness(bridge, adapter, tmp)
+
+
+def hold_after_taking(store: Store) -> tuple[anyio.Event, anyio.Event]:
+    """Every turn of ``store``'s bridge stops just after it has taken its messages from the
+    inbox, before it runs: the first event is set then, and the turn goes on once the second
+    is set."""
+    take_turn = store.take_turn
+    taken, go_on = anyio.Event(), anyio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        result = await take_turn(*args, **kwargs)
+        taken.set()
+        await go_on.wait()
+        return result
+
+    store.take_turn = held  # type: ignore[method-assign]
+    return taken, go_on

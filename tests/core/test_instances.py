@@ -21,7 +21,7 @@ from bridge.config import build_config
 from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
 from bridge.core.leases import ForwardedDecision
 from bridge.core.store import ApprovalState, open_store
-from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, thread
+from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, hold_after_taking, thread
 from tests.faults.console import sim_conversation_messages
 from tests.pg import Postgres
 
@@ -189,16 +189,7 @@ async def test_a_drain_waits_for_a_turn_still_taking_its_messages(
     with its messages taken: neither answered nor left for another instance."""
     async with instance(tmp_path, "a", postgres.new_database()) as a:
         store = a.bridge.store
-        take_turn = store.take_turn
-        taken, go_on = anyio.Event(), anyio.Event()
-
-        async def held_after_taking(*args: Any, **kwargs: Any) -> Any:
-            result = await take_turn(*args, **kwargs)
-            taken.set()
-            await go_on.wait()
-            return result
-
-        store.take_turn = held_after_taking  # type: ignore[method-assign]
+        taken, go_on = hold_after_taking(store)
         await a.say("hello [[reply hi there]]")
         with anyio.fail_after(30):
             await taken.wait()
