@@ -380,6 +380,10 @@ class Core:
         if self.cluster.shared:
             # Another instance can carry on: let turns finish first, then hand threads over.
             await self.cluster.drain(self.deps.config.store.drain_seconds)
+        # No worker starts another turn from here on: what still waits stays pending for the
+        # next start, instead of being taken by a turn the end of the grace would cut off.
+        for worker in self.workers.values():
+            worker.lease.draining = True
         busy = [w for w in self.workers.values() if w.busy]
         for worker in busy:
             worker.interrupt("the bridge shutting down")

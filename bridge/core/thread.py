@@ -140,7 +140,9 @@ class ThreadWorker:
                     await self.lease.report_takeover()
                 while True:
                     self.wakeup.clear()
-                    if not await self.deps.store.has_pending(self.key):
+                    # A draining or stopping instance starts no new process: what waits stays
+                    # pending (for another instance, or this one's next start).
+                    if self.lease.draining or not await self.deps.store.has_pending(self.key):
                         break
                     await self._serve()
             clean = not self.lease.lost.is_set()
@@ -268,9 +270,10 @@ class ThreadWorker:
                 with anyio.move_on_after(result.exit_wait):
                     await proc.drain()
                 if result.state is TurnState.INTERRUPTED:
-                    # Carry on with a new process, same conversation. One that ignored SIGINT
-                    # is wedged: closing it ends its process group.
-                    return not proc.alive
+                    # Carry on with a new process, same conversation (unless the instance
+                    # drains or stops: then nothing new starts). One that ignored SIGINT is
+                    # wedged: closing it ends its process group.
+                    return not proc.alive and not self.lease.draining
                 continue
             self.deps.slots.set_idle(self.key, True)
             if not await self._idle(evict):

@@ -429,3 +429,18 @@ async def test_the_hook_flag_is_raised_only_while_a_turn_runs(tmp_path: Path) ->
         assert "between" in (await agy.wait_turns(3))[0]
         agy.say(result(response="third"))
         await w.adapter.wait_finished(3)
+
+
+async def test_a_shutdown_mid_turn_leaves_what_waits_for_the_next_start(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        first = await streaming_turn(w, "one")
+        await w.say("late")  # waits: agy has made no hook call since
+    assert first.interrupted == 1
+    assert len(w.agys.started) == 1, "no new agy (nor turn) for a message once the bridge stops"
+    async with world(tmp_path) as again:
+        await again.bridge.core.recover()
+        agy = await again.agys.nth(1)
+        blocks = await agy.wait_turns(1)
+        assert "late" in "\n".join(blocks), "the waiting message runs at the next start"
+        agy.say(result(response="done"))
+        await again.adapter.wait_finished(1)
