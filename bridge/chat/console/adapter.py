@@ -38,6 +38,8 @@ from bridge.core.events import (
 )
 from bridge.core.outcome import outcome_lines
 
+from .lines import InputLines
+
 _ANSWERS = {
     "y": ApprovalChoice.APPROVE,
     "yes": ApprovalChoice.APPROVE,
@@ -121,8 +123,9 @@ class ConsoleAdapter:
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         started()
         count = 0
+        lines = InputLines(self.stdin)
         while True:
-            line = await anyio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+            line = await lines.readline()
             if not line:
                 break
             text = line.rstrip("\n")

@@ -114,6 +114,26 @@ def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
     assert "seen by the agent mid-turn" in out
 
 
+
+def test_sigterm_ends_a_console_whose_input_stays_open(tmp_path: Path) -> None:
+    # A supervisor keeps stdin open: the console must not wait for it to close to exit.
+    proc = _open_console(tmp_path)
+    assert proc.stdin is not None
+    proc.stdin.write("hello [[reply first answer]]\n")
+    proc.stdin.flush()
+    assert proc.stdout is not None
+    _wait_until(lambda: "first answer" in (proc.stdout.readline() or ""), "no answer", 60)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the console did not exit on SIGTERM with stdin open") from None
+    finally:
+        proc.stdin.close()
+    assert code == 0, proc.stderr.read() if proc.stderr else ""
+
+
 def _wait_stored(db: Path, text: str) -> None:
     """Until the bridge has the line in its inbox (so the next hook call can take it)."""
     deadline = time.monotonic() + 30
