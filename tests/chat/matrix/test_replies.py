@@ -212,7 +212,7 @@ async def test_five_rooms_streaming_under_default_rate_limits_all_complete(
             async with world.adapter.open_reply(thread, None) as live:
                 for start in range(0, len(text), step):
                     await live.append(text[start : start + step])
-                    await anyio.sleep(0.5)
+                    await anyio.sleep(0.1)
                 await live.finish(TurnOutcome(final_text=text))
 
         # Count the homeserver's refusals (the queue tells the account's pacer of each).
