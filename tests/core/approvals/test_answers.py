@@ -13,7 +13,7 @@ import pytest
 from bridge.core.approvals.replies import Reply, parse_reply
 from bridge.core.events import ApprovalChoice, Author
 from tests.core.approvals.test_gate import approvals, request, workdir
-from tests.core.harness import thread, running
+from tests.core.harness import running, thread
 
 pytestmark = pytest.mark.anyio
 
