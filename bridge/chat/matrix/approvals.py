@@ -17,7 +17,7 @@ from nio.events import Event
 from bridge.chat.common.lru import LRUMap
 from bridge.core.events import ApprovalChoice, ApprovalRequest, ApprovalResult
 
-from .format import Limits, Renderer, with_relation
+from .format import Limits, Renderer, with_mentions, with_relation
 from .outbox import MatrixOutbox
 from .reply import SendFailed
 
@@ -54,14 +54,22 @@ class MatrixApprovals:
         # request event id -> the bot's reaction event ids on it
         self._reactions: LRUMap[str, list[str]] = LRUMap(remembered)
 
+    def request_content(self, request: ApprovalRequest) -> dict[str, Any]:
+        """The request message: the core's text (the command in a code block, HTML-escaped by
+        the renderer) and how to answer; it notifies no one (``m.mentions`` empty), whatever
+        the command holds."""
+        text = f"{request.text}\n\n{HOW_TO if request.always else _without_always()}"
+        content = with_mentions(self._renderer.pieces(text, self._limits)[0])
+        return with_relation(content, thread_root=request.thread.thread)
+
+    def result_content(self, result: ApprovalResult) -> dict[str, Any]:
+        return with_mentions(self._renderer.pieces(result.text, self._limits)[0])
+
     async def ask(
         self, outbox: MatrixOutbox, request: ApprovalRequest, remember: Callable[[str], None]
     ) -> str:
         thread = request.thread
-        text = f"{request.text}\n\n{HOW_TO if request.always else _without_always()}"
-        content: dict[str, Any] = self._renderer.pieces(text, self._limits)[0]
-        with_relation(content, thread_root=thread.thread)
-        event_id = await outbox.send(thread.channel, content)
+        event_id = await outbox.send(thread.channel, self.request_content(request))
         remember(event_id)
         keys = [APPROVE_KEY, *([ALWAYS_KEY] if request.always else []), DENY_KEY]
         reactions: list[str] = []
@@ -77,8 +85,7 @@ class MatrixApprovals:
         self, outbox: MatrixOutbox, request: ApprovalRequest, handle: str, result: ApprovalResult
     ) -> None:
         room = request.thread.channel
-        content = self._renderer.pieces(result.text, self._limits)[0]
-        await outbox.edit(room, handle, content)
+        await outbox.edit(room, handle, self.result_content(result))
         for reaction in self._reactions.pop(handle) or []:
             await outbox.redact(room, reaction)
 

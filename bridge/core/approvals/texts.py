@@ -22,6 +22,12 @@ def _longest_backticks(text: str) -> int:
     return best
 
 
+def _code(text: str) -> str:
+    # An inline code span the text cannot end early (a backtick shows as a quote: Slack's
+    # mrkdwn has no longer spans).
+    return "`" + text.replace("`", "'").replace("\n", " ") + "`"
+
+
 # Longer commands are shown cut, with a warning: the part not shown runs too.
 SHOWN_CHARS = 2500
 
@@ -52,7 +58,7 @@ def request_text(
     timeout: float,
 ) -> str:
     who = f" for {requested_by.label}" if requested_by else ""
-    what = "run this command" if tool == "run_command" else f"use `{tool}`"
+    what = "run this command" if tool == "run_command" else f"use {_code(tool)}"
     lines = [f"🔐 *Approval needed*: the agent wants to {what}{who}:", shown(summary)]
     if preview:
         lines.append(_fence(preview))
@@ -89,7 +95,7 @@ def result_text(
         line += f" by {by.label}"
     line += f" at {when}"
     if pattern:
-        line += f" (`{pattern}` now runs without asking here)"
+        line += f" ({_code(pattern)} now runs without asking here)"
     if reason:
         line += f": {reason}"
     return f"{line}\n{shown(summary)}"
