@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from bridge.chat.slack.approvals import DENY_ACTION_ID, request_blocks
-from bridge.chat.slack.format import mrkdwn_escape, neutralise_broadcasts
+from bridge.chat.slack.format import BroadcastGuard, mrkdwn_escape, neutralise_broadcasts
 from bridge.core.approvals.texts import request_text
 from bridge.core.events import ApprovalRequest, ThreadRef
-from tests.chat.slack.conftest import BOB, CHANNEL, mention_event
+from tests.chat.slack.conftest import BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.fake_slack import FakeSlack, Message, render_markdown, render_mrkdwn
 from tests.chat.slack.test_approvals import approvals, click, request
 from tests.chat.slack.test_end_to_end import live_bridge
@@ -118,3 +118,38 @@ async def test_the_agents_answer_never_pings_the_channel(
         assert "`make test`" in answer.visible, "code still renders as code"
         # Every message of ours in the thread (the streamed ones, the tool log) too.
         assert all(m.pings == [] for m in fake_slack.thread(CHANNEL, ts))
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 7])
+def test_a_mention_split_across_streamed_pieces_is_caught(step: int) -> None:
+    text = "a <!channel> b @here c <!subteam^S1|@devs> <!-- kept --> me@here.example @everyone"
+    guard = BroadcastGuard()
+    pieces = [guard.feed(text[i : i + step]) for i in range(0, len(text), step)]
+    joined = "".join(pieces) + guard.flush()
+    assert joined == neutralise_broadcasts(text)
+    assert render_markdown(joined).pings == ()
+    assert "<!-- kept -->" in joined and "me@here.example" in joined
+
+
+async def test_an_edit_into_an_answer_decides_nothing(fake_slack: FakeSlack, tmp_path: Path) -> None:
+    async with live_bridge(fake_slack, tmp_path, approvals()) as live:
+        ts = fake_slack.next_ts()
+        await fake_slack.push_event(mention_event("[[tool run_command touch e.txt]]", ts=ts))
+        asked = await request(fake_slack, ts)
+        said = fake_slack.next_ts()
+        await fake_slack.push_event(message_event("sounds fine", user=BOB, ts=said, thread_ts=ts))
+        # Bob edits his message into "approve": Slack sends message_changed.
+        edited = message_event("approve", user=BOB, ts=said, thread_ts=ts)
+        await fake_slack.push_event(
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "channel": CHANNEL,
+                "ts": fake_slack.next_ts(),
+                "message": {**edited, "edited": {"user": BOB, "ts": said}},
+                "previous_message": message_event("sounds fine", user=BOB, ts=said),
+            }
+        )
+        await click(fake_slack, asked, BOB, DENY_ACTION_ID)
+        await live.answer(ts, "denied by bob")
+        assert "Denied by bob" in asked.rendered, "the edit decided the request"
