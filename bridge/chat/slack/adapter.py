@@ -113,7 +113,13 @@ class SlackAdapter:
         self._notices = NoticeLedger()
         self._allowed_bots = frozenset(b.strip() for b in config.allowed_bots if b.strip())
         self._users = UserDirectory(self._client)
-        self._history = ThreadHistory(self._client, self._users, backoff=retry_backoff)
+        self._history = ThreadHistory(
+            self._client,
+            self._users,
+            access=self._access,
+            allowed_bots=self._allowed_bots,
+            backoff=retry_backoff,
+        )
         self._hosts = FileHosts(config.api_url)
         self._bot: BotIdentity | None = None
         self._tg: TaskGroup | None = None

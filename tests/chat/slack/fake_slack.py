@@ -100,6 +100,9 @@ class Message:
     stream_started: float = 0.0
     deleted: bool = False
     stream_args: dict[str, Any] = field(default_factory=dict)
+    # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
+    bot_id: str | None = None
+    username: str | None = None
 
     @property
     def visible(self) -> str:
@@ -422,6 +425,23 @@ class FakeSlack:
     ) -> Message:
         """A message written by a person (for history, or to reply under)."""
         message = Message(channel, self.next_ts(), user, thread_ts=thread_ts, text=text)
+        self.messages[message.ts] = message
+        return message
+
+    def add_webhook_message(
+        self, channel: str, bot_id: str, username: str, text: str, thread_ts: str | None = None
+    ) -> Message:
+        """A post by an incoming webhook: ``bot_message``, no user, the ``username`` its sender
+        chose (Slack lets a webhook call itself anything)."""
+        message = Message(
+            channel,
+            self.next_ts(),
+            "",
+            thread_ts=thread_ts,
+            text=text,
+            bot_id=bot_id,
+            username=username,
+        )
         self.messages[message.ts] = message
         return message
 
@@ -1052,6 +1072,10 @@ def _as_api_message(message: Message) -> dict[str, Any]:
     data: dict[str, Any] = {"type": "message", "ts": message.ts, "text": message.visible}
     if message.user == BOT_USER:
         data.update(user=BOT_USER, bot_id=BOT_ID)
+    elif message.bot_id:
+        data.update(subtype="bot_message", bot_id=message.bot_id)
+        if message.username:
+            data["username"] = message.username
     else:
         data["user"] = message.user
     if message.thread_ts:

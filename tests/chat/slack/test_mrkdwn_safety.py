@@ -131,7 +131,9 @@ def test_a_mention_split_across_streamed_pieces_is_caught(step: int) -> None:
     assert "<!-- kept -->" in joined and "me@here.example" in joined
 
 
-async def test_an_edit_into_an_answer_decides_nothing(fake_slack: FakeSlack, tmp_path: Path) -> None:
+async def test_an_edit_into_an_answer_decides_nothing(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
     async with live_bridge(fake_slack, tmp_path, approvals()) as live:
         ts = fake_slack.next_ts()
         await fake_slack.push_event(mention_event("[[tool run_command touch e.txt]]", ts=ts))
