@@ -54,23 +54,39 @@ class MatrixApprovals:
         # request event id -> the bot's reaction event ids on it
         self._reactions: LRUMap[str, list[str]] = LRUMap(remembered)
 
-    def request_content(self, request: ApprovalRequest) -> dict[str, Any]:
-        """The request message: the core's text (the command in a code block, HTML-escaped by
-        the renderer) and how to answer; it notifies no one (``m.mentions`` empty), whatever
-        the command holds."""
+    def request_contents(
+        self, request: ApprovalRequest, *, encrypted: bool = False
+    ) -> list[dict[str, Any]]:
+        """The request as messages: the core's text (the command in a code block, HTML-escaped
+        by the renderer) and how to answer. A request too long for one event goes out in
+        several, all of it shown; the last one (with "React ✅ …") is the one answered. None
+        notifies anyone (``m.mentions`` empty), whatever the command holds."""
         text = f"{request.text}\n\n{HOW_TO if request.always else _without_always()}"
-        content = with_mentions(self._renderer.pieces(text, self._limits)[0])
-        return with_relation(content, thread_root=request.thread.thread)
+        return [
+            with_relation(with_mentions(content), thread_root=request.thread.thread)
+            for content in self._renderer.pieces(text, self._limits, encrypted=encrypted)
+        ]
 
-    def result_content(self, result: ApprovalResult) -> dict[str, Any]:
-        return with_mentions(self._renderer.pieces(result.text, self._limits)[0])
+    def result_content(self, result: ApprovalResult, *, encrypted: bool = False) -> dict[str, Any]:
+        """The edit of the answered message. When the decision and the command do not fit one
+        event, the decision alone: the messages above still show the command."""
+        pieces = self._renderer.pieces(result.text, self._limits, encrypted=encrypted)
+        if len(pieces) > 1:
+            verdict = result.text.split("\n", 1)[0]
+            pieces = self._renderer.pieces(
+                f"{verdict}\n(the command is shown in the messages above)", self._limits
+            )
+        return with_mentions(pieces[0])
 
     async def ask(
         self, outbox: MatrixOutbox, request: ApprovalRequest, remember: Callable[[str], None]
     ) -> str:
         thread = request.thread
-        event_id = await outbox.send(thread.channel, self.request_content(request))
-        remember(event_id)
+        contents = self.request_contents(request, encrypted=outbox.encrypts(thread.channel))
+        event_id = ""
+        for content in contents:
+            event_id = await outbox.send(thread.channel, content)
+            remember(event_id)
         keys = [APPROVE_KEY, *([ALWAYS_KEY] if request.always else []), DENY_KEY]
         reactions: list[str] = []
         for key in keys:
@@ -85,7 +101,8 @@ class MatrixApprovals:
         self, outbox: MatrixOutbox, request: ApprovalRequest, handle: str, result: ApprovalResult
     ) -> None:
         room = request.thread.channel
-        await outbox.edit(room, handle, self.result_content(result))
+        content = self.result_content(result, encrypted=outbox.encrypts(room))
+        await outbox.edit(room, handle, content)
         for reaction in self._reactions.pop(handle) or []:
             await outbox.redact(room, reaction)
 
