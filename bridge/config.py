@@ -53,6 +53,9 @@ class BridgeSection(_Section):
     max_attachment_bytes: int = Field(default=25 * 1024 * 1024, gt=0)
     # Extra environment variable names (beyond the bridge's own tokens) never passed to agy.
     secret_env: list[str] = Field(default_factory=list)
+    # thread_history posts by authors the access lists do not serve (other people, apps,
+    # webhooks): "mark" shows them marked as such, "omit" leaves them out.
+    unlisted_history: Literal["mark", "omit"] = "mark"
 
 
 class AgySection(_Section):

@@ -35,6 +35,8 @@ from bridge.core.events import (
     ThreadRef,
 )
 from bridge.core.leases import Lease, Leases
+from bridge.core.scrub import Scrubber
+from bridge.core.scrubbed import scrubbed
 from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
@@ -411,7 +413,8 @@ async def open_core(
             store=store,
             runtime=runtime,
             slots=ProcessSlots(config.agy.max_processes),
-            adapters=adapters,
+            # Every text posted outside a turn's stream is scrubbed here.
+            adapters=scrubbed(adapters, Scrubber(config.secret_values())),
             task_group=tg,
             mcp_servers=mcp_servers,
             open_process=open_process,

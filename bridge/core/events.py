@@ -164,6 +164,9 @@ class HistoryEntry(_Model):
     author: Author
     text: str
     at: datetime | None = None
+    # Whether the author is someone the access lists serve (or the bridge itself). An adapter
+    # that cannot tell leaves it False: the agent is then told the words are not a teammate's.
+    listed: bool = False
 
 
 class LiveReply(Protocol):

@@ -52,6 +52,31 @@ def _closes_fence(line: str, marker: str) -> bool:
     )
 
 
+def fenced_parts(text: str) -> list[tuple[bool, list[str]]]:
+    """``text`` as runs of lines, ``(True, the code lines)`` for each fenced code block (its
+    fence lines left out, an unclosed one running to the end) and ``(False, lines)`` between."""
+    parts: list[tuple[bool, list[str]]] = []
+    marker: str | None = None
+    lines: list[str] = []
+    for line in text.split("\n"):
+        if marker is None:
+            found = _opens_fence(line)
+            if found is None:
+                lines.append(line)
+                continue
+            if lines:
+                parts.append((False, lines))
+            marker, lines = found, []
+        elif _closes_fence(line, marker):
+            parts.append((True, lines))
+            marker, lines = None, []
+        else:
+            lines.append(line)
+    if lines or marker is not None:
+        parts.append((marker is not None, lines))
+    return parts
+
+
 def open_fence_at_end(text: str) -> tuple[str, str] | None:
     """``(opener line, marker)`` of a code fence left open at the end of ``text``, if any."""
     opener: str | None = None

@@ -19,6 +19,7 @@ from typing import TextIO
 
 import anyio
 
+from bridge.core.approvals.texts import visible
 from bridge.core.events import (
     ApprovalChoice,
     ApprovalRequest,
@@ -158,7 +159,7 @@ class ConsoleAdapter:
     async def ask_approval(self, request: ApprovalRequest) -> str:
         handle = f"approval:{request.id}"
         self._asking = handle
-        for line in request.text.splitlines():
+        for line in visible(request.text).split("\n"):
             self._notice(line)
         self._notice("approve? [y/a/N]" if request.always else "approve? [y/N]")
         return handle
@@ -168,7 +169,7 @@ class ConsoleAdapter:
     ) -> None:
         if self._asking == handle:
             self._asking = None
-        for line in result.text.splitlines():
+        for line in visible(result.text).split("\n"):
             self._notice(line)
 
     def _notice(self, text: str) -> None:

@@ -300,4 +300,4 @@ class MatrixAdapter:
         )
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
-        return await history_module.history(self._connected().client, thread, limit)
+        return await history_module.history(self._connected().client, thread, limit, self._policy)

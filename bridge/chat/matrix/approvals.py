@@ -17,7 +17,7 @@ from nio.events import Event
 from bridge.chat.common.lru import LRUMap
 from bridge.core.events import ApprovalChoice, ApprovalRequest, ApprovalResult
 
-from .format import Limits, Renderer, with_relation
+from .format import Limits, Renderer, with_mentions, with_relation
 from .outbox import MatrixOutbox
 from .reply import SendFailed
 
@@ -54,15 +54,39 @@ class MatrixApprovals:
         # request event id -> the bot's reaction event ids on it
         self._reactions: LRUMap[str, list[str]] = LRUMap(remembered)
 
+    def request_contents(
+        self, request: ApprovalRequest, *, encrypted: bool = False
+    ) -> list[dict[str, Any]]:
+        """The request as messages: the core's text (the command in a code block, HTML-escaped
+        by the renderer) and how to answer. A request too long for one event goes out in
+        several, all of it shown; the last one (with "React ✅ …") is the one answered. None
+        notifies anyone (``m.mentions`` empty), whatever the command holds."""
+        text = f"{request.text}\n\n{HOW_TO if request.always else _without_always()}"
+        return [
+            with_relation(with_mentions(content), thread_root=request.thread.thread)
+            for content in self._renderer.pieces(text, self._limits, encrypted=encrypted)
+        ]
+
+    def result_content(self, result: ApprovalResult, *, encrypted: bool = False) -> dict[str, Any]:
+        """The edit of the answered message. When the decision and the command do not fit one
+        event, the decision alone: the messages above still show the command."""
+        pieces = self._renderer.pieces(result.text, self._limits, encrypted=encrypted)
+        if len(pieces) > 1:
+            verdict = result.text.split("\n", 1)[0]
+            pieces = self._renderer.pieces(
+                f"{verdict}\n(the command is shown in the messages above)", self._limits
+            )
+        return with_mentions(pieces[0])
+
     async def ask(
         self, outbox: MatrixOutbox, request: ApprovalRequest, remember: Callable[[str], None]
     ) -> str:
         thread = request.thread
-        text = f"{request.text}\n\n{HOW_TO if request.always else _without_always()}"
-        content: dict[str, Any] = self._renderer.pieces(text, self._limits)[0]
-        with_relation(content, thread_root=thread.thread)
-        event_id = await outbox.send(thread.channel, content)
-        remember(event_id)
+        contents = self.request_contents(request, encrypted=outbox.encrypts(thread.channel))
+        event_id = ""
+        for content in contents:
+            event_id = await outbox.send(thread.channel, content)
+            remember(event_id)
         keys = [APPROVE_KEY, *([ALWAYS_KEY] if request.always else []), DENY_KEY]
         reactions: list[str] = []
         for key in keys:
@@ -77,7 +101,7 @@ class MatrixApprovals:
         self, outbox: MatrixOutbox, request: ApprovalRequest, handle: str, result: ApprovalResult
     ) -> None:
         room = request.thread.channel
-        content = self._renderer.pieces(result.text, self._limits)[0]
+        content = self.result_content(result, encrypted=outbox.encrypts(room))
         await outbox.edit(room, handle, content)
         for reaction in self._reactions.pop(handle) or []:
             await outbox.redact(room, reaction)

@@ -10,6 +10,7 @@ and base64 adds a third, so Cyrillic text grows about sixfold. Pieces are cut by
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,8 +114,26 @@ def _markdown() -> MarkdownIt:
     return md
 
 
+# "@room" in a plain ``body`` notifies the whole room (the legacy ``.m.rule.roomnotif`` push
+# rule, for servers and clients that predate intentional mentions).
+_ROOM_MENTION = re.compile(r"@(?=room\b)", re.IGNORECASE)
+
+
+def neutralise_room_mention(body: str) -> str:
+    """``body`` with every ``@room`` made inert by a zero-width space after the ``@``: it reads
+    the same and notifies no one. The HTML (``formatted_body``), which no push rule reads,
+    keeps the text exactly."""
+    return _ROOM_MENTION.sub("@\u200b", body)
+
+
 class Renderer:
-    """Markdown to ``(body, formatted_body)``; one instance per adapter (the parser is costly)."""
+    """Markdown to ``(body, formatted_body)``; one instance per adapter (the parser is costly).
+
+    The agent's text and everything quoted from users is untrusted: raw HTML in it is escaped,
+    never passed through (``formatted_body`` holds only what the Markdown itself makes), and
+    ``@room`` in the plain ``body`` is neutralised (:func:`neutralise_room_mention`); whom a
+    message notifies is said only by ``m.mentions`` (:func:`with_mentions`), never ``room``.
+    """
 
     def __init__(self) -> None:
         self._md = _markdown()
@@ -129,7 +148,7 @@ class Renderer:
 
     def content(self, markdown: str, *, msgtype: str = "m.text") -> dict[str, Any]:
         """A message content with a plain ``body`` (the Markdown itself) and HTML."""
-        content: dict[str, Any] = {"msgtype": msgtype, "body": markdown}
+        content: dict[str, Any] = {"msgtype": msgtype, "body": neutralise_room_mention(markdown)}
         html = self.html(markdown)
         if html and html != f"<p>{_escape(markdown)}</p>":
             content["format"] = HTML_FORMAT
@@ -165,7 +184,10 @@ class Renderer:
         size = text_size(encrypted)
         if smaller < 256:
             # Pathological text (every character escaped many times): send it as plain text.
-            return [{"msgtype": "m.text", "body": p} for p in split_markdown(piece, 4_096, size)]
+            return [
+                {"msgtype": "m.text", "body": neutralise_room_mention(p)}
+                for p in split_markdown(piece, 4_096, size)
+            ]
         out: list[dict[str, Any]] = []
         for part in split_markdown(piece, smaller, size):
             out.extend(self._fitted(part, smaller, event_bytes, encrypted))

@@ -1,8 +1,10 @@
-"""A room's or a thread's earlier messages, oldest first, with edits applied."""
+"""A room's or a thread's earlier messages, oldest first, with edits applied; each says
+whether its sender is someone the access lists serve here (or the bot itself)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +23,7 @@ from nio.api import MessageDirection, RelationshipType
 from nio.events import Event
 from nio.exceptions import EncryptionError, LocalProtocolError
 
+from bridge.chat.common.access import AccessRule
 from bridge.core.events import HistoryEntry, ThreadRef
 
 from .events import MESSAGE_TYPES, author_of, content_of, is_edit, message_text, relation_of
@@ -100,9 +103,15 @@ async def bundled_edits(client: AsyncClient, room_id: str, events: list[Event]) 
 
 
 def entries(
-    room: MatrixRoom, events: list[Event], limit: int, bundled: dict[str, str] | None = None
+    room: MatrixRoom,
+    events: list[Event],
+    limit: int,
+    bundled: dict[str, str] | None = None,
+    *,
+    listed: Callable[[str], bool] = lambda sender: False,
 ) -> list[HistoryEntry]:
-    """Messages among ``events`` (oldest first) as history, each with its newest edit."""
+    """Messages among ``events`` (oldest first) as history, each with its newest edit;
+    ``listed(sender)`` says whose words are a teammate's."""
     bundled = bundled or {}
     edits: dict[tuple[str, str], str] = {}
     for event in events:
@@ -125,6 +134,7 @@ def entries(
                 author=author_of(room, event.sender),
                 text=text,
                 at=datetime.fromtimestamp(event.server_timestamp / 1000, tz=UTC),
+                listed=listed(event.sender),
             )
         )
     return out[-limit:] if limit > 0 else []
@@ -178,7 +188,9 @@ async def thread_history(
     return events
 
 
-async def history(client: AsyncClient, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
+async def history(
+    client: AsyncClient, thread: ThreadRef, limit: int, policy: AccessRule
+) -> list[HistoryEntry]:
     room = client.rooms.get(thread.channel)
     if room is None or limit <= 0:
         return []
@@ -191,4 +203,9 @@ async def history(client: AsyncClient, thread: ThreadRef, limit: int) -> list[Hi
     except (ClientError, TimeoutError, OSError) as exc:
         log.warning("history of %s failed: %s", thread.key, type(exc).__name__)
         return []
-    return entries(room, events, limit, bundled)
+    own = client.user_id
+
+    def listed(sender: str) -> bool:
+        return sender == own or policy.allows(sender, room.room_id)
+
+    return entries(room, events, limit, bundled, listed=listed)

@@ -39,7 +39,7 @@ from bridge.chat.slack.events import (
     ts_to_datetime,
 )
 from bridge.chat.slack.files import FileHosts, download
-from bridge.chat.slack.format import split_message
+from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.transport import (
@@ -113,7 +113,13 @@ class SlackAdapter:
         self._notices = NoticeLedger()
         self._allowed_bots = frozenset(b.strip() for b in config.allowed_bots if b.strip())
         self._users = UserDirectory(self._client)
-        self._history = ThreadHistory(self._client, self._users, backoff=retry_backoff)
+        self._history = ThreadHistory(
+            self._client,
+            self._users,
+            access=self._access,
+            allowed_bots=self._allowed_bots,
+            backoff=retry_backoff,
+        )
         self._hosts = FileHosts(config.api_url)
         self._bot: BotIdentity | None = None
         self._tg: TaskGroup | None = None
@@ -382,7 +388,7 @@ class SlackAdapter:
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         live = self._live.get(thread.key)
-        for chunk in split_message(text):
+        for chunk in split_message(neutralise_broadcasts(text)):
             await with_retries(
                 functools.partial(
                     self._client.chat_postMessage,

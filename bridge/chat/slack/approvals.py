@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.slack.access import AccessPolicy
 from bridge.chat.slack.client import CALL_ERRORS, with_retries
 from bridge.chat.slack.events import PLATFORM
-from bridge.chat.slack.format import plain_fallback
+from bridge.chat.slack.format import mrkdwn_fallback, mrkdwn_sections
 from bridge.chat.slack.users import UserDirectory
 from bridge.core.events import (
     ApprovalChoice,
@@ -41,14 +41,16 @@ ACTION_CHOICES = {
 }
 NOT_APPROVER_TEXT = "You may not approve or deny the agent's requests here; nothing changed."
 ALREADY_TEXT = "This request was already decided (or expired); nothing changed."
-# A section block's text is at most 3,000 characters.
-_SECTION_LIMIT = 3000
 
 
-def _section(text: str) -> dict[str, Any]:
-    if len(text) > _SECTION_LIMIT:
-        text = text[: _SECTION_LIMIT - 1] + "…"
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+def sections(markdown: str) -> list[dict[str, Any]]:
+    """The core's request or decision text as mrkdwn sections: escaped (a command holding
+    ``<!channel>`` shows as typed and pings no one), the command in a code block, each section
+    within Slack's limit as Slack counts it (escaped)."""
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+        for text in mrkdwn_sections(markdown)
+    ]
 
 
 def request_blocks(request: ApprovalRequest) -> list[dict[str, Any]]:
@@ -80,7 +82,7 @@ def request_blocks(request: ApprovalRequest) -> list[dict[str, Any]]:
         }
     )
     return [
-        _section(request.text),
+        *sections(request.text),
         {"type": "actions", "block_id": "agy_bridge_approval", "elements": buttons},
     ]
 
@@ -110,7 +112,7 @@ class SlackApprovals:
                 self._client.chat_postMessage,
                 channel=thread.channel,
                 thread_ts=thread.thread or None,
-                text=plain_fallback(request.text),
+                text=mrkdwn_fallback(request.text),
                 blocks=request_blocks(request),
             ),
             what="approval request",
@@ -127,8 +129,8 @@ class SlackApprovals:
                 self._client.chat_update,
                 channel=thread.channel,
                 ts=handle,
-                text=plain_fallback(result.text),
-                blocks=[_section(result.text)],
+                text=mrkdwn_fallback(result.text),
+                blocks=sections(result.text),
             ),
             what="approval decision",
             thread_key=thread.key,

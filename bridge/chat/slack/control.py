@@ -13,7 +13,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bridge.chat.slack.format import tool_line
+from bridge.chat.slack.format import mrkdwn_escape, tool_line
 from bridge.core.events import ThreadRef, ToolActivity
 
 Retrying = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
@@ -26,17 +26,14 @@ FINAL_TOOL_LINES = 10
 _SECTION_LIMIT = 2_900
 
 
-def _mrkdwn_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 @dataclass
 class ToolLog:
     lines: list[str] = field(default_factory=list)
     keys: list[tuple[str, str]] = field(default_factory=list)
 
     def record(self, activity: ToolActivity) -> None:
-        line = _mrkdwn_escape(tool_line(activity))
+        # Cut before escaping (tool_line), escaped for the mrkdwn section it goes into.
+        line = mrkdwn_escape(tool_line(activity))
         key = (activity.name, activity.summary)
         if activity.state != "ACTIVE" and key in self.keys[-LIVE_TOOL_LINES:]:
             # The end of a call shown as ACTIVE: update its line in place.

@@ -1,4 +1,10 @@
-"""A Slack thread's earlier messages (``conversations.replies``) as :class:`HistoryEntry`."""
+"""A Slack thread's earlier messages (``conversations.replies``) as :class:`HistoryEntry`.
+
+A thread can hold posts the bridge would never serve: people outside ``allowed_users``, other
+apps, incoming webhooks. Each entry says whether its author is listed. An app's post is named
+by its bot id: a webhook's ``username`` is whatever its sender chose ("alice" as easily as
+anything), so it is shown as the app's claim, never as that person.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.slack.access import AccessPolicy
 from bridge.chat.slack.client import with_retries
 from bridge.chat.slack.events import BotIdentity, to_plain_text, ts_to_datetime
 from bridge.chat.slack.users import UserDirectory
@@ -20,10 +27,18 @@ _PAGE_SIZE = 200
 
 class ThreadHistory:
     def __init__(
-        self, client: AsyncWebClient, users: UserDirectory, *, backoff: float = 0.5
+        self,
+        client: AsyncWebClient,
+        users: UserDirectory,
+        *,
+        access: AccessPolicy,
+        allowed_bots: frozenset[str] = frozenset(),
+        backoff: float = 0.5,
     ) -> None:
         self._client = client
         self._users = users
+        self._access = access
+        self._allowed_bots = allowed_bots
         self._backoff = backoff
 
     async def entries(self, thread: ThreadRef, limit: int, bot: BotIdentity) -> list[HistoryEntry]:
@@ -34,9 +49,24 @@ class ThreadHistory:
                 author=await self._author(message, bot),
                 text=_text(message, bot),
                 at=ts_to_datetime(str(message.get("ts") or "")),
+                listed=self._listed(message, thread.channel, bot),
             )
             for message in messages[-limit:]
         ]
+
+    def _listed(self, message: dict[str, Any], channel: str, bot: BotIdentity) -> bool:
+        """The same rule as for a new message (:func:`bridge.chat.slack.events.parse_event`):
+        the bridge itself; an app only when listed in ``allowed_bots`` (and its user allowed,
+        where it posts as one); a person when the access lists allow them here."""
+        user = str(message.get("user") or "")
+        if _is_ours(message, bot):
+            return True
+        apps = {str(message[key]) for key in ("bot_id", "app_id") if message.get(key)}
+        if apps and not apps & self._allowed_bots:
+            return False
+        if not user:
+            return bool(apps)  # a listed app without a user of its own
+        return self._access.allows(user, channel)
 
     async def _replies(self, thread: ThreadRef) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -63,12 +93,20 @@ class ThreadHistory:
 
     async def _author(self, message: dict[str, Any], bot: BotIdentity) -> Author:
         user = str(message.get("user") or "")
-        if user == bot.user_id or (bot.bot_id and message.get("bot_id") == bot.bot_id):
+        if _is_ours(message, bot):
             return Author(id=bot.user_id, display_name=bot.name or "agy-bridge")
-        if user:
+        app = str(message.get("bot_id") or message.get("app_id") or "")
+        if user and not app:
             return await self._users.author(user)
-        name = str(message.get("username") or message.get("bot_id") or "unknown")
-        return Author(id=str(message.get("bot_id") or name), display_name=name)
+        # An app (a webhook, another bot): its id, and the name it gave itself as its claim.
+        claimed = str(message.get("username") or "").strip()
+        name = f"app {app or 'unknown'}" + (f' calling itself "{claimed}"' if claimed else "")
+        return Author(id=app or user or "unknown", display_name=name)
+
+
+def _is_ours(message: dict[str, Any], bot: BotIdentity) -> bool:
+    user = str(message.get("user") or "")
+    return user == bot.user_id or bool(bot.bot_id and message.get("bot_id") == bot.bot_id)
 
 
 def _text(message: dict[str, Any], bot: BotIdentity) -> str:

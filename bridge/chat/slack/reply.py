@@ -45,7 +45,12 @@ from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
 from bridge.chat.slack.control import ControlMessage, ToolLog
 from bridge.chat.slack.events import is_dm_channel
-from bridge.chat.slack.format import SPLIT_LIMIT, split_message
+from bridge.chat.slack.format import (
+    SPLIT_LIMIT,
+    BroadcastGuard,
+    neutralise_broadcasts,
+    split_message,
+)
 from bridge.chat.slack.status import StatusLine
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 from bridge.core.outcome import render_outcome
@@ -130,6 +135,8 @@ class SlackLiveReply:
             recipient.complete or is_dm_channel(thread.channel)
         )
         self._text = ""
+        # The agent's text never pings the whole channel (see bridge.chat.slack.format).
+        self._guard = BroadcastGuard()
         self._tools = ToolLog()
         self._control = ControlMessage(client, thread, self._tools)
         self._status = StatusLine(client, thread, no_status if no_status is not None else set())
@@ -162,7 +169,7 @@ class SlackLiveReply:
             return
         if self._first_text_at is None:
             self._first_text_at = anyio.current_time()
-        self._text += text
+        self._text += self._guard.feed(text)
         self._pump.poke()
 
     async def tool(self, activity: ToolActivity) -> None:
@@ -179,7 +186,8 @@ class SlackLiveReply:
         await self._pump.stop()
         await self._stop_keeper()
         try:
-            await self._render_final(render_outcome(outcome, self._text))
+            self._text += self._guard.flush()
+            await self._render_final(neutralise_broadcasts(render_outcome(outcome, self._text)))
         finally:
             try:
                 await self._control.finish(self._retrying)

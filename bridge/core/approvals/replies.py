@@ -1,6 +1,11 @@
-"""Typed answers to a waiting request: ``deny: use the staging db``, ``approve``, ``always``.
+"""Typed answers to a waiting request: ``approve``, ``always``, ``always: <pattern>``,
+``deny``, ``deny: use the staging db``.
 
-Only read while a request waits in the thread; any other message is for the agent.
+Only read while a request waits in the thread; any other message is for the agent. Free words
+("yes", "no", "ok", "allow", "approved") are *not* answers: the agent can ask the thread a
+yes/no question of its own while a request waits, and a teammate's "yes" to that question must
+not become an approval. Only the bridge's own words decide, and only in a new message: edits
+never reach here (the adapters drop them before they become messages).
 """
 
 from __future__ import annotations
@@ -10,20 +15,12 @@ from dataclasses import dataclass
 
 from bridge.core.events import ApprovalChoice
 
+# The whole message, and nothing else: a bare word, or "always:"/"deny:" with their text.
 _REPLY = re.compile(
-    r"\s*(?P<word>deny|denied|no|approve|approved|allow|yes|always)\b\s*(?::\s*(?P<reason>.*))?",
+    r"(?P<word>approve)|(?P<choice>always|deny)(?:\s*:\s*(?P<text>.*))?",
     re.IGNORECASE | re.DOTALL,
 )
-_WORDS = {
-    "deny": ApprovalChoice.DENY,
-    "denied": ApprovalChoice.DENY,
-    "no": ApprovalChoice.DENY,
-    "approve": ApprovalChoice.APPROVE,
-    "approved": ApprovalChoice.APPROVE,
-    "allow": ApprovalChoice.APPROVE,
-    "yes": ApprovalChoice.APPROVE,
-    "always": ApprovalChoice.ALWAYS,
-}
+_CHOICES = {"always": ApprovalChoice.ALWAYS, "deny": ApprovalChoice.DENY}
 
 
 @dataclass(frozen=True)
@@ -33,10 +30,12 @@ class Reply:
 
 
 def parse_reply(text: str) -> Reply | None:
-    """The answer in a message, when the whole message is one: ``deny``, ``deny: why``,
-    ``approve``, ``always`` or ``always: <pattern>``."""
+    """The answer in a message, when the whole message is one: ``approve``, ``always``,
+    ``always: <pattern>``, ``deny`` or ``deny: <reason>``."""
     match = _REPLY.fullmatch(text.strip())
     if match is None:
         return None
+    if match["word"] is not None:
+        return Reply(ApprovalChoice.APPROVE)
     # "deny the request because" is a sentence for the agent; only a bare word or word: text.
-    return Reply(_WORDS[match["word"].lower()], (match["reason"] or "").strip())
+    return Reply(_CHOICES[match["choice"].lower()], (match["text"] or "").strip())

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 
 from bridge.core.events import Author
 from bridge.core.store import ApprovalState
+
+
+def visible(text: str) -> str:
+    """``text`` with control and format characters (a carriage return, an escape sequence, a
+    right-to-left override, a zero-width space) written as escapes, so a command cannot hide,
+    overwrite or reorder itself where it is shown; line breaks and tabs kept."""
+    return "".join(
+        ch
+        if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")
+        else ascii(ch)[1:-1]
+        for ch in text
+    )
 
 
 def _fence(text: str) -> str:
@@ -22,16 +35,24 @@ def _longest_backticks(text: str) -> int:
     return best
 
 
+def _code(text: str) -> str:
+    # An inline code span the text cannot end early (a backtick shows as a quote: Slack's
+    # mrkdwn has no longer spans).
+    return "`" + text.replace("`", "'").replace("\n", " ") + "`"
+
+
 # Longer commands are shown cut, with a warning: the part not shown runs too.
 SHOWN_CHARS = 2500
 
 
 def shown(summary: str) -> str:
+    """The command in a code block, exactly: cut (with a warning) when long, its invisible
+    characters made visible."""
     if len(summary) <= SHOWN_CHARS:
-        return _fence(summary)
+        return _fence(visible(summary))
     rest = len(summary) - SHOWN_CHARS
     return (
-        _fence(summary[:SHOWN_CHARS])
+        _fence(visible(summary[:SHOWN_CHARS]))
         + f"\n⚠️ {rest:,} more characters are not shown here; deny unless you know what they do."
     )
 
@@ -52,10 +73,10 @@ def request_text(
     timeout: float,
 ) -> str:
     who = f" for {requested_by.label}" if requested_by else ""
-    what = "run this command" if tool == "run_command" else f"use `{tool}`"
+    what = "run this command" if tool == "run_command" else f"use {_code(tool)}"
     lines = [f"🔐 *Approval needed*: the agent wants to {what}{who}:", shown(summary)]
     if preview:
-        lines.append(_fence(preview))
+        lines.append(_fence(visible(preview)))
     lines.append(
         f"It waits {minutes(timeout)}, then it is denied. "
         "Reply `deny: <reason>` to deny and tell the agent why."
@@ -89,7 +110,7 @@ def result_text(
         line += f" by {by.label}"
     line += f" at {when}"
     if pattern:
-        line += f" (`{pattern}` now runs without asking here)"
+        line += f" ({_code(pattern)} now runs without asking here)"
     if reason:
         line += f": {reason}"
     return f"{line}\n{shown(summary)}"

@@ -119,3 +119,31 @@ def test_sigkill_while_waiting_then_the_request_reads_as_expired(tmp_path: Path)
     with sqlite3.connect(tmp_path / "data" / "bridge.sqlite3") as db:
         states = [row[0] for row in db.execute("SELECT state FROM approvals")]
     assert states == [ApprovalState.EXPIRED]
+
+
+def test_a_request_shows_terminal_control_characters_instead_of_obeying_them() -> None:
+    """A carriage return or an escape sequence in a command would let it overwrite itself on
+    the terminal (``rm -rf ~\\rls -la`` shows "ls -la"): they are printed visibly."""
+    import asyncio
+    import io
+
+    from bridge.chat.console.adapter import ConsoleAdapter
+    from bridge.core.approvals.texts import request_text
+    from bridge.core.events import ApprovalRequest
+
+    out = io.StringIO()
+    adapter = ConsoleAdapter(user="alice", stdin=io.StringIO(), stdout=out)
+    summary = "rm -rf ~/work\rls -la \x1b[2K\x1b[1Ads\u202e"
+    request = ApprovalRequest(
+        id="r",
+        thread=adapter.thread,
+        tool="run_command",
+        summary=summary,
+        text=request_text(
+            tool="run_command", summary=summary, preview="", requested_by=None, timeout=60
+        ),
+    )
+    asyncio.run(adapter.ask_approval(request))
+    shown = out.getvalue()
+    assert "\r" not in shown and "\x1b" not in shown and "\u202e" not in shown
+    assert "rm -rf ~/work\\rls -la \\x1b[2K\\x1b[1Ads\\u202e" in shown

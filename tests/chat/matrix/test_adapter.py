@@ -367,6 +367,7 @@ async def test_history_is_oldest_first_with_edits(synapse: Synapse, tmp_path: Pa
             entries = await world.adapter.history(world.thread(), 10)
             assert [e.text for e in entries] == ["first", "final answer", "second"]
             assert entries[0].author.display_name == "Alice Liddell"
+            assert all(e.listed for e in entries), "an allowed person and the bot are listed"
             assert [e.text for e in await world.adapter.history(world.thread(), 2)] == [
                 "final answer",
                 "second",

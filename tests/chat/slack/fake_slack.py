@@ -16,12 +16,21 @@ It is as strict as Slack where the bridge depends on it:
 - ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
   clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
 
-The fake keeps a model of the messages, so tests can read a thread as a person would see it.
+The fake keeps a model of the messages, so tests can read a thread as a person would see it:
+``Message.visible`` is the text as posted, ``Message.rendered`` what Slack shows of it, with
+mrkdwn's control sequences applied as Slack applies them (``<!channel>``, ``<!here>``,
+``<!everyone>`` and ``<!subteam^ID>`` ping many people, ``<url|label>`` shows only the label,
+``&lt;`` ``&gt;`` ``&amp;`` show ``<`` ``>`` ``&``), and ``Message.pings`` the channel-wide
+mentions a message makes, in its blocks, its ``text`` fallback (notifications) or its
+Markdown. For ``markdown_text`` the fake is stricter than what Slack documents: it counts the
+same ``<!…>`` sequences and bare ``@channel``/``@here``/``@everyone`` words as pings, since
+Slack does not say that its Markdown translation leaves them inert.
 """
 
 from __future__ import annotations
 
 import collections
+import html
 import itertools
 import json
 import math
@@ -37,6 +46,7 @@ from urllib.parse import urlencode
 import aiohttp
 import anyio
 from aiohttp import web
+from markdown_it import MarkdownIt
 from slack_sdk.signature import SignatureVerifier
 
 BOT_TOKEN = "xoxb-fake-bot-token"
@@ -90,6 +100,9 @@ class Message:
     stream_started: float = 0.0
     deleted: bool = False
     stream_args: dict[str, Any] = field(default_factory=dict)
+    # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
+    bot_id: str | None = None
+    username: str | None = None
 
     @property
     def visible(self) -> str:
@@ -101,12 +114,121 @@ class Message:
         return self.text or ""
 
     @property
+    def rendered(self) -> str:
+        """What a person sees in Slack: mrkdwn entities applied (see the module's docstring)."""
+        if self.markdown is not None:
+            return render_markdown(self.markdown).text
+        if self.blocks:
+            return "\n".join(r.text for r in self._block_renders() if r.text)
+        return render_mrkdwn(self.text or "").text
+
+    @property
+    def links(self) -> list[tuple[str, str]]:
+        """(url, label shown) of every link a person sees."""
+        return [link for r in self._renders() for link in r.links]
+
+    @property
+    def pings(self) -> list[str]:
+        """The channel-wide mentions (``channel``, ``here``, ``everyone``, ``subteam^ID``)."""
+        return [ping for r in self._renders() for ping in r.pings]
+
+    def _block_renders(self) -> list[Rendered]:
+        out: list[Rendered] = []
+        for block in self.blocks or []:
+            text = block.get("text")
+            if isinstance(text, dict) and text.get("type") == "mrkdwn":
+                out.append(render_mrkdwn(str(text.get("text", ""))))
+            elif isinstance(text, dict):
+                out.append(Rendered(str(text.get("text", ""))))
+        return out
+
+    def _renders(self) -> list[Rendered]:
+        if self.markdown is not None:
+            return [render_markdown(self.markdown)]
+        return [*self._block_renders(), render_mrkdwn(self.text or "")]
+
+    @property
     def buttons(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for block in self.blocks or []:
             if block.get("type") == "actions":
                 found.extend(e for e in block.get("elements", []) if e.get("type") == "button")
         return found
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    pings: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
+
+
+# A control sequence: everything between < and the next > (Slack allows no nesting).
+_ENTITY = re.compile(r"<([^<>]*)>")
+_BROADCASTS = ("channel", "here", "everyone")
+
+
+def _unescape(text: str) -> str:
+    # Slack's three entities only (&quot; and the rest show as typed).
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def render_mrkdwn(text: str) -> Rendered:
+    """What Slack shows of a mrkdwn text, and the channel-wide mentions it makes."""
+    out: list[str] = []
+    pings: list[str] = []
+    links: list[tuple[str, str]] = []
+    at = 0
+    for match in _ENTITY.finditer(text):
+        out.append(_unescape(text[at : match.start()]))
+        at = match.end()
+        target, _, label = match.group(1).partition("|")
+        label = _unescape(label)
+        if target.startswith("!"):
+            command = target[1:]
+            if command in _BROADCASTS or command.startswith("subteam^"):
+                pings.append(command)
+                out.append(label or f"@{command}")
+            else:  # <!date^…|fallback> and the like show their fallback
+                out.append(label)
+        elif target.startswith(("@", "#")):
+            out.append(target[0] + (label or target[1:]))
+        else:
+            url = _unescape(target)
+            links.append((url, label or url))
+            out.append(label or url)
+    out.append(_unescape(text[at:]))
+    return Rendered("".join(out), tuple(pings), tuple(links))
+
+
+_BARE_BROADCAST = re.compile(r"(?<![\w@])@(channel|here|everyone)\b")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def render_markdown(text: str) -> Rendered:
+    """What Slack shows of a ``markdown_text`` (standard Markdown): the rendered text, its
+    links, and (strictly, see the module docstring) the pings its raw text could make."""
+    pings = [m.group(1) for m in _ENTITY.finditer(text) if m.group(1).startswith("!")]
+    pings = [
+        p[1:].partition("|")[0]
+        for p in pings
+        if p[1:].partition("|")[0] in _BROADCASTS or p.startswith("!subteam^")
+    ]
+    pings += [m.group(1) for m in _BARE_BROADCAST.finditer(text)]
+    parser = MarkdownIt("commonmark", {"html": False})
+    links: list[tuple[str, str]] = []
+    for token in parser.parse(text):
+        children = token.children or []
+        for index, child in enumerate(children):
+            if child.type == "link_open":
+                label = []
+                for inner in children[index + 1 :]:
+                    if inner.type == "link_close":
+                        break
+                    label.append(inner.content)
+                links.append((str(child.attrGet("href") or ""), "".join(label)))
+    shown = html.unescape(_TAG.sub("", parser.render(text))).strip()
+    return Rendered(shown, tuple(pings), tuple(links))
 
 
 def _block_text(block: dict[str, Any]) -> str:
@@ -303,6 +425,23 @@ class FakeSlack:
     ) -> Message:
         """A message written by a person (for history, or to reply under)."""
         message = Message(channel, self.next_ts(), user, thread_ts=thread_ts, text=text)
+        self.messages[message.ts] = message
+        return message
+
+    def add_webhook_message(
+        self, channel: str, bot_id: str, username: str, text: str, thread_ts: str | None = None
+    ) -> Message:
+        """A post by an incoming webhook: ``bot_message``, no user, the ``username`` its sender
+        chose (Slack lets a webhook call itself anything)."""
+        message = Message(
+            channel,
+            self.next_ts(),
+            "",
+            thread_ts=thread_ts,
+            text=text,
+            bot_id=bot_id,
+            username=username,
+        )
         self.messages[message.ts] = message
         return message
 
@@ -933,6 +1072,10 @@ def _as_api_message(message: Message) -> dict[str, Any]:
     data: dict[str, Any] = {"type": "message", "ts": message.ts, "text": message.visible}
     if message.user == BOT_USER:
         data.update(user=BOT_USER, bot_id=BOT_ID)
+    elif message.bot_id:
+        data.update(subtype="bot_message", bot_id=message.bot_id)
+        if message.username:
+            data["username"] = message.username
     else:
         data["user"] = message.user
     if message.thread_ts:

@@ -53,3 +53,15 @@ def test_the_model_reads_who_denied_and_why() -> None:
 )
 def test_typed_answers(text: str, reply: Reply | None) -> None:
     assert parse_reply(text) == reply
+
+
+def test_a_command_cannot_hide_or_reorder_itself_in_the_request() -> None:
+    # A carriage return, an escape sequence, a right-to-left override, a zero-width space.
+    summary = "rm -rf ~\rls\x1b[2K \u202efdp.txt\u200b"
+    text = request_text(
+        tool="run_command", summary=summary, preview="a\rb", requested_by=None, timeout=60
+    )
+    assert not any(ch in text for ch in "\r\x1b\u202e\u200b")
+    assert "rm -rf ~\\rls\\x1b[2K \\u202efdp.txt\\u200b" in text and "a\\rb" in text
+    decided = result_text(summary, ApprovalState.DENIED, BOB, "")
+    assert "\u202e" not in decided and "\\u202e" in decided

@@ -1,0 +1,91 @@
+"""A chat adapter behind the secret scrubber: what the core hands a chat to post never carries
+a secret the config holds or a listener URL's token.
+
+The turn scrubs its streamed answer itself (a secret may straddle two pieces, see
+:class:`bridge.core.scrub.StreamScrubber`); everything else the bridge posts goes through here:
+the agent's ``post_message`` and ``post_file`` titles, approval requests (the command the agent
+wants to run, its preview) and their decisions, and the bridge's own notices (which quote
+commands, patterns and agy's errors). One place, so no new posting path can forget it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+from bridge.core.events import (
+    ApprovalRequest,
+    ApprovalResult,
+    AttachmentRef,
+    Author,
+    ChatAdapter,
+    HistoryEntry,
+    Inbound,
+    LiveReply,
+    Reaction,
+    ThreadRef,
+)
+from bridge.core.scrub import Scrubber
+
+
+class ScrubbedAdapter:
+    """``inner`` with every posted text scrubbed; anything else passes through unchanged."""
+
+    def __init__(self, inner: ChatAdapter, scrub: Scrubber) -> None:
+        self.inner = inner
+        self.platform = inner.platform
+        self._scrub = scrub
+
+    def __getattr__(self, name: str) -> Any:
+        # Adapter-specific extras (observe_retries, test hooks) stay reachable.
+        return getattr(self.inner, name)
+
+    async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
+        await self.inner.run(inbound, started)
+
+    def open_reply(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None
+    ) -> AbstractAsyncContextManager[LiveReply]:
+        # Scrubbed by the turn as a stream (see the module docstring).
+        return self.inner.open_reply(thread, reply_to, author)
+
+    async def post_message(self, thread: ThreadRef, text: str) -> None:
+        await self.inner.post_message(thread, self._scrub(text))
+
+    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+        await self.inner.post_file(thread, path, self._scrub(title) if title else title)
+
+    async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
+        await self.inner.react(thread, message_id, reaction)
+
+    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+        return await self.inner.fetch_attachment(ref, dest, max_bytes)
+
+    async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
+        return await self.inner.history(thread, limit)
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        return await self.inner.ask_approval(self._request(request))
+
+    async def settle_approval(
+        self, request: ApprovalRequest, handle: str, result: ApprovalResult
+    ) -> None:
+        shown = result.model_copy(
+            update={"text": self._scrub(result.text), "reason": self._scrub(result.reason)}
+        )
+        await self.inner.settle_approval(self._request(request), handle, shown)
+
+    def _request(self, request: ApprovalRequest) -> ApprovalRequest:
+        return request.model_copy(
+            update={
+                "text": self._scrub(request.text),
+                "summary": self._scrub(request.summary),
+                "preview": self._scrub(request.preview),
+            }
+        )
+
+
+def scrubbed(adapters: dict[str, ChatAdapter], scrub: Scrubber) -> dict[str, ChatAdapter]:
+    return {name: ScrubbedAdapter(adapter, scrub) for name, adapter in adapters.items()}
