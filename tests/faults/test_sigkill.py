@@ -90,7 +90,9 @@ def _one_cycle(
         deadline = time.monotonic() + rng.uniform(0.0, 1.5)
     else:
         run.wait_ready()
-        deadline = time.monotonic() + rng.uniform(0.1, 3.0)
+        # Turns take up to about a second (the directives): a window of two covers kills
+        # before, during and between them.
+        deadline = time.monotonic() + rng.uniform(0.1, 2.0)
     while time.monotonic() < deadline:
         sender.new_line(run, cycle)
         # Pacing the user's typing (not synchronisation): lines land mid-turn and between turns.
