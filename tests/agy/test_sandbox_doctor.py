@@ -16,6 +16,7 @@ from bridge.config import build_config
 from bridge.doctor import Report, _probe_sandbox
 from tests.agy.sandboxed import require_bwrap
 from tests.agy.test_sandbox import failing_bwrap
+from tests.doubles import signed_in
 
 SIM = [sys.executable, "-m", "bridge.simulator"]
 
@@ -25,7 +26,7 @@ def _doctor(
 ) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "config.toml"
     config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n{agy}\n')
-    env = {**os.environ, "AGY_SIM_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home"))}
     if path is not None:
         env["PATH"] = path
     return subprocess.run(
