@@ -154,6 +154,7 @@ async def sandboxed_bridge(
     config = load_config(path, environ={})
     adapter = RecordingAdapter()
     async with open_bridge(config, {"test": adapter}) as bridge:
-        assert bridge.runtime.isolation.isolated, bridge.runtime.isolation.problem
+        wanted = (agy or {}).get("isolation", "bwrap") == "bwrap"
+        assert bridge.runtime.isolation.isolated == wanted, bridge.runtime.isolation.problem
         await bridge.core.recover()
         yield Sandboxed(Harness(bridge, adapter, tmp), path)

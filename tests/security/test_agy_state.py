@@ -18,6 +18,7 @@ import pytest
 
 from tests.agy.sandboxed import Sandboxed, sandboxed_bridge
 from tests.core.harness import thread
+from tests.pg import Postgres
 
 pytestmark = pytest.mark.anyio
 
@@ -95,3 +96,126 @@ async def test_a_thread_cannot_configure_another_threads_agy_nor_read_its_conver
     # The operator's shared directory holds only its login: nothing either thread wrote.
     assert "GEMINI.md" not in shared and "mcp_config.json" not in shared
     assert not (tmp_path / "gemini" / "GEMINI.md").exists()
+
+
+def private_conversation(box: Sandboxed, where: object, conversation: str) -> Path:
+    """Where the thread's own agy (the simulator) keeps ``conversation``, seen from outside."""
+    session = box.session_dir(where)  # type: ignore[arg-type]
+    [found] = session.glob(f"agy-state/sim-home-*/conversations/{conversation}.json")
+    return found
+
+
+async def conversation_of(box: Sandboxed, where: object) -> str:
+    row = await box.h.bridge.store.thread(where.key)  # type: ignore[attr-defined]
+    assert row.conversation_id
+    return row.conversation_id
+
+
+async def test_the_login_is_read_only_and_a_refresh_by_agy_stays_in_its_process(
+    tmp_path: Path,
+) -> None:
+    """The decided behaviour: a thread cannot write the shared login (nor remove it); agy's
+    own refresh of an expired login fails to write back and runs on in memory; the operator
+    refreshes the login outside (running agy once), and the next process sees it."""
+    login = tmp_path / "sim-home" / "sim-login.json"
+    login.parent.mkdir(parents=True)
+    expired = {"account": "operator@agy-sim.invalid", "expiry": 1.0}
+    login.write_text(json.dumps(expired))
+    async with sandboxed_bridge(tmp_path) as box:
+        wrote = await box.run(A, f"echo forged > {login}; rm -f {login}; mv {login} x; cat {login}")
+        assert json.loads(login.read_text()) == expired, "agy's refresh was not written back"
+        private = box.session_dir(A) / "agy-state"
+        assert not list(private.glob("*/.login-*")), "the failed refresh left nothing behind"
+        # The operator signs in again outside: a new file in the login's place.
+        fresh = login.with_name("fresh.json")
+        fresh.write_text(json.dumps({"account": "renewed@agy-sim.invalid"}))
+        fresh.replace(login)
+        box.h.bridge.core.workers[A.key].request_restart()
+        seen = await box.run(A, f"cat {login}")
+    assert "Read-only file system" in wrote and "Device or resource busy" in wrote
+    assert "forged" not in wrote and "operator@agy-sim.invalid" in wrote
+    assert "renewed@agy-sim.invalid" in seen
+
+
+async def test_both_threads_resume_after_idle_and_after_a_bridge_restart(tmp_path: Path) -> None:
+    settings = {"idle_timeout": 0.5}
+    async with sandboxed_bridge(tmp_path, agy=settings) as box:
+        for where in (A, B):
+            await box.turn(where, f"first in {where.thread}")
+        ids = {where: await conversation_of(box, where) for where in (A, B)}
+        for where in (A, B):
+            await box.h.worker_gone(where)  # idle: agy was closed
+            await box.turn(where, f"after idle in {where.thread}")
+            assert await conversation_of(box, where) == ids[where]
+    async with sandboxed_bridge(tmp_path, agy=settings) as box:
+        box.h.adapter.sent = 100  # new event ids: the store remembers the old ones
+        for where in (A, B):
+            await box.turn(where, f"after restart in {where.thread}")
+            assert await conversation_of(box, where) == ids[where]
+        assert not box.h.adapter.notices, box.h.adapter.notices
+        for where in (A, B):
+            stored = private_conversation(box, where, ids[where]).read_text()
+            for said in ("first in", "after idle in", "after restart in"):
+                assert f"{said} {where.thread}" in stored
+            assert f"first in {({A: B, B: A}[where]).thread}" not in stored
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared state", "local state"])
+async def test_a_takeover_resumes_only_with_shared_agy_state(
+    tmp_path: Path, postgres: Postgres, shared: bool
+) -> None:
+    """Two instances with their own data directories and one store; agy's state directories
+    are the same folders, as on shared storage (``shared_agy_state``) or not."""
+    store = {"url": postgres.new_database(), "lease_seconds": 3, "shared_agy_state": shared}
+    async with sandboxed_bridge(tmp_path, data="a", store={**store, "instance": "a"}) as a:
+        await a.turn(A, "remember the word zebra")
+        before = await conversation_of(a, A)
+        await a.h.bridge.core.shutdown()
+    async with sandboxed_bridge(tmp_path, data="b", store={**store, "instance": "b"}) as b:
+        await b.h.say("what was the word?", where=A, event_id="question")
+        [answer] = await b.h.adapter.wait_finished(1, A)
+        assert answer.outcome is not None and answer.outcome.error is None
+        after = await conversation_of(b, A)
+        notices = [text for _, text in b.h.adapter.notices]
+    if shared:
+        assert after == before and not notices
+        folder = tmp_path / "sim-home" / ".agy-bridge-threads" / b.session_dir(A).name
+        stored = (folder / "conversations" / f"{after}.json").read_text()
+        assert "zebra" in stored and "what was the word" in stored
+    else:
+        assert after != before
+        assert any("moved to bridge instance `b`" in text for text in notices)
+        [fresh] = (tmp_path / "b").glob(
+            f"sessions/*/agy-state/sim-home-*/conversations/{after}.json"
+        )
+        assert "history so far" in fresh.read_text() and "zebra" in fresh.read_text()
+
+
+async def test_a_conversation_kept_in_the_shared_state_moves_into_its_thread(
+    tmp_path: Path,
+) -> None:
+    """The upgrade: before, every conversation lay in the shared state directory. At a
+    thread's first start its conversation moves into the thread's own state; where no file of
+    it is found (a layout the bridge does not know), the thread is told it starts a new one
+    and the agent is given the thread's history."""
+    async with sandboxed_bridge(tmp_path, agy={"isolation": "none"}) as old:
+        await old.turn(A, "remember the word zebra")
+        await old.turn(B, "remember the word yak")
+        ids = {where: await conversation_of(old, where) for where in (A, B)}
+    shared = tmp_path / "sim-home" / "conversations"
+    assert (shared / f"{ids[A]}.json").exists()
+    (shared / f"{ids[B]}.json").unlink()  # B's files are where the bridge cannot know
+    async with sandboxed_bridge(tmp_path) as box:
+        box.h.adapter.sent = 100
+        await box.turn(A, "what was the word?")
+        await box.turn(B, "what was the word?")
+        assert await conversation_of(box, A) == ids[A]
+        assert not (shared / f"{ids[A]}.json").exists(), "moved, not copied"
+        stored = private_conversation(box, A, ids[A]).read_text()
+        assert "zebra" in stored and "what was the word" in stored
+        new_b = await conversation_of(box, B)
+        notice = await box.h.adapter.wait_notice("could not resume")
+        first = private_conversation(box, B, new_b).read_text()
+    assert new_b != ids[B] and "given this thread's history as context" in notice
+    assert "history so far" in first and "yak" in first
+    assert not any(ids[A] in text for _, text in box.h.adapter.notices)
