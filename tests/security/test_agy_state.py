@@ -219,3 +219,26 @@ async def test_a_conversation_kept_in_the_shared_state_moves_into_its_thread(
     assert new_b != ids[B] and "given this thread's history as context" in notice
     assert "history so far" in first and "yak" in first
     assert not any(ids[A] in text for _, text in box.h.adapter.notices)
+
+
+async def test_links_left_in_the_private_state_lead_nowhere_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """An agent plants a link where a login entry will be bound (one the operator adds later)
+    and tries to reach its private state through its session directory: at the next start the
+    link is removed, not followed (bubblewrap would bind the login over the thread's hooks)."""
+    async with sandboxed_bridge(tmp_path) as box:
+        await box.turn(A, "hello")
+        hooks = box.session_dir(A) / ".agents" / "plugins" / "bridge" / "hooks.json"
+        before = hooks.read_text()
+        planted = await box.run(
+            A,
+            f"ln -s {hooks} {box.sim_home}/oauth_creds.json; "
+            f"ls -a {box.session_dir(A)}/agy-state; rm -rf {box.session_dir(A)}/agy-state",
+        )
+        (box.sim_home / "oauth_creds.json").write_text('{"operator": "login"}')  # added later
+        box.h.bridge.core.workers[A.key].request_restart()
+        seen = await box.run(A, f"cat {box.sim_home}/oauth_creds.json; cat {hooks}")
+        assert hooks.read_text() == before
+    assert "Device or resource busy" in planted  # the private folder is hidden there, pinned
+    assert '{"operator": "login"}' in seen and before.strip() in seen

@@ -216,8 +216,12 @@ def test_signed_out_print_mode_answers_an_error_result(sims: SimFactory) -> None
 
 @pytest.mark.parametrize(
     ("login", "words"),
-    [(None, "Please sign in"), ("not json", "Please sign in"), ("{}", "Please sign in")]
-    + [('{"account": "a@b.invalid", "quota": true}', "Individual quota reached")],
+    [
+        (None, "Please sign in"),
+        ("not json", "Please sign in"),
+        ("{}", "Please sign in"),
+        ('{"account": "a@b.invalid", "quota": true}', "Individual quota reached"),
+    ],
 )
 def test_the_login_file_fails_the_start_before_init(
     sims: SimFactory, login: str | None, words: str
