@@ -31,6 +31,7 @@ from bridge.app import open_bridge, start_adapters
 from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.approvals import APPROVE_ACTION_ID
 from bridge.config import build_config
+from tests.doubles import signed_in
 
 SAMPLES = 40
 GOAL_P99_SECONDS = 1.0
@@ -56,7 +57,7 @@ async def measure(samples: int) -> tuple[list[float], list[float]]:
             work = root / "work"
             marks = work / "marks"
             marks.mkdir(parents=True)
-            os.environ["AGY_SIM_HOME"] = str(root / "sim-home")
+            os.environ["AGY_SIM_HOME"] = str(signed_in(root / "sim-home"))
             config = build_config(
                 {
                     "bridge": {"data_dir": str(root / "data"), "log_level": "WARNING"},

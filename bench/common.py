@@ -39,7 +39,7 @@ from bridge.core.events import (
     IncomingMessage,
     SubmitOutcome,
 )
-from tests.doubles import RecordingAdapter
+from tests.doubles import RecordingAdapter, signed_in
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATOR = (sys.executable, "-m", "bridge.simulator")
@@ -166,7 +166,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def simulator_env(sim_home: Path, startup_delay: float = 0.0) -> dict[str, str]:
-    env = {**os.environ, "AGY_SIM_HOME": str(sim_home)}
+    env = {**os.environ, "AGY_SIM_HOME": str(signed_in(sim_home))}
     env.pop("AGY_SIM_STARTUP_DELAY", None)
     if startup_delay:
         env["AGY_SIM_STARTUP_DELAY"] = f"{startup_delay:g}"
@@ -335,7 +335,7 @@ def bridge_config(
 
     Unsandboxed unless asked (``isolation="bwrap"``): the sandbox's cost is measured on its own.
     """
-    env = {"AGY_SIM_HOME": str(sim_home)}
+    env = {"AGY_SIM_HOME": str(signed_in(sim_home))}
     if startup_delay:
         env["AGY_SIM_STARTUP_DELAY"] = f"{startup_delay:g}"
     raw: dict[str, Any] = {

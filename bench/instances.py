@@ -36,6 +36,7 @@ from bench.common import machine, ms, percentile, table, timing_adapter
 from bench.overhead import alternate, core_variant, running_bridge
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.store import open_store
+from tests.doubles import signed_in
 from tests.faults.console import console_env, start_console, write_config
 from tests.pg import Postgres, postgres_bin, start_postgres
 
@@ -103,7 +104,7 @@ def takeover(root: Path, url: str, kills: int, lease: float) -> list[tuple[float
                     inst / "config.toml",
                     name,
                     thread=f"T{n}",
-                    env=console_env(root, AGY_SIM_HOME=str(root / "sim-home")),
+                    env=console_env(root, AGY_SIM_HOME=str(signed_in(root / "sim-home"))),
                 )
             )
         a, b = consoles

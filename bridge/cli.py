@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from contextlib import AsyncExitStack
@@ -136,6 +137,10 @@ async def _console(config: Config, thread: str, user: str) -> int:
     if not agy_available(list(config.agy.command)):
         command = simulator_command()
         print(SIMULATOR_BANNER, file=sys.stderr, flush=True)
+        # The simulator, like agy, refuses to start signed out: sign the stand-in in (it keeps
+        # a login that is there).
+        env = {**os.environ, **config.agy.env}
+        await anyio.run_process([*command, "auth", "login"], env=env, check=False)
     adapter = ConsoleAdapter(thread=thread, user=user)
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -35,6 +35,16 @@ ENV_SECRETS: dict[str, tuple[str, str]] = {
 }
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
+
+# agy's login inside its state directory, as far as it is known (docs/agy.md, "agy's state"):
+# its file token storage, the credential files some builds and tools keep beside it, and the
+# project simulator's login.
+DEFAULT_LOGIN_ENTRIES = (
+    "antigravity-cli/antigravity-oauth-token",
+    "oauth_creds.json",
+    "google_accounts.json",
+    "sim-login.json",
+)
 
 
 class ConfigError(Exception):
@@ -79,8 +89,24 @@ class AgySection(_Section):
     # "bwrap": every agy process in its own bubblewrap sandbox (refuses to start where that
     # cannot work); "none": no isolation. Unset: bwrap wherever it works on this host.
     isolation: Literal["bwrap", "none"] | None = None
-    # agy's own state (its login and conversations), read-write inside every sandbox.
+    # agy's own state directories, shared by every thread outside a sandbox. Inside one, each
+    # thread gets a private directory in each one's place (conversations, settings, rules),
+    # where only the login entries of the shared directory are seen, read-only.
     state_dirs: list[Path] = Field(default_factory=lambda: [Path("~/.gemini")])
+    # agy's login: paths relative to a state directory (docs/agy.md says why these).
+    login_entries: list[str] = Field(default_factory=lambda: list(DEFAULT_LOGIN_ENTRIES))
+
+    @field_validator("login_entries")
+    @classmethod
+    def _relative_entries(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            parts = PurePosixPath(entry).parts
+            if not parts or entry.startswith("/") or any(p in ("..", ".") for p in parts):
+                raise ValueError(
+                    f"{entry!r}: each entry is a path relative to a state directory, "
+                    "without . or .."
+                )
+        return [str(PurePosixPath(entry)) for entry in entries]
 
 
 class IdentitySection(_Section):
@@ -183,8 +209,9 @@ class StoreSection(_Section):
     url: SecretStr | None = None
     # This instance's name among several (default: the host name).
     instance: str = ""
-    # agy's state directory (its home) is shared storage for every instance: a thread moved
-    # to another instance resumes its conversation there instead of starting a new one.
+    # agy's state directories are on storage every instance shares: each thread's private
+    # agy state is kept there too (one folder per thread), so a thread moved to another
+    # instance resumes its conversation there instead of starting a new one.
     shared_agy_state: bool = False
     # A thread's lease lapses this long after its instance was last heard from (PostgreSQL).
     lease_seconds: PositiveSeconds = 30.0

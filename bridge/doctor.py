@@ -8,6 +8,7 @@ contacted our MCP server (the proof that this build loads the session directory 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -23,10 +24,11 @@ from mcp.server.lowlevel import Server
 
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
+from bridge.agy.launch import build_env
 from bridge.agy.listener import hook_command, open_listener
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
-from bridge.agy.sandbox import Isolation, not_isolated, wrap
+from bridge.agy.sandbox import Isolation, not_isolated, state_layout, wrap
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
@@ -255,6 +257,70 @@ async def _probe_sandbox(config: Config, report: Report, isolation: Isolation) -
             report.bad(f"NOT so: {text}")
 
 
+# agy's login as a thread sees it: ``agy models`` inside a thread's sandbox, and each login
+# entry there read-only. The words come back on stdout, as for the sandbox probe.
+LOGIN_PROBE = """
+"$@" models >/dev/null 2>"$TMPDIR/models.err" && echo SIGNED_IN || sed -n 1p "$TMPDIR/models.err"
+for entry in $ENTRIES; do
+  [ -e "$entry" ] || continue
+  if [ -w "$entry" ]; then echo "WRITABLE $entry"; else echo "READONLY $entry"; fi
+done
+"""
+
+
+async def check_thread_login(config: Config, report: Report, isolation: Isolation) -> None:
+    """agy's login as a thread sees it: the shared login entries, read-only in its sandbox."""
+    sandbox = isolation.sandbox
+    if sandbox is None:
+        return
+    command = list(config.agy.command)
+    layout = state_layout(sandbox)
+    found = [shared / e for shared in layout.shared for e in layout.login_entries]
+    present = [str(path) for path in found if path.exists()]
+    if present:
+        report.ok("agy's login in its state directories: " + ", ".join(present))
+    else:
+        report.bad(
+            "none of [agy] login_entries is in agy's state directories "
+            f"({', '.join(str(s) for s in layout.shared)}): sign agy in as the bridge's user "
+            "(where no keyring runs agy keeps its login in a file), or set login_entries"
+        )
+    scratch = config.bridge.data_dir.resolve() / "doctor" / uuid.uuid4().hex[:8]
+    workdir, session = scratch / "work", scratch / "session"
+    workdir.mkdir(parents=True, exist_ok=True)
+    session.mkdir(parents=True, exist_ok=True)
+    env = build_env(launch_settings(config, command), os.environ, run_marker=uuid.uuid4().hex)
+    env.update(TMPDIR="/tmp", ENTRIES=" ".join(str(path) for path in found))
+    argv = wrap(
+        sandbox, ["sh", "-c", LOGIN_PROBE, "sh", *command], workdir=workdir, session_dir=session
+    )
+    try:
+        with anyio.fail_after(max(config.agy.help_timeout, 10) + 20):
+            done = await anyio.run_process(argv, env=env, cwd=workdir, check=False)
+    except (TimeoutError, OSError) as exc:
+        report.bad(f"the login probe in a thread's sandbox did not run: {exc}")
+        return
+    finally:
+        for shared in layout.shared:
+            shutil.rmtree(layout.private_dir(shared, session.resolve()), ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    said = done.stdout.decode("utf-8", "replace").splitlines()
+    if "SIGNED_IN" in said:
+        report.ok("agy is signed in inside a thread's sandbox (`agy models` answers there)")
+    else:
+        first = said[0] if said else "no output"
+        report.bad(
+            f"agy is NOT signed in inside a thread's sandbox: `agy models` says {first!r}. "
+            "Threads see only [agy] login_entries of agy's state: list there the files of "
+            "agy's login"
+        )
+    writable = [line.split(" ", 1)[1] for line in said if line.startswith("WRITABLE ")]
+    if writable:
+        report.bad("a thread could rewrite agy's login: " + ", ".join(writable))
+    elif any(line.startswith("READONLY ") for line in said):
+        report.ok("agy's login is read-only inside a thread's sandbox")
+
+
 def check_chats(config: Config, report: Report) -> None:
     chats = []
     if config.slack.configured:
@@ -463,6 +529,7 @@ async def doctor(config: Config, live: bool) -> int:
     await check_data_dir(config, report)
     await check_listener(report)
     isolation = await check_isolation(config, report, command)
+    await check_thread_login(config, report, isolation)
     check_chats(config, report)
     if live:
         if report.failed:

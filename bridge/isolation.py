@@ -66,7 +66,7 @@ def install_paths(command: Sequence[str]) -> list[Path]:
 def state_dirs(config: Config, command: Sequence[str]) -> list[Path]:
     dirs = [path.expanduser() for path in config.agy.state_dirs]
     if SIMULATOR_MODULE in command:
-        # The project's agy simulator keeps its conversations in its own home.
+        # The project's agy simulator keeps its state (login, conversations) in its own home.
         configured = config.agy.env.get("AGY_SIM_HOME") or os.environ.get("AGY_SIM_HOME")
         dirs.append(Path(configured) if configured else Path.home() / ".agy-sim")
     return [Path(os.path.abspath(path)) for path in dirs]
@@ -93,6 +93,8 @@ def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
         bwrap=bwrap,
         hidden=tuple(hidden),
         state_dirs=tuple(state_dirs(config, command)),
+        login_entries=tuple(config.agy.login_entries),
+        shared_agy_state=config.store.shared_agy_state,
         install=tuple(install_paths(command)),
         extras=tuple(extras),
     )

@@ -6,6 +6,7 @@ marks); benchmarks read when it was said and how many calls the core made.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -227,3 +228,13 @@ class RecordingAdapter:
         return await self.changes.until(
             lambda: next((n for _, n in self.notices if text in n), None), timeout
         )
+
+
+def signed_in(home: Path) -> Path:
+    """The simulator's state directory ``home`` with its login in it (as after ``agy`` was
+    signed in once): without one, the simulator refuses to start, as agy does."""
+    home.mkdir(parents=True, exist_ok=True)
+    login = home / "sim-login.json"
+    if not login.exists():
+        login.write_text(json.dumps({"account": "tester@agy-sim.invalid"}), encoding="utf-8")
+    return home

@@ -64,3 +64,14 @@ def test_example_config_is_valid() -> None:
     example = Path(__file__).resolve().parents[1] / "config.example.toml"
     config = load_config(example, environ={})
     assert config.agy.max_processes >= 1
+
+
+def test_the_example_lists_the_default_login_entries() -> None:
+    example = Path(__file__).resolve().parents[1] / "config.example.toml"
+    assert load_config(example, environ={}).agy.login_entries == build_config({}).agy.login_entries
+
+
+@pytest.mark.parametrize("entry", ["/etc/shadow", "../other", "a/../../b", ""])
+def test_a_login_entry_outside_the_state_directory_is_refused(entry: str) -> None:
+    with pytest.raises(ConfigError, match="login_entries"):
+        build_config({"agy": {"login_entries": [entry]}}, environ={})

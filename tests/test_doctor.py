@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.doubles import signed_in
+
 SIM = [sys.executable, "-m", "bridge.simulator"]
 
 
@@ -23,7 +25,7 @@ def _doctor(
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "AGY_SIM_HOME": str(tmp_path / "home"), **env},
+        env={**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home")), **env},
     )
 
 

@@ -176,7 +176,9 @@ class AgyRuntime:
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         return ProcessSpec(
-            argv=wrap(sandbox, argv, workdir=workdir, session_dir=session_dir),
+            argv=wrap(
+                sandbox, argv, workdir=workdir, session_dir=session_dir, conversation=conversation
+            ),
             env=env,
             cwd=workdir,
             init_timeout=self.init_timeout,

@@ -3,10 +3,12 @@
 The sandbox starts from an empty root and binds in only what one thread's agent needs:
 
 - read-write: the thread's working directory (for a git worktree also the repository's git
-  directory, where commits land), the thread's session directory, agy's own state directories
-  (its login and conversations), and a private ``/tmp``;
+  directory, where commits land), the thread's session directory, the thread's private agy
+  state directories (bound where agy expects its state, see :mod:`bridge.agy.private_state`),
+  and a private ``/tmp``;
 - read-only: the session directory's plugins (``.agents``: the hooks that gate tool calls, and
-  rule files that may be hard links shared with other sessions), the system (``/usr``,
+  rule files that may be hard links shared with other sessions), agy's login (the login
+  entries of the shared state directories, inside the private ones), the system (``/usr``,
   ``/etc``, ``/bin``, ``/lib*``, …), agy's installation and whatever the operator lists for the
   workspace;
 - hidden: everything else. Paths listed as hidden (the bridge's data directory, the config file
@@ -34,6 +36,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bridge.agy import private_state
 from bridge.agy.plugin import agents_dir
 
 # The system, visible read-only. Where one of them is a symlink (/bin -> usr/bin on merged-/usr
@@ -72,8 +75,12 @@ class Sandbox(BaseModel):
     bwrap: str
     # Never visible, even under a bound directory (data directory, config file, its folder).
     hidden: tuple[Path, ...] = ()
-    # agy's own state, read-write (created when missing).
+    # agy's own state directories: each thread sees a private directory in each one's place,
+    # with these entries of the shared one (agy's login) bound in read-only.
     state_dirs: tuple[Path, ...] = ()
+    login_entries: tuple[str, ...] = ()
+    # The private directories live on the shared state directories' storage (several instances).
+    shared_agy_state: bool = False
     # agy's installation, read-only.
     install: tuple[Path, ...] = ()
     extras: tuple[ExtraBinds, ...] = ()
@@ -180,7 +187,7 @@ def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
     if extra is not None:
         mounts += [Mount("ro-try", path) for path in _resolved(extra.read_only)]
         mounts += [Mount("rw-try", path) for path in _resolved(extra.read_write)]
-    own = [workdir, session_dir, *_resolved(sandbox.state_dirs)]
+    own = [workdir, session_dir]
     hidden_paths = _resolved(sandbox.hidden)
     common = git_common_dir(workdir)
     if common is not None and not any(
@@ -193,6 +200,7 @@ def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
     # link shared with other sessions. ``.agents`` rather than the plugin folder: a mount point
     # cannot be renamed, its parent could be (and a new plugin folder put in its place).
     mounts.append(Mount("ro", agents_dir(session_dir)))
+    mounts += state_mounts(sandbox, session_dir)
     mounts = _without_redundant(mounts, hidden_paths)
     binds = [m for m in mounts if m.kind in ("ro", "rw", "ro-try", "rw-try")]
     for hidden in hidden_paths:
@@ -233,15 +241,53 @@ def _without_redundant(mounts: list[Mount], hidden: list[Path]) -> list[Mount]:
     return kept
 
 
+# --- agy's state: a private directory per thread, the shared login read-only -----------------
+
+
+def state_layout(sandbox: Sandbox) -> private_state.StateLayout:
+    return private_state.StateLayout(
+        shared=tuple(_resolved(sandbox.state_dirs)),
+        login_entries=sandbox.login_entries,
+        on_shared_storage=sandbox.shared_agy_state,
+    )
+
+
+def state_mounts(sandbox: Sandbox, session_dir: Path) -> list[Mount]:
+    """Each private state directory where agy expects the shared one, the login on top of it
+    read-only (a file bind inside a writable bind is read-only), and the private directories'
+    folder hidden at its place in the session directory (as a mount point it cannot be moved
+    away and replaced by a link, and it is seen only where agy expects it)."""
+    mounts = []
+    for bind in private_state.binds(state_layout(sandbox), session_dir):
+        mounts.append(Mount("rw", bind.shared, bind.private))
+        mounts += [Mount("ro", entry) for entry in bind.login]
+    if sandbox.state_dirs and not sandbox.shared_agy_state:
+        mounts.append(Mount("tmpfs", session_dir / private_state.PRIVATE_DIR))
+    return mounts
+
+
+def prepare_state(sandbox: Sandbox, session_dir: Path, conversation: str | None) -> list[str]:
+    """Before a start: the private directories made safe to bind (see ``private_state``)."""
+    return private_state.prepare(state_layout(sandbox), session_dir.resolve(), conversation)
+
+
 def _resolved(paths: Iterable[Path]) -> list[Path]:
     return [Path(os.path.realpath(path.expanduser())) for path in paths]
 
 
-def wrap(sandbox: Sandbox, argv: Sequence[str], *, workdir: Path, session_dir: Path) -> list[str]:
-    """The bubblewrap command line that runs ``argv`` in this thread's sandbox."""
-    for state in _resolved(sandbox.state_dirs):
-        # agy creates its state on first login; a bind needs the directory to exist.
-        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+def wrap(
+    sandbox: Sandbox,
+    argv: Sequence[str],
+    *,
+    workdir: Path,
+    session_dir: Path,
+    conversation: str | None = None,
+) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` in this thread's sandbox.
+
+    ``conversation``: the one the thread resumes, moved into its private state the first time.
+    """
+    prepare_state(sandbox, session_dir, conversation)
     # Written by the plugin before agy starts; a session without one still gets it read-only.
     agents_dir(session_dir.resolve()).mkdir(mode=0o700, parents=True, exist_ok=True)
     args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]

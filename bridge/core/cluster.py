@@ -31,7 +31,7 @@ from bridge.core.leases import (
     Leases,
     leader_key,
 )
-from bridge.core.store import TurnState
+from bridge.core.store import Store, TurnState
 
 if TYPE_CHECKING:
     from bridge.core.core import Core
@@ -51,6 +51,24 @@ HANDOVER_NOTICE = (
     "given this thread's history as context."
 )
 HISTORY_LIMIT = 50
+
+
+async def history_context(store: Store, key: str) -> list[str]:
+    """The thread's history as one block for a new conversation's first turn (none if empty).
+
+    The messages waiting now are the first turn's own: the history is what came before."""
+    waiting = {m.text for m in await store.pending(key)}
+    history = [
+        f"{who}: {text}"
+        for _, who, text in await store.history(key, HISTORY_LIMIT)
+        if who == "agent" or text not in waiting
+    ]
+    if not history:
+        return []
+    return [
+        "(This chat thread was handled by an earlier conversation you cannot see. Its "
+        "history so far, oldest first, for context:)\n" + "\n".join(history)
+    ]
 
 
 def not_approver_text(who: Author) -> str:
@@ -157,18 +175,7 @@ class Cluster:
         await self.core.store.set_conversation(thread.key, None)
         lease.handover_from = other
         await self.core._say(thread, HANDOVER_NOTICE.format(name=self.leases.name, previous=other))
-        # The messages waiting now are the first turn's own: the history is what came before.
-        waiting = {m.text for m in await self.core.store.pending(thread.key)}
-        history = [
-            f"{who}: {text}"
-            for _, who, text in await self.core.store.history(thread.key, HISTORY_LIMIT)
-            if who == "agent" or text not in waiting
-        ]
-        if history:
-            lease.context = [
-                "(This chat thread was handled by an earlier conversation you cannot see. Its "
-                "history so far, oldest first, for context:)\n" + "\n".join(history)
-            ]
+        lease.context = await history_context(self.core.store, thread.key)
 
     def released(self, worker: ThreadWorker) -> None:
         """A worker ended: give its lease back, unless a successor already runs the thread."""

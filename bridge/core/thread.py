@@ -22,6 +22,7 @@ from bridge.agy.turn import TurnStatus
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.attachments import save_attachments
+from bridge.core.cluster import history_context
 from bridge.core.deps import CoreDeps
 from bridge.core.events import Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
@@ -361,10 +362,18 @@ class ThreadWorker:
             return False
         await self.deps.store.set_conversation(self.key, None)
         detail = self.scrub(exc.exit.stderr_tail.strip()) if exc.exit else ""
+        context = await history_context(self.deps.store, self.key)
+        if self._runner is not None:
+            self._runner.context = context
         await self._say(
             "⚠️ agy could not resume this thread's conversation"
             + (f" ({detail})" if detail else "")
-            + ". Starting a fresh conversation; earlier context is not available to the agent."
+            + ". Starting a fresh conversation"
+            + (
+                ", given this thread's history as context."
+                if context
+                else "; earlier context is not available to the agent."
+            )
         )
         return True
 

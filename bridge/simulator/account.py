@@ -1,24 +1,39 @@
 """The simulated login: where the simulator keeps its state, and whether agy may run.
 
-A signed-out agy (or one whose quota is used up) fails before ``init``: it writes its error
-on stderr, answers an ERROR ``result`` with an empty conversation id, and exits 1, whatever
-``--conversation`` asked for (the conversation is not touched). The state is the file
-``$AGY_SIM_HOME/account`` (``signed-out`` or ``quota``; absent or anything else: signed in), so
-a test can sign agy out and back in between two processes. ``AGY_SIM_SIGNED_OUT=1`` is the same
-as ``signed-out``.
+Like agy, the simulator keeps its login as a file in its state directory (``$AGY_SIM_HOME``,
+default ``~/.agy-sim``), beside its conversations: ``sim-login.json``, a JSON object whose
+``account`` names who signed in. Without that file (or with one that is not such an object)
+agy is signed out: it fails before ``init``, writes its error on stderr, answers an ERROR
+``result`` with an empty conversation id and exits 1, whatever ``--conversation`` asked for
+(the conversation is not touched). ``"quota": true`` in the login is an account whose quota is
+used up. ``AGY_SIM_SIGNED_OUT=1`` signs it out whatever the file says.
+
+The login carries an ``expiry`` (seconds since the epoch) as agy's token does. A process that
+finds it past refreshes it, as agy refreshes its access token, and writes the file back
+(atomically: a temporary file renamed over it). When that write fails (a read-only login, as
+in a thread's sandbox) it says so on stderr and runs on with the refreshed login in memory.
+
+``agy auth login`` (here: ``python -m bridge.simulator auth login``) signs in.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
+LOGIN_FILE = "sim-login.json"
 SIGNED_OUT_ERROR = "Please sign in: run `agy` once in a terminal to log in"
 QUOTA_ERROR = (
     "Individual quota reached for this account. Your quota resets at a later time; "
     "upgrade your plan for more."
 )
-_ERRORS = {"signed-out": SIGNED_OUT_ERROR, "quota": QUOTA_ERROR}
+TOKEN_LIFETIME = 3600.0
+DEFAULT_ACCOUNT = "simulated-user@agy-sim.invalid"
 
 
 def sim_home() -> Path:
@@ -26,12 +41,68 @@ def sim_home() -> Path:
     return Path(configured) if configured else Path.home() / ".agy-sim"
 
 
+def login_path() -> Path:
+    return sim_home() / LOGIN_FILE
+
+
+def read_login() -> dict[str, Any] | None:
+    """The login as stored, or None when signed out (no file, or not a login)."""
+    try:
+        data = json.loads(login_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("account"), str):
+        return None
+    return data if data["account"] else None
+
+
 def account_error() -> str | None:
-    """agy's words when the account cannot run a turn now, else ``None``."""
+    """agy's words when the account cannot run a turn now, else ``None`` (refreshing an
+    expired login on the way, as agy refreshes its token)."""
     if os.environ.get("AGY_SIM_SIGNED_OUT") == "1":
         return SIGNED_OUT_ERROR
+    login = read_login()
+    if login is None:
+        return SIGNED_OUT_ERROR
+    if login.get("quota") is True:
+        return QUOTA_ERROR
+    expiry = login.get("expiry")
+    if isinstance(expiry, (int, float)) and expiry < time.time():
+        refresh(login)
+    return None
+
+
+def refresh(login: dict[str, Any]) -> None:
+    refreshed = {
+        **login,
+        "expiry": time.time() + TOKEN_LIFETIME,
+        "refreshes": int(login.get("refreshes", 0)) + 1,
+    }
     try:
-        state = (sim_home() / "account").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return _ERRORS.get(state)
+        write_login(refreshed)
+    except OSError as exc:
+        sys.stderr.write(
+            f"warning: could not save the refreshed login ({exc}); using it for this process\n"
+        )
+
+
+def write_login(login: dict[str, Any]) -> None:
+    path = login_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".login-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(login, handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def sign_in(account: str = DEFAULT_ACCOUNT) -> str:
+    """``agy auth login``: keep a login that is there, else write one. Returns the account."""
+    login = read_login()
+    if login is not None:
+        return str(login["account"])
+    write_login({"account": account, "expiry": time.time() + TOKEN_LIFETIME})
+    return account

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import NoReturn
 
-from bridge.simulator.account import SIGNED_OUT_ERROR, account_error
+from bridge.simulator.account import SIGNED_OUT_ERROR, account_error, sign_in
 from bridge.simulator.flags import (
     VERSION,
     Options,
@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(commands: list[str]) -> int:
+    if commands[:2] == ["auth", "login"]:
+        # Real agy signs in through the browser; the simulator just writes its login.
+        sys.stdout.write(f"Authenticated as {sign_in()}\n")
+        return 0
     if commands[0] != "models":
         return _fail(f'error: unknown command "{commands[0]}" for "agy"', EXIT_USAGE)
     refused = account_error()

@@ -117,6 +117,34 @@ def load_plugins(add_dirs: list[str], warn: Warn, *, accept_url: bool = False) -
     return plugins
 
 
+GLOBAL = "global"
+
+
+def load_global(home: Path, warn: Warn, *, accept_url: bool = False) -> Plugin | None:
+    """What agy loads from its own state directory for every workspace: global rules
+    (``GEMINI.md``, applied whatever its front matter) and MCP servers (``mcp_config.json``,
+    under their own names). None when there is neither."""
+    rules = []
+    path = home / "GEMINI.md"
+    if path.is_file():
+        data = path.read_bytes()
+        truncated = len(data) > RULE_LIMIT
+        if truncated:
+            warn(f"warning: rule file {path} is {len(data)} bytes; cut at {RULE_LIMIT} bytes")
+            data = data[:RULE_LIMIT]
+        rules.append(Rule(path=path, text=data.decode("utf-8", "replace"), truncated=truncated))
+    servers = []
+    mcp_path = home / "mcp_config.json"
+    if mcp_path.is_file():
+        servers = [
+            McpServer(name=server.bare_name, bare_name=server.bare_name, url=server.url)
+            for server in parse_mcp_config(mcp_path, GLOBAL, accept_url=accept_url)
+        ]
+    if not rules and not servers:
+        return None
+    return Plugin(name=GLOBAL, root=home, mcp_servers=servers, rules=rules)
+
+
 def load_plugin(root: Path, warn: Warn, *, accept_url: bool = False) -> Plugin | None:
     name = _plugin_name(root / "plugin.json", warn)
     if name is None:

@@ -19,7 +19,7 @@ from bridge.simulator.context import Context, warn
 from bridge.simulator.events import Emitter
 from bridge.simulator.flags import Options
 from bridge.simulator.models import DEFAULT_MODEL, invalid_model_error, is_known
-from bridge.simulator.plugins import FatalConfigError, load_plugins
+from bridge.simulator.plugins import FatalConfigError, load_global, load_plugins
 from bridge.simulator.store import Conversation, ConversationStore, Usage
 from bridge.simulator.stream_input import Ignored, InputError, LineReader, parse_line
 from bridge.simulator.turn import ScriptedEnd, SimulatedCrash, TurnState, crash, run_turn
@@ -93,10 +93,11 @@ class PrintMode:
         if options.model is not None and not is_known(options.model):
             self._early_error(invalid_model_error(options.model, options.effort or ""))
             return None
+        accept_url = os.environ.get("AGY_SIM_ACCEPTS_URL") == "1"
         try:
-            plugins = load_plugins(
-                options.add_dirs, warn, accept_url=os.environ.get("AGY_SIM_ACCEPTS_URL") == "1"
-            )
+            plugins = load_plugins(options.add_dirs, warn, accept_url=accept_url)
+            found = load_global(self.home, warn, accept_url=accept_url)
+            plugins += [found] if found is not None else []
         except FatalConfigError as exc:
             self._early_error(str(exc))
             return None

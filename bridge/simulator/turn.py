@@ -155,6 +155,8 @@ async def _first_call_effects(ctx: Context, state: TurnState) -> None:
                 state.notes.append(
                     f"Rule {plugin.name}/{rule.path.name}: {len(rule.text.encode())} bytes{cut}"
                 )
+            for server in plugin.mcp_servers:
+                state.notes.append(f"MCP server {server.name} ({plugin.name})")
 
 
 async def _subagent(ctx: Context, state: TurnState) -> None:

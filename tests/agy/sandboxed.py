@@ -25,6 +25,7 @@ from bridge.config import load_config
 from bridge.core.events import ThreadRef
 from bridge.core.workspaces import place_for
 from tests.core.harness import SIMULATOR, Harness, RecordingAdapter
+from tests.doubles import signed_in
 
 
 @cache
@@ -49,30 +50,44 @@ def _toml(value: Any) -> str:
     return json.dumps(value)
 
 
-def write_config(root: Path, *, workspaces: list[dict[str, Any]] | None = None) -> Path:
-    """``root/etc/config.toml`` (with a secret in it) whose data directory is ``root/data``."""
-    sim_home = root / "sim-home"
-    agy = {
+def write_config(
+    root: Path,
+    *,
+    workspaces: list[dict[str, Any]] | None = None,
+    data: str = "data",
+    agy: dict[str, Any] | None = None,
+    store: dict[str, Any] | None = None,
+) -> Path:
+    """``root/etc/config.toml`` (with a secret in it) whose data directory is ``root/data``.
+
+    agy's state directories are ``root/gemini`` (in place of ``~/.gemini``) and the simulator's
+    home ``root/sim-home``, where the simulator is signed in."""
+    sim_home = signed_in(root / "sim-home")
+    settings = {
         "command": SIMULATOR,
         "init_timeout": 20,
         "stop_grace": 2,
         "isolation": "bwrap",
         "env": {"AGY_SIM_HOME": str(sim_home)},
+        "state_dirs": [str(root / "gemini")],
+        **(agy or {}),
     }
     lines = [
         "[bridge]",
-        f"data_dir = {json.dumps(str(root / 'data'))}",
+        f"data_dir = {json.dumps(str(root / data))}",
         "[approvals]",  # these tests run tools freely; approvals have tests of their own
         'mode = "off"',
         "[agy]",
-        *(f"{key} = {_toml(value)}" for key, value in agy.items()),
+        *(f"{key} = {_toml(value)}" for key, value in settings.items()),
         "[slack]",
         f"bot_token = {json.dumps('xoxb-config-secret-' + secrets.token_hex(8))}",
         "enabled = false",
     ]
+    if store:
+        lines += ["[store]", *(f"{k} = {_toml(v)}" for k, v in store.items())]
     for workspace in workspaces or []:
         lines += ["[[workspaces]]", *(f"{k} = {_toml(v)}" for k, v in workspace.items())]
-    path = root / "etc" / "config.toml"
+    path = root / "etc" / ("config.toml" if data == "data" else f"{data}.toml")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -83,6 +98,16 @@ class Sandboxed:
     h: Harness
     config_path: Path
     runs: int = 0
+
+    @property
+    def sim_home(self) -> Path:
+        """The simulator's shared state directory (its home, holding its login)."""
+        return self.h.tmp / "sim-home"
+
+    @property
+    def gemini(self) -> Path:
+        """The shared state directory in place of ``~/.gemini``."""
+        return self.h.tmp / "gemini"
 
     @property
     def data_dir(self) -> Path:
@@ -117,13 +142,19 @@ class Sandboxed:
 
 @asynccontextmanager
 async def sandboxed_bridge(
-    tmp: Path, *, workspaces: list[dict[str, Any]] | None = None
+    tmp: Path,
+    *,
+    workspaces: list[dict[str, Any]] | None = None,
+    data: str = "data",
+    agy: dict[str, Any] | None = None,
+    store: dict[str, Any] | None = None,
 ) -> AsyncIterator[Sandboxed]:
     require_bwrap()
-    path = write_config(tmp, workspaces=workspaces)
+    path = write_config(tmp, workspaces=workspaces, data=data, agy=agy, store=store)
     config = load_config(path, environ={})
     adapter = RecordingAdapter()
     async with open_bridge(config, {"test": adapter}) as bridge:
-        assert bridge.runtime.isolation.isolated, bridge.runtime.isolation.problem
+        wanted = (agy or {}).get("isolation", "bwrap") == "bwrap"
+        assert bridge.runtime.isolation.isolated == wanted, bridge.runtime.isolation.problem
         await bridge.core.recover()
         yield Sandboxed(Harness(bridge, adapter, tmp), path)

@@ -16,6 +16,7 @@ from bridge.agy import wire
 from bridge.agy.listener import Registration, open_listener, tool_hook_command, tool_hook_timing
 from bridge.agy.plugin import tool_hook_groups, write_plugin
 from bridge.agy.process import AgyProcess, ProcessExit, ProcessSpec, open_agy
+from tests.doubles import signed_in
 
 pytestmark = [
     pytest.mark.anyio,
@@ -73,7 +74,7 @@ def spec(tmp_path: Path, session_dir: Path) -> ProcessSpec:
     workdir.mkdir(exist_ok=True)
     return ProcessSpec(
         argv=[*SIM, *FLAGS, "--add-dir", str(session_dir)],
-        env={**os.environ, "AGY_SIM_HOME": str(tmp_path / "home")},
+        env={**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home"))},
         cwd=workdir,
         init_timeout=20,
         stop_grace=2,

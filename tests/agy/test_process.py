@@ -11,6 +11,7 @@ import pytest
 
 from bridge.agy import wire
 from bridge.agy.process import AgyStartError, ProcessExit, ProcessSpec, open_agy, pid_state
+from tests.doubles import signed_in
 
 pytestmark = pytest.mark.anyio
 SIM = [sys.executable, "-m", "bridge.simulator"]
@@ -20,7 +21,7 @@ FLAGS = ["--input-format", "stream-json", "--output-format", "stream-json", "--p
 def spec(tmp_path: Path, *extra: str, init_timeout: float = 20, **env: str) -> ProcessSpec:
     return ProcessSpec(
         argv=[*SIM, *FLAGS, *extra],
-        env={**os.environ, "AGY_SIM_HOME": str(tmp_path / "home"), **env},
+        env={**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home")), **env},
         cwd=tmp_path,
         init_timeout=init_timeout,
         stop_grace=2,

@@ -83,7 +83,13 @@ def test_the_command_line(tmp_path: Path) -> None:
     work, session, state = tmp_path / "w", tmp_path / "s", tmp_path / "state" / "agy"
     work.mkdir()
     session.mkdir()
-    sandbox = Sandbox(bwrap="/usr/bin/bwrap", state_dirs=(state,))
+    (state / "antigravity-cli").mkdir(parents=True)
+    (state / "antigravity-cli" / "token").write_text("{}")
+    sandbox = Sandbox(
+        bwrap="/usr/bin/bwrap",
+        state_dirs=(state,),
+        login_entries=("antigravity-cli/token", "absent.json"),
+    )
     argv = wrap(sandbox, ["agy", "--print", ""], workdir=work, session_dir=session)
     assert argv[0] == "/usr/bin/bwrap"
     for flag in ("--unshare-pid", "--die-with-parent", "--proc", "--dev"):
@@ -91,9 +97,16 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert "--unshare-net" not in argv  # agy needs its model API; the listener is on loopback
     assert argv[-4:] == ["--", "agy", "--print", ""]
     assert argv[argv.index("--chdir") + 1] == str(work)
-    assert state.is_dir()  # created for agy's first login
+    # The thread's private state where agy expects its own, the login on top, read-only.
+    [private] = (session / "agy-state").iterdir()
     at = argv.index(str(state))
-    assert argv[at - 1 : at + 2] == ["--bind", str(state), str(state)]
+    assert argv[at - 2 : at + 1] == ["--bind", str(private), str(state)]
+    token = str(state / "antigravity-cli" / "token")
+    assert argv[argv.index(token) - 1 : argv.index(token) + 2] == ["--ro-bind", token, token]
+    assert at < argv.index(token)  # the parent first: bind mounts stack in order
+    assert (private / "antigravity-cli" / "token").is_file()  # its mount point
+    assert "absent.json" not in " ".join(argv)
+    assert not (state / "agy-state").exists() and str(session / "agy-state") in argv  # hidden
 
 
 def test_operator_paths_belong_to_their_workspace_only(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from bridge.config import build_config
 from bridge.doctor import Report, _probe_sandbox
 from tests.agy.sandboxed import require_bwrap
 from tests.agy.test_sandbox import failing_bwrap
+from tests.doubles import signed_in
 
 SIM = [sys.executable, "-m", "bridge.simulator"]
 
@@ -25,7 +26,7 @@ def _doctor(
 ) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "config.toml"
     config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n{agy}\n')
-    env = {**os.environ, "AGY_SIM_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home"))}
     if path is not None:
         env["PATH"] = path
     return subprocess.run(
@@ -119,3 +120,28 @@ def test_the_live_turn_runs_inside_the_sandbox(tmp_path: Path) -> None:
     assert "✓ init arrived: conversation" in done.stdout
     assert "✓ the PreInvocation hook reached the bridge" in done.stdout
     assert "✓ agy contacted the bridge's MCP server (tools/list, tools/call ping)" in done.stdout
+
+
+def test_the_login_is_checked_as_a_thread_sees_it(tmp_path: Path) -> None:
+    require_bwrap()
+    gemini = tmp_path / "gemini"
+    agy = f"state_dirs = [{json.dumps(str(gemini))}]"
+    done = _doctor(tmp_path, agy=agy)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ agy's login in its state directories: " in done.stdout
+    assert "sim-login.json" in done.stdout
+    assert "✓ agy is signed in inside a thread's sandbox" in done.stdout
+    assert "✓ agy's login is read-only inside a thread's sandbox" in done.stdout
+    assert not list((tmp_path / "data" / "doctor").iterdir()), "the probe cleaned up"
+
+
+def test_a_login_threads_do_not_see_is_a_problem(tmp_path: Path) -> None:
+    """Outside a sandbox agy is signed in; inside, only [agy] login_entries are seen."""
+    require_bwrap()
+    agy = f'state_dirs = [{json.dumps(str(tmp_path / "gemini"))}]\nlogin_entries = ["other"]'
+    done = _doctor(tmp_path, agy=agy)
+    assert done.returncode == 1
+    assert "✓ agy is signed in (`agy models` answers)" in done.stdout
+    assert "✗ none of [agy] login_entries is in agy's state directories" in done.stdout
+    assert "✗ agy is NOT signed in inside a thread's sandbox" in done.stdout
+    assert "Please sign in" in done.stdout

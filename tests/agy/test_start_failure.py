@@ -11,6 +11,7 @@ import pytest
 from bridge.agy import wire
 from bridge.agy.process import AgyStartError, ProcessExit, ProcessSpec, open_agy
 from bridge.agy.start_failure import StartFailure, classify, forgets_conversation
+from tests.doubles import signed_in
 
 SIM = [sys.executable, "-m", "bridge.simulator"]
 FLAGS = ["--print=", "--input-format", "stream-json", "--output-format", "stream-json"]
@@ -19,7 +20,7 @@ FLAGS = ["--print=", "--input-format", "stream-json", "--output-format", "stream
 def _spec(tmp_path: Path, *extra: str) -> ProcessSpec:
     return ProcessSpec(
         argv=[*SIM, *FLAGS, *extra],
-        env={**os.environ, "AGY_SIM_HOME": str(tmp_path / "home")},
+        env={**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home"))},
         cwd=tmp_path,
         init_timeout=20,
         stop_grace=2,
@@ -41,13 +42,16 @@ async def _conversation(tmp_path: Path) -> str:
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("state", "expected"),
-    [("signed-out", StartFailure.SIGNED_OUT), ("quota", StartFailure.QUOTA)],
+    [
+        ("", StartFailure.SIGNED_OUT),
+        ('{"account": "a@b.invalid", "quota": true}', StartFailure.QUOTA),
+    ],
 )
 async def test_a_resume_refused_by_the_account_keeps_the_conversation(
     tmp_path: Path, state: str, expected: StartFailure
 ) -> None:
     conversation = await _conversation(tmp_path)
-    (tmp_path / "home" / "account").write_text(state)
+    (tmp_path / "home" / "sim-login.json").write_text(state)
     error = await _start_error(_spec(tmp_path, "--conversation", conversation))
     assert classify(error) is expected
     assert not forgets_conversation(error)

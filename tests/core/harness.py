@@ -22,7 +22,7 @@ from bridge.core.events import (
     ThreadRef,
 )
 from bridge.core.store import Store
-from tests.doubles import Changes, RecordedReply, RecordingAdapter
+from tests.doubles import Changes, RecordedReply, RecordingAdapter, signed_in
 
 __all__ = [
     "Changes",
@@ -86,7 +86,7 @@ async def running(
     tmp: Path, extra: dict[str, Any] | None = None, **agy: Any
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
-    os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
+    os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
     # Unsandboxed unless a test asks: these tests signal the agent through files outside its
     # workspace (the sandbox's own tests are tests/agy/test_sandbox*.py).
     settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, "isolation": "none"}

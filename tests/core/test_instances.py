@@ -22,6 +22,7 @@ from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMe
 from bridge.core.leases import ForwardedDecision
 from bridge.core.store import ApprovalState, open_store
 from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, hold_after_taking, thread
+from tests.doubles import signed_in
 from tests.faults.console import sim_conversation_messages
 from tests.pg import Postgres
 
@@ -39,7 +40,7 @@ async def instance(
     approvals: dict[str, Any] | None = None,
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
-    os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
+    os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
     raw: dict[str, Any] = {
         "bridge": {"data_dir": str(tmp / name)},
         "agy": {

@@ -215,15 +215,15 @@ async def test_a_signed_out_agy_keeps_the_threads_conversation(tmp_path: Path) -
         conversation = (await h.bridge.store.thread(thread().key)).conversation_id
         assert conversation
         await h.worker_gone()
-        account = tmp_path / "sim-home" / "account"
-        account.parent.mkdir(parents=True, exist_ok=True)
-        account.write_text("signed-out")
+        login = tmp_path / "sim-home" / "sim-login.json"
+        saved = login.read_text()
+        login.unlink()  # signed out
         await h.say("are you there?")
         notice = await h.adapter.wait_notice("signed out")
         assert "sign agy in again" in notice and "keeps its conversation" in notice
         assert (await h.bridge.store.thread(thread().key)).conversation_id == conversation
         await h.worker_gone()
-        account.write_text("signed-in")
+        login.write_text(saved)
         await h.say("and now?")
         _, answer = await h.adapter.wait_finished(2)
         assert answer.outcome is not None and answer.outcome.error is None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agy.launch import RUN_MARKER_ENV
+from tests.doubles import signed_in
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
 READY_LINE = "console adapter connected"
@@ -66,7 +67,7 @@ def _toml(value: Any) -> str:
 def console_env(root: Path, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
-        "AGY_SIM_HOME": str(root / "sim-home"),
+        "AGY_SIM_HOME": str(signed_in(root / "sim-home")),
         "PYTHONUNBUFFERED": "1",
         **extra,
     }

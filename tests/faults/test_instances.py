@@ -40,6 +40,7 @@ from tests.chat.slack.fake_slack import (
     FakeSlack,
     Message,
 )
+from tests.doubles import signed_in
 from tests.faults.console import marked_processes, sim_conversation_messages
 from tests.pg import Postgres
 
@@ -100,7 +101,7 @@ class Instance:
         logs.mkdir(exist_ok=True)
         env = {
             **os.environ,
-            "AGY_SIM_HOME": str(self.root / "sim-home"),
+            "AGY_SIM_HOME": str(signed_in(self.root / "sim-home")),
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_APP_TOKEN": APP_TOKEN,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,

@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.doubles import signed_in
+
 REPO = Path(__file__).resolve().parents[2]
 STREAM_ARGS = ["--input-format", "stream-json", "--output-format", "stream-json", "--print="]
 EVENT_TIMEOUT = 15.0
@@ -124,7 +126,7 @@ class Sim:
 class SimFactory:
     def __init__(self, root: Path):
         self.root = root
-        self.home = root / "home"
+        self.home = signed_in(root / "home")  # a test may sign it out again
         self.cwd = root / "cwd"
         self.cwd.mkdir()
         self.started: list[Sim] = []

@@ -215,18 +215,27 @@ def test_signed_out_print_mode_answers_an_error_result(sims: SimFactory) -> None
 
 
 @pytest.mark.parametrize(
-    ("state", "words"),
-    [("signed-out", "Please sign in"), ("quota", "Individual quota reached")],
+    ("login", "words"),
+    [
+        (None, "Please sign in"),
+        ("not json", "Please sign in"),
+        ("{}", "Please sign in"),
+        ('{"account": "a@b.invalid", "quota": true}', "Individual quota reached"),
+    ],
 )
-def test_the_account_file_fails_the_start_before_init(
-    sims: SimFactory, state: str, words: str
+def test_the_login_file_fails_the_start_before_init(
+    sims: SimFactory, login: str | None, words: str
 ) -> None:
     """A resume too: the conversation is not looked at, let alone forgotten."""
     first = sims.start()
     conversation = first.next_event()["conversation_id"]
     first.close_stdin()
     assert first.wait() == 0
-    sims.home.joinpath("account").write_text(state + "\n")
+    saved = sims.home.joinpath("sim-login.json").read_text()
+    if login is None:
+        sims.home.joinpath("sim-login.json").unlink()
+    else:
+        sims.home.joinpath("sim-login.json").write_text(login)
     sim = sims.start("--conversation", conversation)
     (line,) = sim.rest()  # no init
     result = json.loads(line)["result"]
@@ -235,16 +244,29 @@ def test_the_account_file_fails_the_start_before_init(
     assert sim.wait() == 1
     assert words in sim.stderr()
 
-    sims.home.joinpath("account").unlink()  # the operator signed in again / the quota reset
+    sims.home.joinpath("sim-login.json").write_text(saved)  # signed in again / quota reset
     again = sims.start("--conversation", conversation)
     assert again.next_event()["conversation_id"] == conversation
 
 
-def test_models_follows_the_account_file(sims: SimFactory) -> None:
-    sims.home.mkdir(parents=True, exist_ok=True)
-    sims.home.joinpath("account").write_text("signed-out")
+def test_models_follows_the_login_file(sims: SimFactory) -> None:
+    sims.home.joinpath("sim-login.json").unlink()
     done = sims.run("models")
     assert done.returncode == 1 and "Please sign in" in done.stderr
+    signed = sims.run("auth", "login")
+    assert signed.returncode == 0 and "Authenticated as" in signed.stdout
+    assert sims.run("models").returncode == 0
+
+
+def test_an_expired_login_is_refreshed_and_written_back(sims: SimFactory) -> None:
+    login = sims.home / "sim-login.json"
+    login.write_text(json.dumps({"account": "a@b.invalid", "expiry": 1.0}))
+    sim = sims.start()
+    assert sim.next_event()["event"] == "init"
+    sim.close_stdin()
+    assert sim.wait() == 0
+    stored = json.loads(login.read_text())
+    assert stored["expiry"] > 1.0 and stored["refreshes"] == 1
 
 
 def test_print_timeout(sims: SimFactory) -> None:

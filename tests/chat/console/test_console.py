@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bridge.agy.launch import RUN_MARKER_ENV
+from tests.doubles import signed_in
 
 
 def _config(tmp_path: Path, **agy: object) -> Path:
@@ -31,7 +32,11 @@ def _config(tmp_path: Path, **agy: object) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "AGY_SIM_HOME": str(tmp_path / "sim-home"), "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "AGY_SIM_HOME": str(signed_in(tmp_path / "sim-home")),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def _console(tmp_path: Path, *args: str) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bridge.core.store import ApprovalState
 from tests.chat.console.test_console import _wait_until
+from tests.doubles import signed_in
 
 CONSOLE = [sys.executable, "-m", "bridge", "console"]
 
@@ -37,7 +38,11 @@ class Console:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "AGY_SIM_HOME": str(tmp_path / "sim-home"), "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "AGY_SIM_HOME": str(signed_in(tmp_path / "sim-home")),
+                "PYTHONUNBUFFERED": "1",
+            },
         )
         threading.Thread(target=self._read, daemon=True).start()
 

@@ -20,6 +20,7 @@ from bridge.chat.matrix.approvals import ALWAYS_KEY, APPROVE_KEY, DENY_KEY
 from bridge.config import build_config
 from tests.chat.matrix.conftest import FAST_TUNING, Human
 from tests.chat.matrix.synapse import Synapse
+from tests.doubles import signed_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.synapse, pytest.mark.slow]
 
@@ -53,7 +54,7 @@ async def live_bridge(synapse: Synapse, tmp_path: Path, **approvals: Any) -> Asy
     }
     work = tmp_path / "work"
     work.mkdir(parents=True)
-    os.environ["AGY_SIM_HOME"] = str(tmp_path / "sim-home")
+    os.environ["AGY_SIM_HOME"] = str(signed_in(tmp_path / "sim-home"))
     config = build_config(
         {
             "bridge": {"data_dir": str(tmp_path / "data")},

@@ -18,6 +18,7 @@ from bridge.chat.matrix import MatrixAdapter
 from bridge.config import build_config
 from tests.chat.matrix.conftest import FAST_TUNING, Human
 from tests.chat.matrix.synapse import Synapse, start_synapse, synapse_python
+from tests.doubles import signed_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.synapse, pytest.mark.slow]
 
@@ -46,7 +47,7 @@ async def live_bridge(
 ) -> AsyncIterator[Live]:
     alice = synapse.register(f"alice{os.urandom(3).hex()}", displayname="Alice Liddell")
     bot = synapse.register(f"bot{os.urandom(3).hex()}", displayname="Agy Bot")
-    os.environ["AGY_SIM_HOME"] = str(tmp_path / "sim-home")
+    os.environ["AGY_SIM_HOME"] = str(signed_in(tmp_path / "sim-home"))
     config = build_config(
         {
             "bridge": {"data_dir": str(tmp_path / "data")},

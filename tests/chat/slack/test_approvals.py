@@ -23,6 +23,7 @@ from bridge.chat.slack.approvals import (
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, Message
 from tests.chat.slack.test_end_to_end import Live, live_bridge
+from tests.doubles import signed_in
 
 pytestmark = pytest.mark.anyio
 EVE = "UEVE0001"  # in no allowed list
@@ -184,7 +185,7 @@ async def test_sigkill_while_waiting_then_the_request_reads_as_expired(
     )
     env = {
         **os.environ,
-        "AGY_SIM_HOME": str(tmp_path / "home"),
+        "AGY_SIM_HOME": str(signed_in(tmp_path / "home")),
         "SLACK_BOT_TOKEN": BOT_TOKEN,
         "SLACK_APP_TOKEN": APP_TOKEN,
     }

@@ -18,6 +18,7 @@ from bridge.chat.slack.adapter import SlackAdapter
 from bridge.config import build_config
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.doubles import signed_in
 
 pytestmark = pytest.mark.anyio
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
@@ -44,7 +45,7 @@ class Live:
 async def live_bridge(
     fake: FakeSlack, tmp_path: Path, extra: dict[str, Any] | None = None, **slack: Any
 ) -> AsyncIterator[Live]:
-    os.environ["AGY_SIM_HOME"] = str(tmp_path / "sim-home")
+    os.environ["AGY_SIM_HOME"] = str(signed_in(tmp_path / "sim-home"))
     fake.add_user(ALICE, "alice", "alice@example.org")
     fake.add_user(BOB, "bob")
     config = build_config(

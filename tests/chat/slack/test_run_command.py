@@ -16,6 +16,7 @@ import pytest
 
 from tests.chat.slack.conftest import ALICE, CHANNEL, mention_event
 from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.doubles import signed_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -42,7 +43,7 @@ async def test_run_serves_slack_and_stops_gracefully_on_sigterm(
     )
     env = {
         **os.environ,
-        "AGY_SIM_HOME": str(tmp_path / "home"),
+        "AGY_SIM_HOME": str(signed_in(tmp_path / "home")),
         "SLACK_BOT_TOKEN": BOT_TOKEN,
         "SLACK_APP_TOKEN": APP_TOKEN,
     }

@@ -1,0 +1,175 @@
+"""Each thread's own agy state: a private directory in place of each of agy's state directories.
+
+agy keeps everything in its state directory (``~/.gemini``): its login, its configuration
+(global rules, MCP servers, settings, cached tool schemas) and every conversation. A sandbox
+that bound the operator's directory read-write let one thread's agent leave configuration
+there that every other thread's agy then loaded, and read every other conversation. So each
+thread's sandbox shows, where agy expects each state directory, a private directory of that
+thread, and inside it only the login entries of the shared directory, read-only: whatever agy
+(or the agent) writes stays in the thread; a write to a login entry fails.
+
+Where the private directories live:
+
+- ``<session>/agy-state/<name>-<hash>``: beside the thread's session, kept across idle and
+  restarts (so ``--conversation`` resumes);
+- ``<state dir>/.agy-bridge-threads/<thread>`` with ``[store] shared_agy_state``: on the
+  storage every instance shares, so another instance taking the thread over resumes it.
+
+Before every start the bridge checks that the path down to the private directory, and to each
+login entry's place in it, is made of real directories (the agent could have put a symlink
+there while it ran, through its session directory or its ``~/.gemini``; bubblewrap would follow
+it on the host), creates the login entries' mount points, and, the first time, moves the
+thread's conversation out of the shared directory (the layout before private state).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, ConfigDict
+
+log = logging.getLogger(__name__)
+
+PRIVATE_DIR = "agy-state"
+THREADS_DIR = ".agy-bridge-threads"
+# Where one conversation's files lie in a state directory, as far as each layout is known:
+# the simulator's (conversations/<id>.json, brain/<id>/) and agy's: antigravity-cli/brain/<id>/
+# is recorded (transcriptPath, artifactDirectoryPath); antigravity-cli/conversations/<id>.pb is
+# the layout of Antigravity's own conversations, assumed for the CLI (docs/agy.md).
+CONVERSATION_FILES = (
+    "conversations/{id}.json",
+    "brain/{id}",
+    "antigravity-cli/brain/{id}",
+    "antigravity-cli/conversations/{id}.pb",
+)
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class StateLayout(BaseModel):
+    """agy's shared state directories, its login in them, and where private ones live."""
+
+    model_config = ConfigDict(frozen=True)
+
+    shared: tuple[Path, ...] = ()  # absolute, resolved
+    login_entries: tuple[str, ...] = ()
+    on_shared_storage: bool = False
+
+    def private_dir(self, shared: Path, session_dir: Path) -> Path:
+        if self.on_shared_storage:
+            return shared / THREADS_DIR / session_dir.name
+        return session_dir / PRIVATE_DIR / _label(shared)
+
+    def anchor(self, shared: Path, session_dir: Path) -> Path:
+        """The directory the bridge made, under which the agent could have changed things."""
+        return shared / THREADS_DIR if self.on_shared_storage else session_dir
+
+
+def _label(shared: Path) -> str:
+    """A stable folder name per shared directory (two can share a base name)."""
+    digest = hashlib.sha256(str(shared).encode()).hexdigest()[:10]
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", shared.name.lstrip(".")) or "state"
+    return f"{name}-{digest}"
+
+
+@dataclass(frozen=True)
+class StateBind:
+    """One private directory bound where agy expects ``shared``, with the login entries."""
+
+    private: Path
+    shared: Path
+    login: tuple[Path, ...]  # the shared login entries there are, to bind read-only on top
+
+
+def binds(layout: StateLayout, session_dir: Path) -> list[StateBind]:
+    """What each sandbox of this session binds for agy's state (reads, never writes)."""
+    found = []
+    for shared in layout.shared:
+        login = tuple(
+            shared / entry for entry in layout.login_entries if os.path.exists(shared / entry)
+        )
+        found.append(StateBind(layout.private_dir(shared, session_dir), shared, login))
+    return found
+
+
+def prepare(layout: StateLayout, session_dir: Path, conversation: str | None = None) -> list[str]:
+    """Make every private directory of this session safe to bind, before each start.
+
+    Returns the conversation files moved out of the shared directories (relative paths), which
+    happens once: when a private directory is first made and the thread has a conversation.
+    """
+    moved: list[str] = []
+    for bind in binds(layout, session_dir):
+        bind.shared.mkdir(mode=0o700, parents=True, exist_ok=True)
+        anchor = layout.anchor(bind.shared, session_dir)
+        anchor.mkdir(mode=0o700, parents=True, exist_ok=True)
+        first = not os.path.lexists(bind.private)
+        _real_dirs(anchor, bind.private)
+        for source in bind.login:
+            _mount_point(bind.private, source.relative_to(bind.shared), source.is_dir())
+        if first and conversation:
+            moved += _adopt(bind, conversation)
+    return moved
+
+
+def _real_dirs(anchor: Path, target: Path) -> None:
+    """Every component from ``anchor`` down to ``target`` a real directory (made if missing);
+    a symlink or a file in the way is removed."""
+    current = anchor
+    for part in target.relative_to(anchor).parts:
+        current = current / part
+        _clear_unless_dir(current)
+        if not os.path.lexists(current):
+            current.mkdir(mode=0o700)
+
+
+def _clear_unless_dir(path: Path) -> None:
+    if path.is_symlink() or (os.path.lexists(path) and not path.is_dir()):
+        path.unlink()
+
+
+def _mount_point(private: Path, entry: Path, is_dir: bool) -> None:
+    """The place of one login entry in a private directory: real parents, and a file (or a
+    directory) that is not a symlink, for bubblewrap to bind the shared entry onto."""
+    _real_dirs(private, private / entry.parent)
+    place = private / entry
+    if place.is_symlink():
+        place.unlink()
+    elif is_dir and os.path.lexists(place) and not place.is_dir():
+        place.unlink()
+    elif not is_dir and place.is_dir():
+        shutil.rmtree(place)
+    if is_dir:
+        place.mkdir(mode=0o700, exist_ok=True)
+    elif not os.path.lexists(place):
+        place.touch(mode=0o600)
+
+
+def _adopt(bind: StateBind, conversation: str) -> list[str]:
+    """Move one conversation's files from the shared directory into the private one."""
+    if not _SAFE_ID.match(conversation):
+        return []
+    moved = []
+    for relative in _conversation_files(conversation):
+        source, dest = bind.shared / relative, bind.private / relative
+        if not os.path.lexists(source) or source.is_symlink() or os.path.lexists(dest):
+            continue
+        _real_dirs(bind.private, dest.parent)
+        try:
+            shutil.move(source, dest)
+        except OSError as exc:
+            log.warning("could not move a conversation file into the thread's state: %s", exc)
+            continue
+        moved.append(relative)
+    return moved
+
+
+def _conversation_files(conversation: str) -> Iterator[str]:
+    for pattern in CONVERSATION_FILES:
+        yield str(PurePosixPath(pattern.format(id=conversation)))

@@ -1,0 +1,84 @@
+"""A thread's private agy state on disk: where it lives, made safe to bind, old conversations in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bridge.agy.private_state import StateLayout, binds, prepare
+
+
+def layout(tmp_path: Path, *, shared_storage: bool = False) -> StateLayout:
+    return StateLayout(
+        shared=(tmp_path / "gemini", tmp_path / "sim-home"),
+        login_entries=("antigravity-cli/token", "sim-login.json"),
+        on_shared_storage=shared_storage,
+    )
+
+
+def test_a_private_directory_per_state_directory_beside_the_session(tmp_path: Path) -> None:
+    session = tmp_path / "data" / "sessions" / "slack-abc"
+    gemini, sim = (
+        layout(tmp_path).private_dir(tmp_path / "gemini", session),
+        layout(tmp_path).private_dir(tmp_path / "sim-home", session),
+    )
+    assert gemini.parent == sim.parent == session / "agy-state" and gemini != sim
+    on_shared = layout(tmp_path, shared_storage=True).private_dir(tmp_path / "gemini", session)
+    assert on_shared == tmp_path / "gemini" / ".agy-bridge-threads" / "slack-abc"
+
+
+def test_only_login_entries_that_exist_are_bound(tmp_path: Path) -> None:
+    (tmp_path / "sim-home").mkdir()
+    (tmp_path / "sim-home" / "sim-login.json").write_text("{}")
+    found = {b.shared.name: b.login for b in binds(layout(tmp_path), tmp_path / "s")}
+    assert found == {"gemini": (), "sim-home": (tmp_path / "sim-home" / "sim-login.json",)}
+
+
+def test_links_on_the_way_are_removed_and_their_targets_left_alone(tmp_path: Path) -> None:
+    session, target = tmp_path / "s", tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "keep").write_text("mine")
+    (tmp_path / "gemini" / "antigravity-cli").mkdir(parents=True)
+    (tmp_path / "gemini" / "antigravity-cli" / "token").write_text("{}")
+    session.mkdir()
+    (session / "agy-state").symlink_to(target)
+    prepare(layout(tmp_path), session)
+    assert not (session / "agy-state").is_symlink() and (session / "agy-state").is_dir()
+    [private] = binds(layout(tmp_path), session)[:1]
+    place = private.private / "antigravity-cli" / "token"
+    assert place.is_file() and not place.is_symlink()
+    # A link the agent made at the login's place in its own state, between two starts:
+    place.unlink()
+    place.symlink_to(target / "keep")
+    prepare(layout(tmp_path), session)
+    assert place.is_file() and not place.is_symlink()
+    assert (target / "keep").read_text() == "mine" and sorted(target.iterdir()) == [target / "keep"]
+
+
+def test_the_first_start_moves_only_that_conversation(tmp_path: Path) -> None:
+    sim = tmp_path / "sim-home"
+    (sim / "conversations").mkdir(parents=True)
+    (sim / "brain" / "c-1").mkdir(parents=True)
+    (sim / "conversations" / "c-1.json").write_text("one")
+    (sim / "conversations" / "c-2.json").write_text("two")
+    agy = tmp_path / "gemini" / "antigravity-cli" / "brain" / "c-1"
+    agy.mkdir(parents=True)
+    (agy / "transcript.jsonl").write_text("{}")
+    session = tmp_path / "s"
+    session.mkdir()
+    moved = prepare(layout(tmp_path), session, "c-1")
+    assert sorted(moved) == ["antigravity-cli/brain/c-1", "brain/c-1", "conversations/c-1.json"]
+    assert not (sim / "conversations" / "c-1.json").exists()
+    assert (sim / "conversations" / "c-2.json").exists()  # another thread's
+    private = layout(tmp_path).private_dir(sim, session)
+    assert (private / "conversations" / "c-1.json").read_text() == "one"
+    # Once only: a later start of the thread moves nothing.
+    (sim / "conversations" / "c-1.json").write_text("again")
+    assert prepare(layout(tmp_path), session, "c-1") == []
+
+
+def test_a_conversation_id_that_is_no_file_name_moves_nothing(tmp_path: Path) -> None:
+    (tmp_path / "sim-home" / "conversations").mkdir(parents=True)
+    (tmp_path / "sim-home" / "conversations" / "x.json").write_text("x")
+    session = tmp_path / "s"
+    session.mkdir()
+    assert prepare(layout(tmp_path), session, "../conversations/x") == []
