@@ -72,8 +72,18 @@ postgres:
 			--no-install-recommends postgresql; \
 	else echo "PostgreSQL's server binaries are missing: its tests will not run"; fi
 
-test: $(STAMP) $(SYNAPSE_STAMP) bubblewrap postgres lint typecheck
-	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest
+# The suite runs over every core (pytest-xdist; more than four workers would each start their
+# own Synapse and PostgreSQL for little gain). Most tests wait on processes and sockets, not
+# the CPU, so a worker per core keeps both busy; worksteal evens out the long tail. The two
+# virtualenvs install side by side (pip waits on the network and the disk); the apt-get steps
+# stay one after the other (they share apt's lock). docs/testing.md says how the suite is split.
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal
+
+test:
+	@$(MAKE) --no-print-directory -j2 venv synapse
+	@$(MAKE) --no-print-directory bubblewrap postgres lint typecheck
+	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

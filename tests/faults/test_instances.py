@@ -529,7 +529,7 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
     # Every broken turn was reported in its thread, once.
     assert notices() == len(broken), f"{notices()} notices for {len(broken)} broken turns {context}"
     with anyio.fail_after(20):
-        while marked_processes(str(tmp_path / "sim-home")):
+        while marked_processes(f"AGY_SIM_HOME={tmp_path / 'sim-home'}"):
             await anyio.sleep(0.1)
     print(f"{len(sent)} messages, {len(broken)} turns broken by a kill {context}")
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agy.launch import RUN_MARKER_ENV
 from tests.doubles import signed_in
+from tests.faults.console import marked_processes
 
 
 def _config(tmp_path: Path, **agy: object) -> Path:
@@ -119,7 +119,6 @@ def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
     assert "seen by the agent mid-turn" in out
 
 
-
 def test_sigterm_ends_a_console_whose_input_stays_open(tmp_path: Path) -> None:
     # A supervisor keeps stdin open: the console must not wait for it to close to exit.
     proc = _open_console(tmp_path)
@@ -150,23 +149,16 @@ def _wait_stored(db: Path, text: str) -> None:
         time.sleep(0.02)
 
 
-def _marked_processes() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if f"{RUN_MARKER_ENV}=".encode() in environ and int(entry.name) != os.getpid():
-                pids.append(int(entry.name))
-    return pids
+def _marked_processes(tmp_path: Path) -> list[int]:
+    """This test's agy processes and their children (others' run on the same machine, in
+    parallel: the needle, this test's simulator home, keeps them out)."""
+    return marked_processes(f"AGY_SIM_HOME={tmp_path / 'sim-home'}")
 
 
 @pytest.mark.slow
 def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    before = set(_marked_processes())
+    before = set(_marked_processes(tmp_path))
     proc = _open_console(tmp_path)
     assert proc.stdin is not None
     proc.stdin.write(f"[[tool run_command echo $$ > {pidfile}; exec sleep 60]]\n")
@@ -178,7 +170,7 @@ def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> 
     child = int(pidfile.read_text())
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    left = set(_marked_processes()) - before
+    left = set(_marked_processes(tmp_path)) - before
     assert child in left, "agy's command outlives a killed bridge (so restart must end it)"
 
     again = subprocess.run(
@@ -192,6 +184,8 @@ def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> 
     assert again.returncode == 0, again.stderr
     assert "The bridge restarted while the agent was working" in again.stdout
     deadline = time.monotonic() + 10
-    while set(_marked_processes()) - before:
-        assert time.monotonic() < deadline, f"left running: {set(_marked_processes()) - before}"
+    while set(_marked_processes(tmp_path)) - before:
+        assert time.monotonic() < deadline, (
+            f"left running: {set(_marked_processes(tmp_path)) - before}"
+        )
         time.sleep(0.05)
