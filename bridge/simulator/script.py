@@ -1,6 +1,6 @@
 """Script directives: ``[[...]]`` tokens in a user's text that steer the simulated turn.
 
-See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``) are
+See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``, ``fetch``) are
 kept in the order written; the others are settings, and the last one written wins.
 """
 
@@ -14,7 +14,7 @@ _DIRECTIVE = re.compile(r"\[\[([a-z]+)(?:[ \t]+(.*?))?\]\]", re.DOTALL)
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "tool", "mcp", "deny" or "write"
+    kind: str  # "tool", "mcp", "deny", "write" or "fetch"
     args: tuple[str, ...] = ()
 
 
@@ -83,6 +83,8 @@ def _apply(script: Script, name: str, arg: str) -> None:
         )
     elif name == "deny":
         script.actions.append(Action("deny"))
+    elif name == "fetch":
+        script.actions.append(Action("fetch", (_required(arg),)))
     elif name == "write":
         target, _, text = arg.partition(" ")
         if not target:

@@ -235,9 +235,11 @@ def _judge_read(name: str, args: Mapping[str, Any], place: Place) -> Verdict:
     if not place.hidden:
         return Allow("a read-only tool")
     hidden = [Path(os.path.realpath(p)) for p in place.hidden]
+    own = [_resolve(str(r), place.workspace) for r in (place.workspace, place.scratch) if r]
     for value in _strings(args):
         path = _resolve(value, place.workspace)
-        inside = any(_inside(path, h) for h in hidden)
+        # The thread's own workspace may lie inside the data directory (the default one).
+        inside = any(_inside(path, h) for h in hidden) and not any(_inside(path, r) for r in own)
         holds = name in SEARCH_TOOLS and any(_inside(h, path) for h in hidden)
         if inside or holds:
             return Deny("the bridge's own configuration and data are not readable by the agent")

@@ -202,3 +202,16 @@ def test_without_a_sandbox_the_bridges_own_files_cannot_be_read(tmp_path: Path) 
     assert isinstance(judge("grep_search", {"SearchPath": str(tmp_path)}, Rules(), place), Deny)
     fine = judge("view_file", {"AbsolutePath": str(tmp_path / "ws" / "a.py")}, Rules(), place)
     assert isinstance(fine, Allow)
+
+
+def test_the_threads_own_workspace_inside_the_data_directory_stays_readable(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    workspace = data / "workspaces" / "t1"
+    workspace.mkdir(parents=True)
+    place = Place(workspace=workspace, hidden=(data,))
+    assert isinstance(
+        judge("view_file", {"AbsolutePath": str(workspace / "a")}, Rules(), place), Allow
+    )
+    assert isinstance(judge("list_dir", {"DirectoryPath": str(data)}, Rules(), place), Deny)
