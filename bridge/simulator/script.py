@@ -1,7 +1,8 @@
 """Script directives: ``[[...]]`` tokens in a user's text that steer the simulated turn.
 
-See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``, ``fetch``) are
-kept in the order written; the others are settings, and the last one written wins.
+See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``,
+``fetch``) are kept in the order written; the others are settings, and the last one written
+wins.
 """
 
 from __future__ import annotations
