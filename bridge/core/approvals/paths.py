@@ -37,10 +37,11 @@ def protected_parts(parts: tuple[str, ...], *, head: bool = True) -> str | None:
     return None
 
 
-def names_protected(word: str) -> bool:
-    """Whether a command's argument names a protected path (``.git/config``, ``--x=.agents``)."""
+def names_protected(word: str, *, head: bool = False) -> bool:
+    """Whether a command's argument names a protected path (``.git/config``, ``--x=.agents``).
+    ``head``: a file named HEAD counts too."""
     candidates = [word, *word.split("=", 1)[1:]]
-    return any(protected_parts(PurePath(c).parts, head=False) is not None for c in candidates if c)
+    return any(protected_parts(PurePath(c).parts, head=head) is not None for c in candidates if c)
 
 
 def protected_write(path: str, root: str) -> str | None:

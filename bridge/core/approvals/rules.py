@@ -41,6 +41,9 @@ _WRAPPERS = frozenset(
 )
 
 
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
 class RuleError(ValueError):
     """A rule that cannot be used; the message names it and its replacement."""
 
@@ -83,8 +86,11 @@ def program(word: str) -> str:
 
 
 def _starts(argv: Sequence[str | None]) -> list[int]:
-    """Where a command may start in ``argv``: at 0, and after a wrapper at any later word
-    that is not an option or an assignment (``sudo rm …``, ``timeout 5 rm …``)."""
+    """Where a command may start in ``argv``: at 0, after ``find -exec``, and after a wrapper
+    at any later word that is not an option or an assignment (``sudo rm …``, ``timeout 5
+    rm …``)."""
+    if argv and argv[0] is not None and program(argv[0]) == "find":
+        return [0] + [i + 1 for i, word in enumerate(argv) if word in _FIND_EXEC]
     if not argv or argv[0] is None or program(argv[0]) not in _WRAPPERS:
         return [0]
     return [0] + [

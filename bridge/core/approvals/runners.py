@@ -65,14 +65,17 @@ TAR_MORE = ("-F", "--new-volume-script", "--rsh-command", "--rmt-command")
 
 def code_words(argv: Argv) -> Found:
     """Positions in ``argv`` that run other code (empty: the command runs only itself)."""
+    if not argv:
+        return []
+    program = os.path.basename(argv[0])
+    # A file named HEAD makes its folder a repository (`cp notes.txt HEAD`); for git itself
+    # HEAD is a revision.
+    head = program != "git"
     found = [
         (i, f"`{word}` names a protected path")
         for i, word in enumerate(argv)
-        if i and names_protected(word)
+        if i and names_protected(word, head=head)
     ]
-    if not argv:
-        return found
-    program = os.path.basename(argv[0])
     if program in WHOLE:
         found.append((len(argv) - 1, f"`{program}` runs or evaluates its arguments"))
         return found
