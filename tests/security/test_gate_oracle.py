@@ -32,7 +32,8 @@ RISKY_WORDS = [
     "$HOME", "${x}", "${x@P}", "$(tool sub)", "`tool tick`", "{a,b}", "*", "?", "[ab]",
     "~", "~/x", "$((1+2))", "$[1+1]", "<(tool p)", ">out", "2>&1", "<<<x", "#c", "$'a'",
     '"$x"', '"`tool q`"', "a\\\nb", "!", "((1))", "x=1", "(tool s)", "{", "}", "\\",
-    "'unclosed", "a*b", "$x$y", "$@", "${#x}",
+    "'unclosed", "a*b", "$x$y", "$@", "${#x}", "a\u00a0b", "a\rb", "\t", "'a\nb'", "\\\n",
+    "%", "-", "--", "$", "\\$x", "\\`", "'\\'", '"\\"', "@(a)", "+(a)", "a=~",
 ]  # fmt: skip
 HEADS = [*PROGRAMS, "time", "eval", "command", "exec", "x=1", "!", "if", "for", "{", "then"]
 LINES = 400

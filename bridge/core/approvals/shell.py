@@ -68,6 +68,9 @@ class ShellParser:
         loose = tuple(_loose_commands(root, source))
         if not text.strip():
             return Line(text, why="an empty line", loose=loose)
+        if "\x00" in text:
+            # bash never sees past a NUL (argv is a C string): what it runs is not this line.
+            return Line(text, why="a NUL character", loose=loose)
         try:
             if root.has_error:
                 raise NotPlain("a line the shell grammar does not accept")
@@ -80,17 +83,19 @@ class ShellParser:
         return Line(text, commands=tuple(commands), loose=loose)
 
 
-def _statement_list(node: tree_sitter.Node, source: bytes) -> Iterator[Argv]:
-    separators = _SEPARATORS[node.type]
-    for child in node.children:
-        if child.type in separators:
-            continue
-        if child.type in ("list", "pipeline"):
-            yield from _statement_list(child, source)
-        elif child.type == "command":
-            yield _command(child, source)
+def _statement_list(root: tree_sitter.Node, source: bytes) -> Iterator[Argv]:
+    """The commands under ``program``, ``list`` and ``pipeline`` nodes, in order. Iterative:
+    a line of ten thousand ``&&`` must not exhaust Python's stack."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type in _SEPARATORS:
+            separators = _SEPARATORS[node.type]
+            stack.extend(reversed([c for c in node.children if c.type not in separators]))
+        elif node.type == "command":
+            yield _command(node, source)
         else:
-            raise NotPlain(f"{_label(child.type)} (`{_text(child, source)}`)")
+            raise NotPlain(f"{_label(node.type)} (`{_text(node, source)}`)")
 
 
 def _command(node: tree_sitter.Node, source: bytes) -> Argv:
@@ -171,12 +176,15 @@ def _check_gaps(root: tree_sitter.Node, source: bytes) -> None:
         raise NotPlain("something after the last command")
 
 
-def _leaves(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
-    if not node.children or node.type in ("raw_string", "string", "word", "number"):
-        yield node
-        return
-    for child in node.children:
-        yield from _leaves(child)
+def _leaves(root: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    """The tokens of the tree in order (quoted strings and words whole), iteratively."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if not node.children or node.type in ("raw_string", "string", "word", "number"):
+            yield node
+        else:
+            stack.extend(reversed(node.children))
 
 
 def _loose_commands(root: tree_sitter.Node, source: bytes) -> Iterator[LooseArgv]:

@@ -82,3 +82,13 @@ def test_every_simple_command_is_found_for_deny_rules(parser: ShellParser) -> No
     parsed = parser.parse("echo $(rm -rf /) && x=1 /bin/rm -fr $HOME > log")
     assert ("rm", "-rf", "/") in parsed.loose
     assert ("/bin/rm", "-fr", None) in parsed.loose
+
+
+def test_a_very_long_line_is_read_without_exhausting_the_stack(parser: ShellParser) -> None:
+    parsed = parser.parse(" && ".join(["ls"] * 20_000))
+    assert parsed.plain and len(parsed.commands) == 20_000
+
+
+def test_a_nul_character_is_not_plain(parser: ShellParser) -> None:
+    # bash stops reading at the NUL: the gate would judge a line bash never runs.
+    assert "NUL" in parser.parse("ls\x00 -la").why
