@@ -156,10 +156,12 @@ class Policy:
         if name in WRITE_TOOLS:
             return _judge_write(name, args, place)
         if name == RUN_COMMAND:
-            return self.judge_command(str(args.get("CommandLine", "")), always)
+            return self.judge_command(str(args.get("CommandLine", "")), always, place)
         return Ask(summary=f"{name} {_short_args(args)}".strip(), pattern=None)
 
-    def judge_command(self, text: str, always: Sequence[CommandRule] = ()) -> Verdict:
+    def judge_command(
+        self, text: str, always: Sequence[CommandRule] = (), place: Place | None = None
+    ) -> Verdict:
         if not text.strip():
             return Deny("an empty command line")
         line = self.parser.parse(text)
@@ -170,8 +172,14 @@ class Policy:
         if not line.plain:
             return Ask(summary=text, preview=f"Not a plain command: {line.why}.")
         whys, notes = [], []
+        always_ok = len(line.commands) == 1  # "always" is offered for one command only
         for argv in line.commands:
-            if any(rule.allows(argv) for rule in self.allow):
+            hidden = _names_hidden(argv, place) if place is not None and place.hidden else None
+            if hidden is not None:
+                notes.append(f"`{hidden}` is the bridge's own configuration or data")
+                whys.append("")
+                always_ok = False
+            elif any(rule.allows(argv) for rule in self.allow):
                 whys.append("allowed by the configuration")
             elif any(rule.allows(argv) for rule in always):
                 whys.append("allowed always in this thread")
@@ -180,7 +188,7 @@ class Policy:
                 whys.append("")
         if all(whys):
             return Allow(whys[0] if len(set(whys)) == 1 else "allowed by the configuration")
-        pattern = exact_rule(line.commands[0]) if len(line.commands) == 1 else None
+        pattern = exact_rule(line.commands[0]) if always_ok else None
         preview = ""
         if notes:
             preview = "Only a rule that names it allows: " + "; ".join(dict.fromkeys(notes)) + "."
@@ -225,6 +233,23 @@ def judge(
     return policy.judge(name, args, place, policy.always_rules(always))
 
 
+def _names_hidden(argv: Sequence[str], place: Place) -> str | None:
+    """An argument naming the bridge's config or data directory (no sandbox hides them): an
+    allowed `cat *` must not print the chat tokens."""
+    for word in argv[1:]:
+        for candidate in (word, *word.split("=", 1)[1:]):
+            if candidate and _is_hidden(_resolve(candidate, place.workspace), place):
+                return word
+    return None
+
+
+def _is_hidden(path: Path, place: Place) -> bool:
+    hidden = [Path(os.path.realpath(p)) for p in place.hidden]
+    own = [_resolve(str(r), place.workspace) for r in (place.workspace, place.scratch) if r]
+    # The thread's own workspace may lie inside the data directory (the default one).
+    return any(_inside(path, h) for h in hidden) and not any(_inside(path, r) for r in own)
+
+
 def _host_matches(pattern: str, host: str) -> bool:
     if pattern.startswith("*."):
         return host.endswith(pattern[1:])
@@ -235,11 +260,9 @@ def _judge_read(name: str, args: Mapping[str, Any], place: Place) -> Verdict:
     if not place.hidden:
         return Allow("a read-only tool")
     hidden = [Path(os.path.realpath(p)) for p in place.hidden]
-    own = [_resolve(str(r), place.workspace) for r in (place.workspace, place.scratch) if r]
     for value in _strings(args):
         path = _resolve(value, place.workspace)
-        # The thread's own workspace may lie inside the data directory (the default one).
-        inside = any(_inside(path, h) for h in hidden) and not any(_inside(path, r) for r in own)
+        inside = _is_hidden(path, place)
         holds = name in SEARCH_TOOLS and any(_inside(h, path) for h in hidden)
         if inside or holds:
             return Deny("the bridge's own configuration and data are not readable by the agent")

@@ -6,8 +6,9 @@ rule covers such a command only when its literal words reach every one of those 
 final ``*`` never stands for one. For the programs whose every argument may be a command
 (``xargs``, ``env``, ``timeout``, ``eval`` …) that means the rule spells the whole command.
 
-Arguments naming a protected path (``.git``, ``.agents`` …, see :mod:`paths`) count too:
-``cp x .git/config`` under a ``cp *`` rule would plant configuration that ``git status`` runs.
+Arguments naming a protected path (``.git``, ``.agents`` …, see :mod:`paths`) count too,
+except for programs that only read: ``cp x .git/config`` under a ``cp *`` rule would plant
+configuration that ``git status`` runs.
 
 The table is documented in docs/approvals.md; keep the two in step.
 """
@@ -38,6 +39,11 @@ WHOLE = frozenset(
         "getopts", "hash", "enable", "fc", "compgen", "complete", "alias", "shopt",
     }
 )  # fmt: skip
+# Programs that only read the files they name (their code-running options aside: `rg --pre`).
+READERS = frozenset(
+    {"cat", "ls", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "less", "more", "file"}
+    | {"stat", "diff", "tree", "du", "nl", "md5sum", "sha1sum", "sha256sum", "bat"}
+)
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish"})
 PYTHONS = ("python", "pypy")
 FIND_ACTIONS = frozenset(
@@ -69,12 +75,12 @@ def code_words(argv: Argv) -> Found:
         return []
     program = os.path.basename(argv[0])
     # A file named HEAD makes its folder a repository (`cp notes.txt HEAD`); for git itself
-    # HEAD is a revision.
+    # HEAD is a revision. Programs that only read may name protected paths.
     head = program != "git"
     found = [
         (i, f"`{word}` names a protected path")
         for i, word in enumerate(argv)
-        if i and names_protected(word, head=head)
+        if i and program not in READERS and names_protected(word, head=head)
     ]
     if program in WHOLE:
         found.append((len(argv) - 1, f"`{program}` runs or evaluates its arguments"))

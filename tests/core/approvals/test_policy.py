@@ -215,3 +215,14 @@ def test_the_threads_own_workspace_inside_the_data_directory_stays_readable(
         judge("view_file", {"AbsolutePath": str(workspace / "a")}, Rules(), place), Allow
     )
     assert isinstance(judge("list_dir", {"DirectoryPath": str(data)}, Rules(), place), Deny)
+
+
+def test_without_a_sandbox_a_command_naming_the_bridges_files_asks(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    config = tmp_path / "bridge.toml"
+    place = Place(workspace=tmp_path / "ws", hidden=(tmp_path / "data", config))
+    rules = Rules(allow_commands=["cat *"])
+    asked = run(f"cat {config}", place, rules)
+    assert isinstance(asked, Ask) and asked.pattern is None
+    assert isinstance(run("cat ../data/bridge.sqlite3", place, rules), Ask)
+    assert isinstance(run("cat notes.txt AGENTS.md", place, rules), Allow)
