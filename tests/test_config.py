@@ -64,3 +64,15 @@ def test_example_config_is_valid() -> None:
     example = Path(__file__).resolve().parents[1] / "config.example.toml"
     config = load_config(example, environ={})
     assert config.agy.max_processes >= 1
+
+
+def test_an_old_glob_rule_is_refused_with_its_replacement() -> None:
+    with pytest.raises(ConfigError, match=r"approvals.allow_commands.*`git diff\*`.*`git diff \*`"):
+        build_config({"approvals": {"allow_commands": ["git diff*"]}}, environ={})
+    with pytest.raises(ConfigError, match=r"approvals\.allow_hosts"):
+        build_config({"approvals": {"allow_hosts": ["https://x.test/"]}}, environ={})
+    ok = build_config(
+        {"approvals": {"allow_commands": ["git diff *"], "allow_hosts": ["*.Python.org"]}},
+        environ={},
+    )
+    assert ok.approvals.allow_hosts == ["*.python.org"]
