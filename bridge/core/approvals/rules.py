@@ -23,17 +23,20 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from bridge.core.approvals.runners import code_words
 
 _OLD_ESCAPE = re.compile(r"\[([*?\[])\]")
 # Long options that mean a short one, per program (for deny rules).
-_ALIASES = {
-    "rm": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
-    "git": {"--force": "-f"},
-    "chmod": {"--recursive": "-R"},
-    "chown": {"--recursive": "-R"},
-}
+_ALIASES = MappingProxyType(
+    {
+        "rm": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
+        "git": {"--force": "-f"},
+        "chmod": {"--recursive": "-R"},
+        "chown": {"--recursive": "-R"},
+    }
+)
 # Programs that run the command in their arguments: deny rules look at that command too.
 _WRAPPERS = frozenset(
     {"sudo", "doas", "env", "nice", "nohup", "timeout", "xargs", "command", "builtin", "exec"}

@@ -57,14 +57,16 @@ GIT_SUBCOMMANDS = frozenset(
 )
 # Options of any git subcommand that name a program to run.
 GIT_ANYWHERE = ("--upload-pack", "--receive-pack", "--exec", "--extcmd", "--template")
-GIT_SUBCOMMAND_OPTIONS = {
-    "difftool": ("-x", "--extcmd", "-t", "--tool"),
-    "clone": ("-u", "-c", "--config"),
-    "rebase": ("-x",),
-    "grep": ("-O", "--open-files-in-pager"),
-    "submodule": ("foreach",),
-    "bisect": ("run",),
-}
+GIT_SUBCOMMAND_OPTIONS = MappingProxyType(
+    {
+        "difftool": ("-x", "--extcmd", "-t", "--tool"),
+        "clone": ("-u", "-c", "--config"),
+        "rebase": ("-x",),
+        "grep": ("-O", "--open-files-in-pager"),
+        "submodule": ("foreach",),
+        "bisect": ("run",),
+    }
+)
 TAR = ("-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script")
 TAR_MORE = ("-F", "--new-volume-script", "--rsh-command", "--rmt-command")
 

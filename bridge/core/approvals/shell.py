@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import tree_sitter
 import tree_sitter_bash
@@ -24,7 +25,7 @@ LooseArgv = tuple[str | None, ...]
 
 # Characters that mean nothing to bash in an unquoted word (letters and digits aside).
 _SAFE = frozenset("_@%+=:,./-^")
-_SEPARATORS = {"program": (";",), "list": ("&&", "||"), "pipeline": ("|",)}
+_SEPARATORS = MappingProxyType({"program": (";",), "list": ("&&", "||"), "pipeline": ("|",)})
 _ARGUMENTS = frozenset({"word", "number", "string", "raw_string", "concatenation"})
 # Parts of a command that are not among its words.
 _NOT_WORDS = frozenset(
@@ -223,30 +224,32 @@ def _text(node: tree_sitter.Node, source: bytes) -> str:
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
-_LABELS = {
-    "redirected_statement": "a redirection",
-    "file_redirect": "a redirection",
-    "heredoc_redirect": "a here-document",
-    "herestring_redirect": "a here-string",
-    "variable_assignment": "an assignment",
-    "subshell": "a subshell",
-    "command_substitution": "a command substitution",
-    "process_substitution": "a process substitution",
-    "expansion": "a parameter expansion",
-    "simple_expansion": "a parameter expansion",
-    "arithmetic_expansion": "an arithmetic expansion",
-    "brace_expression": "a brace expansion",
-    "comment": "a comment",
-    "&": "a command sent to the background",
-    "|&": "a pipe of stderr",
-    "negated_command": "a negated command",
-    "test_command": "a test expression",
-    "declaration_command": "a declaration",
-    "unset_command": "unset",
-    "function_definition": "a function definition",
-    "ansi_c_string": "a $'…' string",
-    "translated_string": 'a $"…" string',
-}
+_LABELS = MappingProxyType(
+    {
+        "redirected_statement": "a redirection",
+        "file_redirect": "a redirection",
+        "heredoc_redirect": "a here-document",
+        "herestring_redirect": "a here-string",
+        "variable_assignment": "an assignment",
+        "subshell": "a subshell",
+        "command_substitution": "a command substitution",
+        "process_substitution": "a process substitution",
+        "expansion": "a parameter expansion",
+        "simple_expansion": "a parameter expansion",
+        "arithmetic_expansion": "an arithmetic expansion",
+        "brace_expression": "a brace expansion",
+        "comment": "a comment",
+        "&": "a command sent to the background",
+        "|&": "a pipe of stderr",
+        "negated_command": "a negated command",
+        "test_command": "a test expression",
+        "declaration_command": "a declaration",
+        "unset_command": "unset",
+        "function_definition": "a function definition",
+        "ansi_c_string": "a $'…' string",
+        "translated_string": 'a $"…" string',
+    }
+)
 
 
 def _label(kind: str) -> str:
