@@ -67,7 +67,6 @@ READ_TOOLS = frozenset(
         "notify_user",
     }
 )
-READ_ONLY_TOOLS = READ_TOOLS  # the older name
 # Tools that search a folder's contents: refused when the folder holds the hidden paths too.
 SEARCH_TOOLS = frozenset({"grep_search", "codebase_search"})
 # Tools that fetch a URL: anything the agent read can leave in the URL's query string.
