@@ -74,6 +74,7 @@ class ApprovalGate:
         # The thread's "always" list, read from the store once: this gate is its only writer
         # while the worker lives (``!approvals reset`` calls :meth:`forget_allow_list`).
         self._always: tuple[CommandRule, ...] | None = None
+        self._told: set[str] = set()  # dropped stored rows the thread was told about
         # One policy (and so one shell parser) for the gate's life.
         section = deps.config.approvals
         self._policy = policy.Policy(
@@ -123,7 +124,21 @@ class ApprovalGate:
 
     async def load(self) -> None:
         """Read the thread's allow list now (the worker starts), so no hook call waits on it."""
-        self._always = self._policy.always_rules(await self.deps.store.allow_list(self.key))
+        rules, dropped = self._policy.read_always(await self.deps.store.allow_list(self.key))
+        self._always = rules
+        told = [text for text in dropped if text not in self._told]
+        if told:
+            self._told.update(told)
+            lines = "\n".join(f"• {text}" for text in told)
+            notice = (
+                "These commands allowed always in this thread are no longer used (rules are "
+                f"word lists now), so they ask again:\n{lines}\n"
+                "`!approvals reset` clears the list."
+            )
+            try:
+                await self.adapter.post_message(self.ref, notice)
+            except Exception:
+                log.exception("could not post a notice", extra={"chat_thread": self.key})
 
     def forget_allow_list(self) -> None:
         """The stored list changed elsewhere (``!approvals reset``): read it again."""

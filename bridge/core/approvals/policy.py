@@ -215,13 +215,18 @@ class Policy:
     def always_rules(self, rows: Iterable[str]) -> tuple[CommandRule, ...]:
         """A thread's stored "always" rows as rules; a row whose meaning is no longer certain
         is dropped (it asks again), with a warning naming it."""
-        found = []
+        return self.read_always(rows)[0]
+
+    def read_always(self, rows: Iterable[str]) -> tuple[tuple[CommandRule, ...], list[str]]:
+        """(the rules, a sentence for each row that is dropped)."""
+        found, dropped = [], []
         for row in rows:
             try:
                 found.append(stored_rule(row))
             except RuleError as exc:
                 log.warning("a stored always-allowed pattern is no longer used: %s", exc)
-        return tuple(found)
+                dropped.append(str(exc))
+        return tuple(found), dropped
 
 
 def judge(
