@@ -134,6 +134,15 @@ def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *identity, *args], cwd=cwd, check=True)
 
 
+def has_branch(repo: Path, branch: str) -> bool:
+    found = subprocess.run(
+        ["git", "--git-dir", str(repo), "rev-parse", "--verify", "-q", branch],
+        capture_output=True,
+        check=False,
+    )
+    return found.returncode == 0
+
+
 # --- expansions a regular expression does not see ------------------------------------------
 
 
@@ -350,4 +359,25 @@ async def test_deny_rules_are_not_bypassed_by_spelling(
         assert attack.asked == []
         assert reply.outcome is not None and "refuses `rm -rf *`" in reply.outcome.final_text
         await attack.runs_at_once("rm victim/keep")
+        await attack.team_work_still_runs()
+
+
+@pytest.mark.parametrize("line", ["git push -f origin HEAD:main", "git push origin +HEAD:main -f"])
+async def test_a_force_push_is_refused_however_it_is_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    allow = [*TEAM, "git push *"]
+    deny = ["git push --force *"]
+    async with attacked(tmp_path, monkeypatch, allow=allow, deny=deny) as attack:
+        remote = tmp_path / "remote.git"
+        git(tmp_path, "init", "-q", "--bare", str(remote))
+        git(attack.workspace, "remote", "add", "origin", str(remote))
+        reply = await attack.turn(f"[[tool run_command {line}]]")
+        assert not has_branch(remote, "main"), "the force push ran"
+        assert attack.asked == []
+        assert (
+            reply.outcome is not None and "refuses `git push --force *`" in reply.outcome.final_text
+        )
+        await attack.runs_at_once("git push origin HEAD:main")
+        assert has_branch(remote, "main"), "an ordinary push runs"
         await attack.team_work_still_runs()
