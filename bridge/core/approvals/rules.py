@@ -114,6 +114,8 @@ def _split(name: str, words: Sequence[str | None]) -> tuple[set[str], list[str |
             break
         if word is None or not word.startswith("-") or word == "-" or word[1:].isdigit():
             rest.append(word)
+            if name == "git" and word is not None and word.startswith("+"):
+                options.add("-f")  # `git push origin +main` forces that refspec
         elif word.startswith("--"):
             long = word.split("=", 1)[0]
             options.add(aliases.get(long, long))
