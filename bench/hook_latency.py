@@ -20,8 +20,9 @@ ratio bridge/baseline.
 With ``--event PreToolUse`` the call is the one agy makes before a gated tool call: the
 always-decide command (:func:`bridge.agy.listener.tool_hook_command`) posting a ``run_command``
 call. The bridge answers through the session's real hook function and the approval policy
-(the command is allowed by an ``allow_commands`` pattern, the thread's allow list read from a
-real store when the session starts, as the gate does), so the call is auto-allowed; the
+(the line is parsed with the bash grammar and allowed by an ``allow_commands`` rule, the
+thread's allow list read from a real store when the session starts, as the gate does), so the
+call is auto-allowed; the
 baseline answers ``{"decision":"allow"}`` at once.
 
     python -m bench.hook_latency [--levels 1,10,50,200] [--requests 400] [--event PreToolUse]
@@ -54,6 +55,7 @@ from bridge.agy.listener import hook_command, open_listener, tool_hook_command, 
 from bridge.agy.session import ToolCall, ToolVerdict, injection_hook
 from bridge.agy.wire import PRE_TOOL_USE, HookInput, HookReply, InjectedStep
 from bridge.core.approvals import policy
+from bridge.core.approvals.rules import CommandRule
 from bridge.core.store import Store, open_store
 
 LEVELS = (1, 10, 50, 200)
@@ -107,9 +109,9 @@ class Session:
 
 
 class ToolSession:
-    """A session's PreToolUse decision as the core's gate makes it: the policy, with the
-    thread's allow list read from the store when the session starts, for a command an allow
-    pattern lets through."""
+    """A session's PreToolUse decision as the core's gate makes it: one policy (and shell
+    parser) per session, with the thread's allow list read from the store when the session
+    starts, for a command an allow rule lets through."""
 
     RULES = policy.Rules(allow_commands=["git status", "pytest *"])
 
@@ -118,16 +120,19 @@ class ToolSession:
         self.calls = 0
         self.store = store
         self.place = policy.Place(Path("/work/project"), frozenset({"bridge_chat"}))
-        self.always: list[str] | None = None
+        self.policy = policy.Policy(self.RULES)
+        self.always: tuple[CommandRule, ...] | None = None
 
     async def load(self) -> None:
-        self.always = await self.store.allow_list(f"bench|c|{self.number}")
+        rows = await self.store.allow_list(f"bench|c|{self.number}")
+        self.always = self.policy.always_rules(rows)
 
     async def decide(self, call: ToolCall) -> ToolVerdict:
         self.calls += 1
         if self.always is None:
-            self.always = await self.store.allow_list(f"bench|c|{self.number}")
-        verdict = policy.judge(call.name, call.args, self.RULES, self.place, self.always)
+            await self.load()
+        assert self.always is not None
+        verdict = self.policy.judge(call.name, call.args, self.place, self.always)
         return ToolVerdict(allow=isinstance(verdict, policy.Allow))
 
     async def inject(self, conversation_id: str) -> list[str]:

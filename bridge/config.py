@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from bridge.core.approvals.rules import RuleError, parse_rule
+
 # Environment variables that may carry a secret instead of the file, and where each one goes.
 ENV_SECRETS: dict[str, tuple[str, str]] = {
     "SLACK_BOT_TOKEN": ("slack", "bot_token"),
@@ -192,13 +194,40 @@ class ApprovalsSection(_Section):
 
     # ask: gated calls wait for an approver; deny: gated calls are refused; off: no gate at all.
     mode: Literal["ask", "deny", "off"] = "ask"
-    # Shell-style patterns (fnmatch) on the whole run_command line. A chained line (; && || |
-    # a backtick, $( or a redirection) never matches an allow pattern.
+    # Rules as word lists (split as the shell would): a command's argv must start with the
+    # words; a final `*` stands for any further arguments (docs/approvals.md).
     allow_commands: list[str] = Field(default_factory=list)
     deny_commands: list[str] = Field(default_factory=list)
+    # Hosts read_url_content (and agy's browser) may fetch without asking: "docs.python.org"
+    # or "*.python.org" (any subdomain).
+    allow_hosts: list[str] = Field(default_factory=list)
     # Who may answer (chat user ids); empty: anyone the thread lets talk to the agent.
     approvers: list[str] = Field(default_factory=list)
     timeout: PositiveSeconds = 600.0
+
+    @field_validator("allow_commands", "deny_commands")
+    @classmethod
+    def _word_rules(cls, rules: list[str]) -> list[str]:
+        # Refused at start, naming the rule and its replacement: an old glob rule such as
+        # `git diff*` no longer means what it meant.
+        errors = []
+        for rule in rules:
+            try:
+                parse_rule(rule)
+            except RuleError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise ValueError("; ".join(errors))
+        return rules
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            bare = host.removeprefix("*.")
+            if not bare or any(c in bare for c in "/:*@ ") or bare.startswith("."):
+                raise ValueError(f"`{host}`: a host name (docs.python.org) or *.domain")
+        return [host.lower() for host in hosts]
 
 
 class StoreSection(_Section):

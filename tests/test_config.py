@@ -75,3 +75,15 @@ def test_the_example_lists_the_default_login_entries() -> None:
 def test_a_login_entry_outside_the_state_directory_is_refused(entry: str) -> None:
     with pytest.raises(ConfigError, match="login_entries"):
         build_config({"agy": {"login_entries": [entry]}}, environ={})
+
+
+def test_an_old_glob_rule_is_refused_with_its_replacement() -> None:
+    with pytest.raises(ConfigError, match=r"approvals.allow_commands.*`git diff\*`.*`git diff \*`"):
+        build_config({"approvals": {"allow_commands": ["git diff*"]}}, environ={})
+    with pytest.raises(ConfigError, match=r"approvals\.allow_hosts"):
+        build_config({"approvals": {"allow_hosts": ["https://x.test/"]}}, environ={})
+    ok = build_config(
+        {"approvals": {"allow_commands": ["git diff *"], "allow_hosts": ["*.Python.org"]}},
+        environ={},
+    )
+    assert ok.approvals.allow_hosts == ["*.python.org"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 
@@ -101,6 +102,17 @@ class ThreadWorker:
         self._restart_requested = True
         self.notify()
 
+    def _hidden_paths(self) -> tuple[Path, ...]:
+        """Where no sandbox hides them, the paths the agent's read tools are refused: the
+        config file (it holds the chat tokens) and the data directory."""
+        if self.deps.runtime.isolation.isolated:
+            return ()
+        config = self.deps.config
+        paths = [config.bridge.data_dir.resolve()]
+        if config.source is not None:
+            paths.append(config.source.resolve())
+        return tuple(paths)
+
     # --- the worker -----------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -118,6 +130,7 @@ class ThreadWorker:
                     policy.Place(
                         self.place.workdir.resolve(),
                         frozenset(server_name(name) for name in mcp_servers or {}),
+                        hidden=self._hidden_paths(),
                     ),
                     lambda: self._runner.requester() if self._runner is not None else None,
                 )

@@ -1,4 +1,5 @@
-"""``run_command``: a real ``sh -c`` child, left in the simulator's process group.
+"""``run_command``: a real ``bash -c`` child (agy's agent shell), left in the simulator's
+process group.
 
 Real agy does not kill its ``run_command`` children on SIGINT: they can outlive it, and the
 host must clean up agy's process group. So the child is not put in a session of its own, and
@@ -13,13 +14,15 @@ from bridge.simulator.threads import in_thread
 
 
 async def run_command(command: str, cwd: str) -> tuple[int, str]:
-    """Exit status and combined stdout/stderr of ``sh -c command``."""
+    """Exit status and combined stdout/stderr of ``bash -c command``."""
     return await in_thread(_run, command, cwd)
 
 
 def _run(command: str, cwd: str) -> tuple[int, str]:
     proc = subprocess.Popen(
-        ["sh", "-c", command],
+        # bash, as agy runs it: `${x@P}`, `$'…'`, arrays and brace expansion work (and can
+        # be abused) as they do for the real agent; `sh` is dash on Debian.
+        ["bash", "-c", command],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

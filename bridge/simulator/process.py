@@ -93,9 +93,15 @@ class PrintMode:
         if options.model is not None and not is_known(options.model):
             self._early_error(invalid_model_error(options.model, options.effort or ""))
             return None
+        # AGY_SIM_WORKSPACE_PLUGINS=1: the working directory is a workspace too, as for agy,
+        # which loads <workspace>/.agents/plugins/* (seed 002): whatever the agent wrote there
+        # runs at the next start.
+        workspaces = list(options.add_dirs)
+        if os.environ.get("AGY_SIM_WORKSPACE_PLUGINS") == "1":
+            workspaces.insert(0, os.getcwd())
         accept_url = os.environ.get("AGY_SIM_ACCEPTS_URL") == "1"
         try:
-            plugins = load_plugins(options.add_dirs, warn, accept_url=accept_url)
+            plugins = load_plugins(workspaces, warn, accept_url=accept_url)
             found = load_global(self.home, warn, accept_url=accept_url)
             plugins += [found] if found is not None else []
         except FatalConfigError as exc:

@@ -1,7 +1,8 @@
 """Script directives: ``[[...]]`` tokens in a user's text that steer the simulated turn.
 
-See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``) are
-kept in the order written; the others are settings, and the last one written wins.
+See README.md for the list. Directives that act (``tool``, ``mcp``, ``deny``, ``write``,
+``fetch``) are kept in the order written; the others are settings, and the last one written
+wins.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ _DIRECTIVE = re.compile(r"\[\[([a-z]+)(?:[ \t]+(.*?))?\]\]", re.DOTALL)
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "tool", "mcp", "deny" or "write"
+    kind: str  # "tool", "mcp", "deny", "write" or "fetch"
     args: tuple[str, ...] = ()
 
 
@@ -83,6 +84,8 @@ def _apply(script: Script, name: str, arg: str) -> None:
         )
     elif name == "deny":
         script.actions.append(Action("deny"))
+    elif name == "fetch":
+        script.actions.append(Action("fetch", (_required(arg),)))
     elif name == "write":
         target, _, text = arg.partition(" ")
         if not target:

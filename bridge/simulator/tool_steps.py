@@ -1,4 +1,5 @@
-"""Scripted tool steps: ``run_command``, ``call_mcp_tool``, ``write_to_file`` (done or refused).
+"""Scripted tool steps: ``run_command``, ``call_mcp_tool``, ``write_to_file``, ``read_url_content``
+(done or refused).
 
 Each is a ``tool`` step: ACTIVE with ``tool_info.parameters``, then DONE with ``output`` or
 ERROR with ``tool_info.error`` ``{type, message}``, in the shapes of the recorded streams.
@@ -11,14 +12,18 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bridge.simulator.commands import run_command
 from bridge.simulator.context import Context
 from bridge.simulator.script import Action
+from bridge.simulator.threads import in_thread
 
 MCP_TIMEOUT = 30.0
+FETCH_TIMEOUT = 10.0
+FETCH_LIMIT = 100_000
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ async def run_action(ctx: Context, action: Action) -> ToolOutcome:
         return await _denied_write(ctx)
     if action.kind == "write":
         return await _write_step(ctx, *action.args)
+    if action.kind == "fetch":
+        return await _fetch_step(ctx, action.args[0])
     raise ValueError(f"unknown action {action.kind!r}")
 
 
@@ -173,6 +180,46 @@ async def _write_step(ctx: Context, target: str, text: str) -> ToolOutcome:
         tool_info=_info("write_to_file", params),
     )
     return ToolOutcome(note=f"Tool write_to_file: wrote {path}")
+
+
+async def _fetch_step(ctx: Context, url: str) -> ToolOutcome:
+    """``read_url_content``: really fetches URL (GET) when the hooks allow it."""
+    params = {"Url": url}
+    index = ctx.step(
+        "ACTIVE", "tool", tool_name="read_url_content", tool_info=_info("read_url_content", params)
+    )
+    refused = await _refused(ctx, index, "read_url_content", params)
+    if refused is not None:
+        return refused  # nothing is fetched
+    started = time.monotonic()
+    try:
+        body = await in_thread(_get, url)
+    except (OSError, ValueError) as exc:
+        message = f"failed to read {url}: {exc}"
+        info = _info("read_url_content", params, error={"type": "TOOL_ERROR", "message": message})
+        ctx.step(
+            "ERROR",
+            "tool",
+            index=index,
+            tool_name="read_url_content",
+            duration_seconds=since(started),
+            tool_info=info,
+        )
+        return ToolOutcome(note=f"Tool read_url_content failed: {message}")
+    ctx.step(
+        "DONE",
+        "tool",
+        index=index,
+        tool_name="read_url_content",
+        duration_seconds=since(started),
+        tool_info=_info("read_url_content", params, output=body),
+    )
+    return ToolOutcome(note=f"Tool read_url_content: {len(body)} characters from {url}")
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:
+        return bytes(response.read(FETCH_LIMIT)).decode("utf-8", "replace")
 
 
 def _write_file(path: str, text: str) -> None:

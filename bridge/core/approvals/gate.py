@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -20,6 +20,7 @@ import anyio
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.config import ApprovalsSection
 from bridge.core.approvals import policy, texts
+from bridge.core.approvals.rules import CommandRule, RuleError, parse_rule
 from bridge.core.deps import CoreDeps
 from bridge.core.events import (
     ApprovalChoice,
@@ -72,7 +73,13 @@ class ApprovalGate:
         self.waiting: _Waiting | None = None
         # The thread's "always" list, read from the store once: this gate is its only writer
         # while the worker lives (``!approvals reset`` calls :meth:`forget_allow_list`).
-        self._always: list[str] | None = None
+        self._always: tuple[CommandRule, ...] | None = None
+        self._told: set[str] = set()  # dropped stored rows the thread was told about
+        # One policy (and so one shell parser) for the gate's life.
+        section = deps.config.approvals
+        self._policy = policy.Policy(
+            policy.Rules(section.allow_commands, section.deny_commands, section.allow_hosts)
+        )
 
     @property
     def config(self) -> ApprovalsSection:
@@ -107,17 +114,31 @@ class ApprovalGate:
             return await self._ask(call, verdict)
 
     async def _judge(self, call: ToolCall) -> policy.Verdict:
-        rules = policy.Rules(self.config.allow_commands, self.config.deny_commands)
         place = self.place
         if call.scratch:
-            place = policy.Place(place.workspace, place.own_servers, Path(call.scratch))
+            place = replace(place, scratch=Path(call.scratch))
         if self._always is None:
-            self._always = await self.deps.store.allow_list(self.key)
-        return policy.judge(call.name, call.args, rules, place, self._always)
+            await self.load()
+        assert self._always is not None
+        return self._policy.judge(call.name, call.args, place, self._always)
 
     async def load(self) -> None:
         """Read the thread's allow list now (the worker starts), so no hook call waits on it."""
-        self._always = await self.deps.store.allow_list(self.key)
+        rules, dropped = self._policy.read_always(await self.deps.store.allow_list(self.key))
+        self._always = rules
+        told = [text for text in dropped if text not in self._told]
+        if told:
+            self._told.update(told)
+            lines = "\n".join(f"• {text}" for text in told)
+            notice = (
+                "These commands allowed always in this thread are no longer used (rules are "
+                f"word lists now), so they ask again:\n{lines}\n"
+                "`!approvals reset` clears the list."
+            )
+            try:
+                await self.adapter.post_message(self.ref, notice)
+            except Exception:
+                log.exception("could not post a notice", extra={"chat_thread": self.key})
 
     def forget_allow_list(self) -> None:
         """The stored list changed elsewhere (``!approvals reset``): read it again."""
@@ -204,7 +225,11 @@ class ApprovalGate:
         elif choice is ApprovalChoice.ALWAYS and waiting.pattern is not None:
             state = ApprovalState.ALWAYS
             if reason.strip():
-                waiting.pattern = reason.strip()  # the approver's own pattern
+                try:
+                    waiting.pattern = parse_rule(reason).text  # the approver's own rule
+                except RuleError as exc:
+                    # Still approved always, for the exact command: the rule cannot be used.
+                    log.info("an approver's rule is not used: %s", exc)
             reason = ""
         else:
             state = ApprovalState.APPROVED

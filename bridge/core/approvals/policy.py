@@ -1,31 +1,54 @@
-"""The approval policy: pure functions from a tool call to allow, deny or ask.
+"""The approval policy: from a tool call to allow, deny or ask, without any I/O but reading
+the file system (symlinks, ``.git`` files).
 
-Nothing here does I/O. The rules, in order:
+The gate's promise: a command runs without a person only if every command in it is a plain
+command (words and quoted strings, no expansion of any kind, read with a real shell grammar,
+:mod:`shell`) that an allow rule names word by word (:mod:`rules`), and no word of it that
+makes the program run other code (:mod:`runners`) is left to a rule's ``*``. In order:
 
-- the bridge's own chat tools and read-only tools never ask;
-- a file write inside the thread's workspace (or agy's own artifact folder) never asks, a
-  write outside it does;
-- ``run_command`` is refused when a deny pattern matches the line or any part of a chained
-  line, allowed when an allow pattern (from the config or the thread's "always" list) matches
-  the whole line and the line is not chained, and asked otherwise;
+- the bridge's own chat tools never ask; file reads never ask (the sandbox decides what they
+  see), except that where there is no sandbox a read of the bridge's configuration or data
+  is refused;
+- URL fetches (``read_url_content``, agy's browser) ask unless the host is allowed
+  (``allow_hosts``); ``search_web`` does not ask;
+- a file write inside the thread's workspace (or agy's own artifact folder) never asks,
+  unless it is to a protected path (:mod:`paths`: ``.git``, ``.agents`` …); a write outside
+  asks;
+- ``run_command`` is refused when a deny rule names any simple command of the line, allowed
+  when every command is plain and allowed (by the config or the thread's "always" list), and
+  asked otherwise;
 - every other tool asks (a tool agy adds later is not waved through unseen).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from bridge.core.approvals.paths import protected_write
+from bridge.core.approvals.rules import (
+    CommandRule,
+    RuleError,
+    exact_rule,
+    parse_rules,
+    program,
+    stored_rule,
+)
+from bridge.core.approvals.runners import SHELLS, code_words
+from bridge.core.approvals.shell import LooseArgv, ShellParser
+
+log = logging.getLogger(__name__)
 
 RUN_COMMAND = "run_command"
 MCP_TOOL = "call_mcp_tool"
 
-# Tools that only read (files, the web, a terminal's output) or only talk to the user.
-READ_ONLY_TOOLS = frozenset(
+# Tools that only read files (or a terminal's output), or only talk to the user.
+READ_TOOLS = frozenset(
     {
         "view_file",
         "view_file_outline",
@@ -35,7 +58,6 @@ READ_ONLY_TOOLS = frozenset(
         "find_by_name",
         "grep_search",
         "codebase_search",
-        "read_url_content",
         "search_web",
         "read_terminal",
         "command_status",
@@ -45,15 +67,16 @@ READ_ONLY_TOOLS = frozenset(
         "notify_user",
     }
 )
+# Tools that search a folder's contents: refused when the folder holds the hidden paths too.
+SEARCH_TOOLS = frozenset({"grep_search", "codebase_search"})
+# Tools that fetch a URL: anything the agent read can leave in the URL's query string.
+URL_TOOLS = frozenset({"read_url_content", "open_browser_url"})
+_URL_KEYS = ("Url", "URL", "url", "Uri", "TargetUrl")
 # Tools that write one file, and the argument naming it.
 WRITE_TOOLS = frozenset({"write_to_file", "replace_file_content", "multi_replace_file_content"})
 _PATH_KEYS = ("TargetFile", "AbsolutePath", "FilePath", "Path")
-
-# Whatever makes one line run more than one command, or send output somewhere: ; && || | & a
-# backtick, $( and every redirection (< > >> 2>&1 &>), and a newline.
-_CHAINED = re.compile(r"[;&|`<>\n]|\$\(")
-_SPLIT = re.compile(r"&&|\|\||[;&|\n]")
-_GLOB_SPECIAL = re.compile(r"([*?\[])")
+# How deep deny rules look into `sh -c '…'`.
+NESTED_SHELLS = 3
 
 PREVIEW_LINES = 12
 PREVIEW_CHARS = 1200
@@ -65,6 +88,7 @@ class Rules:
 
     allow_commands: Sequence[str] = ()
     deny_commands: Sequence[str] = ()
+    allow_hosts: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +98,9 @@ class Place:
     workspace: Path
     own_servers: frozenset[str] = frozenset()  # the bridge's MCP servers as agy names them
     scratch: Path | None = None  # agy's artifact folder of this conversation
+    # Paths no tool may read (the config file and the data directory, where no sandbox
+    # hides them).
+    hidden: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,62 +127,158 @@ class Ask:
 Verdict = Allow | Deny | Ask
 
 
-def is_chained(line: str) -> bool:
-    """Whether a command line runs more than one command or redirects (conservative: quoted
-    operators count too)."""
-    return _CHAINED.search(line) is not None
+class Policy:
+    """The verdicts of one configuration. Holds the shell parser: make one per gate, not one
+    per call."""
 
+    def __init__(self, rules: Rules) -> None:
+        self.rules = rules
+        self.allow = parse_rules(rules.allow_commands)
+        self.deny = parse_rules(rules.deny_commands)
+        self.hosts = tuple(host.lower().strip() for host in rules.allow_hosts)
+        self.parser = ShellParser()
 
-def exact_pattern(line: str) -> str:
-    """A pattern that matches exactly this line (glob characters escaped)."""
-    return _GLOB_SPECIAL.sub(r"[\1]", line.strip())
+    def judge(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        place: Place,
+        always: Sequence[CommandRule] = (),
+    ) -> Verdict:
+        """The verdict on one tool call; ``always`` is the thread's own allow list."""
+        if name == MCP_TOOL and str(args.get("ServerName", "")) in place.own_servers:
+            return Allow("the bridge's own chat tool")
+        if name in READ_TOOLS:
+            return _judge_read(name, args, place)
+        if name in URL_TOOLS:
+            return self._judge_url(name, args)
+        if name in WRITE_TOOLS:
+            return _judge_write(name, args, place)
+        if name == RUN_COMMAND:
+            return self.judge_command(str(args.get("CommandLine", "")), always, place)
+        return Ask(summary=f"{name} {_short_args(args)}".strip(), pattern=None)
 
+    def judge_command(
+        self, text: str, always: Sequence[CommandRule] = (), place: Place | None = None
+    ) -> Verdict:
+        if not text.strip():
+            return Deny("an empty command line")
+        line = self.parser.parse(text)
+        for argv in self._every_command(line.loose, NESTED_SHELLS):
+            for rule in self.deny:
+                if rule.denies(argv):
+                    return Deny(f"the bridge's configuration refuses `{rule.text}` commands")
+        if not line.plain:
+            return Ask(summary=text, preview=f"Not a plain command: {line.why}.")
+        whys, notes = [], []
+        always_ok = len(line.commands) == 1  # "always" is offered for one command only
+        for argv in line.commands:
+            hidden = _names_hidden(argv, place) if place is not None and place.hidden else None
+            if hidden is not None:
+                notes.append(f"`{hidden}` is the bridge's own configuration or data")
+                whys.append("")
+                always_ok = False
+            elif any(rule.allows(argv) for rule in self.allow):
+                whys.append("allowed by the configuration")
+            elif any(rule.allows(argv) for rule in always):
+                whys.append("allowed always in this thread")
+            else:
+                notes += [what for _, what in code_words(argv)]
+                whys.append("")
+        if all(whys):
+            return Allow(whys[0] if len(set(whys)) == 1 else "allowed by the configuration")
+        pattern = exact_rule(line.commands[0]) if always_ok else None
+        preview = ""
+        if notes:
+            preview = "Only a rule that names it allows: " + "; ".join(dict.fromkeys(notes)) + "."
+        return Ask(summary=text, preview=preview, pattern=pattern)
 
-def matches(pattern: str, line: str) -> bool:
-    return fnmatchcase(line.strip(), pattern.strip())
+    def _every_command(self, commands: Iterable[LooseArgv], depth: int) -> Iterator[LooseArgv]:
+        """The commands, and those inside ``sh -c '…'`` when that code is a literal."""
+        for argv in commands:
+            yield argv
+            if depth <= 0 or not argv or argv[0] is None or program(argv[0]) not in SHELLS:
+                continue
+            for index, word in enumerate(argv[1:-1], start=1):
+                code = argv[index + 1]
+                if word and word.startswith("-") and "c" in word and code is not None:
+                    yield from self._every_command(self.parser.parse(code).loose, depth - 1)
 
+    def _judge_url(self, name: str, args: Mapping[str, Any]) -> Verdict:
+        url = next((str(args[k]) for k in _URL_KEYS if isinstance(args.get(k), str)), "")
+        host = (urlsplit(url).hostname or "").lower() if url else ""
+        if host and any(_host_matches(pattern, host) for pattern in self.hosts):
+            return Allow(f"{host} is in allow_hosts")
+        summary = f"{name} {url}" if url else f"{name} {_short_args(args)}"
+        return Ask(summary=summary.strip(), pattern=None)
 
-def allows(patterns: Sequence[str], line: str) -> bool:
-    """An allow pattern matches the whole line, and the line is not chained."""
-    return not is_chained(line) and any(matches(p, line) for p in patterns)
+    def always_rules(self, rows: Iterable[str]) -> tuple[CommandRule, ...]:
+        """A thread's stored "always" rows as rules; a row whose meaning is no longer certain
+        is dropped (it asks again), with a warning naming it."""
+        return self.read_always(rows)[0]
 
-
-def denies(patterns: Sequence[str], line: str) -> str | None:
-    """The deny pattern matching the line or any part of a chained line, if any."""
-    parts = [line, *(_SPLIT.split(line) if is_chained(line) else ())]
-    for pattern in patterns:
-        for part in parts:
-            if part.strip() and matches(pattern, part):
-                return pattern
-    return None
+    def read_always(self, rows: Iterable[str]) -> tuple[tuple[CommandRule, ...], list[str]]:
+        """(the rules, a sentence for each row that is dropped)."""
+        found, dropped = [], []
+        for row in rows:
+            try:
+                found.append(stored_rule(row))
+            except RuleError as exc:
+                log.warning("a stored always-allowed pattern is no longer used: %s", exc)
+                dropped.append(str(exc))
+        return tuple(found), dropped
 
 
 def judge(
     name: str, args: Mapping[str, Any], rules: Rules, place: Place, always: Sequence[str] = ()
 ) -> Verdict:
-    """The policy's verdict on one tool call; ``always`` is the thread's own allow list."""
-    if name == MCP_TOOL and str(args.get("ServerName", "")) in place.own_servers:
-        return Allow("the bridge's own chat tool")
-    if name in READ_ONLY_TOOLS:
+    """One verdict with a policy made for it (tests; the gate keeps its :class:`Policy`)."""
+    policy = Policy(rules)
+    return policy.judge(name, args, place, policy.always_rules(always))
+
+
+def _names_hidden(argv: Sequence[str], place: Place) -> str | None:
+    """An argument naming the bridge's config or data directory (no sandbox hides them): an
+    allowed `cat *` must not print the chat tokens."""
+    for word in argv[1:]:
+        for candidate in (word, *word.split("=", 1)[1:]):
+            if candidate and _is_hidden(_resolve(candidate, place.workspace), place):
+                return word
+    return None
+
+
+def _is_hidden(path: Path, place: Place) -> bool:
+    hidden = [Path(os.path.realpath(p)) for p in place.hidden]
+    own = [_resolve(str(r), place.workspace) for r in (place.workspace, place.scratch) if r]
+    # The thread's own workspace may lie inside the data directory (the default one).
+    return any(_inside(path, h) for h in hidden) and not any(_inside(path, r) for r in own)
+
+
+def _host_matches(pattern: str, host: str) -> bool:
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:])
+    return host == pattern
+
+
+def _judge_read(name: str, args: Mapping[str, Any], place: Place) -> Verdict:
+    if not place.hidden:
         return Allow("a read-only tool")
-    if name in WRITE_TOOLS:
-        return _judge_write(name, args, place)
-    if name == RUN_COMMAND:
-        return _judge_command(str(args.get("CommandLine", "")), rules, always)
-    return Ask(summary=f"{name} {_short_args(args)}".strip(), pattern=None)
+    hidden = [Path(os.path.realpath(p)) for p in place.hidden]
+    for value in _strings(args):
+        path = _resolve(value, place.workspace)
+        inside = _is_hidden(path, place)
+        holds = name in SEARCH_TOOLS and any(_inside(h, path) for h in hidden)
+        if inside or holds:
+            return Deny("the bridge's own configuration and data are not readable by the agent")
+    return Allow("a read-only tool")
 
 
-def _judge_command(line: str, rules: Rules, always: Sequence[str]) -> Verdict:
-    if not line.strip():
-        return Deny("an empty command line")
-    pattern = denies(rules.deny_commands, line)
-    if pattern is not None:
-        return Deny(f"the bridge's configuration refuses commands matching `{pattern}`")
-    if allows(rules.allow_commands, line):
-        return Allow("allowed by the configuration")
-    if allows(always, line):
-        return Allow("allowed always in this thread")
-    return Ask(summary=line, pattern=None if is_chained(line) else exact_pattern(line))
+def _strings(args: Mapping[str, Any]) -> Iterator[str]:
+    for value in args.values():
+        if isinstance(value, str) and value:
+            yield value
+        elif isinstance(value, list):
+            yield from (item for item in value if isinstance(item, str) and item)
 
 
 def _judge_write(name: str, args: Mapping[str, Any], place: Place) -> Verdict:
@@ -164,8 +287,15 @@ def _judge_write(name: str, args: Mapping[str, Any], place: Place) -> Verdict:
         return Ask(summary=f"{name} (no file named)")
     path = _resolve(target, place.workspace)
     roots = [place.workspace, *([place.scratch] if place.scratch else [])]
-    if any(_inside(path, _resolve(str(root), place.workspace)) for root in roots):
-        return Allow("a write inside the thread's workspace")
+    for root in roots:
+        resolved = _resolve(str(root), place.workspace)
+        if _inside(path, resolved):
+            why = protected_write(str(path), str(resolved))
+            if why is None:
+                return Allow("a write inside the thread's workspace")
+            preview = write_preview(args)
+            note = f"A protected path: {why}."
+            return Ask(summary=f"{name} {path}", preview=f"{note}\n{preview}".strip())
     return Ask(summary=f"{name} {path}", preview=write_preview(args), pattern=None)
 
 

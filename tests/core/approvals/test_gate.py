@@ -226,3 +226,44 @@ async def test_the_hook_decides_from_inside_the_sandbox(tmp_path: Path) -> None:
         [reply] = await h.adapter.wait_finished(1)
         assert reply.outcome is not None and "denied by Bob" in reply.outcome.final_text
         assert (workdir(h) / "boxed.txt").exists() and not (workdir(h) / "no.txt").exists()
+
+
+async def test_without_a_sandbox_the_gate_hides_the_data_directory(tmp_path: Path) -> None:
+    async with running(tmp_path, extra=approvals()) as h:
+        await h.say("[[tool run_command touch x.txt]]")
+        await request(h)
+        [worker] = h.bridge.core.workers.values()
+        assert worker.gate is not None
+        assert (tmp_path / "data").resolve() in worker.gate.place.hidden
+        await h.bridge.core.decide(thread(), "req-1", ApprovalChoice.DENY, BOB)
+        await h.adapter.wait_finished(1)
+
+
+async def test_an_approvers_old_glob_rule_is_not_stored(tmp_path: Path) -> None:
+    async with running(tmp_path, extra=approvals()) as h:
+        await h.say("[[tool run_command git diff --stat]]")
+        await request(h)
+        outcome = await h.bridge.core.decide(
+            thread(), "req-1", ApprovalChoice.ALWAYS, BOB, reason="git diff*"
+        )
+        assert outcome is DecideOutcome.DECIDED
+        await h.adapter.wait_finished(1)
+        assert await h.bridge.core.store.allow_list(thread().key) == ["git diff --stat"]
+
+
+async def test_an_old_stored_row_that_no_longer_means_the_same_asks_and_the_thread_is_told(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, extra=approvals()) as h:
+        store = h.bridge.core.store
+        key = thread().key
+        await store.add_allowed(key, "git diff*", None)  # an approver's old glob rule
+        await store.add_allowed(key, "touch [*]ok[*]", None)  # an old escaped exact line
+        await h.say("[[tool run_command touch '*ok*']] [[tool run_command git diff --stat]]")
+        notice = await h.adapter.wait_notice("no longer used")
+        assert "`git diff*`" in notice and "`git diff *`" in notice
+        await request(h)
+        assert h.adapter.requests[0].summary == "git diff --stat", "the exact old row still runs"
+        assert (workdir(h) / "*ok*").exists()
+        await h.bridge.core.decide(thread(), "req-1", ApprovalChoice.DENY, BOB)
+        await h.adapter.wait_finished(1)

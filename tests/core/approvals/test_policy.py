@@ -11,11 +11,11 @@ from bridge.core.approvals.policy import (
     Ask,
     Deny,
     Place,
+    Policy,
     Rules,
-    exact_pattern,
-    is_chained,
     judge,
 )
+from bridge.core.approvals.rules import RuleError, exact_rule, parse_rule, stored_rule
 
 
 @pytest.fixture
@@ -92,21 +92,137 @@ def test_commands_ask_unless_allowed(place: Place) -> None:
         "pytest\nrm x",
     ],
 )
-def test_a_chained_line_never_matches_an_allow_pattern(place: Place, line: str) -> None:
-    assert is_chained(line)
-    verdict = run(line, place, Rules(allow_commands=["pytest*", "*"]), always=("*",))
+def test_a_line_is_allowed_only_when_every_command_is(place: Place, line: str) -> None:
+    verdict = run(line, place, Rules(allow_commands=["pytest *"]))
     assert isinstance(verdict, Ask) and verdict.pattern is None
 
 
-def test_deny_patterns_catch_a_part_of_a_chained_line(place: Place) -> None:
-    rules = Rules(allow_commands=["*"], deny_commands=["rm -rf *"])
+def test_plain_commands_joined_by_operators_are_allowed_when_each_is(place: Place) -> None:
+    rules = Rules(allow_commands=["pytest *", "tee out", "true", "git status"])
+    for line in ("pytest || true", "pytest -q | tee out", "git status; pytest && true"):
+        assert isinstance(run(line, place, rules), Allow), line
+
+
+def test_deny_rules_catch_any_simple_command_of_the_line(place: Place) -> None:
+    rules = Rules(allow_commands=["ls *"], deny_commands=["rm -rf *"])
     assert isinstance(run("rm -rf /", place, rules), Deny)
     assert isinstance(run("ls && rm -rf /", place, rules), Deny)
+    assert isinstance(run("ls $(rm -fr /)", place, rules), Deny)
     assert isinstance(run("ls", place, rules), Allow)
 
 
 def test_the_threads_always_list_allows_the_exact_command(place: Place) -> None:
-    line = "make test[unit] *fast*"
-    always = (exact_pattern(line),)
+    line = "make 'test[unit]' '*fast*'"
+    always = (exact_rule(("make", "test[unit]", "*fast*")),)
     assert isinstance(run(line, place, always=always), Allow)
-    assert isinstance(run("make test[unit] x", place, always=always), Ask)
+    assert isinstance(run("make 'test[unit]' x", place, always=always), Ask)
+    asked = run(line, place)
+    assert isinstance(asked, Ask) and asked.pattern == always[0]
+
+
+def test_old_stored_rows_of_one_exact_line_are_converted() -> None:
+    # What `always` stored before rules were word lists: the line, glob characters escaped.
+    rule = stored_rule("make test[[]unit] [*]fast[*]")
+    assert rule.words == ("make", "test[unit]", "*fast*") and not rule.star
+    with pytest.raises(RuleError, match="git diff \\*"):
+        stored_rule("git diff*")
+
+
+@pytest.mark.parametrize(
+    ("old", "replacement"),
+    [("git diff*", "git diff *"), ("cat *.py", "cat *"), ("git * --stat", "git *")],
+)
+def test_old_glob_rules_are_refused_with_their_replacement(old: str, replacement: str) -> None:
+    with pytest.raises(RuleError) as caught:
+        parse_rule(old)
+    assert f"`{old}`" in str(caught.value) and f"`{replacement}`" in str(caught.value)
+
+
+def test_a_star_stands_for_arguments_never_for_part_of_a_word(place: Place) -> None:
+    rules = Rules(allow_commands=["git diff *"])
+    assert isinstance(run("git diff", place, rules), Allow)
+    assert isinstance(run("git diff --stat HEAD~1", place, rules), Ask)  # ~ is a tilde
+    assert isinstance(run("git diff --stat HEAD^", place, rules), Allow)
+    assert isinstance(run("git difftool", place, rules), Ask)
+    assert isinstance(run("git diff '*'", place, Rules(allow_commands=["git diff"])), Ask)
+
+
+def test_a_policy_parses_its_rules_once() -> None:
+    policy = Policy(Rules(allow_commands=["git status"], allow_hosts=["*.python.org"]))
+    assert policy.allow == (parse_rule("git status"),)
+    assert policy.parser is policy.parser
+
+
+def test_writes_to_protected_paths_ask_even_inside_the_workspace(place: Place) -> None:
+    for target in (
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "sub/.git/config",
+        ".agents/plugins/x/hooks.json",
+        ".gemini/settings.json",
+        "AGENTS.md",
+        "docs/GEMINI.md",
+        ".github/workflows/ci.yml",
+        ".gitlab-ci.yml",
+        "bare/HEAD",
+    ):
+        verdict = judge("write_to_file", {"TargetFile": target, "CodeContent": "x"}, Rules(), place)
+        assert isinstance(verdict, Ask), target
+        assert "protected path" in verdict.preview and "+ x" in verdict.preview
+    plain = judge("write_to_file", {"TargetFile": "src/git.py"}, Rules(), place)
+    assert isinstance(plain, Allow)
+
+
+def test_a_dot_git_file_protects_the_gitdir_it_points_to(place: Place) -> None:
+    (place.workspace / "gitdir").mkdir()
+    (place.workspace / ".git").write_text("gitdir: gitdir\n")
+    verdict = judge("write_to_file", {"TargetFile": "gitdir/config"}, Rules(), place)
+    assert isinstance(verdict, Ask)
+
+
+def test_url_fetches_ask_unless_the_host_is_allowed(place: Place) -> None:
+    rules = Rules(allow_hosts=["docs.python.org", "*.example.com"])
+    fetch = "read_url_content"
+    assert isinstance(judge(fetch, {"Url": "https://docs.python.org/3/"}, rules, place), Allow)
+    assert isinstance(judge(fetch, {"Url": "https://a.example.com/x"}, rules, place), Allow)
+    asked = judge(fetch, {"Url": "https://evil.test/?q=secret"}, rules, place)
+    assert isinstance(asked, Ask) and "evil.test" in asked.summary
+    assert isinstance(judge(fetch, {"Url": "https://example.com.evil.test/"}, rules, place), Ask)
+    assert isinstance(judge("search_web", {"query": "x"}, rules, place), Allow)
+
+
+def test_without_a_sandbox_the_bridges_own_files_cannot_be_read(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    data, config = tmp_path / "data", tmp_path / "bridge.toml"
+    place = Place(workspace=tmp_path / "ws", hidden=(data, config))
+    refused = judge("view_file", {"AbsolutePath": str(config)}, Rules(), place)
+    assert isinstance(refused, Deny)
+    under = judge("view_file", {"AbsolutePath": str(data / "bridge.sqlite3")}, Rules(), place)
+    assert isinstance(under, Deny)
+    assert isinstance(judge("grep_search", {"SearchPath": str(tmp_path)}, Rules(), place), Deny)
+    fine = judge("view_file", {"AbsolutePath": str(tmp_path / "ws" / "a.py")}, Rules(), place)
+    assert isinstance(fine, Allow)
+
+
+def test_the_threads_own_workspace_inside_the_data_directory_stays_readable(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    workspace = data / "workspaces" / "t1"
+    workspace.mkdir(parents=True)
+    place = Place(workspace=workspace, hidden=(data,))
+    assert isinstance(
+        judge("view_file", {"AbsolutePath": str(workspace / "a")}, Rules(), place), Allow
+    )
+    assert isinstance(judge("list_dir", {"DirectoryPath": str(data)}, Rules(), place), Deny)
+
+
+def test_without_a_sandbox_a_command_naming_the_bridges_files_asks(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    config = tmp_path / "bridge.toml"
+    place = Place(workspace=tmp_path / "ws", hidden=(tmp_path / "data", config))
+    rules = Rules(allow_commands=["cat *"])
+    asked = run(f"cat {config}", place, rules)
+    assert isinstance(asked, Ask) and asked.pattern is None
+    assert isinstance(run("cat ../data/bridge.sqlite3", place, rules), Ask)
+    assert isinstance(run("cat notes.txt AGENTS.md", place, rules), Allow)
