@@ -13,7 +13,7 @@ import json
 import os
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from bridge.simulator.commands import run_command
@@ -149,72 +149,71 @@ async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> Tool
 async def _write_step(ctx: Context, target: str, text: str) -> ToolOutcome:
     """``write_to_file``: really writes TEXT to TARGET (relative to the working directory)."""
     path = os.path.normpath(os.path.join(ctx.cwd, target))
-    params = {"TargetFile": path, "CodeContent": text}
-    index = ctx.step(
-        "ACTIVE", "tool", tool_name="write_to_file", tool_info=_info("write_to_file", params)
+
+    async def write() -> tuple[str, str | None]:
+        try:
+            _write_file(path, text)
+        except OSError as exc:
+            raise _ToolFailed(f"failed to write {path}: {exc.strerror or exc}") from exc
+        return f"wrote {path}", None
+
+    return await _guarded_tool(
+        ctx, "write_to_file", {"TargetFile": path, "CodeContent": text}, write
     )
-    refused = await _refused(ctx, index, "write_to_file", params)
-    if refused is not None:
-        return refused  # the file is not written
-    started = time.monotonic()
-    try:
-        _write_file(path, text)
-    except OSError as exc:
-        message = f"failed to write {path}: {exc.strerror or exc}"
-        info = _info("write_to_file", params, error={"type": "TOOL_ERROR", "message": message})
-        ctx.step(
-            "ERROR",
-            "tool",
-            index=index,
-            tool_name="write_to_file",
-            duration_seconds=since(started),
-            tool_info=info,
-        )
-        return ToolOutcome(note=f"Tool write_to_file failed: {message}")
-    ctx.step(
-        "DONE",
-        "tool",
-        index=index,
-        tool_name="write_to_file",
-        duration_seconds=since(started),
-        tool_info=_info("write_to_file", params),
-    )
-    return ToolOutcome(note=f"Tool write_to_file: wrote {path}")
 
 
 async def _fetch_step(ctx: Context, url: str) -> ToolOutcome:
     """``read_url_content``: really fetches URL (GET) when the hooks allow it."""
-    params = {"Url": url}
-    index = ctx.step(
-        "ACTIVE", "tool", tool_name="read_url_content", tool_info=_info("read_url_content", params)
-    )
-    refused = await _refused(ctx, index, "read_url_content", params)
+
+    async def fetch() -> tuple[str, str | None]:
+        try:
+            body = await in_thread(_get, url)
+        except (OSError, ValueError) as exc:
+            raise _ToolFailed(f"failed to read {url}: {exc}") from exc
+        return f"{len(body)} characters from {url}", body
+
+    return await _guarded_tool(ctx, "read_url_content", {"Url": url}, fetch)
+
+
+class _ToolFailed(Exception):
+    """A tool's own failure (not a refusal): the step ends in ERROR with this message."""
+
+
+async def _guarded_tool(
+    ctx: Context,
+    tool: str,
+    params: Mapping[str, object],
+    act: Callable[[], Awaitable[tuple[str, str | None]]],
+) -> ToolOutcome:
+    """One tool step as agy runs it: announced, put to the PreToolUse hooks, then carried out
+    (``act`` gives the note and the step's output) only when they allow it."""
+    index = ctx.step("ACTIVE", "tool", tool_name=tool, tool_info=_info(tool, params))
+    refused = await _refused(ctx, index, tool, params)
     if refused is not None:
-        return refused  # nothing is fetched
+        return refused  # nothing is done
     started = time.monotonic()
     try:
-        body = await in_thread(_get, url)
-    except (OSError, ValueError) as exc:
-        message = f"failed to read {url}: {exc}"
-        info = _info("read_url_content", params, error={"type": "TOOL_ERROR", "message": message})
+        note, output = await act()
+    except _ToolFailed as exc:
+        info = _info(tool, params, error={"type": "TOOL_ERROR", "message": str(exc)})
         ctx.step(
             "ERROR",
             "tool",
             index=index,
-            tool_name="read_url_content",
+            tool_name=tool,
             duration_seconds=since(started),
             tool_info=info,
         )
-        return ToolOutcome(note=f"Tool read_url_content failed: {message}")
+        return ToolOutcome(note=f"Tool {tool} failed: {exc}")
     ctx.step(
         "DONE",
         "tool",
         index=index,
-        tool_name="read_url_content",
+        tool_name=tool,
         duration_seconds=since(started),
-        tool_info=_info("read_url_content", params, output=body),
+        tool_info=_info(tool, params, output=output),
     )
-    return ToolOutcome(note=f"Tool read_url_content: {len(body)} characters from {url}")
+    return ToolOutcome(note=f"Tool {tool}: {note}")
 
 
 def _get(url: str) -> str:
