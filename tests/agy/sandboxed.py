@@ -49,15 +49,21 @@ def _toml(value: Any) -> str:
     return json.dumps(value)
 
 
-def write_config(root: Path, *, workspaces: list[dict[str, Any]] | None = None) -> Path:
+def write_config(
+    root: Path,
+    *,
+    workspaces: list[dict[str, Any]] | None = None,
+    agy: dict[str, Any] | None = None,
+) -> Path:
     """``root/etc/config.toml`` (with a secret in it) whose data directory is ``root/data``."""
     sim_home = root / "sim-home"
-    agy = {
+    settings = {
         "command": SIMULATOR,
         "init_timeout": 20,
         "stop_grace": 2,
         "isolation": "bwrap",
         "env": {"AGY_SIM_HOME": str(sim_home)},
+        **(agy or {}),
     }
     lines = [
         "[bridge]",
@@ -65,7 +71,7 @@ def write_config(root: Path, *, workspaces: list[dict[str, Any]] | None = None) 
         "[approvals]",  # these tests run tools freely; approvals have tests of their own
         'mode = "off"',
         "[agy]",
-        *(f"{key} = {_toml(value)}" for key, value in agy.items()),
+        *(f"{key} = {_toml(value)}" for key, value in settings.items()),
         "[slack]",
         f"bot_token = {json.dumps('xoxb-config-secret-' + secrets.token_hex(8))}",
         "enabled = false",
@@ -117,10 +123,13 @@ class Sandboxed:
 
 @asynccontextmanager
 async def sandboxed_bridge(
-    tmp: Path, *, workspaces: list[dict[str, Any]] | None = None
+    tmp: Path,
+    *,
+    workspaces: list[dict[str, Any]] | None = None,
+    agy: dict[str, Any] | None = None,
 ) -> AsyncIterator[Sandboxed]:
     require_bwrap()
-    path = write_config(tmp, workspaces=workspaces)
+    path = write_config(tmp, workspaces=workspaces, agy=agy)
     config = load_config(path, environ={})
     adapter = RecordingAdapter()
     async with open_bridge(config, {"test": adapter}) as bridge:
