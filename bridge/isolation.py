@@ -23,6 +23,7 @@ from bridge.agy.sandbox import (
     bwrap_problem,
     find_bwrap,
     not_isolated,
+    sandbox_problems,
 )
 from bridge.config import Config, ConfigError
 
@@ -118,4 +119,18 @@ async def resolve_isolation(
             )
         return not_isolated(problem)
     assert bwrap is not None
-    return Isolation(sandbox=sandbox_for(config, command, bwrap))
+    sandbox = sandbox_for(config, command, bwrap)
+    problems = sandbox_problems(sandbox, executables(command))
+    if problems:
+        # Every thread would fail (or see what it must not): refuse now, in words.
+        raise IsolationError("the sandbox cannot work: " + "; ".join(problems))
+    return Isolation(sandbox=sandbox)
+
+
+def executables(command: Sequence[str]) -> list[Path]:
+    """agy's command as the host finds it: the path on PATH and the file it leads to."""
+    found = shutil.which(command[0])
+    if found is None:
+        return []
+    path = Path(os.path.abspath(found))
+    return [path, Path(os.path.realpath(path))]

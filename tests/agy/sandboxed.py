@@ -24,7 +24,7 @@ from bridge.app import open_bridge
 from bridge.config import load_config
 from bridge.core.events import ThreadRef
 from bridge.core.workspaces import place_for
-from tests.core.harness import SIMULATOR, Harness, RecordingAdapter
+from tests.core.harness import SIMULATOR, SIMULATOR_ENV, Harness, RecordingAdapter
 
 
 @cache
@@ -57,12 +57,16 @@ def write_config(
 ) -> Path:
     """``root/etc/config.toml`` (with a secret in it) whose data directory is ``root/data``."""
     sim_home = root / "sim-home"
+    sim_home.mkdir(parents=True, exist_ok=True)
     settings = {
         "command": SIMULATOR,
         "init_timeout": 20,
         "stop_grace": 2,
         "isolation": "bwrap",
         "env": {"AGY_SIM_HOME": str(sim_home)},
+        "pass_env": SIMULATOR_ENV,
+        # Only the simulator's home (the bridge adds it): a state directory must exist.
+        "state_dirs": [],
         **(agy or {}),
     }
     lines = [

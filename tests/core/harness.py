@@ -35,6 +35,19 @@ __all__ = [
 ]
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
+# The simulator's own settings, which tests set in the bridge's environment: agy inherits only
+# an allow-list of it, so every test config passes these by name ([agy] pass_env).
+SIMULATOR_ENV = [
+    "AGY_SIM_HOME",
+    "AGY_SIM_HELP_OMIT",
+    "AGY_SIM_DRIVER_MODE",
+    "AGY_SIM_SIGNED_OUT",
+    "AGY_SIM_MCP_TIMEOUT",
+    "AGY_SIM_STARTUP_DELAY",
+    "AGY_SIM_ACCEPTS_URL",
+    "AGY_SIM_INIT_LAYOUT",
+    "AGY_SIM_MCP_MODE",
+]
 
 
 def thread(name: str = "t1") -> ThreadRef:
@@ -87,9 +100,18 @@ async def running(
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(tmp / "sim-home")
+    # A state directory must exist before a sandbox can bind it.
+    (tmp / "sim-home").mkdir(exist_ok=True)
     # Unsandboxed unless a test asks: these tests signal the agent through files outside its
     # workspace (the sandbox's own tests are tests/agy/test_sandbox*.py).
-    settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, "isolation": "none"}
+    settings = {
+        "command": SIMULATOR,
+        "init_timeout": 20,
+        "stop_grace": 2,
+        "isolation": "none",
+        "pass_env": SIMULATOR_ENV,
+        "state_dirs": [],
+    }
     settings.update(agy)
     # Tests of other areas run tools freely; approvals tests turn the gate on themselves.
     raw = {

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agy.launch import RUN_MARKER_ENV
+from tests.core.harness import SIMULATOR_ENV
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
 READY_LINE = "console adapter connected"
@@ -40,6 +41,7 @@ def write_config(
         "init_timeout": 20,
         "stop_grace": 2,
         "isolation": "none",
+        "pass_env": SIMULATOR_ENV,
     }
     settings.update(agy or {})
     lines = [

@@ -57,11 +57,12 @@ async def test_git_configuration_and_hooks_planted_by_an_agent_never_run_on_the_
     workspaces = [{"channel": "room", "path": str(repo), "worktree": True}]
     async with sandboxed_bridge(tmp_path, workspaces=workspaces) as box:
         plant = (
-            'common=$(git rev-parse --git-common-dir); '
+            "common=$(git rev-parse --git-common-dir); "
             f'git config core.fsmonitor "touch {marks}/fsmonitor 2>/dev/null; false"; '
             f'git config core.hooksPath "$common/hooks"; '
             "for hook in post-checkout reference-transaction post-commit; do "
-            f'printf "#!/bin/sh\\ntouch {marks}/$hook 2>/dev/null\\nexit 0\\n" > "$common/hooks/$hook"; '
+            f'printf "#!/bin/sh\\ntouch {marks}/$hook 2>/dev/null\\nexit 0\\n" '
+            '> "$common/hooks/$hook"; '
             f'chmod +x "$common/hooks/$hook"; done; '
             f'printf "[core]\\n\\tfsmonitor = touch {marks}/worktree-config\\n" '
             '> "$(git rev-parse --git-dir)/config.worktree"; '
@@ -149,17 +150,21 @@ async def test_a_file_flipped_to_a_link_at_the_config_is_never_posted(tmp_path: 
             history=lambda _limit: _none(),
             max_file_bytes=1_000_000,
         )
-        refused = 0
+        refused: list[str] = []
+        # The flipper is at work once the file has been seen as a link (no event tells).
+        with anyio.fail_after(20):
+            while not (worker.place.workdir / "report.txt").is_symlink():
+                await anyio.sleep(0.001)
         for _ in range(500):
             try:
                 await tools.post_file(PostFileArgs(path="report.txt"))
-            except (ToolFailure, OSError):
-                refused += 1
+            except (ToolFailure, OSError) as exc:
+                refused.append(str(exc))
         await box.run(A, "pkill -f link.tmp; true")
     leaked = [data for data in uploads if b"xoxb-config-secret-" in data]
     assert leaked == [], f"the config was uploaded {len(leaked)} times in 500"
     # The legitimate file does get posted (the flipper leaves it a regular file half the time).
-    assert any(data == b"harmless report\n" for data in uploads), (refused, len(uploads))
+    assert any(data == b"harmless report\n" for data in uploads), set(refused)
 
 
 async def _none() -> list[tuple[float, str, str]]:
@@ -274,7 +279,7 @@ async def test_agy_installed_in_the_config_folder_is_refused_at_start(tmp_path: 
     # would hide agy too.
     agy = tmp_path / "etc" / "bin" / "agy"
     agy.parent.mkdir(parents=True)
-    agy.write_text(f"#!/bin/sh\nexec {sys.executable} -m bridge.simulator \"$@\"\n")
+    agy.write_text(f'#!/bin/sh\nexec {sys.executable} -m bridge.simulator "$@"\n')
     agy.chmod(0o755)
     path = write_config(tmp_path, agy={"command": [str(agy)]})
     assert path.parent == agy.parent.parent
