@@ -68,7 +68,11 @@ def state_dirs(config: Config, command: Sequence[str]) -> list[Path]:
     dirs = [path.expanduser() for path in config.agy.state_dirs]
     if SIMULATOR_MODULE in command:
         # The project's agy simulator keeps its conversations in its own home.
-        configured = config.agy.env.get("AGY_SIM_HOME") or os.environ.get("AGY_SIM_HOME")
+        # Its home as the simulator will see it: set in [agy] env, or passed by name.
+        passed = "AGY_SIM_HOME" in config.agy.pass_env
+        configured = config.agy.env.get("AGY_SIM_HOME") or (
+            os.environ.get("AGY_SIM_HOME") if passed else None
+        )
         dirs.append(Path(configured) if configured else Path.home() / ".agy-sim")
     return [Path(os.path.abspath(path)) for path in dirs]
 

@@ -230,7 +230,8 @@ async def test_unset_falls_back_to_none_where_bwrap_cannot_work(tmp_path: Path) 
 @pytest.mark.anyio
 async def test_unset_means_bwrap_where_it_works(tmp_path: Path) -> None:
     require_bwrap()
-    isolation = await resolve_isolation(build_config({}, environ={}), SIMULATOR)
+    raw = {"agy": {"state_dirs": [], "env": {"AGY_SIM_HOME": str(tmp_path)}}}
+    isolation = await resolve_isolation(build_config(raw, environ={}), SIMULATOR)
     assert isolation.isolated
     assert "Isolated" in isolation.status_line()
 

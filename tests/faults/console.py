@@ -41,7 +41,8 @@ def write_config(
         "init_timeout": 20,
         "stop_grace": 2,
         "isolation": "none",
-        "pass_env": SIMULATOR_ENV,
+        # The fake agy's control folder comes from the environment too.
+        "pass_env": [*SIMULATOR_ENV, "FAKE_AGY_DIR"],
     }
     settings.update(agy or {})
     lines = [
