@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import anyio
@@ -230,3 +231,20 @@ class RecordingAdapter:
         return await self.changes.until(
             lambda: next((n for _, n in self.notices if text in n), None), timeout
         )
+
+
+async def fetch_into(adapter: Any, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+    """``adapter.fetch_attachment`` into a new file at ``dest`` (removed when it fails), as the
+    core calls it (with an open file)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with dest.open("xb") as out:
+            return int(await adapter.fetch_attachment(ref, out, max_bytes))
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+
+
+def outgoing(path: Path) -> OutgoingFile:
+    """A file as the core hands it to ``post_file``: its name and its bytes."""
+    return OutgoingFile(name=path.name, data=path.read_bytes())

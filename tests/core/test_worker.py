@@ -220,7 +220,9 @@ async def world(
 async def pre_invocation(tmp_path: Path, conversation: str) -> dict[str, Any]:
     """agy's PreInvocation call, made as the hook command makes it (to the plugin's URL)."""
     [hooks] = (tmp_path / "data" / "sessions").glob("*/.agents/plugins/*/hooks.json")
-    url = re.search(r"http://127\.0\.0\.1:\d+/\S+/hook/PreInvocation", hooks.read_text())
+    # The URL is in the curl config file beside hooks.json (never in the command line).
+    text = (hooks.parent / "PreInvocation.curl").read_text()
+    url = re.search(r"http://127\.0\.0\.1:\d+/\S+/hook/PreInvocation", text)
     assert url is not None
     async with aiohttp.ClientSession() as http:
         answer = await http.post(url.group(0), json={"conversationId": conversation})

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from bridge.agy.launch import RUN_MARKER_ENV
+from tests.core.harness import SIMULATOR_ENV
 
 
 def _config(tmp_path: Path, **agy: object) -> Path:
     command = json.dumps([sys.executable, "-m", "bridge.simulator"])
     # Unsandboxed unless asked: these tests signal the agent through files outside its workspace.
-    agy = {"isolation": "none", **agy}
+    agy = {"isolation": "none", "pass_env": SIMULATOR_ENV, **agy}
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in agy.items())
     path = tmp_path / "config.toml"
     path.write_text(
