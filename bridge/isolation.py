@@ -73,7 +73,10 @@ def state_dirs(config: Config, command: Sequence[str]) -> list[Path]:
         configured = config.agy.env.get("AGY_SIM_HOME") or (
             os.environ.get("AGY_SIM_HOME") if passed else None
         )
-        dirs.append(Path(configured) if configured else Path.home() / ".agy-sim")
+        home = Path(configured) if configured else Path.home() / ".agy-sim"
+        # The project's own tool: its home is made here (agy's own state must exist already).
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        dirs.append(home)
     return [Path(os.path.abspath(path)) for path in dirs]
 
 

@@ -127,7 +127,8 @@ async def test_download_falls_back_to_legacy_media(
         authenticated = await media.authenticated_media(client)
         assert authenticated is False
         dest = tmp_path / "a.png"
-        size = await media.download(client, ref, dest, 10_000, authenticated=authenticated)
+        with dest.open("xb") as out:
+            size = await media.download(client, ref, out, 10_000, authenticated=authenticated)
     finally:
         await client.close()
     assert size == len(data)
