@@ -61,7 +61,12 @@ async def measure(samples: int) -> tuple[list[float], list[float]]:
             config = build_config(
                 {
                     "bridge": {"data_dir": str(root / "data"), "log_level": "WARNING"},
-                    "agy": {"command": [sys.executable, "-m", "bridge.simulator"]},
+                    "agy": {
+                        "command": [sys.executable, "-m", "bridge.simulator"],
+                        # The simulator's home is its only state directory, passed by name.
+                        "state_dirs": [],
+                        "pass_env": ["AGY_SIM_HOME"],
+                    },
                     "slack": {
                         "bot_token": BOT_TOKEN,
                         "app_token": APP_TOKEN,

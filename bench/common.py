@@ -28,8 +28,8 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bridge.agy import wire
-from bridge.agy.listener import hook_command
-from bridge.agy.plugin import write_plugin
+from bridge.agy.listener import hook_command, url_file_name, url_file_text
+from bridge.agy.plugin import plugin_dir, write_plugin
 from bridge.agy.runtime import HOOK_TIMEOUT_SECONDS
 from bridge.app import Bridge
 from bridge.config import Config, build_config
@@ -296,11 +296,25 @@ def hook_plugin(session_dir: Path, url: str) -> Path:
         session_dir,
         guidance="",
         notes="",
-        hook_commands={"PreInvocation": hook_command(url, HOOK_TIMEOUT_SECONDS)},
+        hook_commands={
+            "PreInvocation": hook_command(
+                plugin_dir(session_dir) / url_file_name("PreInvocation"), HOOK_TIMEOUT_SECONDS
+            )
+        },
         hook_timeout=HOOK_TIMEOUT_SECONDS,
         mcp_servers={},
+        url_files={url_file_name("PreInvocation"): url_file_text(url)},
     )
     return session_dir
+
+
+def url_file(folder: Path, url: str) -> Path:
+    """A curl config file holding ``url``, as the bridge writes one for each hook (the token
+    never goes on a command line)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{len(list(folder.iterdir()))}.curl"
+    path.write_text(url_file_text(url))
+    return path
 
 
 # --- the chat adapter: the tests' recording double, keeping counts and times only -----------

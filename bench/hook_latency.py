@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from aiohttp import web
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from bench.common import url_file
 from bridge.agy.listener import hook_command, open_listener, tool_hook_command, tool_hook_timing
 from bridge.agy.session import ToolCall, ToolVerdict, injection_hook
 from bridge.agy.wire import PRE_TOOL_USE, HookInput, HookReply, InjectedStep
@@ -270,11 +272,15 @@ class Target:
 
     def use(self, concurrency: int) -> None:
         """Start a level: loop *i* calls session *i*."""
+        # The URLs go in curl config files, as the bridge writes them (never on argv).
+        folder = Path(tempfile.mkdtemp(prefix="bench-hook-urls-"))
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        files = [url_file(folder, url) for url in self.server.urls]
         if self.event == PRE_TOOL_USE:
             timeout = tool_hook_timing(APPROVAL_TIMEOUT).hook_timeout
-            self.commands = [tool_hook_command(url, timeout) for url in self.server.urls]
+            self.commands = [tool_hook_command(path, timeout) for path in files]
         else:
-            self.commands = [hook_command(url, HOOK_TIMEOUT_SECONDS) for url in self.server.urls]
+            self.commands = [hook_command(path, HOOK_TIMEOUT_SECONDS) for path in files]
         self.commands = self.commands[:concurrency]
         self.samples = []
         self.wrong_answers = 0

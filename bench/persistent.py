@@ -15,9 +15,9 @@ Four variants take turns, one turn each per round in a rotating order, at each s
 Then the sandbox's price: agy (the simulator) started as the bridge starts it (its session
 folder loaded as a plugin), plain, inside a thread's bubblewrap sandbox that binds agy's shared
 state directories (as before), and inside one with the thread's private agy state and the login
-bound read-only (as now), in turns; each start is timed from building its command line (where
-the private state is made ready) to ``init`` (goals: the sandbox adds under 50 ms per start, the
-private state under 20 ms more).
+bound read-only (as now), in turns; each start is timed from building its spec (the sandbox's
+mounts, the private state made ready), off the event loop as a thread does it, to ``init``
+(goals: the sandbox adds under 20 ms per start, the private state under 20 ms more).
 
 A turn is timed from the message (the line written, the spawn, the submit) to its ``result`` or
 ``finish``. The persistent variants' first turns, which start their process, are reported on
@@ -30,6 +30,7 @@ their own. The table gives p50 and p99 per variant, the time a kept process save
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -66,7 +67,7 @@ from tests.doubles import RecordingAdapter
 DELAYS = (0.0, 0.5, 2.0)
 TURNS = 10
 STARTS = 30
-SANDBOX_GOAL_MS = 50.0
+SANDBOX_GOAL_MS = 20.0
 PRIVATE_STATE_GOAL_MS = 20.0
 TURN_TIMEOUT = 120.0
 PER_TURN_IDLE = 0.005  # seconds: the per-turn bridge lets its process go at once
@@ -262,8 +263,14 @@ async def measure_starts(count: int) -> dict[str, tuple[list[float], list[float]
                 for number in range(count + 1):
                     shift = number % len(variants)
                     for agy_runtime, (times, bare) in [*variants[shift:], *variants[:shift]]:
+                        # From building the spec (the sandbox's mounts, its read-only folders
+                        # made, ``.git`` read) as a thread does it, off the event loop.
                         started = time.perf_counter()
-                        spec = agy_runtime.spec(session, workdir, model=None, conversation=None)
+                        spec = await anyio.to_thread.run_sync(
+                            functools.partial(
+                                agy_runtime.spec, session, workdir, model=None, conversation=None
+                            )
+                        )
                         agy = await DirectAgy.start(spec.argv, spec.env, spec.cwd)
                         elapsed = time.perf_counter() - started
                         await agy.close()

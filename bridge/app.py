@@ -47,6 +47,7 @@ def launch_settings(config: Config, command: list[str] | None = None) -> LaunchS
         turn_timeout=agy.turn_timeout,
         secret_env_names=tuple(config.secret_env_names()),
         secret_values=tuple(config.secret_values()),
+        pass_env=tuple(agy.pass_env),
     )
 
 

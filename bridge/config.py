@@ -79,6 +79,10 @@ class AgySection(_Section):
     sandbox: bool = False
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # Names of the bridge's own environment variables agy gets besides the allow-list (PATH,
+    # HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ): taken by name, so a secret agy needs
+    # (its API key) need not be written into this file.
+    pass_env: list[str] = Field(default_factory=list)
     max_processes: int = Field(default=4, ge=1)
     idle_timeout: PositiveSeconds = 900.0
     turn_timeout: PositiveSeconds = 1800.0

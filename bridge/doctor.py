@@ -13,7 +13,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,9 @@ from mcp.server.lowlevel import Server
 
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
-from bridge.agy.launch import build_env
-from bridge.agy.listener import hook_command, open_listener
+from bridge.agy.launch import build_env, held_back, login_env_held_back
+from bridge.agy.listener import hook_command, open_listener, url_file_name, url_file_text
+from bridge.agy.plugin import plugin_dir
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.agy.sandbox import Isolation, not_isolated, state_layout, wrap
@@ -34,7 +35,7 @@ from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
 from bridge.config import Config
 from bridge.core.store import open_store, store_url
-from bridge.isolation import IsolationError, resolve_isolation
+from bridge.isolation import IsolationError, executables, resolve_isolation
 
 LIVE_TURN_SECONDS = 180.0
 LIVE_PROMPT = (
@@ -146,8 +147,10 @@ async def check_listener(report: Report) -> None:
     try:
         async with open_listener() as listener:
             registration = await listener.register(hook)
-            command = hook_command(registration.hook_url("PreInvocation"), 10)
-            code, text = await _shell(command, b'{"conversationId":"doctor"}')
+            with tempfile.TemporaryDirectory(prefix="agy-bridge-doctor-") as folder:
+                url_file = _url_file(Path(folder), registration.hook_url("PreInvocation"))
+                command = hook_command(url_file, 10)
+                code, text = await _shell(command, b'{"conversationId":"doctor"}')
             await registration.close()
     except OSError as exc:
         report.bad(f"the loopback listener cannot bind: {exc}")
@@ -156,6 +159,16 @@ async def check_listener(report: Report) -> None:
         report.ok(f"listener on 127.0.0.1:{listener.port} answered a hook call made with curl")
     else:
         report.bad(f"a hook call through curl did not reach the listener: {text or code}")
+
+
+def _url_file(folder: Path, url: str) -> Path:
+    """The curl config file a hook command reads its URL (with the token) from."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / url_file_name("PreInvocation")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(url_file_text(url))
+    return path
 
 
 async def _shell(command: str, stdin: bytes) -> tuple[int | None, str]:
@@ -179,7 +192,7 @@ async def check_isolation(config: Config, report: Report, command: list[str]) ->
         return isolation
     assert isolation.sandbox is not None
     report.ok(f"each thread's agy runs in its own bubblewrap sandbox ({isolation.sandbox.bwrap})")
-    await _probe_sandbox(config, report, isolation)
+    await _probe_sandbox(config, report, isolation, command)
     return isolation
 
 
@@ -190,10 +203,13 @@ touch "$PWD/.doctor-write" 2>/dev/null && echo WRITABLE
 [ -z "$CONFIG" ] || [ ! -e "$CONFIG" ] && echo NO_CONFIG
 for entry in $(ls -A "$DATA" 2>/dev/null); do echo "DATA_ENTRY $entry"; done
 printf '{"conversationId":"doctor"}' | { HOOK; } | grep -q doctor && echo LISTENER
+[ -z "$AGY" ] || [ -x "$AGY" ] && echo AGY_VISIBLE
 """
 
 
-async def _probe_sandbox(config: Config, report: Report, isolation: Isolation) -> None:
+async def _probe_sandbox(
+    config: Config, report: Report, isolation: Isolation, command: list[str]
+) -> None:
     assert isolation.sandbox is not None
     data_dir = config.bridge.data_dir.resolve()
     scratch = data_dir / "doctor" / uuid.uuid4().hex[:8]
@@ -208,9 +224,11 @@ async def _probe_sandbox(config: Config, report: Report, isolation: Isolation) -
     try:
         async with open_listener() as listener:
             registration = await listener.register(hook)
-            script = SANDBOX_PROBE.replace(
-                "HOOK", hook_command(registration.hook_url("PreInvocation"), 10)
+            # Where a thread's hooks find their URL: its read-only plugin folder.
+            url_file = _url_file(
+                plugin_dir(session.resolve()), registration.hook_url("PreInvocation")
             )
+            script = SANDBOX_PROBE.replace("HOOK", hook_command(url_file, 10))
             argv = wrap(
                 isolation.sandbox, ["sh", "-c", script], workdir=workdir, session_dir=session
             )
@@ -219,6 +237,8 @@ async def _probe_sandbox(config: Config, report: Report, isolation: Isolation) -
                 "STORE": str(data_dir / "bridge.sqlite3"),
                 "CONFIG": config_file,
                 "DATA": str(data_dir),
+                # agy's own executable, as a thread's sandbox must show it.
+                "AGY": next((str(path) for path in executables(command)), ""),
             }
             try:
                 with anyio.fail_after(30):
@@ -240,6 +260,7 @@ async def _probe_sandbox(config: Config, report: Report, isolation: Isolation) -
         ("NO_STORE" in said, "the bridge's store is not visible inside the sandbox"),
         ("NO_CONFIG" in said, "the config file is not visible inside the sandbox"),
         ("LISTENER" in said, "the listener is reachable from inside the sandbox (hook via curl)"),
+        ("AGY_VISIBLE" in said, "agy's executable is visible inside the sandbox"),
     ]
     entries = sorted(line.split(" ", 1)[1] for line in said if line.startswith("DATA_ENTRY "))
     others = [entry for entry in entries if entry != "doctor"]
@@ -319,6 +340,22 @@ async def check_thread_login(config: Config, report: Report, isolation: Isolatio
         report.bad("a thread could rewrite agy's login: " + ", ".join(writable))
     elif any(line.startswith("READONLY ") for line in said):
         report.ok("agy's login is read-only inside a thread's sandbox")
+
+
+def check_environment(config: Config, report: Report, environ: Mapping[str, str]) -> None:
+    """What of the bridge's environment agy does not get (names only), and which of those
+    agy's own login may need."""
+    settings = launch_settings(config)
+    kept = held_back(settings, environ)
+    if kept:
+        report.info(
+            f"held back from agy ({len(kept)} variables, by the allow-list): {', '.join(kept)}"
+        )
+    for name in login_env_held_back(settings, environ):
+        report.warn(
+            f"{name} is set but held back from agy; if agy's login or network needs it, add "
+            f'it to [agy] pass_env = ["{name}"]'
+        )
 
 
 def check_chats(config: Config, report: Report) -> None:
@@ -530,6 +567,7 @@ async def doctor(config: Config, live: bool) -> int:
     await check_listener(report)
     isolation = await check_isolation(config, report, command)
     await check_thread_login(config, report, isolation)
+    check_environment(config, report, os.environ)
     check_chats(config, report)
     if live:
         if report.failed:

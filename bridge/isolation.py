@@ -23,6 +23,7 @@ from bridge.agy.sandbox import (
     bwrap_problem,
     find_bwrap,
     not_isolated,
+    sandbox_problems,
 )
 from bridge.config import Config, ConfigError
 
@@ -67,8 +68,15 @@ def state_dirs(config: Config, command: Sequence[str]) -> list[Path]:
     dirs = [path.expanduser() for path in config.agy.state_dirs]
     if SIMULATOR_MODULE in command:
         # The project's agy simulator keeps its state (login, conversations) in its own home.
-        configured = config.agy.env.get("AGY_SIM_HOME") or os.environ.get("AGY_SIM_HOME")
-        dirs.append(Path(configured) if configured else Path.home() / ".agy-sim")
+        # Its home as the simulator will see it: set in [agy] env, or passed by name.
+        passed = "AGY_SIM_HOME" in config.agy.pass_env
+        configured = config.agy.env.get("AGY_SIM_HOME") or (
+            os.environ.get("AGY_SIM_HOME") if passed else None
+        )
+        home = Path(configured) if configured else Path.home() / ".agy-sim"
+        # The project's own tool: its home is made here (agy's own state must exist already).
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        dirs.append(home)
     return [Path(os.path.abspath(path)) for path in dirs]
 
 
@@ -120,4 +128,18 @@ async def resolve_isolation(
             )
         return not_isolated(problem)
     assert bwrap is not None
-    return Isolation(sandbox=sandbox_for(config, command, bwrap))
+    sandbox = sandbox_for(config, command, bwrap)
+    problems = sandbox_problems(sandbox, executables(command))
+    if problems:
+        # Every thread would fail (or see what it must not): refuse now, in words.
+        raise IsolationError("the sandbox cannot work: " + "; ".join(problems))
+    return Isolation(sandbox=sandbox)
+
+
+def executables(command: Sequence[str]) -> list[Path]:
+    """agy's command as the host finds it: the path on PATH and the file it leads to."""
+    found = shutil.which(command[0])
+    if found is None:
+        return []
+    path = Path(os.path.abspath(found))
+    return [path, Path(os.path.realpath(path))]

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 
@@ -26,6 +26,7 @@ from bridge.core.events import (
     HistoryEntry,
     Inbound,
     IncomingMessage,
+    OutgoingFile,
     Reaction,
     ThreadRef,
     ToolActivity,
@@ -133,6 +134,8 @@ class RecordingAdapter:
         self.reactions: list[tuple[str, Reaction]] = []
         self.calls: Counter[str] = Counter()
         self.files = files or {}
+        # What post_file was given: (thread key, the file).
+        self.uploads: list[tuple[str, OutgoingFile]] = []
         self.record_text = record_text
         self.sent = 0
         # Approval requests asked (their handles are req-1, req-2, ...) and how each ended.
@@ -165,9 +168,10 @@ class RecordingAdapter:
         self.notices.append((thread.key, text))
         self.changes.touch()
 
-    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+    async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         self.calls["post_file"] += 1
-        self.notices.append((thread.key, f"file {path.name}"))
+        self.uploads.append((thread.key, file))
+        self.notices.append((thread.key, f"file {file.name}"))
         self.changes.touch()
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
@@ -175,13 +179,13 @@ class RecordingAdapter:
         self.reactions.append((message_id, reaction))
         self.changes.touch()
 
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+    async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         if ref.source not in self.files:
             raise AttachmentError("the chat service answered 404")
         data = self.files[ref.source]
         if len(data) > max_bytes:
             raise AttachmentError(f"the file is larger than {max_bytes} bytes")
-        dest.write_bytes(data)
+        out.write(data)
         return len(data)
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
@@ -238,3 +242,20 @@ def signed_in(home: Path) -> Path:
     if not login.exists():
         login.write_text(json.dumps({"account": "tester@agy-sim.invalid"}), encoding="utf-8")
     return home
+
+
+async def fetch_into(adapter: Any, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+    """``adapter.fetch_attachment`` into a new file at ``dest`` (removed when it fails), as the
+    core calls it (with an open file)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with dest.open("xb") as out:
+            return int(await adapter.fetch_attachment(ref, out, max_bytes))
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+
+
+def outgoing(path: Path) -> OutgoingFile:
+    """A file as the core hands it to ``post_file``: its name and its bytes."""
+    return OutgoingFile(name=path.name, data=path.read_bytes())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
 SIM = [sys.executable, "-m", "bridge.simulator"]
@@ -19,7 +20,12 @@ def _doctor(
     tmp_path: Path, *args: str, command: list[str] = SIM, **env: str
 ) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "config.toml"
-    config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(command)}\n')
+    # The simulator's home is its state directory (it must exist) and reaches it by name.
+    (tmp_path / "home").mkdir(exist_ok=True)
+    config.write_text(
+        f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(command)}\n'
+        f"state_dirs = []\npass_env = {json.dumps(SIMULATOR_ENV)}\n"
+    )
     return subprocess.run(
         [sys.executable, "-m", "bridge", "doctor", "--config", str(config), *args],
         capture_output=True,

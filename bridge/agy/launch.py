@@ -34,6 +34,38 @@ class LaunchSettings(BaseModel):
     turn_timeout: float = 1800.0
     secret_env_names: tuple[str, ...] = ()
     secret_values: tuple[str, ...] = ()
+    # Names taken from the bridge's environment beyond the allow-list (``[agy] pass_env``).
+    pass_env: tuple[str, ...] = ()
+
+
+# What agy inherits from the bridge's environment without being asked: enough for a shell, a
+# locale and a clock. Everything else (database passwords, cloud credentials, agent sockets,
+# cluster configs, whatever the unit file carries) stays out unless ``[agy] pass_env`` names it:
+# agy's commands run whatever the agent wrote, and ``env`` would print it.
+ALLOWED_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ"})
+ALLOWED_ENV_PREFIXES = ("LC_",)
+# Variables agy's own login or network may need; held back unless passed, so doctor names them.
+LOGIN_ENV = frozenset(
+    {
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_CLOUD_PROJECT",
+        "GOOGLE_CLOUD_LOCATION",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "CLOUDSDK_CONFIG",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "all_proxy",
+        "no_proxy",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+    }
+)
 
 
 def print_timeout(turn_timeout: float) -> str:
@@ -83,17 +115,20 @@ def build_argv(
 def build_env(
     settings: LaunchSettings, base: Mapping[str, str], *, run_marker: str
 ) -> dict[str, str]:
-    """agy's environment: ours minus every secret, plus the commit identity and operator env.
+    """agy's environment: the allow-list of ours (and what ``pass_env`` names), never a
+    secret, plus the commit identity and the operator's ``[agy] env``.
 
     agy and every command it runs inherit this; a ``run_command`` of ``env`` must show no token.
     """
     banned = set(settings.secret_env_names)
     # Short values ("1", "true") would match everywhere; real tokens and passwords are longer.
     secrets = [value for value in settings.secret_values if len(value) >= 6]
+    passed = set(settings.pass_env)
     env = {
         name: value
         for name, value in base.items()
-        if name not in banned
+        if (_allowed(name) or name in passed)
+        and name not in banned
         and not _looks_like_token(name)
         and not any(secret in value for secret in secrets)
     }
@@ -106,6 +141,21 @@ def build_env(
     env.update(settings.env)
     env[RUN_MARKER_ENV] = run_marker
     return env
+
+
+def _allowed(name: str) -> bool:
+    return name in ALLOWED_ENV or name.startswith(ALLOWED_ENV_PREFIXES)
+
+
+def held_back(settings: LaunchSettings, base: Mapping[str, str]) -> list[str]:
+    """The names of the bridge's variables agy does not get (names only: values are secret)."""
+    given = build_env(settings, base, run_marker="")
+    return sorted(name for name in base if name not in given)
+
+
+def login_env_held_back(settings: LaunchSettings, base: Mapping[str, str]) -> list[str]:
+    """Held-back variables that agy's own login or network access may need."""
+    return [name for name in held_back(settings, base) if name in LOGIN_ENV]
 
 
 def _looks_like_token(name: str) -> bool:

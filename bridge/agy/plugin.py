@@ -253,6 +253,7 @@ def write_plugin(
     mcp_servers: Mapping[str, str],
     pre_tool_use: Sequence[wire.MatcherGroup] = (),
     shared: Path | None = None,
+    url_files: Mapping[str, str] | None = None,
 ) -> Path:
     """Write (or rewrite) the plugin; returns its folder. Raises RuleTooLarge before writing.
 
@@ -261,6 +262,8 @@ def write_plugin(
     ``shared``: a private folder (on the sessions' filesystem) for the files many sessions hold
     alike: ``plugin.json`` and the rules become hard links to one copy there. The hooks and the
     MCP config hold this session's listener token and are always its own files.
+    ``url_files``: file name -> text of the curl config files the hook commands read their URL
+    (with the token) from, written into the plugin folder before ``hooks.json``.
     """
     rules_text = wire.always_on_rule(guidance) if guidance else ""
     notes_text = wire.always_on_rule(notes) if notes else ""
@@ -282,6 +285,8 @@ def write_plugin(
         for event, command in hook_commands.items()
     }
     tool_handlers = {wire.PRE_TOOL_USE: list(pre_tool_use)} if pre_tool_use else None
+    for name, text in (url_files or {}).items():
+        _write_atomic(folder / name, text.encode("utf-8"))
     _write_atomic(
         folder / "hooks.json", _json(wire.hooks_file(HOOK_BUNDLE, handlers, tool_handlers))
     )

@@ -22,10 +22,13 @@ from bridge.agy.listener import (
     hook_command,
     tool_hook_command,
     tool_hook_timing,
+    url_file_name,
+    url_file_text,
 )
 from bridge.agy.plugin import (
     gated_hook_command,
     pending_flag,
+    plugin_dir,
     prune_shared,
     tool_hook_groups,
     write_plugin,
@@ -111,6 +114,13 @@ class AgyRuntime:
             answer_within=answer_within,
             on_undelivered=undelivered_injection(lost) if lost is not None else None,
         )
+        # Each hook's URL (token included) in a file of the plugin folder, never in argv.
+        folder = plugin_dir(session_dir.resolve())
+        events = [*HOOK_EVENTS, *([wire.PRE_TOOL_USE] if decide is not None else [])]
+
+        def url_file(event: str) -> Path:
+            return folder / url_file_name(event)
+
         try:
             write_plugin(
                 session_dir,
@@ -119,7 +129,7 @@ class AgyRuntime:
                 hook_commands={
                     event: gated_hook_command(
                         pending_flag(session_dir.resolve()),
-                        hook_command(registration.hook_url(event), HOOK_TIMEOUT_SECONDS),
+                        hook_command(url_file(event), HOOK_TIMEOUT_SECONDS),
                     )
                     for event in HOOK_EVENTS
                 },
@@ -128,14 +138,16 @@ class AgyRuntime:
                 # Every tool, so a tool agy adds later is gated too; the policy lets the
                 # harmless ones through at once.
                 pre_tool_use=tool_hook_groups(
-                    tool_hook_command(
-                        registration.hook_url(wire.PRE_TOOL_USE), timing.hook_timeout
-                    ),
+                    tool_hook_command(url_file(wire.PRE_TOOL_USE), timing.hook_timeout),
                     timing.hook_timeout,
                 )
                 if decide is not None
                 else (),
                 shared=self.shared_files,
+                url_files={
+                    url_file_name(event): url_file_text(registration.hook_url(event))
+                    for event in events
+                },
             )
         except BaseException:
             await registration.close()

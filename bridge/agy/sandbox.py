@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bridge.agy import private_state
 from bridge.agy.plugin import agents_dir
+from bridge.safe_files import ensure_real_dir, read_small
 
 # The system, visible read-only. Where one of them is a symlink (/bin -> usr/bin on merged-/usr
 # systems) the sandbox gets the same symlink.
@@ -54,6 +56,10 @@ NAMESPACE_ARGS = (
     "ALL",
 )
 PROBE_TIMEOUT = 10.0
+# A ``.git`` or ``gitdir`` file holds one path; anything longer is not one.
+_GIT_FILE_BYTES = 8192
+# The session's folder of attachments: the bridge writes there, the agent only reads.
+ATTACHMENTS_DIR = "attachments"
 
 
 class ExtraBinds(BaseModel):
@@ -140,13 +146,12 @@ def git_common_dir(workdir: Path) -> Path | None:
     workdir = workdir.resolve()
     dotgit = workdir / ".git"
     try:
-        if not dotgit.is_file() or dotgit.is_symlink():
-            return None
-        line = dotgit.read_text(encoding="utf-8").strip()
+        # Read without blocking and size-capped: the agent may have made either file a FIFO.
+        line = read_small(dotgit, _GIT_FILE_BYTES).decode("utf-8").strip()
         if not line.startswith("gitdir:"):
             return None
         gitdir = (workdir / line.removeprefix("gitdir:").strip()).resolve()
-        back = Path((gitdir / "gitdir").read_text(encoding="utf-8").strip())
+        back = Path(read_small(gitdir / "gitdir", _GIT_FILE_BYTES).decode("utf-8").strip())
     except (OSError, UnicodeDecodeError):
         return None
     common = gitdir.parent.parent
@@ -190,11 +195,14 @@ def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
     own = [workdir, session_dir]
     hidden_paths = _resolved(sandbox.hidden)
     common = git_common_dir(workdir)
+    git_mounts: list[Mount] = []
     if common is not None and not any(
         _under(common, hidden) or _under(hidden, common) for hidden in hidden_paths
     ):
-        own.append(common)
+        git_mounts = git_dir_mounts(common)
     mounts += [Mount("rw", path) for path in own]
+    mounts += git_mounts
+    mounts += attachment_mounts(session_dir)
     # The session's plugins, read-only inside its read-write session directory: the agent must
     # not rewrite its hooks (the approval gate) nor write into a rule file, which may be a hard
     # link shared with other sessions. ``.agents`` rather than the plugin folder: a mount point
@@ -202,10 +210,22 @@ def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
     mounts.append(Mount("ro", agents_dir(session_dir)))
     mounts += state_mounts(sandbox, session_dir)
     mounts = _without_redundant(mounts, hidden_paths)
+    return ordered(mounts, hidden_paths)
+
+
+def ordered(mounts: list[Mount], hidden_paths: Sequence[Path]) -> list[Mount]:
+    """``mounts`` with the hidden paths hidden wherever a bind would show them, in the order
+    bubblewrap must apply them."""
+    mounts = list(mounts)
     binds = [m for m in mounts if m.kind in ("ro", "rw", "ro-try", "rw-try")]
     for hidden in hidden_paths:
         # Hiding matters only where a bind would show the path; elsewhere it is not there.
         if not any(_under(hidden, bind.dest) for bind in binds):
+            continue
+        # Inside another hidden folder it is gone already, unless a bind shows it again;
+        # hiding it twice would put its mount point (an empty file or folder of that name)
+        # into the other's empty tmpfs, for every thread to list.
+        if any(_hides(parent, hidden, binds) for parent in hidden_paths):
             continue
         if hidden.is_dir():
             mounts.append(Mount("tmpfs", hidden))
@@ -214,6 +234,82 @@ def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
     # Parents before children: a thread's own directory inside a hidden one is bound back on top.
     mounts.sort(key=lambda m: (m.depth, _RANK[m.kind]))
     return [Mount(m.kind, m.dest, m.source or m.dest) for m in mounts]
+
+
+def git_dir_mounts(common: Path) -> list[Mount]:
+    """The repository's git directory for a worktree thread: objects and refs writable (so the
+    agent can commit), what configures git read-only (so it cannot plant a hook or a
+    ``core.fsmonitor`` command for the next git that runs, the bridge's or another thread's).
+
+    Every file bound read-only must be a real file or folder: a bind follows links, so a link
+    planted there would show its target. When one is a link, the git directory is not bound at
+    all (the thread still works; its git does not).
+    """
+    readonly = [common / "config", common / "hooks", common / "info"]
+    worktrees = common / "worktrees"
+    try:
+        entries = sorted(worktrees.iterdir()) if _is_real_dir(worktrees) else []
+    except OSError:
+        entries = []
+    for entry in entries:
+        if not _is_real_dir(entry):
+            continue
+        readonly += [
+            entry / name
+            for name in ("config.worktree", "commondir", "gitdir")
+            if os.path.lexists(entry / name)
+        ]
+    if not all(_is_real(path) for path in readonly):
+        return []
+    return [Mount("rw", common), *(Mount("ro", path) for path in readonly)]
+
+
+def _is_real(path: Path) -> bool:
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def attachment_mounts(session_dir: Path) -> list[Mount]:
+    """The session's attachments, read-only: the agent reads what teammates sent, and cannot
+    swap the folder for a link the bridge's next download would follow."""
+    return [Mount("ro", session_dir / ATTACHMENTS_DIR)]
+
+
+def prepare_binds(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> None:
+    """Make what the sandbox binds read-only exist as real folders (a missing path cannot be
+    bound; a link there would be followed), before bubblewrap starts. Blocking: run it off the
+    event loop."""
+    session_dir = session_dir.resolve()
+    ensure_real_dir(session_dir, ATTACHMENTS_DIR)
+    common = git_common_dir(workdir)
+    if common is None:
+        return
+    for name in ("hooks", "info"):
+        try:
+            ensure_real_dir(common, name)
+        except OSError:
+            return  # git_dir_mounts then finds no real folder and binds nothing
+
+
+def _hides(parent: Path, hidden: Path, binds: list[Mount]) -> bool:
+    """Whether the hidden folder ``parent`` already hides ``hidden`` (no bind below ``parent``
+    shows it again)."""
+    if parent == hidden or not _under(hidden, parent) or not parent.is_dir():
+        return False
+    return not any(
+        _under(bind.dest, parent) and bind.dest != parent and _under(hidden, bind.dest)
+        for bind in binds
+    )
 
 
 def _without_redundant(mounts: list[Mount], hidden: list[Path]) -> list[Mount]:
@@ -290,6 +386,7 @@ def wrap(
     prepare_state(sandbox, session_dir, conversation)
     # Written by the plugin before agy starts; a session without one still gets it read-only.
     agents_dir(session_dir.resolve()).mkdir(mode=0o700, parents=True, exist_ok=True)
+    prepare_binds(sandbox, workdir=workdir, session_dir=session_dir)
     args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]
     for mount in plan(sandbox, workdir=workdir, session_dir=session_dir):
         args += mount.args()
@@ -406,3 +503,43 @@ class Isolation:
 
 def not_isolated(problem: str) -> Isolation:
     return Isolation(sandbox=None, problem=problem)
+
+
+# --- can this sandbox work at all? (checked at start and by doctor) -----------------------------
+
+
+def sandbox_problems(sandbox: Sandbox, executables: Sequence[Path] = ()) -> list[str]:
+    """Why threads could not work in ``sandbox``, in words for the operator (empty: they can).
+
+    ``executables`` are agy's command as the host finds it (the path and its target). Each of
+    these would otherwise fail every thread with bubblewrap's terse error, or show a thread
+    what the sandbox exists to hide.
+    """
+    problems: list[str] = []
+    hidden = _resolved(sandbox.hidden)
+    for path in [*_resolved(executables), *_resolved(sandbox.install)]:
+        for folder in hidden:
+            if _under(path, folder):
+                problems.append(
+                    f"agy's installation ({path}) lies inside {folder}, which every sandbox "
+                    "hides (the bridge's data directory, its config file or the config's "
+                    "folder): move the config file or the data directory out of agy's folder"
+                )
+                break
+    for state in sandbox.state_dirs:
+        if not state.expanduser().is_dir():
+            problems.append(
+                f"agy's state directory {state} does not exist (log in to agy once as the "
+                "bridge's user, or fix [agy] state_dirs)"
+            )
+    for extra in sandbox.extras:
+        for path in _resolved(extra.read_write):
+            for folder in hidden:
+                if _under(path, folder) or _under(folder, path):
+                    problems.append(
+                        f"the workspace {extra.root} lists {path} as read_write, which "
+                        f"overlaps {folder} (the bridge's data directory or config): a thread "
+                        "must never write there"
+                    )
+                    break
+    return list(dict.fromkeys(problems))

@@ -11,8 +11,7 @@ import enum
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,6 +56,19 @@ class Author(_Model):
         if self.display_name and self.display_name != self.id:
             return f"{self.display_name} ({self.id})"
         return self.id
+
+
+class OutgoingFile(_Model):
+    """A file the agent posts: its name and its bytes, read once by the bridge without
+    following any link (:mod:`bridge.safe_files`), so an adapter never opens a path an agent
+    could swap."""
+
+    name: str = Field(min_length=1)
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
 
 
 class AttachmentRef(_Model):
@@ -233,7 +245,7 @@ class ChatAdapter(Protocol):
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         """Post a Markdown message in the thread now (notices, the agent's progress notes)."""
 
-    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+    async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         """Upload a file to the thread."""
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
@@ -242,8 +254,11 @@ class ChatAdapter(Protocol):
         The core calls this for one thread at a time, in order.
         """
 
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
-        """Download ``ref`` into ``dest`` (at most ``max_bytes``); return the size.
+    async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
+        """Download ``ref`` into ``out`` (at most ``max_bytes``); return the size.
+
+        ``out`` is a new file the core created without following any link, in a folder the
+        agent cannot replace; the adapter only writes to it (a local file: writes are quick).
 
         Raise :class:`AttachmentError` with a user-readable reason on failure.
         """

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from bridge.core.events import (
     ApprovalRequest,
@@ -24,6 +23,7 @@ from bridge.core.events import (
     HistoryEntry,
     Inbound,
     LiveReply,
+    OutgoingFile,
     Reaction,
     ThreadRef,
 )
@@ -54,14 +54,14 @@ class ScrubbedAdapter:
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         await self.inner.post_message(thread, self._scrub(text))
 
-    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
-        await self.inner.post_file(thread, path, self._scrub(title) if title else title)
+    async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
+        await self.inner.post_file(thread, file, self._scrub(title) if title else title)
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         await self.inner.react(thread, message_id, reaction)
 
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
-        return await self.inner.fetch_attachment(ref, dest, max_bytes)
+    async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
+        return await self.inner.fetch_attachment(ref, out, max_bytes)
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
         return await self.inner.history(thread, limit)

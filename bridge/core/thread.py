@@ -9,6 +9,7 @@ for) and what the thread is told when agy cannot start.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import anyio
 
 from bridge.agy.plugin import RuleTooLarge
 from bridge.agy.process import AgyHandle, AgyStartError
+from bridge.agy.sandbox import ATTACHMENTS_DIR
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.agy.start_failure import StartFailure, classify
 from bridge.agy.turn import TurnStatus
@@ -218,11 +220,15 @@ class ThreadWorker:
         """One agy process. Returns True to start another at once (after !stop, a restart)."""
         assert self.place is not None
         thread = await self.deps.store.thread(self.key)
-        spec = self.deps.runtime.spec(
-            self.place.session_dir,
-            self.place.workdir,
-            model=thread.model or self.deps.config.agy.model or None,
-            conversation=thread.conversation_id,
+        # Off the event loop: building the sandbox reads files the agent wrote (``.git``).
+        spec = await anyio.to_thread.run_sync(
+            functools.partial(
+                self.deps.runtime.spec,
+                self.place.session_dir,
+                self.place.workdir,
+                model=thread.model or self.deps.config.agy.model or None,
+                conversation=thread.conversation_id,
+            )
         )
         self._restart_requested = False
         async with self.deps.open_process(spec, self._bad_line) as proc:
@@ -317,7 +323,8 @@ class ThreadWorker:
             return
         if not await is_repository(place.repo):
             raise WorktreeError(f"{place.repo} is not a git repository (worktree = true)")
-        if await ensure_worktree(place.repo, place.workdir, place.branch):
+        sandbox = self.deps.runtime.isolation.sandbox
+        if await ensure_worktree(place.repo, place.workdir, place.branch, sandbox=sandbox):
             await self._say(
                 f"This thread works on its own branch `{place.branch}` (a git worktree of "
                 f"`{place.repo}`), so other threads do not touch its files."
@@ -333,7 +340,9 @@ class ThreadWorker:
         ):
             return
         try:
-            await remove_worktree(place.repo, place.workdir)
+            await remove_worktree(
+                place.repo, place.workdir, sandbox=self.deps.runtime.isolation.sandbox
+            )
         except OSError:
             log.warning(
                 "could not remove a worktree", exc_info=True, extra={"chat_thread": self.key}
@@ -357,9 +366,11 @@ class ThreadWorker:
         saved = await save_attachments(
             self.adapter,
             message.attachments,
-            self.place.session_dir / "attachments",
+            self.place.session_dir / ATTACHMENTS_DIR,
             f"{message.id:06d}",
             self.deps.config.bridge.max_attachment_bytes,
+            # The sessions' folder is the bridge's own (hidden from every sandbox).
+            root=self.place.session_dir.parent,
         )
         await self.deps.store.set_saved(message.id, saved)
         return message.model_copy(update={"saved": saved})

@@ -7,12 +7,15 @@ failures come back as MCP tool errors with a readable text, never as a crash of 
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -20,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bridge.agy.runtime import CHAT_SERVER
 from bridge.agy.wire import PLUGINS_DIR
 from bridge.config import Config
-from bridge.core.events import ChatAdapter, ThreadRef
+from bridge.core.events import ChatAdapter, OutgoingFile, ThreadRef
+from bridge.safe_files import UnsafePath, read_below
 
 if TYPE_CHECKING:
     from bridge.core.thread import ThreadWorker
@@ -88,28 +92,65 @@ def inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def jailed_path(raw: str, workdir: Path, session_dir: Path) -> Path:
-    """Resolve ``raw`` (after symlinks) and refuse anything outside the two allowed folders."""
+def jailed_path(raw: str, workdir: Path, session_dir: Path) -> tuple[Path, Path]:
+    """Where ``raw`` lies: (the allowed root it is in, the path below it), found lexically.
+
+    No link is resolved here: the file is then opened below that root without following any
+    (:func:`read_posted`), so what was checked is what is read. Refuses paths outside the
+    working directory and the session directory, and the bridge's plugin folder.
+    """
     candidate = Path(raw).expanduser()
     if not candidate.is_absolute():
         candidate = workdir / candidate
-    try:
-        resolved = candidate.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise ToolFailure(f"no such file: {raw}") from None
-    roots = [workdir.resolve(), session_dir.resolve()]
-    if not inside(resolved, roots):
+    candidate = Path(os.path.normpath(candidate))
+    roots = [workdir, session_dir]
+    # The same folder by the name the agent sees and by its real name.
+    found = next(
+        (
+            (Path(os.path.realpath(root)), candidate.relative_to(form))
+            for root in roots
+            for form in dict.fromkeys((Path(os.path.normpath(root)), root.resolve()))
+            if inside(candidate, [form])
+        ),
+        None,
+    )
+    if found is None:
         raise ToolFailure(
-            f"{raw} is outside the working directory ({roots[0]}) and the session directory; "
-            "only files there can be posted"
+            f"{raw} is outside the working directory ({workdir.resolve()}) and the session "
+            "directory; only files there can be posted"
         )
+    root, below = found
     plugins = session_dir.resolve().joinpath(*PLUGINS_DIR)
-    if resolved == plugins or plugins in resolved.parents:
+    target = root / below
+    if target == plugins or plugins in target.parents:
         # The plugin folder holds this session's listener token: never into the chat.
         raise ToolFailure(f"{raw} is part of the bridge's plugin and cannot be posted")
-    if not resolved.is_file():
-        raise ToolFailure(f"{raw} is not a regular file")
-    return resolved
+    return root, target
+
+
+def read_posted(raw: str, workdir: Path, session_dir: Path, max_bytes: int) -> OutgoingFile:
+    """The file ``raw`` names, opened once without following any link, checked on its
+    descriptor (a regular file, under ``max_bytes``) and read from it. Blocking: run it in a
+    worker thread."""
+    root, target = jailed_path(raw, workdir, session_dir)
+    try:
+        data = read_below(root, target, max_bytes)
+    except FileNotFoundError:
+        raise ToolFailure(f"no such file: {raw}") from None
+    except UnsafePath as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ToolFailure(
+                f"{raw} is or lies under a symbolic link, which may lead outside the working "
+                "directory; post the file itself"
+            ) from None
+        if exc.errno == errno.EFBIG:
+            raise ToolFailure(f"{raw} is over the {max_bytes:,}-byte limit") from None
+        raise ToolFailure(f"{raw} is not a regular file") from None
+    except OSError as exc:
+        raise ToolFailure(f"{raw} could not be read ({exc.strerror or exc})") from None
+    if not data:
+        raise ToolFailure(f"{raw} is empty")
+    return OutgoingFile(name=target.name, data=data)
 
 
 class ChatTools:
@@ -139,14 +180,11 @@ class ChatTools:
         return "posted"
 
     async def post_file(self, args: PostFileArgs) -> str:
-        path = jailed_path(args.path, self.workdir(), self.session_dir())
-        size = path.stat().st_size
-        if size > self.max_file_bytes:
-            raise ToolFailure(f"{args.path} is {size:,} bytes, over the {self.max_file_bytes:,}")
-        if size == 0:
-            raise ToolFailure(f"{args.path} is empty")
-        await self.adapter.post_file(self.ref, path, args.title)
-        return f"uploaded {path.name} ({size:,} bytes)"
+        file = await anyio.to_thread.run_sync(
+            read_posted, args.path, self.workdir(), self.session_dir(), self.max_file_bytes
+        )
+        await self.adapter.post_file(self.ref, file, args.title)
+        return f"uploaded {file.name} ({file.size:,} bytes)"
 
     async def thread_history(self, args: HistoryArgs) -> str:
         entries = (await self.adapter.history(self.ref, args.limit))[-args.limit :]

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.config import Config, WorkspaceSection
 from bridge.core.events import ThreadRef
+from bridge.safe_files import read_small
+
+# A workspace's notes become a rule file (refused over 24,000 bytes): more is never read.
+NOTES_MAX_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,11 @@ def place_for(config: Config, ref: ThreadRef) -> Place:
         workdir = workspace.path.expanduser().resolve()
     notes = ""
     if workspace is not None and workspace.notes_file is not None:
-        notes = workspace.notes_file.expanduser().read_text(encoding="utf-8")
+        # It may lie in the workspace, where the agent could swap it for a FIFO or a link:
+        # read without blocking, size-capped, and never through a link at its last step.
+        path = workspace.notes_file.expanduser()
+        folder = Path(os.path.realpath(path.parent))
+        notes = read_small(folder / path.name, NOTES_MAX_BYTES).decode("utf-8")
     return Place(
         workdir=workdir,
         session_dir=session_dir,

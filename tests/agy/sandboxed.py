@@ -24,7 +24,7 @@ from bridge.app import open_bridge
 from bridge.config import load_config
 from bridge.core.events import ThreadRef
 from bridge.core.workspaces import place_for
-from tests.core.harness import SIMULATOR, Harness, RecordingAdapter
+from tests.core.harness import SIMULATOR, SIMULATOR_ENV, Harness, RecordingAdapter
 from tests.doubles import signed_in
 
 
@@ -63,12 +63,16 @@ def write_config(
     agy's state directories are ``root/gemini`` (in place of ``~/.gemini``) and the simulator's
     home ``root/sim-home``, where the simulator is signed in."""
     sim_home = signed_in(root / "sim-home")
+    # agy's shared state exists (the operator signed agy in once): the bridge refuses a
+    # sandbox whose state directory is missing.
+    (root / "gemini").mkdir(parents=True, exist_ok=True)
     settings = {
         "command": SIMULATOR,
         "init_timeout": 20,
         "stop_grace": 2,
         "isolation": "bwrap",
         "env": {"AGY_SIM_HOME": str(sim_home)},
+        "pass_env": SIMULATOR_ENV,
         "state_dirs": [str(root / "gemini")],
         **(agy or {}),
     }

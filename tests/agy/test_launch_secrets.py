@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bridge.agy.launch import LaunchSettings, build_env
+from bridge.agy.launch import LaunchSettings, build_env, held_back, login_env_held_back
 
 
 def env_of(base: dict[str, str], **settings: object) -> dict[str, str]:
@@ -18,13 +18,14 @@ def test_the_bridges_kind_of_variable_is_dropped_whatever_its_name() -> None:
         "MATRIX_HOMESERVER": "kept",
         "MY_TOKEN": "kept",
     }
-    env = env_of(base)
+    # Even passed by name (pass_env), the bridge's kind of token never goes.
+    env = env_of(base, pass_env=tuple(base))
     assert {k for k in base if k in env} == {"SLACK_CHANNEL", "MATRIX_HOMESERVER", "MY_TOKEN"}
 
 
 def test_a_secret_value_is_dropped_under_any_name_and_short_values_are_not_secrets() -> None:
     base = {"NOTE": "prefix-abcdef-suffix", "PIN": "12345", "FLAG": "1", "KEPT": "abcde"}
-    env = env_of(base, secret_values=("abcdef", "12345", "1"))
+    env = env_of(base, secret_values=("abcdef", "12345", "1"), pass_env=tuple(base))
     assert "NOTE" not in env
     assert env["PIN"] == "12345" and env["FLAG"] == "1" and env["KEPT"] == "abcde"
 
@@ -39,3 +40,43 @@ def test_named_secrets_go_and_the_operators_env_wins_over_ours() -> None:
     assert env["GIT_AUTHOR_NAME"] == "operator" and env["LANG"] == "C.UTF-8"
     assert env["GIT_COMMITTER_NAME"] == "agy-bridge"
     assert env["GIT_AUTHOR_EMAIL"] == env["GIT_COMMITTER_EMAIL"] == "agy-bridge@localhost"
+
+
+def test_only_the_allow_list_and_what_pass_env_names_reach_agy() -> None:
+    base = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/bridge",
+        "LANG": "C.UTF-8",
+        "LC_TIME": "C",
+        "TZ": "UTC",
+        "PGPASSWORD": "pg-secret",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "SSH_AUTH_SOCK": "/run/agent",
+        "KUBECONFIG": "/home/bridge/.kube/config",
+        "DOCKER_HOST": "tcp://docker:2375",
+        "GEMINI_API_KEY": "needed-by-agy",
+        "HTTPS_PROXY": "http://proxy:3128",
+    }
+    env = env_of(base, pass_env=("GEMINI_API_KEY", "NOT_SET_ANYWHERE"))
+    assert {k for k in base if k in env} == {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_TIME",
+        "TZ",
+        "GEMINI_API_KEY",
+    }
+    assert "NOT_SET_ANYWHERE" not in env
+    settings = LaunchSettings(pass_env=("GEMINI_API_KEY",))
+    assert held_back(settings, base) == sorted(
+        [
+            "PGPASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "SSH_AUTH_SOCK",
+            "KUBECONFIG",
+            "DOCKER_HOST",
+            "HTTPS_PROXY",
+        ]
+    )
+    # What agy's own login or network may need is named, so doctor can warn.
+    assert login_env_held_back(settings, base) == ["HTTPS_PROXY"]

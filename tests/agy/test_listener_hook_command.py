@@ -20,7 +20,7 @@ from bridge.agy.listener import (
     tool_hook_command,
     tool_hook_timing,
 )
-from bridge.agy.listener.hook_command import UNREACHABLE_DENIAL, curl_max_time
+from bridge.agy.listener.hook_command import UNREACHABLE_DENIAL, curl_max_time, url_file_text
 from bridge.agy.wire import HookInput, HookReply, InjectedStep, ToolDecision
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="hook commands run curl")
@@ -42,6 +42,15 @@ async def run_hook(command: str, stdin: bytes, env: dict[str, str] | None = None
     return result.stdout
 
 
+def url_at(folder: Path, url: str) -> Path:
+    """A curl config file holding ``url``, as the bridge writes one beside ``hooks.json``."""
+    folder = folder / "urls"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{len(list(folder.iterdir()))}.curl"
+    path.write_text(url_file_text(url))
+    return path
+
+
 def unused_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -49,7 +58,7 @@ def unused_port() -> int:
 
 
 @pytest.mark.anyio
-async def test_the_listeners_answer_passes_through_unchanged() -> None:
+async def test_the_listeners_answer_passes_through_unchanged(tmp_path: Path) -> None:
     calls: list[HookInput] = []
     reply = HookReply(inject_steps=[InjectedStep(user_message='Bo said: "stop" \u2028 ok')])
 
@@ -59,20 +68,22 @@ async def test_the_listeners_answer_passes_through_unchanged() -> None:
 
     async with open_listener() as listener:
         registration = await listener.register(hook)
-        command = hook_command(registration.hook_url("PreInvocation"), 10)
+        command = hook_command(url_at(tmp_path, registration.hook_url("PreInvocation")), 10)
         out = await run_hook(command, json.dumps(HOOK_INPUT).encode())
     assert out == reply.to_json()
     assert [c.conversation_id for c in calls] == ["conv-9"]
 
 
 @pytest.mark.anyio
-async def test_an_unreachable_bridge_prints_empty_braces() -> None:
-    command = hook_command(f"http://127.0.0.1:{unused_port()}/tok/hook/PreInvocation", 10)
+async def test_an_unreachable_bridge_prints_empty_braces(tmp_path: Path) -> None:
+    command = hook_command(
+        url_at(tmp_path, f"http://127.0.0.1:{unused_port()}/tok/hook/PreInvocation"), 10
+    )
     assert await run_hook(command, b"{}") == b"{}"
 
 
 @pytest.mark.anyio
-async def test_an_error_answer_prints_empty_braces() -> None:
+async def test_an_error_answer_prints_empty_braces(tmp_path: Path) -> None:
     async def hook(event: str, hook_input: HookInput) -> HookReply:
         return HookReply(inject_steps=[InjectedStep(user_message="must not be seen")])
 
@@ -80,14 +91,16 @@ async def test_an_error_answer_prints_empty_braces() -> None:
         registration = await listener.register(hook)
         url = registration.hook_url("PreInvocation")
         wrong = url.replace("/hook/", "/nothook/")
-        not_found = await run_hook(hook_command(wrong, 10), b"{}")
-        too_large = await run_hook(hook_command(url, 10), b" " * 200)
-        bad_json = await run_hook(hook_command(url, 10), b"{oops")
+        not_found = await run_hook(hook_command(url_at(tmp_path, wrong), 10), b"{}")
+        too_large = await run_hook(hook_command(url_at(tmp_path, url), 10), b" " * 200)
+        bad_json = await run_hook(hook_command(url_at(tmp_path, url), 10), b"{oops")
     assert (not_found, too_large, bad_json) == (b"{}", b"{}", b"{}")
 
 
 @pytest.mark.anyio
-async def test_a_bridge_that_never_answers_gives_empty_braces_before_the_hook_timeout() -> None:
+async def test_a_bridge_that_never_answers_gives_empty_braces_before_the_hook_timeout(
+    tmp_path: Path,
+) -> None:
     entered = anyio.Event()
 
     async def stuck(event: str, hook_input: HookInput) -> HookReply:
@@ -97,13 +110,15 @@ async def test_a_bridge_that_never_answers_gives_empty_braces_before_the_hook_ti
 
     async with open_listener() as listener:
         registration = await listener.register(stuck)
-        out = await run_hook(hook_command(registration.hook_url("PreInvocation"), 2), b"{}")
+        out = await run_hook(
+            hook_command(url_at(tmp_path, registration.hook_url("PreInvocation")), 2), b"{}"
+        )
     assert entered.is_set()
     assert out == b"{}"
 
 
 @pytest.mark.anyio
-async def test_a_proxy_in_the_environment_is_not_used() -> None:
+async def test_a_proxy_in_the_environment_is_not_used(tmp_path: Path) -> None:
     async def hook(event: str, hook_input: HookInput) -> HookReply:
         return HookReply(inject_steps=[InjectedStep(user_message="direct")])
 
@@ -111,7 +126,9 @@ async def test_a_proxy_in_the_environment_is_not_used() -> None:
     env = dict(os.environ) | {"http_proxy": dead_proxy, "HTTP_PROXY": dead_proxy, "NO_PROXY": ""}
     async with open_listener() as listener:
         registration = await listener.register(hook)
-        out = await run_hook(hook_command(registration.hook_url("Stop"), 10), b"{}", env)
+        out = await run_hook(
+            hook_command(url_at(tmp_path, registration.hook_url("Stop")), 10), b"{}", env
+        )
     assert json.loads(out) == {"injectSteps": [{"userMessage": "direct"}]}
 
 
@@ -123,36 +140,54 @@ async def test_without_curl_the_hook_still_reads_its_input_and_prints_empty_brac
     assert cat is not None
     (tmp_path / "cat").symlink_to(cat)
     env = {"PATH": str(tmp_path)}  # a machine with no curl
-    command = hook_command(f"http://127.0.0.1:{unused_port()}/t/hook/Stop", 10)
+    command = hook_command(url_at(tmp_path, f"http://127.0.0.1:{unused_port()}/t/hook/Stop"), 10)
     assert await run_hook(command, b"{}", env) == b"{}"
 
 
 @pytest.mark.anyio
-async def test_the_url_is_quoted_for_the_shell(tmp_path: Path) -> None:
+async def test_the_url_stays_out_of_the_command_and_its_file_name_is_quoted(
+    tmp_path: Path,
+) -> None:
     marker = tmp_path / "pwned"
-    url = f"http://127.0.0.1:{unused_port()}/a'b;$(touch {marker})`touch {marker}`/hook/X"
-    command = hook_command(url, 5)
-    assert shlex.quote(url) in command
-    assert await run_hook(command, b"{}") == b"{}"
+    # Run by the shell, these would make the marker in $HOME (a file name holds no slash).
+    folder = tmp_path / "a'b;$(cd;touch pwned)`cd;touch pwned`"
+    folder.mkdir()
+    url = f"http://127.0.0.1:{unused_port()}/secret-token/hook/X"
+    command = hook_command(url_at(folder, url), 5)
+    # The token is in the file, never on the command line (argv is public in ps).
+    assert "secret-token" not in command and "http" not in command
+    assert shlex.quote(str(folder / "urls" / "0.curl")) in command
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    assert await run_hook(command, b"{}", env) == b"{}"
     assert not marker.exists()
 
 
+def test_a_url_file_is_one_quoted_curl_option() -> None:
+    assert url_file_text('http://127.0.0.1:1/t"k\\n/hook/X') == (
+        'url = "http://127.0.0.1:1/t\\"k\\\\n/hook/X"\n'
+    )
+    with pytest.raises(ValueError):
+        url_file_text("http://127.0.0.1:1/t\n-o /etc/passwd")
+
+
 @pytest.mark.parametrize("timeout", [1, 2, 5, 10, 30])
-def test_curl_gives_up_before_agys_hook_timeout(timeout: int) -> None:
-    command = hook_command("http://127.0.0.1:1/t/hook/Stop", timeout)
+def test_curl_gives_up_before_agys_hook_timeout(timeout: int, tmp_path: Path) -> None:
+    command = hook_command(url_at(tmp_path, "http://127.0.0.1:1/t/hook/Stop"), timeout)
     max_time = re.search(r"--max-time (\S+)", command)
     connect = re.search(r"--connect-timeout (\S+)", command)
     assert max_time and connect
     assert 0 < float(connect.group(1)) <= float(max_time.group(1)) < timeout
 
 
-def test_a_timeout_under_one_second_is_refused() -> None:
+def test_a_timeout_under_one_second_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        hook_command("http://127.0.0.1:1/t/hook/Stop", 0)
+        hook_command(url_at(tmp_path, "http://127.0.0.1:1/t/hook/Stop"), 0)
 
 
 @pytest.mark.anyio
-async def test_the_listener_answers_before_curl_gives_up_and_the_late_reply_is_reported() -> None:
+async def test_the_listener_answers_before_curl_gives_up_and_the_late_reply_is_reported(
+    tmp_path: Path,
+) -> None:
     """With agy's 2 s timeout curl waits 1.6 s; the listener answers `{}` well before that, so
     curl always reads an answer, and the reply that came too late is handed back."""
     release = anyio.Event()
@@ -173,7 +208,9 @@ async def test_the_listener_answers_before_curl_gives_up_and_the_late_reply_is_r
             slow, answer_within={"PreInvocation": answer_deadline(2)}, on_undelivered=undelivered
         )
         url = registration.hook_url("PreInvocation")
-        out = await run_hook(hook_command(url, 2), json.dumps(HOOK_INPUT).encode())
+        out = await run_hook(
+            hook_command(url_at(tmp_path, url), 2), json.dumps(HOOK_INPUT).encode()
+        )
         assert out == b"{}" and not release.is_set()
         release.set()
         await told.wait()
@@ -191,7 +228,7 @@ TOOL_INPUT = {"conversationId": "conv-9", "toolCall": {"name": "run_command", "a
 
 
 @pytest.mark.anyio
-async def test_the_tool_hook_passes_the_listeners_decision_through() -> None:
+async def test_the_tool_hook_passes_the_listeners_decision_through(tmp_path: Path) -> None:
     decision = ToolDecision(decision="allow")
 
     async def hook(event: str, hook_input: HookInput) -> ToolDecision:
@@ -199,27 +236,35 @@ async def test_the_tool_hook_passes_the_listeners_decision_through() -> None:
 
     async with open_listener() as listener:
         registration = await listener.register(hook)
-        command = tool_hook_command(registration.hook_url("PreToolUse"), 10)
+        command = tool_hook_command(url_at(tmp_path, registration.hook_url("PreToolUse")), 10)
         out = await run_hook(command, json.dumps(TOOL_INPUT).encode())
     assert out == decision.to_json() == b'{"decision":"allow"}'
 
 
 @pytest.mark.anyio
-async def test_the_tool_hook_denies_when_the_bridge_cannot_be_reached_or_gives_no_decision() -> (
-    None
-):
+async def test_the_tool_hook_denies_when_the_bridge_cannot_be_reached_or_gives_no_decision(
+    tmp_path: Path,
+) -> None:
     async def wrong(event: str, hook_input: HookInput) -> HookReply:
         return HookReply()  # `{}`: not a decision
 
-    unreachable = tool_hook_command(f"http://127.0.0.1:{unused_port()}/t/hook/PreToolUse", 10)
+    unreachable = tool_hook_command(
+        url_at(tmp_path, f"http://127.0.0.1:{unused_port()}/t/hook/PreToolUse"), 10
+    )
     outputs = [await run_hook(unreachable, json.dumps(TOOL_INPUT).encode())]
     async with open_listener() as listener:
         registration = await listener.register(wrong)
         url = registration.hook_url("PreToolUse")
-        outputs.append(await run_hook(tool_hook_command(url, 10), json.dumps(TOOL_INPUT).encode()))
+        outputs.append(
+            await run_hook(
+                tool_hook_command(url_at(tmp_path, url), 10), json.dumps(TOOL_INPUT).encode()
+            )
+        )
         not_found = url.replace("/hook/", "/nothook/")
-        outputs.append(await run_hook(tool_hook_command(not_found, 10), b"{}"))
-        outputs.append(await run_hook(tool_hook_command(url, 10), b"{oops"))  # 400
+        outputs.append(await run_hook(tool_hook_command(url_at(tmp_path, not_found), 10), b"{}"))
+        outputs.append(
+            await run_hook(tool_hook_command(url_at(tmp_path, url), 10), b"{oops")
+        )  # 400
     for out in outputs:
         assert out == UNREACHABLE_DENIAL.encode()
         reply = json.loads(out)
@@ -232,15 +277,19 @@ async def test_without_curl_the_tool_hook_reads_its_input_and_denies(tmp_path: P
     cat = shutil.which("cat")
     assert cat is not None
     (tmp_path / "cat").symlink_to(cat)
-    command = tool_hook_command(f"http://127.0.0.1:{unused_port()}/t/hook/PreToolUse", 10)
+    command = tool_hook_command(
+        url_at(tmp_path, f"http://127.0.0.1:{unused_port()}/t/hook/PreToolUse"), 10
+    )
     out = await run_hook(command, b"{}", {"PATH": str(tmp_path)})
     assert json.loads(out)["decision"] == "deny"
 
 
 @pytest.mark.parametrize("approval", [0, 30, 600])
-def test_tool_hook_timing_sits_above_the_approval_timeout(approval: int) -> None:
+def test_tool_hook_timing_sits_above_the_approval_timeout(approval: int, tmp_path: Path) -> None:
     timing = tool_hook_timing(approval)
     assert approval < timing.answer_within < curl_max_time(timing.hook_timeout)
-    command = tool_hook_command("http://127.0.0.1:1/t/hook/PreToolUse", timing.hook_timeout)
+    command = tool_hook_command(
+        url_at(tmp_path, "http://127.0.0.1:1/t/hook/PreToolUse"), timing.hook_timeout
+    )
     max_time = re.search(r"--max-time (\S+)", command)
     assert max_time and approval < float(max_time.group(1)) < timing.hook_timeout

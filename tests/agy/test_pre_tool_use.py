@@ -13,8 +13,15 @@ from pathlib import Path
 import pytest
 
 from bridge.agy import wire
-from bridge.agy.listener import Registration, open_listener, tool_hook_command, tool_hook_timing
-from bridge.agy.plugin import tool_hook_groups, write_plugin
+from bridge.agy.listener import (
+    Registration,
+    open_listener,
+    tool_hook_command,
+    tool_hook_timing,
+    url_file_name,
+    url_file_text,
+)
+from bridge.agy.plugin import plugin_dir, tool_hook_groups, write_plugin
 from bridge.agy.process import AgyProcess, ProcessExit, ProcessSpec, open_agy
 from tests.doubles import signed_in
 
@@ -53,6 +60,7 @@ async def session(tmp_path: Path, decider: Decider) -> AsyncIterator[tuple[Regis
             decider, answer_within={wire.PRE_TOOL_USE: timing.answer_within}
         )
         session_dir = tmp_path / "session"
+        url_name = url_file_name(wire.PRE_TOOL_USE)
         write_plugin(
             session_dir,
             guidance="",
@@ -61,10 +69,11 @@ async def session(tmp_path: Path, decider: Decider) -> AsyncIterator[tuple[Regis
             hook_timeout=10,
             mcp_servers={},
             pre_tool_use=tool_hook_groups(
-                tool_hook_command(registration.hook_url(wire.PRE_TOOL_USE), timing.hook_timeout),
+                tool_hook_command(plugin_dir(session_dir) / url_name, timing.hook_timeout),
                 timing.hook_timeout,
                 ["run_command"],
             ),
+            url_files={url_name: url_file_text(registration.hook_url(wire.PRE_TOOL_USE))},
         )
         yield registration, session_dir
 

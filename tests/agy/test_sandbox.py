@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from bridge.agy.sandbox import (
     find_bwrap,
     git_common_dir,
     plan,
+    prepare_binds,
+    sandbox_problems,
     wrap,
 )
 from bridge.app import open_bridge
@@ -243,7 +246,8 @@ async def test_unset_falls_back_to_none_where_bwrap_cannot_work(tmp_path: Path) 
 @pytest.mark.anyio
 async def test_unset_means_bwrap_where_it_works(tmp_path: Path) -> None:
     require_bwrap()
-    isolation = await resolve_isolation(build_config({}, environ={}), SIMULATOR)
+    raw = {"agy": {"state_dirs": [], "env": {"AGY_SIM_HOME": str(tmp_path)}}}
+    isolation = await resolve_isolation(build_config(raw, environ={}), SIMULATOR)
     assert isolation.isolated
     assert "Isolated" in isolation.status_line()
 
@@ -379,3 +383,65 @@ i=0; while [ ! -e {pending_flag(sessions[0])} ] && [ $i -lt 400 ]; do sleep 0.05
     assert (b / "rules" / "AGENTS.md").read_bytes() == before[a / "rules" / "AGENTS.md"]
     assert not (a / "new-file").exists() and not (sessions[0] / "rules-link").exists()
     assert (sessions[0] / ".agents").is_dir() and not (sessions[0] / "moved").exists()
+
+
+def test_the_git_directory_is_writable_but_what_configures_git_is_read_only(
+    worktree: tuple[Path, Path], tmp_path: Path
+) -> None:
+    repo, tree = worktree
+    common = (repo / ".git").resolve()
+    sandbox = Sandbox(bwrap="bwrap")
+    (tmp_path / "s").mkdir()
+    prepare_binds(sandbox, workdir=tree, session_dir=tmp_path / "s")
+    mounts = {(m.kind, m.dest) for m in plan(sandbox, workdir=tree, session_dir=tmp_path / "s")}
+    assert ("rw", common) in mounts
+    for name in ("config", "hooks", "info", "worktrees/t1/gitdir", "worktrees/t1/commondir"):
+        assert ("ro", common / name) in mounts, name
+    assert ("ro", (tmp_path / "s").resolve() / "attachments") in mounts
+
+
+def test_a_link_in_place_of_the_git_config_binds_no_git_directory(
+    worktree: tuple[Path, Path], tmp_path: Path
+) -> None:
+    repo, tree = worktree
+    common = (repo / ".git").resolve()
+    secret = tmp_path / "secret.toml"
+    secret.write_text("token")
+    (common / "config").rename(common / "config.real")
+    (common / "config").symlink_to(secret)
+    mounts = plan(Sandbox(bwrap="bwrap"), workdir=tree, session_dir=tmp_path / "s")
+    assert not any(m.dest == common or m.source == secret for m in mounts)
+    # A link planted for hooks/ is replaced by a real folder before a sandbox starts.
+    (common / "config").unlink()
+    (common / "config.real").rename(common / "config")
+    shutil.rmtree(common / "hooks", ignore_errors=True)
+    (common / "hooks").symlink_to(tmp_path)
+    (tmp_path / "s").mkdir()
+    prepare_binds(Sandbox(bwrap="bwrap"), workdir=tree, session_dir=tmp_path / "s")
+    assert (common / "hooks").is_dir() and not (common / "hooks").is_symlink()
+
+
+def test_sandboxes_that_cannot_work_are_named(tmp_path: Path) -> None:
+    data, folder = tmp_path / "data", tmp_path / "etc"
+    data.mkdir()
+    (folder / "bin").mkdir(parents=True)
+    state = tmp_path / "state"
+    state.mkdir()
+    good = Sandbox(bwrap="bwrap", hidden=(data, folder), state_dirs=(state,))
+    assert sandbox_problems(good, [tmp_path / "agy" / "bin" / "agy"]) == []
+    [hidden_agy] = sandbox_problems(good, [folder / "bin" / "agy"])
+    assert f"agy's installation ({folder / 'bin' / 'agy'}) lies inside {folder}" in hidden_agy
+    missing = Sandbox(bwrap="bwrap", state_dirs=(tmp_path / "never-made",))
+    [no_state] = sandbox_problems(missing)
+    assert "never-made does not exist" in no_state
+    overlap = Sandbox(
+        bwrap="bwrap",
+        hidden=(data,),
+        extras=(ExtraBinds(root=tmp_path / "ws", read_write=(data / "sessions",)),),
+    )
+    [writes_data] = sandbox_problems(overlap)
+    assert "lists" in writes_data and "overlaps" in writes_data and str(data) in writes_data
+    around = Sandbox(
+        bwrap="bwrap", hidden=(data,), extras=(ExtraBinds(root=tmp_path, read_write=(tmp_path,)),)
+    )
+    assert len(sandbox_problems(around)) == 1

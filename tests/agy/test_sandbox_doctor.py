@@ -25,7 +25,12 @@ def _doctor(
     tmp_path: Path, *args: str, agy: str = "", path: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "config.toml"
-    config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n{agy}\n')
+    # The simulator's home is its state directory: it must exist, and reach it by name.
+    state = "" if "state_dirs" in agy else "state_dirs = []\n"
+    config.write_text(
+        f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n'
+        f'{state}pass_env = ["AGY_SIM_HOME"]\n{agy}\n'
+    )
     env = {**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home"))}
     if path is not None:
         env["PATH"] = path
@@ -44,6 +49,7 @@ PROBE_LINES = (
     "✓ the config file is not visible inside the sandbox",
     "✓ the listener is reachable from inside the sandbox",
     "✓ the data directory shows nothing but the thread's own folders",
+    "✓ agy's executable is visible inside the sandbox",
 )
 
 
@@ -103,12 +109,14 @@ async def test_the_probe_notices_a_sandbox_that_shows_the_data_directory(
     # A broken layout: the data directory bound read-only and not listed as hidden.
     leaky = Isolation(sandbox=Sandbox(bwrap=bwrap, install=(data,)))
     report = Report()
-    await _probe_sandbox(config, report, leaky)
+    await _probe_sandbox(config, report, leaky, SIM)
     out = capsys.readouterr().out
     assert "✗ NOT so: the bridge's store is not visible inside the sandbox" in out
     assert "also visible: bridge.sqlite3, sessions" in out
     assert "✗ NOT so: the thread's workspace is writable" not in out
-    assert report.failed == 2
+    # Nor does it show agy: the probe runs the very mounts a thread gets, agy's included.
+    assert "✗ NOT so: agy's executable is visible inside the sandbox" in out
+    assert report.failed == 3
 
 
 @pytest.mark.slow
@@ -125,6 +133,7 @@ def test_the_live_turn_runs_inside_the_sandbox(tmp_path: Path) -> None:
 def test_the_login_is_checked_as_a_thread_sees_it(tmp_path: Path) -> None:
     require_bwrap()
     gemini = tmp_path / "gemini"
+    gemini.mkdir()
     agy = f"state_dirs = [{json.dumps(str(gemini))}]"
     done = _doctor(tmp_path, agy=agy)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -138,6 +147,7 @@ def test_the_login_is_checked_as_a_thread_sees_it(tmp_path: Path) -> None:
 def test_a_login_threads_do_not_see_is_a_problem(tmp_path: Path) -> None:
     """Outside a sandbox agy is signed in; inside, only [agy] login_entries are seen."""
     require_bwrap()
+    (tmp_path / "gemini").mkdir()
     agy = f'state_dirs = [{json.dumps(str(tmp_path / "gemini"))}]\nlogin_entries = ["other"]'
     done = _doctor(tmp_path, agy=agy)
     assert done.returncode == 1
@@ -145,3 +155,45 @@ def test_a_login_threads_do_not_see_is_a_problem(tmp_path: Path) -> None:
     assert "✗ none of [agy] login_entries is in agy's state directories" in done.stdout
     assert "✗ agy is NOT signed in inside a thread's sandbox" in done.stdout
     assert "Please sign in" in done.stdout
+
+
+def test_doctor_names_a_sandbox_that_would_hide_agy_itself(tmp_path: Path) -> None:
+    """agy at <dir>/bin/agy, the config at <dir>/config.toml: hiding the config's folder hides
+    agy; doctor says so in the words the bridge refuses to start with."""
+    require_bwrap()
+    agy = tmp_path / "bin" / "agy"
+    agy.parent.mkdir()
+    agy.write_text(f'#!/bin/sh\nexec {sys.executable} -m bridge.simulator "$@"\n')
+    agy.chmod(0o755)
+    (tmp_path / "config.toml").write_text(
+        f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = [{json.dumps(str(agy))}]\n'
+        'state_dirs = []\nisolation = "bwrap"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "doctor", "--config", str(tmp_path / "config.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "✗ the bridge will refuse to start" in done.stdout
+    assert f"agy's installation ({tmp_path / 'bin'}" in done.stdout, done.stdout
+
+
+def test_doctor_lists_what_agy_does_not_inherit(tmp_path: Path) -> None:
+    env = {"PGPASSWORD": "pg-secret-value", "GEMINI_API_KEY": "a-key-value"}
+    (tmp_path / "home").mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "doctor", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    held = next(line for line in done.stdout.splitlines() if "held back from agy (" in line)
+    assert "PGPASSWORD" in held and "GEMINI_API_KEY" in held
+    assert "pg-secret-value" not in done.stdout and "a-key-value" not in done.stdout
+    assert "⚠ GEMINI_API_KEY is set but held back from agy" in done.stdout
+    assert "⚠ PGPASSWORD" not in done.stdout

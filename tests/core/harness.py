@@ -35,6 +35,20 @@ __all__ = [
 ]
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
+# The simulator's own settings, which tests set in the bridge's environment: agy inherits only
+# an allow-list of it, so every test config passes these by name ([agy] pass_env).
+SIMULATOR_ENV = [
+    "AGY_SIM_HOME",
+    "AGY_SIM_HELP_OMIT",
+    "AGY_SIM_DRIVER_MODE",
+    "AGY_SIM_SIGNED_OUT",
+    "AGY_SIM_MCP_TIMEOUT",
+    "AGY_SIM_STARTUP_DELAY",
+    "AGY_SIM_ACCEPTS_URL",
+    "AGY_SIM_INIT_LAYOUT",
+    "AGY_SIM_MCP_MODE",
+    "AGY_SIM_WORKSPACE_PLUGINS",
+]
 
 
 def thread(name: str = "t1") -> ThreadRef:
@@ -89,7 +103,14 @@ async def running(
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
     # Unsandboxed unless a test asks: these tests signal the agent through files outside its
     # workspace (the sandbox's own tests are tests/agy/test_sandbox*.py).
-    settings = {"command": SIMULATOR, "init_timeout": 20, "stop_grace": 2, "isolation": "none"}
+    settings = {
+        "command": SIMULATOR,
+        "init_timeout": 20,
+        "stop_grace": 2,
+        "isolation": "none",
+        "pass_env": SIMULATOR_ENV,
+        "state_dirs": [],
+    }
     settings.update(agy)
     # Tests of other areas run tools freely; approvals tests turn the gate on themselves.
     raw = {

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -78,13 +79,13 @@ class _Fetcher:
     def __init__(self, payloads: dict[str, bytes | Exception]):
         self.payloads = payloads
 
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+    async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         data = self.payloads[ref.source]
         if isinstance(data, Exception):
             raise data
         if len(data) > max_bytes:
             raise AttachmentError("too large")
-        dest.write_bytes(data)
+        out.write(data)
         return len(data)
 
 
@@ -100,9 +101,44 @@ async def test_save_attachments_stays_inside_and_reports_problems(tmp_path: Path
     folder = tmp_path / "att"
     results = await save_attachments(fetcher, refs, folder, "000001", 1000)  # type: ignore[arg-type]
     saved = Path(results[0])
-    assert saved.parent == folder.resolve() and saved.read_bytes() == b"data"
+    assert saved.parent == folder and saved.read_bytes() == b"data"
     assert saved.name == "000001-0-evil.sh"
     assert results[1] == "the file is empty"
     assert "over the 1,000-byte limit" in results[2]
     assert results[3] == "403 from server"
     assert sorted(p.name for p in folder.iterdir()) == ["000001-0-evil.sh"]
+
+
+@pytest.mark.anyio
+async def test_save_attachments_never_writes_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    session = tmp_path / "session"
+    session.mkdir()
+    (session / "att").symlink_to(outside)
+    fetcher = _Fetcher({"ok": b"data"})
+    refs = [AttachmentRef(name="a.txt", source="ok")]
+    results = await save_attachments(
+        fetcher,  # type: ignore[arg-type]
+        refs,
+        session / "att",
+        "000001",
+        1000,
+        root=session,
+    )
+    assert "cannot be used safely" in results[0]
+    assert list(outside.iterdir()) == []
+    # A file planted under the name the bridge is about to write is replaced, not followed.
+    (session / "att").unlink()
+    (session / "att").mkdir()
+    (session / "att" / "000001-0-a.txt").symlink_to(outside / "planted")
+    [saved] = await save_attachments(
+        fetcher,  # type: ignore[arg-type]
+        refs,
+        session / "att",
+        "000001",
+        1000,
+        root=session,
+    )
+    assert Path(saved).read_bytes() == b"data" and not Path(saved).is_symlink()
+    assert list(outside.iterdir()) == []

@@ -180,7 +180,8 @@ async def ask_tool(tmp_path: Path, conversation: str, command: str) -> dict[str,
     """agy's PreToolUse call for ``run_command``, as the hook command makes it; returns when
     the bridge decides."""
     [hooks] = (tmp_path / "data" / "sessions").glob("*/.agents/plugins/*/hooks.json")
-    url = re.search(r"http://127\.0\.0\.1:\d+/\S+/hook/PreToolUse", hooks.read_text())
+    text = (hooks.parent / "PreToolUse.curl").read_text()  # the URL, beside hooks.json
+    url = re.search(r"http://127\.0\.0\.1:\d+/\S+/hook/PreToolUse", text)
     assert url is not None
     body = {
         "conversationId": conversation,

@@ -21,7 +21,14 @@ from bridge.config import build_config
 from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
 from bridge.core.leases import ForwardedDecision
 from bridge.core.store import ApprovalState, open_store
-from tests.core.harness import SIMULATOR, Harness, RecordingAdapter, hold_after_taking, thread
+from tests.core.harness import (
+    SIMULATOR,
+    SIMULATOR_ENV,
+    Harness,
+    RecordingAdapter,
+    hold_after_taking,
+    thread,
+)
 from tests.doubles import signed_in
 from tests.faults.console import sim_conversation_messages
 from tests.pg import Postgres
@@ -45,6 +52,7 @@ async def instance(
         "bridge": {"data_dir": str(tmp / name)},
         "agy": {
             "command": SIMULATOR,
+            "pass_env": SIMULATOR_ENV,
             "init_timeout": 20,
             "stop_grace": 2,
             "max_processes": max_processes,
@@ -250,7 +258,7 @@ class MatrixLike(RecordingAdapter):
 async def matrix_instance(tmp: Path, name: str, url: str, data: str) -> AsyncIterator[MatrixLike]:
     raw: dict[str, Any] = {
         "bridge": {"data_dir": str(tmp / data)},
-        "agy": {"command": SIMULATOR},
+        "agy": {"command": SIMULATOR, "pass_env": SIMULATOR_ENV, "state_dirs": []},
         "store": {"url": url, "instance": name, "lease_seconds": 1.5},
     }
     adapter = MatrixLike()

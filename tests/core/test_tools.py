@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from bridge.core.events import Author, HistoryEntry
-from bridge.core.tools import UNLISTED_MARK, ToolFailure, jailed_path
+from bridge.core.tools import UNLISTED_MARK, ToolFailure, read_posted
 from tests.core.harness import running, thread
 
 pytestmark = pytest.mark.anyio
@@ -53,16 +54,35 @@ def test_jail_accepts_the_session_dir_and_rejects_dotdot(tmp_path: Path) -> None
     session.mkdir()
     (session / "shot.png").write_bytes(b"png")
     (tmp_path / "secret").write_text("x")
-    assert jailed_path(str(session / "shot.png"), work, session) == (session / "shot.png")
+    assert read_posted(str(session / "shot.png"), work, session, 100).data == b"png"
     with pytest.raises(ToolFailure, match="outside"):
-        jailed_path("../secret", work, session)
+        read_posted("../secret", work, session, 100)
     with pytest.raises(ToolFailure, match="no such file"):
-        jailed_path("missing.txt", work, session)
+        read_posted("missing.txt", work, session, 100)
     hooks = session / ".agents" / "plugins" / "bridge" / "hooks.json"
     hooks.parent.mkdir(parents=True)
     hooks.write_text("{}")
     with pytest.raises(ToolFailure, match="plugin"):
-        jailed_path(str(hooks), work, session)
+        read_posted(str(hooks), work, session, 100)
+    with pytest.raises(ToolFailure, match="plugin"):
+        read_posted(str(session / ".agents" / "x" / ".." / "plugins" / "bridge"), work, session, 9)
+
+
+def test_a_posted_file_is_read_through_no_link_and_never_blocks(tmp_path: Path) -> None:
+    work, session = tmp_path / "w", tmp_path / "s"
+    (work / "real").mkdir(parents=True)
+    session.mkdir()
+    (work / "real" / "plot.png").write_bytes(b"png")
+    (work / "via").symlink_to(work / "real")  # even a link that stays inside
+    os.mkfifo(work / "pipe")
+    (work / "big").write_bytes(b"x" * 101)
+    assert read_posted("real/plot.png", work, session, 100).name == "plot.png"
+    with pytest.raises(ToolFailure, match="symbolic link"):
+        read_posted("via/plot.png", work, session, 100)
+    with pytest.raises(ToolFailure, match="not a regular file"):
+        read_posted("pipe", work, session, 100)
+    with pytest.raises(ToolFailure, match="over the 100-byte limit"):
+        read_posted("big", work, session, 100)
 
 
 async def test_thread_history_returns_the_thread(tmp_path: Path) -> None:

@@ -205,7 +205,15 @@ async def world(
     tmp_path: Path, sections: dict[str, Any] | None = None, **agy: Any
 ) -> AsyncIterator[World]:
     """``agy``: the [agy] settings; ``sections``: other sections of the config."""
-    settings = {"command": ["agy"], "idle_timeout": 3600, "turn_timeout": 3600, **agy}
+    # No agy state directory: the scripted agy keeps none (and a missing ~/.gemini would stop
+    # the sandbox from being built).
+    settings = {
+        "command": ["agy"],
+        "idle_timeout": 3600,
+        "turn_timeout": 3600,
+        "state_dirs": [],
+        **agy,
+    }
     config = build_config(
         {"bridge": {"data_dir": str(tmp_path / "data")}, "agy": settings, **(sections or {})},
         environ={},
@@ -220,7 +228,9 @@ async def world(
 async def pre_invocation(tmp_path: Path, conversation: str) -> dict[str, Any]:
     """agy's PreInvocation call, made as the hook command makes it (to the plugin's URL)."""
     [hooks] = (tmp_path / "data" / "sessions").glob("*/.agents/plugins/*/hooks.json")
-    url = re.search(r"http://127\.0\.0\.1:\d+/\S+/hook/PreInvocation", hooks.read_text())
+    # The URL is in the curl config file beside hooks.json (never in the command line).
+    text = (hooks.parent / "PreInvocation.curl").read_text()
+    url = re.search(r"http://127\.0\.0\.1:\d+/\S+/hook/PreInvocation", text)
     assert url is not None
     async with aiohttp.ClientSession() as http:
         answer = await http.post(url.group(0), json={"conversationId": conversation})

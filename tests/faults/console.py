@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agy.launch import RUN_MARKER_ENV
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
@@ -41,6 +42,8 @@ def write_config(
         "init_timeout": 20,
         "stop_grace": 2,
         "isolation": "none",
+        # The fake agy's control folder comes from the environment too.
+        "pass_env": [*SIMULATOR_ENV, "FAKE_AGY_DIR"],
     }
     settings.update(agy or {})
     lines = [

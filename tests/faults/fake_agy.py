@@ -136,8 +136,11 @@ def answer(conversation: str, text: str) -> None:
 def hook_command(argv: list[str]) -> str:
     """The PreInvocation command of the plugin in the ``--add-dir`` folder."""
     folder = Path(argv[argv.index("--add-dir") + 1])
-    hooks = json.loads((folder / ".agents/plugins/bridge/hooks.json").read_text())
-    return str(hooks["bridge"]["PreInvocation"][0]["command"])
+    plugin = folder / ".agents/plugins/bridge"
+    hooks = json.loads((plugin / "hooks.json").read_text())
+    command = str(hooks["bridge"]["PreInvocation"][0]["command"])
+    # The URL with the token is in the file the command names: a leaking agy prints it too.
+    return f"{command} ({(plugin / 'PreInvocation.curl').read_text().strip()})"
 
 
 def main(argv: list[str]) -> int:

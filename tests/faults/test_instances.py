@@ -40,6 +40,7 @@ from tests.chat.slack.fake_slack import (
     FakeSlack,
     Message,
 )
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 from tests.faults.console import marked_processes, sim_conversation_messages
 from tests.pg import Postgres
@@ -84,7 +85,7 @@ class Instance:
             f'[bridge]\ndata_dir = "data-{self.name}"\n'
             # isolation none: the tests hand the agent flag files outside its workspace.
             f"[agy]\ncommand = {command}\ninit_timeout = 20\nstop_grace = 2\n"
-            'isolation = "none"\n'
+            f'isolation = "none"\npass_env = {json.dumps(SIMULATOR_ENV)}\n'
             f'[slack]\napi_url = "{self.fake.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
             f'transport = "{self.transport}"\nhttp_port = {self.events_port}\n'
             f"[admin]\nenabled = true\nport = {self.port}\n"

@@ -40,10 +40,12 @@ def plugin_dirs(data_dir: Path) -> list[Path]:
 
 
 def session_urls(plugin_dir: Path) -> SessionUrls:
-    """The hook URL inside the PreInvocation command, and the chat server's MCP URL."""
+    """The hook URL the PreInvocation command reads (from its curl config file, named in the
+    command), and the chat server's MCP URL."""
     hooks = json.loads((plugin_dir / "hooks.json").read_text())
     command = hooks["bridge"]["PreInvocation"][0]["command"]
-    [hook] = re.findall(r"http://[^\s'\"]+", command)
+    [url_file] = re.findall(r"-K (\S+\.curl)", command)
+    [hook] = re.findall(r"http://[^\s'\"]+", Path(url_file.strip("'")).read_text())
     mcp = json.loads((plugin_dir / "mcp_config.json").read_text())
     return SessionUrls(hook=hook, mcp=mcp["mcpServers"]["chat"]["serverUrl"])
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.harness import SIMULATOR_ENV
 from tests.faults.console import console_env, start_console, write_config
 
 # Each secret as it sits in the file; none of them is in the environment under its own name.
@@ -60,7 +61,13 @@ def test_a_secret_given_only_in_the_config_file_is_a_secret(
     tmp_path: Path, key: tuple[str, str]
 ) -> None:
     secret = CONFIG_SECRETS[key]
-    config = write_config(tmp_path, log_level="DEBUG", extra=_toml())
+    # BUILD_LABEL is passed by name: agy inherits only the allow-list and what pass_env names.
+    config = write_config(
+        tmp_path,
+        log_level="DEBUG",
+        extra=_toml(),
+        agy={"pass_env": [*SIMULATOR_ENV, "BUILD_LABEL"]},
+    )
     run = start_console(tmp_path, config, "secret", env=_env(tmp_path))
     dump = tmp_path / "agent-env.txt"
     # The agent prints the secret on agy's own stdout (a line that is not an event), dumps its

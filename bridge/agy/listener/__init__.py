@@ -11,6 +11,8 @@ from bridge.agy.listener.hook_command import (
     hook_command,
     tool_hook_command,
     tool_hook_timing,
+    url_file_name,
+    url_file_text,
 )
 from bridge.agy.listener.registration import HookFunc, Registration, UndeliveredFunc
 from bridge.agy.listener.serving import Listener, open_listener
@@ -26,4 +28,6 @@ __all__ = [
     "open_listener",
     "tool_hook_command",
     "tool_hook_timing",
+    "url_file_name",
+    "url_file_text",
 ]

@@ -4,13 +4,19 @@ Three deadlines nest, each inside the next, so every party always gets a usable 
 the listener answers within :func:`answer_deadline` (its fallback when the bridge's hook
 function is slower), curl gives up at ``--max-time`` (the command then prints its own
 fallback), and agy kills the handler at its ``timeout`` (then agy logs a failure).
+
+The URL carries the session's token, so it is never on a command line (any local user can read
+every process's argv in ``ps``): curl reads it from a config file (``-K``) that the bridge
+writes beside ``hooks.json``, in the plugin folder the sandbox shows read-only.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 # agy must never wait on a bridge that is gone: connecting to loopback either works at once or
 # not at all, so two seconds is plenty.
@@ -66,26 +72,40 @@ def tool_hook_timing(approval_timeout: float) -> ToolHookTiming:
     return ToolHookTiming(hook_timeout=hook_timeout, answer_within=answer_deadline(hook_timeout))
 
 
-def _curl(url: str, timeout_seconds: int) -> str:
+def url_file_text(url: str) -> str:
+    """The curl config file (``curl -K``) that gives curl the hook URL, token included."""
+    if any(ch in url for ch in "\n\r"):
+        raise ValueError("a hook URL has no line break")
+    # A double-quoted curl config string takes backslash escapes as JSON does.
+    return f"url = {json.dumps(url)}\n"
+
+
+def url_file_name(event: str) -> str:
+    """The file, beside ``hooks.json``, holding the URL of one hook event."""
+    return f"{event}.curl"
+
+
+def _curl(url_file: Path, timeout_seconds: int) -> str:
     max_time = curl_max_time(timeout_seconds)
     connect_time = min(CONNECT_TIMEOUT_SECONDS, max_time)
     return " ".join(
         [
             # -q first: ignore ~/.curlrc, whose options could change what is sent or printed.
-            "curl -q -s -f",
+            # The URL (with its token) comes from the file, never from argv.
+            f"curl -q -K {shlex.quote(str(url_file))} -s -f",
             # A proxy from the environment must never see a loopback URL with a token in it.
             "--noproxy '*'",
             f"--connect-timeout {connect_time:g}",
             f"--max-time {max_time:g}",
             "-X POST -H 'Content-Type: application/json'",
             "--data-binary @-",
-            shlex.quote(url),
         ]
     )
 
 
-def hook_command(url: str, timeout_seconds: int) -> str:
-    """A shell command that posts stdin to ``url`` and prints the answer, or ``{}`` on any failure.
+def hook_command(url_file: Path, timeout_seconds: int) -> str:
+    """A shell command that posts stdin to the URL in ``url_file`` (see :func:`url_file_text`)
+    and prints the answer, or ``{}`` on any failure.
 
     agy parses a hook's output strictly, so the command prints either the listener's whole
     answer or exactly ``{}``: curl's output is captured first and printed only when curl
@@ -95,12 +115,12 @@ def hook_command(url: str, timeout_seconds: int) -> str:
     # On failure stdin is drained too: when curl never ran (not installed), agy's write of the
     # hook input must not meet a closed pipe.
     return (
-        f"out=$({_curl(url, timeout_seconds)} 2>/dev/null) && printf '%s' \"$out\""
+        f"out=$({_curl(url_file, timeout_seconds)} 2>/dev/null) && printf '%s' \"$out\""
         " || { cat >/dev/null 2>&1; printf '{}'; }"
     )
 
 
-def tool_hook_command(url: str, timeout_seconds: int) -> str:
+def tool_hook_command(url_file: Path, timeout_seconds: int) -> str:
     """The ``PreToolUse`` variant: it ALWAYS prints an explicit decision, never ``{}``.
 
     The listener's answer is printed when curl succeeded and it holds a decision; otherwise
@@ -109,7 +129,7 @@ def tool_hook_command(url: str, timeout_seconds: int) -> str:
     :func:`tool_hook_timing` for a ``timeout_seconds`` above the approval timeout.
     """
     return (
-        f"out=$({_curl(url, timeout_seconds)} 2>/dev/null)"
+        f"out=$({_curl(url_file, timeout_seconds)} 2>/dev/null)"
         ' && case "$out" in *\'"decision"\'*) printf \'%s\' "$out" ;; *) false ;; esac'
         f" || {{ cat >/dev/null 2>&1; printf '%s' {shlex.quote(UNREACHABLE_DENIAL)}; }}"
     )

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 import anyio
 
@@ -31,6 +31,7 @@ from bridge.core.events import (
     Inbound,
     IncomingMessage,
     LiveReply,
+    OutgoingFile,
     Reaction,
     SubmitOutcome,
     ThreadRef,
@@ -186,14 +187,17 @@ class ConsoleAdapter:
         for line in text.splitlines() or [""]:
             self._notice(line)
 
-    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
-        self._notice(f"file from the agent: {path}" + (f" ({title})" if title else ""))
+    async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
+        self._notice(
+            f"file from the agent: {file.name} ({file.size:,} bytes)"
+            + (f" ({title})" if title else "")
+        )
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         number = message_id.rsplit(":", 1)[-1]
         self._notice(f"message {number}: {REACTION_WORDS[reaction]}")
 
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+    async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         raise AttachmentError("the console cannot send attachments")
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 from aiohttp import ClientError
@@ -24,6 +25,7 @@ from bridge.core.events import (
     HistoryEntry,
     Inbound,
     LiveReply,
+    OutgoingFile,
     Reaction,
     ThreadRef,
 )
@@ -246,12 +248,12 @@ class MatrixAdapter:
             latest = await outbox.send(thread.channel, content)
             remember(latest)
 
-    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+    async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         connection = self._connected()
         client = connection.client
         try:
             content = await media.upload(
-                client, self._queue, path, title, encrypt=connection.outbox.encrypts(thread.channel)
+                client, self._queue, file, title, encrypt=connection.outbox.encrypts(thread.channel)
             )
         except (RuntimeError, OSError) as exc:
             raise SendFailed(str(exc)) from None
@@ -287,14 +289,14 @@ class MatrixAdapter:
     ) -> None:
         await self._approvals.settle(self._connected().outbox, request, handle, result)
 
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+    async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         connection = self._connected()
         if connection.authenticated_media is None:
             connection.authenticated_media = await media.authenticated_media(connection.client)
         return await media.download(
             connection.client,
             ref,
-            dest,
+            out,
             max_bytes,
             authenticated=connection.authenticated_media,
         )

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import mimetypes
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote, urlparse
 
-import anyio
 from nio import AsyncClient, UploadError, UploadResponse
 from nio.crypto.attachments import decrypt_attachment
 from nio.exceptions import EncryptionError
 
-from bridge.core.events import AttachmentError, AttachmentRef
+from bridge.core.events import AttachmentError, AttachmentRef, OutgoingFile
 
 from .imagesize import HEADER_BYTES, image_size
 from .ratelimit import RoomSendQueue
@@ -106,13 +104,13 @@ def _too_large(ref: AttachmentRef, max_bytes: int) -> AttachmentError:
 async def download(
     client: AsyncClient,
     ref: AttachmentRef,
-    dest: Path,
+    out: BinaryIO,
     max_bytes: int,
     *,
     authenticated: bool = True,
 ) -> int:
-    """Fetch ``ref`` into ``dest`` (through authenticated media where the homeserver has it);
-    return its size."""
+    """Fetch ``ref`` into ``out``, a new file the core opened (through authenticated media
+    where the homeserver has it); return its size."""
     try:
         source = json.loads(ref.source)
         url = source["url"]
@@ -143,8 +141,7 @@ async def download(
     payload = bytes(data)
     if file_info:
         payload = _decrypt(ref, payload, file_info)
-    await anyio.Path(dest).parent.mkdir(parents=True, exist_ok=True)
-    await anyio.Path(dest).write_bytes(payload)
+    out.write(payload)  # a local regular file: quick
     return len(payload)
 
 
@@ -163,21 +160,21 @@ def _decrypt(ref: AttachmentRef, ciphertext: bytes, file_info: dict[str, Any]) -
 async def upload(
     client: AsyncClient,
     queue: RoomSendQueue,
-    path: Path,
+    file: OutgoingFile,
     title: str | None,
     *,
     encrypt: bool,
 ) -> dict[str, Any]:
-    """Upload ``path``; return the ``m.image``/``m.file`` content that shows it."""
-    name = path.name
-    size = (await anyio.Path(path).stat()).st_size
+    """Upload ``file``; return the ``m.image``/``m.file`` content that shows it."""
+    name = file.name
+    size = file.size
     mimetype = mimetypes.guess_type(name)[0] or "application/octet-stream"
     keys: dict[str, Any] | None = None
 
     async def call() -> UploadResponse | UploadError:
         nonlocal keys
         response, keys = await client.upload(
-            lambda _429s, _timeouts: path,
+            lambda _429s, _timeouts: file.data,
             content_type=mimetype,
             filename=name,
             encrypt=encrypt,
@@ -191,8 +188,7 @@ async def upload(
     info: dict[str, Any] = {"mimetype": mimetype, "size": size}
     is_image = mimetype.startswith("image/")
     if is_image:
-        async with await anyio.open_file(path, "rb") as handle:
-            dimensions = image_size(await handle.read(HEADER_BYTES))
+        dimensions = image_size(file.data[:HEADER_BYTES])
         if dimensions is not None:
             info["w"], info["h"] = dimensions
     content: dict[str, Any] = {

@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
 from anyio.abc import TaskGroup
@@ -61,6 +61,7 @@ from bridge.core.events import (
     Inbound,
     IncomingMessage,
     LiveReply,
+    OutgoingFile,
     Reaction,
     ThreadRef,
 )
@@ -404,15 +405,15 @@ class SlackAdapter:
             if live is not None:
                 live.posted_elsewhere()
 
-    async def post_file(self, thread: ThreadRef, path: Path, title: str | None) -> None:
+    async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         await with_retries(
             functools.partial(
                 self._client.files_upload_v2,
                 channel=thread.channel,
                 thread_ts=thread.thread or None,
-                file=str(path),
-                filename=path.name,
-                title=title or path.name,
+                file=file.data,
+                filename=file.name,
+                title=title or file.name,
             ),
             what="file upload",
             thread_key=thread.key,
@@ -462,13 +463,13 @@ class SlackAdapter:
     ) -> None:
         await self._approvals.settle(request, handle, result)
 
-    async def fetch_attachment(self, ref: AttachmentRef, dest: Path, max_bytes: int) -> int:
+    async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         token = self._client.token
         if not token:
             raise RuntimeError("the Slack client has no bot token")
         if ref.source.startswith(FILES_INFO):
             ref = await self._described(ref)
-        return await download(ref, dest, max_bytes, token=token, hosts=self._hosts)
+        return await download(ref, out, max_bytes, token=token, hosts=self._hosts)
 
     async def _described(self, ref: AttachmentRef) -> AttachmentRef:
         """A file the event gave without URLs (Slack Connect), as ``files.info`` describes it."""

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
-import anyio
 
 from bridge.core.events import AttachmentError, AttachmentRef
 
@@ -57,36 +55,32 @@ class FileHosts:
 
 async def download(
     ref: AttachmentRef,
-    dest: Path,
+    out: BinaryIO,
     max_bytes: int,
     *,
     token: str,
     hosts: FileHosts,
 ) -> int:
-    """Save ``ref`` to ``dest``; return its size. Raises :class:`AttachmentError` with a reason
-    for the thread: too big, not a Slack URL, an HTML page (missing scope), HTTP errors."""
+    """Save ``ref`` into ``out`` (a new file the core opened); return its size. Raises
+    :class:`AttachmentError` with a reason for the thread: too big, not a Slack URL, an HTML
+    page (missing scope), HTTP errors."""
     if ref.size is not None and ref.size > max_bytes:
         raise too_big(max_bytes)
     if not hosts.trusts(ref.source):
         raise AttachmentError(f"{ref.name}: not a Slack file URL")
-    dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         async with aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT)
         ) as session:
-            return await _fetch(session, ref, dest, max_bytes, token=token, hosts=hosts)
-    except AttachmentError:
-        _remove(dest)
-        raise
+            return await _fetch(session, ref, out, max_bytes, token=token, hosts=hosts)
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        _remove(dest)
         raise AttachmentError(f"{ref.name}: download failed ({type(exc).__name__})") from None
 
 
 async def _fetch(
     session: aiohttp.ClientSession,
     ref: AttachmentRef,
-    dest: Path,
+    out: BinaryIO,
     max_bytes: int,
     *,
     token: str,
@@ -104,7 +98,7 @@ async def _fetch(
                 url = urljoin(url, location)
                 continue
             _check_response(response, max_bytes, ref)
-            return await _save(response, dest, max_bytes)
+            return await _save(response, out, max_bytes)
     raise AttachmentError(f"{ref.name}: download failed (too many redirects)")
 
 
@@ -123,18 +117,12 @@ def _check_response(response: aiohttp.ClientResponse, max_bytes: int, ref: Attac
         raise too_big(max_bytes)
 
 
-async def _save(response: aiohttp.ClientResponse, dest: Path, max_bytes: int) -> int:
+async def _save(response: aiohttp.ClientResponse, out: BinaryIO, max_bytes: int) -> int:
     total = 0
-    async with await anyio.open_file(dest, "wb") as out:
-        async for chunk in response.content.iter_chunked(_CHUNK):
-            total += len(chunk)
-            if total > max_bytes:
-                # Stop reading: the sender's Content-Length may lie or be absent.
-                raise too_big(max_bytes)
-            await out.write(chunk)
+    async for chunk in response.content.iter_chunked(_CHUNK):
+        total += len(chunk)
+        if total > max_bytes:
+            # Stop reading: the sender's Content-Length may lie or be absent.
+            raise too_big(max_bytes)
+        out.write(chunk)  # a local regular file: quick
     return total
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink(missing_ok=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 from tests.faults.console import marked_processes
 
@@ -21,7 +22,7 @@ from tests.faults.console import marked_processes
 def _config(tmp_path: Path, **agy: object) -> Path:
     command = json.dumps([sys.executable, "-m", "bridge.simulator"])
     # Unsandboxed unless asked: these tests signal the agent through files outside its workspace.
-    agy = {"isolation": "none", **agy}
+    agy = {"isolation": "none", "pass_env": SIMULATOR_ENV, **agy}
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in agy.items())
     path = tmp_path / "config.toml"
     path.write_text(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bridge.core.store import ApprovalState
 from tests.chat.console.test_console import _wait_until
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
 CONSOLE = [sys.executable, "-m", "bridge", "console"]
@@ -26,8 +27,11 @@ class Console:
     def __init__(self, tmp_path: Path, approvals: str = 'mode = "ask"\ntimeout = 60') -> None:
         command = json.dumps([sys.executable, "-m", "bridge.simulator"])
         config = tmp_path / "config.toml"
+        # The simulator's home is its state directory: made first, and passed by name.
+        (tmp_path / "sim-home").mkdir(exist_ok=True)
         config.write_text(
             f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {command}\ninit_timeout = 20\n'
+            f"state_dirs = []\npass_env = {json.dumps(SIMULATOR_ENV)}\n"
             f"[approvals]\n{approvals}\n"
         )
         self.workdir_root = tmp_path / "data"

@@ -26,6 +26,7 @@ from nio.events import Event
 from bridge.chat.matrix import MatrixAdapter
 from bridge.chat.matrix.sync import SyncTuning
 from bridge.core.events import AttachmentError, Reaction, ToolActivity, TurnOutcome
+from tests.doubles import fetch_into, outgoing
 
 from .conftest import (
     FAST_TUNING,
@@ -329,22 +330,22 @@ async def test_image_is_an_attachment_and_fetched(synapse: Synapse, tmp_path: Pa
         assert ref.is_image
         assert ref.size == len(PNG)
         dest = tmp_path / "saved" / "dot.png"
-        size = await world.adapter.fetch_attachment(ref, dest, max_bytes=10_000)
+        size = await fetch_into(world.adapter, ref, dest, max_bytes=10_000)
         assert size == len(PNG)
         assert dest.read_bytes() == PNG
         with pytest.raises(AttachmentError, match="too large"):
-            await world.adapter.fetch_attachment(ref, tmp_path / "small", max_bytes=10)
+            await fetch_into(world.adapter, ref, tmp_path / "small", max_bytes=10)
         # A size the sender understated is caught while downloading.
         lying = ref.model_copy(update={"size": 1})
         with pytest.raises(AttachmentError, match="too large"):
-            await world.adapter.fetch_attachment(lying, tmp_path / "small", max_bytes=10)
+            await fetch_into(world.adapter, lying, tmp_path / "small", max_bytes=10)
 
 
 async def test_post_file_lands_in_the_room(synapse: Synapse, tmp_path: Path) -> None:
     async with matrix_world(synapse, tmp_path) as world:
         path = tmp_path / "report.txt"
         path.write_text("the report\n")
-        await world.adapter.post_file(world.thread(), path, "Weekly report")
+        await world.adapter.post_file(world.thread(), outgoing(path), "Weekly report")
         event = await world.human.wait_event(
             world.room_id,
             lambda e: e.sender == world.bot_user.user_id and _content(e).get("msgtype") == "m.file",
@@ -438,13 +439,13 @@ async def test_encrypted_room_end_to_end(synapse: Synapse, tmp_path: Path) -> No
         await world.inbound.wait_for(lambda i: len(i.messages) >= 2)
         [ref] = world.inbound.messages[1].attachments
         dest = tmp_path / "dot.png"
-        assert await world.adapter.fetch_attachment(ref, dest, 10_000) == len(PNG)
+        assert await fetch_into(world.adapter, ref, dest, 10_000) == len(PNG)
         assert dest.read_bytes() == PNG
 
         # A file the agent posts is encrypted too, and Alice can open it.
         report = tmp_path / "report.txt"
         report.write_text("classified\n")
-        await world.adapter.post_file(world.thread(), report, None)
+        await world.adapter.post_file(world.thread(), outgoing(report), None)
         posted = await alice.wait_event(
             world.room_id,
             lambda e: e.sender == world.bot_user.user_id and _content(e).get("msgtype") == "m.file",

@@ -20,6 +20,7 @@ from bridge.chat.matrix.approvals import ALWAYS_KEY, APPROVE_KEY, DENY_KEY
 from bridge.config import build_config
 from tests.chat.matrix.conftest import FAST_TUNING, Human
 from tests.chat.matrix.synapse import Synapse
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.synapse, pytest.mark.slow]
@@ -58,7 +59,12 @@ async def live_bridge(synapse: Synapse, tmp_path: Path, **approvals: Any) -> Asy
     config = build_config(
         {
             "bridge": {"data_dir": str(tmp_path / "data")},
-            "agy": {"command": [sys.executable, "-m", "bridge.simulator"], "init_timeout": 30},
+            "agy": {
+                "command": [sys.executable, "-m", "bridge.simulator"],
+                "init_timeout": 30,
+                "pass_env": SIMULATOR_ENV,
+                "state_dirs": [],
+            },
             "matrix": {
                 "homeserver": synapse.base_url,
                 "user_id": users["bot"].user_id,

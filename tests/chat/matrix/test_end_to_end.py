@@ -18,6 +18,7 @@ from bridge.chat.matrix import MatrixAdapter
 from bridge.config import build_config
 from tests.chat.matrix.conftest import FAST_TUNING, Human
 from tests.chat.matrix.synapse import Synapse, start_synapse, synapse_python
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.synapse, pytest.mark.slow]
@@ -55,6 +56,7 @@ async def live_bridge(
                 "command": [sys.executable, "-m", "bridge.simulator"],
                 "init_timeout": 30,
                 "isolation": "none",  # its tests signal the agent through files outside
+                "pass_env": SIMULATOR_ENV,
             },
             "matrix": {
                 "homeserver": synapse.base_url,

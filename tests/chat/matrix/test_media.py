@@ -15,6 +15,7 @@ from nio import AsyncClient, RoomMessageImage, UploadResponse
 
 from bridge.chat.matrix import media
 from bridge.chat.matrix.imagesize import image_size
+from tests.doubles import outgoing
 
 from .conftest import matrix_world
 from .synapse import Synapse
@@ -58,7 +59,7 @@ async def test_posted_image_carries_width_and_height(synapse: Synapse, tmp_path:
     async with matrix_world(synapse, tmp_path) as world:
         path = tmp_path / "chart.png"
         path.write_bytes(png(3, 2))
-        await world.adapter.post_file(world.thread(), path, "the chart")
+        await world.adapter.post_file(world.thread(), outgoing(path), "the chart")
         event = await world.human.wait_event(
             world.room_id, lambda e: isinstance(e, RoomMessageImage)
         )
@@ -126,7 +127,8 @@ async def test_download_falls_back_to_legacy_media(
         authenticated = await media.authenticated_media(client)
         assert authenticated is False
         dest = tmp_path / "a.png"
-        size = await media.download(client, ref, dest, 10_000, authenticated=authenticated)
+        with dest.open("xb") as out:
+            size = await media.download(client, ref, out, 10_000, authenticated=authenticated)
     finally:
         await client.close()
     assert size == len(data)

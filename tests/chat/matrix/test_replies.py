@@ -14,6 +14,7 @@ from bridge.chat.matrix.ratelimit import RetryPolicy
 from bridge.chat.matrix.reply import ReplyTuning
 from bridge.chat.matrix.sync import SyncTuning
 from bridge.core.events import Author, TurnOutcome
+from tests.doubles import outgoing
 
 from .conftest import Human, MatrixWorld, matrix_world
 from .replies import content, is_edit, shown_messages, shown_text, squeezed
@@ -123,7 +124,7 @@ async def test_without_threads_every_piece_stays_in_the_element_thread(
         await world.adapter.post_message(message.thread, "a progress note")
         report = tmp_path / "report.txt"
         report.write_text("numbers\n")
-        await world.adapter.post_file(message.thread, report, None)
+        await world.adapter.post_file(message.thread, outgoing(report), None)
         bot = world.bot_user.user_id
         with anyio.fail_after(60):
             while True:

@@ -36,6 +36,7 @@ from tests.chat.slack.conftest import (
     slack_section,
 )
 from tests.chat.slack.fake_slack import BOT_USER, FakeSlack
+from tests.doubles import fetch_into, outgoing
 
 pytestmark = pytest.mark.anyio
 
@@ -144,7 +145,7 @@ async def test_a_post_beside_a_running_reply_puts_its_status_back(
         async with adapter.open_reply(thread(root), None):
             for post in (
                 adapter.post_message(thread(root), "a notice beside the answer"),
-                adapter.post_file(thread(root), page, None),
+                adapter.post_file(thread(root), outgoing(page), None),
             ):
                 before = await settled_with_status(fake_slack, root)
                 await post
@@ -166,8 +167,8 @@ async def test_an_upload_is_named_for_its_file_in_its_thread(
     page.write_text("the report")
     # Slack's answer to the upload fails twice more than its own client retries.
     fake_slack.fail("files.getUploadURLExternal", status=500, times=3)
-    await adapter.post_file(thread(root), page, None)
-    await adapter.post_file(thread(root), page, "Weekly report")
+    await adapter.post_file(thread(root), outgoing(page), None)
+    await adapter.post_file(thread(root), outgoing(page), "Weekly report")
     untitled, titled = fake_slack.uploads.values()
     assert (untitled["filename"], untitled["title"]) == ("report.txt", "report.txt")
     assert (titled["filename"], titled["title"]) == ("report.txt", "Weekly report")
@@ -186,7 +187,7 @@ async def test_a_retried_message_is_reported_to_the_retry_observer(
     page = tmp_path / "a.txt"
     page.write_text("a")
     await adapter.post_message(thread(root), "hello")
-    await adapter.post_file(thread(root), page, None)
+    await adapter.post_file(thread(root), outgoing(page), None)
     assert retries.count("transient") >= 2
     lines = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
     assert any(f"Slack message failed for {thread(root).key}" in line for line in lines)
@@ -307,7 +308,7 @@ async def test_a_file_needs_the_bot_token(fake_slack: FakeSlack, tmp_path: Path)
     adapter.client.token = None
     ref = AttachmentRef(name="a.png", source=f"{fake_slack.url}/files/F1/a.png")
     with pytest.raises(RuntimeError, match=r"^the Slack client has no bot token$"):
-        await adapter.fetch_attachment(ref, tmp_path / "a.png", 1000)
+        await fetch_into(adapter, ref, tmp_path / "a.png", 1000)
 
 
 async def test_a_connect_file_without_a_download_link_is_refused_in_words(
@@ -331,7 +332,7 @@ async def test_a_connect_file_without_a_download_link_is_refused_in_words(
     adapter.observe_retries(retries.append)
     ref = AttachmentRef(name="plain.txt", source=FILES_INFO + file["id"])
     with pytest.raises(AttachmentError, match=r"^plain\.txt: Slack gave no download link"):
-        await adapter.fetch_attachment(ref, tmp_path / "plain.txt", 1000)
+        await fetch_into(adapter, ref, tmp_path / "plain.txt", 1000)
     assert "transient" in retries
     lines = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
     assert any(line.startswith(f"Slack files.info failed for {file['id']} ") for line in lines)

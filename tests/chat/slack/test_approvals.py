@@ -180,6 +180,8 @@ async def test_sigkill_while_waiting_then_the_request_reads_as_expired(
     config.write_text(
         f'[bridge]\ndata_dir = "data"\n[approvals]\nmode = "ask"\n'
         f"[agy]\ncommand = {command}\ninit_timeout = 30\n"
+        # The simulator's home is its only state directory, passed to it by name.
+        'state_dirs = []\npass_env = ["AGY_SIM_HOME"]\n'
         f'[slack]\napi_url = "{fake_slack.api_url}"\nallowed_users = ["{ALICE}", "{BOB}"]\n'
         f'[[workspaces]]\npath = "{work}"\n'
     )

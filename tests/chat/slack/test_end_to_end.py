@@ -18,6 +18,7 @@ from bridge.chat.slack.adapter import SlackAdapter
 from bridge.config import build_config
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +52,12 @@ async def live_bridge(
     config = build_config(
         {
             "bridge": {"data_dir": str(tmp_path / "data")},
-            "agy": {"command": SIMULATOR, "init_timeout": 30, "isolation": "none"},
+            "agy": {
+                "command": SIMULATOR,
+                "init_timeout": 30,
+                "isolation": "none",
+                "pass_env": SIMULATOR_ENV,
+            },
             "slack": {
                 "bot_token": BOT_TOKEN,
                 "app_token": APP_TOKEN,

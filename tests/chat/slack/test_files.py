@@ -10,6 +10,7 @@ from bridge.chat.slack.files import FileHosts, size_label
 from bridge.core.events import AttachmentError, AttachmentRef, ThreadRef
 from tests.chat.slack.conftest import CHANNEL, RecordingInbound, message_event, running_adapter
 from tests.chat.slack.fake_slack import BOT_USER, FakeSlack
+from tests.doubles import fetch_into, outgoing
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +31,7 @@ async def test_image_share_becomes_an_attachment_that_downloads(
         await fake_slack.wait_ack(await fake_slack.push_event(event))
         [message] = inbound.submitted
         [ref] = message.attachments
-        size = await adapter.fetch_attachment(ref, tmp_path / "saved" / "shot.png", 1_000_000)
+        size = await fetch_into(adapter, ref, tmp_path / "saved" / "shot.png", 1_000_000)
 
     assert message.text == "what is wrong here?"
     assert ref == AttachmentRef(
@@ -52,11 +53,11 @@ async def test_too_big_files_are_refused(
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         declared = AttachmentRef(name="big.png", size=len(PNG), source=file["url_private_download"])
         with pytest.raises(AttachmentError, match="larger than"):
-            await adapter.fetch_attachment(declared, dest, 1024)
+            await fetch_into(adapter, declared, dest, 1024)
         # A size Slack did not declare (or got wrong): reading stops past the cap.
         undeclared = declared.model_copy(update={"size": None})
         with pytest.raises(AttachmentError, match="larger than"):
-            await adapter.fetch_attachment(undeclared, dest, 1024)
+            await fetch_into(adapter, undeclared, dest, 1024)
 
     assert not dest.exists()
 
@@ -68,7 +69,7 @@ async def test_an_html_answer_means_a_missing_scope(
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         ref = AttachmentRef(name="x.png", source=file["url_private_download"])
         with pytest.raises(AttachmentError, match="files:read"):
-            await adapter.fetch_attachment(ref, tmp_path / "x.png", 1_000_000)
+            await fetch_into(adapter, ref, tmp_path / "x.png", 1_000_000)
 
 
 async def test_a_slack_connect_file_is_fetched_through_files_info(
@@ -83,7 +84,7 @@ async def test_a_slack_connect_file_is_fetched_through_files_info(
         await fake_slack.wait_ack(await fake_slack.push_event(event))
         [message] = inbound.submitted
         [ref] = message.attachments
-        size = await adapter.fetch_attachment(ref, tmp_path / "shared.png", 1_000_000)
+        size = await fetch_into(adapter, ref, tmp_path / "shared.png", 1_000_000)
 
     assert [c.args.get("file") for c in fake_slack.ok_calls("files.info")] == [file["id"]]
     assert size == len(PNG)
@@ -96,7 +97,7 @@ async def test_a_file_slack_does_not_describe_is_a_clear_error(
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         ref = AttachmentRef(name="F0GONE", source="files.info:F0GONE")
         with pytest.raises(AttachmentError, match="file_not_found"):
-            await adapter.fetch_attachment(ref, tmp_path / "gone", 1_000_000)
+            await fetch_into(adapter, ref, tmp_path / "gone", 1_000_000)
 
 
 async def test_a_real_html_file_is_not_taken_for_a_sign_in_page(
@@ -108,7 +109,7 @@ async def test_a_real_html_file_is_not_taken_for_a_sign_in_page(
         ref = AttachmentRef(
             name="report.html", mimetype="text/html", source=file["url_private_download"]
         )
-        size = await adapter.fetch_attachment(ref, tmp_path / "report.html", 1_000_000)
+        size = await fetch_into(adapter, ref, tmp_path / "report.html", 1_000_000)
     assert size == len(page)
     assert (tmp_path / "report.html").read_bytes() == page
 
@@ -119,7 +120,7 @@ async def test_the_token_survives_slacks_own_redirects(
     file = fake_slack.add_file(PNG, "moved.png", "image/png", redirect="slack")
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         ref = AttachmentRef(name="moved.png", source=file["url_private_download"])
-        size = await adapter.fetch_attachment(ref, tmp_path / "moved.png", 1_000_000)
+        size = await fetch_into(adapter, ref, tmp_path / "moved.png", 1_000_000)
     assert size == len(PNG)
     assert [d.authorized for d in fake_slack.downloads] == [True, True]
     assert fake_slack.downloads[1].host == fake_slack.files_url.removeprefix("http://")
@@ -132,7 +133,7 @@ async def test_a_redirect_off_slack_never_carries_the_token(
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         ref = AttachmentRef(name="away.png", source=file["url_private_download"])
         with pytest.raises(AttachmentError):
-            await adapter.fetch_attachment(ref, tmp_path / "away.png", 1_000_000)
+            await fetch_into(adapter, ref, tmp_path / "away.png", 1_000_000)
     assert [(d.host.split(":")[0], d.authorized) for d in fake_slack.downloads] == [
         ("127.0.0.1", True),
         ("localhost", False),
@@ -145,7 +146,7 @@ async def test_the_token_goes_only_to_slack_hosts(
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         ref = AttachmentRef(name="x.png", source="https://files.evil.example/x.png")
         with pytest.raises(AttachmentError, match="not a Slack file URL"):
-            await adapter.fetch_attachment(ref, tmp_path / "x.png", 1_000_000)
+            await fetch_into(adapter, ref, tmp_path / "x.png", 1_000_000)
 
     hosts = FileHosts("https://slack.com/api/")
     assert hosts.trusts("https://files.slack.com/files-pri/T1-F1/download/a.png")
@@ -162,7 +163,7 @@ async def test_post_file_uploads_into_the_thread(
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         fake_slack.fail("files.completeUploadExternal", status=500, times=1)
         await adapter.post_file(
-            ThreadRef(platform="slack", channel=CHANNEL, thread=root), path, "Test report"
+            ThreadRef(platform="slack", channel=CHANNEL, thread=root), outgoing(path), "Test report"
         )
 
     [upload] = [u for u in fake_slack.uploads.values() if u.get("title")]

@@ -37,7 +37,7 @@ async def test_run_serves_slack_and_stops_gracefully_on_sigterm(
     # isolation "none": the test signals the agent through a file outside its workspace.
     config.write_text(
         f'[bridge]\ndata_dir = "data"\n[approvals]\nmode = "off"\n'
-        f'[agy]\ncommand = {command}\nisolation = "none"\n'
+        f'[agy]\ncommand = {command}\nisolation = "none"\npass_env = ["AGY_SIM_HOME"]\n'
         f'[slack]\napi_url = "{fake_slack.api_url}"\nallowed_users = ["{ALICE}"]\n'
         f"[admin]\nenabled = true\nport = {admin_port}\n"
     )
