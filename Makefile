@@ -78,7 +78,7 @@ postgres:
 # virtualenvs install side by side (pip waits on the network and the disk); the apt-get steps
 # stay one after the other (they share apt's lock). docs/testing.md says how the suite is split.
 PYTEST_WORKERS ?= auto
-PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal
+PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20
 
 test:
 	@$(MAKE) --no-print-directory -j2 venv synapse
