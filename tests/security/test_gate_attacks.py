@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -380,4 +381,66 @@ async def test_a_force_push_is_refused_however_it_is_spelled(
         )
         await attack.runs_at_once("git push origin HEAD:main")
         assert has_branch(remote, "main"), "an ordinary push runs"
+        await attack.team_work_still_runs()
+
+
+# --- options spelled the way their programs also accept them ---------------------------------
+# getopt_long, git's parse-options and argp take any unambiguous prefix of a long option
+# (`--to-com` for `--to-command`), and short options grouped in one word (`-yx`, `-vo`).
+
+
+def _setup_spellings(workspace: Path) -> None:
+    (workspace / "README").write_text("hello, changed\n")  # for git difftool
+    (workspace / "p").write_text("touch pwned\n")  # a line sed's `e` flag runs
+    (workspace / "x.sed").write_text("s/touch/touch/e\n")
+    (workspace / "a").write_text("a\n")
+    prog = workspace / "prog"
+    prog.write_text(f"#!/bin/sh\ntouch {workspace}/pwned\n")
+    prog.chmod(0o755)
+    (workspace / "hooks").mkdir()
+    (workspace / "hooks" / "post-checkout").write_bytes(prog.read_bytes())
+    (workspace / "hooks" / "post-checkout").chmod(0o755)
+    subprocess.run(["tar", "-cf", "a.tar", "a"], cwd=workspace, check=True)
+
+
+def _needs(program: str) -> None:
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed on this machine")
+
+
+SPELLINGS = [
+    # (rule, attack, an ordinary command under the same rule)
+    ("git difftool *", "git difftool -yx 'touch {ws}/pwned'", "git difftool --tool-help"),
+    ("git grep *", "git grep -nO'touch {ws}/pwned' hel", "git grep -n hel"),
+    ("git grep *", "git grep --open-files='touch {ws}/pwned' hel", "git grep -n hel"),
+    ("git fetch *", "git fetch --upload-p='touch {ws}/pwned' .", "git fetch -q ."),
+    ("git clone *", "git clone -qu 'touch {ws}/pwned' . dst", "git clone -q . dst2"),
+    ("git clone *", "git clone --conf=core.hooksPath={ws}/hooks . dst", "git clone -q . d3"),
+    ("sed *", "sed -nes/touch/touch/e p", "sed -n 1p p"),
+    ("sed -n *", "sed -n --expr=s/touch/touch/e p", "sed -n 1,5p p"),
+    ("sed -n *", "sed -n --fil=x.sed p", "sed -n 1,5p p"),
+    ("tar *", "tar --to-com='touch {ws}/pwned' -xf a.tar", "tar -tf a.tar"),
+    (
+        "tar *",
+        "tar -xf a.tar --checkpoint=1 --checkpoint-act=exec='touch {ws}/pwned'",
+        "tar -xf a.tar --checkpoint=1",
+    ),
+    ("tar *", "tar -cf /dev/null --use-compress-prog='touch {ws}/pwned' a", "tar -cf b.tar a"),
+    ("ssh *", "ssh -vo ProxyCommand='touch {ws}/pwned' host", "ssh -V"),
+    ("scp *", "scp -vS ./prog a h:b", "scp -q a a-copy"),
+]
+
+
+@pytest.mark.parametrize(("rule", "line", "ordinary"), SPELLINGS)
+async def test_abbreviated_and_grouped_options_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str, ordinary: str
+) -> None:
+    _needs(rule.split()[0])
+    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
+        _setup_spellings(attack.workspace)
+        line = line.format(ws=attack.workspace)
+        await attack.turn(f"[[tool run_command {line}]]")
+        assert not attack.pwned
+        assert [r.summary for r in attack.asked] == [line]
+        await attack.runs_at_once(ordinary)
         await attack.team_work_still_runs()

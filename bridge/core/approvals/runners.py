@@ -103,27 +103,33 @@ def _family_check(program: str) -> Callable[[Argv], Found] | None:
     return None
 
 
-def _options(argv: Argv, names: Sequence[str], label: str, start: int = 1) -> Found:
-    """Positions of the options ``names`` (``-x``, ``-xVALUE``, ``--long``, ``--long=VALUE``)."""
+def _options(
+    argv: Argv, names: Sequence[str], label: str, start: int = 1, exact: Sequence[str] = ()
+) -> Found:
+    """Positions of the options ``names`` in every spelling the program accepts: ``-x``,
+    ``-xVALUE``, a group of short options holding the letter (``-yx``, ``-vo``), ``--long``,
+    ``--long=VALUE``, and any prefix of ``--long`` (``--to-com``: getopt_long, git's
+    parse-options and argp take an unambiguous prefix; an ambiguous one is refused by the
+    program, so counting every prefix is safe). ``exact``: the program's own options that are
+    prefixes of a listed one (tar's ``--checkpoint``), which mean themselves."""
+    longs = [name for name in names if name.startswith("--")]
+    letters = "".join(name[1] for name in names if len(name) == 2 and name[0] == "-")
+    others = [name for name in names if name not in longs and len(name) != 2]
     found = []
     for i in range(start, len(argv)):
         word = argv[i]
         if word == "--":
             break
-        for name in names:
-            long = name.startswith("--")
-            if (
-                word == name
-                or (long and word.startswith(name + "="))
-                or (
-                    not long
-                    and len(name) == 2
-                    and word.startswith(name)
-                    and not word.startswith("--")
-                )
-            ):
+        if word.startswith("--"):
+            head = word.split("=", 1)[0]
+            name = next((n for n in longs if len(head) > 2 and n.startswith(head)), None)
+            if name is not None and head not in exact:
                 found.append((i, f"{label} {name}"))
-                break
+        elif word.startswith("-") and len(word) > 1:
+            hit = next((n for n in others if word.startswith(n)), None)
+            hit = hit or next((f"-{c}" for c in word[1:] if c in letters), None)
+            if hit is not None:
+                found.append((i, f"{label} {hit}"))
     return found
 
 
@@ -185,25 +191,51 @@ def _options_run_code(argv: Argv) -> Found:
     return [(i, f"{program} {w}") for i, w in enumerate(argv) if i and w.startswith("-")]
 
 
+SED_LONG_VALUE = ("--line-length",)  # long options whose value may be the next word
+
+
 def _sed(argv: Argv) -> Found:
     found: Found = []
     scripts: list[tuple[int, str]] = []  # (position, the script)
     index = 1
     while index < len(argv):
         word = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else None
         if word == "--":
             break
-        if word in ("-e", "--expression") and index + 1 < len(argv):
-            scripts.append((index + 1, argv[index + 1]))
-            index += 2
-            continue
-        if word.startswith("--expression="):
-            scripts.append((index, word.split("=", 1)[1]))
-        elif word.startswith("-e") and len(word) > 2:
-            scripts.append((index, word[2:]))
-        elif word in ("-f", "--file") or word.startswith(("--file=", "-f")):
-            found.append((index, "sed -f (a script file)"))
         index += 1
+        if word.startswith("--"):
+            # Any prefix of --expression or --file (`--expr=…`, `--fil x.sed`) is that option.
+            head, equals, given = word.partition("=")
+            value: str | None = given if equals else None
+            if len(head) < 3:
+                continue
+            if "--expression".startswith(head) or "--file".startswith(head):
+                if value is None and following is not None:
+                    value, index = following, index + 1
+                if "--expression".startswith(head) and value is not None:
+                    scripts.append((index - 1, value))
+                else:
+                    found.append((index - 1, "sed -f (a script file)"))
+            elif any(name.startswith(head) for name in SED_LONG_VALUE) and value is None:
+                index += 1
+            continue
+        if not word.startswith("-") or word == "-":
+            continue
+        # A group of short options (`-ne<script>`, `-nf x.sed`): -e, -f and -l take the rest
+        # of the word or the next one; -i takes the rest of the word as its suffix.
+        for at, letter in enumerate(word[1:], start=2):
+            rest = word[at:]
+            if letter == "i":
+                break
+            if letter in "efl":
+                if not rest and following is not None:
+                    rest, index = following, index + 1
+                if letter == "e":
+                    scripts.append((index - 1, rest))
+                elif letter == "f":
+                    found.append((index - 1, "sed -f (a script file)"))
+                break
     if not scripts and not found:
         first = next((i for i, w in enumerate(argv) if i and not w.startswith("-")), None)
         if first is not None:
@@ -301,7 +333,9 @@ _CHECKS: Mapping[str, Callable[[Argv], Found]] = MappingProxyType(
         "sed": _sed,
         "gsed": _sed,
         "rg": lambda argv: _options(argv, ("--pre",), "rg"),
-        "tar": lambda argv: _options(argv, TAR + TAR_MORE, "tar") + _tar_old_style(argv),
+        "tar": lambda argv: (
+            _options(argv, TAR + TAR_MORE, "tar", exact=("--checkpoint",)) + _tar_old_style(argv)
+        ),
         "rsync": lambda argv: (
             _options(argv, ("--rsh", "--rsync-path"), "rsync") + _short_cluster(argv, "e", "rsync")
         ),
