@@ -444,3 +444,43 @@ async def test_abbreviated_and_grouped_options_ask(
         assert [r.summary for r in attack.asked] == [line]
         await attack.runs_at_once(ordinary)
         await attack.team_work_still_runs()
+
+
+def _setup_readers(workspace: Path) -> None:
+    # less runs LESSOPEN from a lesskey source file, even without a terminal.
+    (workspace / "k").write_text(f"#env\nLESSOPEN=|touch {workspace}/pwned; cat %s\n")
+    # sort's compress program reads its temporary files on stdin: `sh` runs each line.
+    (workspace / "cmds").write_text(f"touch {workspace}/pwned\n" * 20000)
+    # man takes its nroff (and every other helper) from a config file.
+    (workspace / "evil.conf").write_text(f"DEFINE\tnroff\ttouch {workspace}/pwned --\n")
+    (workspace / "x.1").write_text(".TH X 1\n.SH NAME\nx \\- a page\n")
+    (workspace / "a").write_text("a\n")
+
+
+READERS = [
+    # (rule, attack, an ordinary command under the same rule)
+    ("less *", "less --lesskey-src=k README", "less README"),
+    ("less *", "less -N --lesskey-s k README", "less -N README"),
+    ("sort *", "sort --compress-program=sh -S 100k cmds", "sort -u cmds"),
+    ("sort *", "sort --compress-p=sh -S 100k cmds", "sort -S 100k -o sorted cmds"),
+    ("split *", "split --fil='touch {ws}/pwned' a", "split -l 1 a part-"),
+    ("man *", "man -C evil.conf -l x.1", "man -l x.1"),
+    ("man *", "man --config-f=evil.conf -l x.1", "man -l x.1"),
+    ("jobs *", "jobs -x touch {ws}/pwned", "jobs -l"),
+]
+
+
+@pytest.mark.parametrize(("rule", "line", "ordinary"), READERS)
+async def test_options_that_run_programs_in_readers_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str, ordinary: str
+) -> None:
+    if rule != "jobs *":  # a bash builtin
+        _needs(rule.split()[0])
+    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
+        _setup_readers(attack.workspace)
+        line = line.format(ws=attack.workspace)
+        await attack.turn(f"[[tool run_command {line}]]")
+        assert not attack.pwned
+        assert [r.summary for r in attack.asked] == [line]
+        await attack.runs_at_once(ordinary)
+        await attack.team_work_still_runs()

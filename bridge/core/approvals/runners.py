@@ -39,7 +39,8 @@ WHOLE = frozenset(
         "getopts", "hash", "enable", "fc", "compgen", "complete", "alias", "shopt",
     }
 )  # fmt: skip
-# Programs that only read the files they name (their code-running options aside: `rg --pre`).
+# Programs that only read the files they name, so they may name protected paths. Their
+# options that run code are in the table all the same (`rg --pre`, `less --lesskey-src`).
 READERS = frozenset(
     {"cat", "ls", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "less", "more", "file"}
     | {"stat", "diff", "tree", "du", "nl", "md5sum", "sha1sum", "sha256sum", "bat"}
@@ -67,6 +68,11 @@ GIT_SUBCOMMAND_OPTIONS = MappingProxyType(
         "bisect": ("run",),
     }
 )
+# man reads its helpers (nroff, the pager …) from a config file: `DEFINE nroff <command>`.
+MAN = ("-C", "--config-file", "-P", "--pager", "-H", "--html")
+# less runs LESSOPEN (`#env` in a lesskey file) even without a terminal, and writes logs.
+LESS = ("-k", "--lesskey-file", "--lesskey-src", "--lesskey-content")
+LESS_LOGS = ("-o", "-O", "--log-file", "--LOG-FILE")
 TAR = ("-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script")
 TAR_MORE = ("-F", "--new-volume-script", "--rsh-command", "--rmt-command")
 
@@ -346,7 +352,12 @@ _CHECKS: Mapping[str, Callable[[Argv], Found]] = MappingProxyType(
         "[": lambda argv: _options(argv, ("-v", "-R"), "["),
         "printf": lambda argv: _options(argv, ("-v",), "printf"),
         "wait": lambda argv: _options(argv, ("-p",), "wait"),
-        "man": lambda argv: _options(argv, ("-P", "--pager", "-H", "--html"), "man"),
+        "jobs": lambda argv: _options(argv, ("-x",), "jobs"),  # `jobs -x CMD` runs CMD
+        "man": lambda argv: _options(argv, MAN, "man"),
+        "less": lambda argv: _options(argv, LESS + LESS_LOGS, "less"),
+        "bat": lambda argv: _options(argv, ("--pager",), "bat"),
+        "sort": lambda argv: _options(argv, ("--compress-program",), "sort"),
+        "split": lambda argv: _options(argv, ("--filter",), "split"),
         "zip": lambda argv: _options(argv, ("-TT", "--unzip-command"), "zip"),
         "vi": lambda argv: _editor(argv),
         "vim": lambda argv: _editor(argv),

@@ -71,6 +71,14 @@ from bridge.core.approvals.runners import code_words, sed_script_is_safe
         ("tar *", ("tar", "--use-compress-prog=sh", "-cf", "x", "a")),
         ("ssh *", ("ssh", "-vo", "ProxyCommand=sh", "h")),
         ("scp *", ("scp", "-vS", "./prog", "a", "h:b")),
+        ("rsync *", ("rsync", "--rs=sh", "a", "b")),
+        ("less *", ("less", "--lesskey-s=k", "f")),
+        ("less *", ("less", "-Nk", "k", "f")),
+        ("bat *", ("bat", "--pager=sh", "f")),
+        ("sort *", ("sort", "--compress-prog=sh", "f")),
+        ("split *", ("split", "--filter=sh", "f")),
+        ("man *", ("man", "-C", "evil.conf", "-l", "x.1")),
+        ("jobs *", ("jobs", "-x", "id")),
     ],
 )
 def test_a_star_never_covers_a_word_that_runs_code(rule: str, argv: tuple[str, ...]) -> None:
@@ -110,6 +118,10 @@ def test_a_rule_that_names_the_option_allows_it() -> None:
         ("tar", "-xf", "a.tar", "--checkpoint=1"),
         ("tar", "-tvf", "a.tar"),
         ("ssh", "-v", "-p", "22", "h"),
+        ("less", "-N", "README"),
+        ("sort", "-u", "f"),
+        ("man", "-l", "x.1"),
+        ("jobs", "-l"),
     ],
 )
 def test_ordinary_commands_run_only_themselves(argv: tuple[str, ...]) -> None:
