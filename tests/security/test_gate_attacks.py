@@ -345,6 +345,9 @@ async def test_read_url_content_cannot_carry_data_out(
         "/bin/rm -rf victim",
         r"\rm -rf victim",
         "ls && rm -fr victim",
+        # abbreviated long options, as getopt_long takes them
+        "rm --rec --forc victim",
+        "rm -r --for victim",
     ],
 )
 async def test_deny_rules_are_not_bypassed_by_spelling(
@@ -363,7 +366,17 @@ async def test_deny_rules_are_not_bypassed_by_spelling(
         await attack.team_work_still_runs()
 
 
-@pytest.mark.parametrize("line", ["git push -f origin HEAD:main", "git push origin +HEAD:main"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git push -f origin HEAD:main",
+        "git push origin +HEAD:main",
+        "git push --forc origin HEAD:main",
+        "git push --force-with-lease origin HEAD:main",
+        "git push --force-with-l origin HEAD:main",
+        "git push --force-if-includes --force-with-lease origin HEAD:main",
+    ],
+)
 async def test_a_force_push_is_refused_however_it_is_spelled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:

@@ -12,7 +12,8 @@ one exact line, and are converted.
 
 Deny rules are a convenience, not a boundary: they are matched on every simple command of the
 parsed line, the program by its base name (``/bin/rm`` and ``\\rm`` are ``rm``), options in any
-order and grouping (``-rf``, ``-fr``, ``-r -f``, ``--recursive --force``), but a command built
+order and grouping (``-rf``, ``-fr``, ``-r -f``, ``--recursive --force``, abbreviated as
+``--rec --forc``), but a command built
 at run time (``$cmd``, ``eval``) cannot be known before it runs.
 """
 
@@ -32,7 +33,8 @@ _OLD_ESCAPE = re.compile(r"\[([*?\[])\]")
 _ALIASES = MappingProxyType(
     {
         "rm": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
-        "git": {"--force": "-f"},
+        # `--force-if-includes` only forces with `--force-with-lease`; both are a force here.
+        "git": {"--force": "-f", "--force-with-lease": "-f", "--force-if-includes": "-f"},
         "chmod": {"--recursive": "-R"},
         "chown": {"--recursive": "-R"},
     }
@@ -75,6 +77,13 @@ class CommandRule:
         name = program(self.words[0])
         rule_options, rule_words = _split(name, self.words[1:])
         options, words = _split(name, argv[1:])
+        # An abbreviated long option (`--forc`) is every rule option it could stand for.
+        options |= {
+            wanted
+            for wanted in rule_options
+            for given in options
+            if wanted.startswith("--") and len(given) > 2 and wanted.startswith(given)
+        }
         if not rule_options <= options:
             return False
         if self.star:
@@ -118,7 +127,12 @@ def _split(name: str, words: Sequence[str | None]) -> tuple[set[str], list[str |
                 options.add("-f")  # `git push origin +main` forces that refspec
         elif word.startswith("--"):
             long = word.split("=", 1)[0]
-            options.add(aliases.get(long, long))
+            # getopt_long and git take any unambiguous prefix (`--rec`, `--forc`).
+            known = [name for name in aliases if name.startswith(long) and len(long) > 2]
+            if known:
+                options.update(aliases[name] for name in known)
+            else:
+                options.add(long)
         else:
             for letter in word[1:]:
                 short = "-" + letter

@@ -111,6 +111,17 @@ def test_deny_rules_catch_any_simple_command_of_the_line(place: Place) -> None:
     assert isinstance(run("ls", place, rules), Allow)
 
 
+def test_deny_rules_catch_abbreviated_long_options(place: Place) -> None:
+    rules = Rules(
+        allow_commands=["rm *", "git *", "chmod *"],
+        deny_commands=["rm -rf *", "git clean --force *", "chmod --recursive *"],
+    )
+    for line in ("rm --rec --forc x", "rm -r --for x", "git clean --forc -d", "chmod --rec 777 d"):
+        assert isinstance(run(line, place, rules), Deny), line
+    for line in ("rm -r x", "git clean -n", "chmod 644 f", "rm --verbose x"):
+        assert isinstance(run(line, place, rules), Allow), line
+
+
 def test_the_threads_always_list_allows_the_exact_command(place: Place) -> None:
     line = "make 'test[unit]' '*fast*'"
     always = (exact_rule(("make", "test[unit]", "*fast*")),)
