@@ -202,6 +202,37 @@ def test_url_fetches_ask_unless_the_host_is_allowed(place: Place) -> None:
     assert isinstance(judge("search_web", {"query": "x"}, rules, place), Allow)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        # WHATWG (browsers, most fetchers) reads `\` as `/`: the host is evil.example.
+        "https://evil.example\\@docs.python.org/?q=secret",
+        "https://evil.example\\.readthedocs.io/",
+        "https://evil.example/\\docs.python.org",
+        "ftp://docs.python.org/x",
+        "file://docs.python.org/etc/passwd",
+        "https://%65vil@docs.python.org/",
+        "https://user:pw@docs.python.org/",
+        "https://docs.python.org\t.evil.example/",
+        "https://docs.python.org /x",
+        "https://docs.python.org%2eevil.example/",
+        "https://docs.python.org\u3002evil.example/",
+        "https:docs.python.org/",
+    ],
+)
+def test_a_url_whose_host_readers_may_disagree_on_asks(place: Place, url: str) -> None:
+    rules = Rules(allow_hosts=["docs.python.org", "*.readthedocs.io"])
+    verdict = judge("read_url_content", {"Url": url}, rules, place)
+    assert isinstance(verdict, Ask), url
+    for fine in (
+        "https://docs.python.org/3/library/?q=a%20b#x",
+        "http://docs.python.org:80/3/",
+        "HTTPS://Docs.Python.org/3/",
+        "https://pip.readthedocs.io/en/stable/",
+    ):
+        assert isinstance(judge("read_url_content", {"Url": fine}, rules, place), Allow), fine
+
+
 def test_without_a_sandbox_the_bridges_own_files_cannot_be_read(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     data, config = tmp_path / "data", tmp_path / "bridge.toml"
