@@ -29,6 +29,8 @@ from types import MappingProxyType
 from bridge.core.approvals.runners import code_words
 
 _OLD_ESCAPE = re.compile(r"\[([*?\[])\]")
+# Marks the stored "always" rows written since rules are word lists (:func:`stored_row`).
+STORED_MARK = "rule: "
 # Long options that mean a short one, per program (for deny rules).
 _ALIASES = MappingProxyType(
     {
@@ -209,10 +211,24 @@ def exact_rule(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+def stored_row(rule: str) -> str:
+    """How an "always" rule is stored: marked, so that it is never taken for a row written
+    before rules were word lists (``grep -E 'a[*]b' f`` holds a literal ``[*]``)."""
+    return STORED_MARK + rule
+
+
+def shown_row(row: str) -> str:
+    """A stored row as the thread sees it (``!approvals``): the rule's own text."""
+    return row.removeprefix(STORED_MARK)
+
+
 def stored_rule(text: str) -> CommandRule:
-    """A thread's stored "always" row as a rule. Rows written before rules were word lists
-    escaped the glob characters of one exact line (``[*]``): that line's words, converted.
-    :class:`RuleError` for a row whose meaning is not certain."""
+    """A thread's stored "always" row as a rule. A marked row (:func:`stored_row`) is the
+    rule as written. Unmarked rows were written before: those that escaped the glob
+    characters of one exact line (``[*]``) are that line's words, converted; others are read
+    as rules. :class:`RuleError` for a row whose meaning is not certain."""
+    if text.startswith(STORED_MARK):
+        return parse_rule(text.removeprefix(STORED_MARK))
     if _OLD_ESCAPE.search(text) and not _unquoted_globs(_OLD_ESCAPE.sub("", text)):
         line = _OLD_ESCAPE.sub(r"\1", text)
         try:

@@ -15,7 +15,14 @@ from bridge.core.approvals.policy import (
     Rules,
     judge,
 )
-from bridge.core.approvals.rules import RuleError, exact_rule, parse_rule, stored_rule
+from bridge.core.approvals.rules import (
+    RuleError,
+    exact_rule,
+    parse_rule,
+    shown_row,
+    stored_row,
+    stored_rule,
+)
 
 
 @pytest.fixture
@@ -137,6 +144,15 @@ def test_old_stored_rows_of_one_exact_line_are_converted() -> None:
     assert rule.words == ("make", "test[unit]", "*fast*") and not rule.star
     with pytest.raises(RuleError, match="git diff \\*"):
         stored_rule("git diff*")
+
+
+def test_new_rows_are_marked_and_read_as_written() -> None:
+    row = stored_row(exact_rule(("grep", "-E", "a[*]b", "f")))
+    assert stored_rule(row).words == ("grep", "-E", "a[*]b", "f")
+    assert shown_row(row) == "grep -E 'a[*]b' f"
+    assert stored_rule(stored_row("git diff *")).star
+    # An unmarked row is from before: its escapes are converted.
+    assert stored_rule("grep -E 'a[*]b' f").words == ("grep", "-E", "a*b", "f")
 
 
 @pytest.mark.parametrize(
