@@ -9,8 +9,8 @@ makes the program run other code (:mod:`runners`) is left to a rule's ``*``. In 
 - the bridge's own chat tools never ask; file reads never ask (the sandbox decides what they
   see), except that where there is no sandbox a read of the bridge's configuration or data
   is refused;
-- URL fetches (``read_url_content``, agy's browser) ask unless the host is allowed
-  (``allow_hosts``); ``search_web`` does not ask;
+- URL fetches (``read_url_content``, agy's browser) ask unless the URL is plain http(s)
+  and its host is allowed (``allow_hosts``, :func:`plain_host`); ``search_web`` does not ask;
 - a file write inside the thread's workspace (or agy's own artifact folder) never asks,
   unless it is to a protected path (:mod:`paths`: ``.git``, ``.agents`` …); a write outside
   asks;

@@ -6,6 +6,9 @@ rule covers such a command only when its literal words reach every one of those 
 final ``*`` never stands for one. For the programs whose every argument may be a command
 (``xargs``, ``env``, ``timeout``, ``eval`` …) that means the rule spells the whole command.
 
+An option counts in every spelling its program accepts (:func:`_options`): grouped with
+other short options (``-yx``), with its value attached, and abbreviated (``--to-com``).
+
 Arguments naming a protected path (``.git``, ``.agents`` …, see :mod:`paths`) count too,
 except for programs that only read: ``cp x .git/config`` under a ``cp *`` rule would plant
 configuration that ``git status`` runs.
