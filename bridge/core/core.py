@@ -20,6 +20,7 @@ from bridge.core import store as st
 from bridge.core.approvals import texts as approval_texts
 from bridge.core.approvals.gate import request_of
 from bridge.core.approvals.replies import parse_reply
+from bridge.core.approvals.rules import shown_row
 from bridge.core.cluster import Cluster, not_approver_text
 from bridge.core.commands import HELP, Command, parse_command
 from bridge.core.deps import CoreDeps
@@ -204,7 +205,7 @@ class Core:
             lines.append("• Nothing waits for approval.")
         if allowed:
             lines.append("• Allowed always in this thread:")
-            lines += [f"  – `{p}`" for p in allowed]
+            lines += [f"  – `{shown_row(p)}`" for p in allowed]
         else:
             lines.append("• This thread's allow list is empty.")
         await self._say(thread, "\n".join(lines))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -344,6 +345,9 @@ async def test_read_url_content_cannot_carry_data_out(
         "/bin/rm -rf victim",
         r"\rm -rf victim",
         "ls && rm -fr victim",
+        # abbreviated long options, as getopt_long takes them
+        "rm --rec --forc victim",
+        "rm -r --for victim",
     ],
 )
 async def test_deny_rules_are_not_bypassed_by_spelling(
@@ -362,7 +366,17 @@ async def test_deny_rules_are_not_bypassed_by_spelling(
         await attack.team_work_still_runs()
 
 
-@pytest.mark.parametrize("line", ["git push -f origin HEAD:main", "git push origin +HEAD:main"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git push -f origin HEAD:main",
+        "git push origin +HEAD:main",
+        "git push --forc origin HEAD:main",
+        "git push --force-with-lease origin HEAD:main",
+        "git push --force-with-l origin HEAD:main",
+        "git push --force-if-includes --force-with-lease origin HEAD:main",
+    ],
+)
 async def test_a_force_push_is_refused_however_it_is_spelled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:
@@ -380,4 +394,106 @@ async def test_a_force_push_is_refused_however_it_is_spelled(
         )
         await attack.runs_at_once("git push origin HEAD:main")
         assert has_branch(remote, "main"), "an ordinary push runs"
+        await attack.team_work_still_runs()
+
+
+# --- options spelled the way their programs also accept them ---------------------------------
+# getopt_long, git's parse-options and argp take any unambiguous prefix of a long option
+# (`--to-com` for `--to-command`), and short options grouped in one word (`-yx`, `-vo`).
+
+
+def _setup_spellings(workspace: Path) -> None:
+    (workspace / "README").write_text("hello, changed\n")  # for git difftool
+    (workspace / "p").write_text("touch pwned\n")  # a line sed's `e` flag runs
+    (workspace / "x.sed").write_text("s/touch/touch/e\n")
+    (workspace / "a").write_text("a\n")
+    prog = workspace / "prog"
+    prog.write_text(f"#!/bin/sh\ntouch {workspace}/pwned\n")
+    prog.chmod(0o755)
+    (workspace / "hooks").mkdir()
+    (workspace / "hooks" / "post-checkout").write_bytes(prog.read_bytes())
+    (workspace / "hooks" / "post-checkout").chmod(0o755)
+    subprocess.run(["tar", "-cf", "a.tar", "a"], cwd=workspace, check=True)
+
+
+def _needs(program: str) -> None:
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed on this machine")
+
+
+SPELLINGS = [
+    # (rule, attack, an ordinary command under the same rule)
+    ("git difftool *", "git difftool -yx 'touch {ws}/pwned'", "git difftool --tool-help"),
+    ("git grep *", "git grep -nO'touch {ws}/pwned' hel", "git grep -n hel"),
+    ("git grep *", "git grep --open-files='touch {ws}/pwned' hel", "git grep -n hel"),
+    ("git fetch *", "git fetch --upload-p='touch {ws}/pwned' .", "git fetch -q ."),
+    ("git clone *", "git clone -qu 'touch {ws}/pwned' . dst", "git clone -q . dst2"),
+    ("git clone *", "git clone --conf=core.hooksPath={ws}/hooks . dst", "git clone -q . d3"),
+    ("sed *", "sed -nes/touch/touch/e p", "sed -n 1p p"),
+    ("sed -n *", "sed -n --expr=s/touch/touch/e p", "sed -n 1,5p p"),
+    ("sed -n *", "sed -n --fil=x.sed p", "sed -n 1,5p p"),
+    ("tar *", "tar --to-com='touch {ws}/pwned' -xf a.tar", "tar -tf a.tar"),
+    (
+        "tar *",
+        "tar -xf a.tar --checkpoint=1 --checkpoint-act=exec='touch {ws}/pwned'",
+        "tar -xf a.tar --checkpoint=1",
+    ),
+    ("tar *", "tar -cf /dev/null --use-compress-prog='touch {ws}/pwned' a", "tar -cf b.tar a"),
+    ("ssh *", "ssh -vo ProxyCommand='touch {ws}/pwned' host", "ssh -V"),
+    ("scp *", "scp -vS ./prog a h:b", "scp -q a a-copy"),
+]
+
+
+@pytest.mark.parametrize(("rule", "line", "ordinary"), SPELLINGS)
+async def test_abbreviated_and_grouped_options_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str, ordinary: str
+) -> None:
+    _needs(rule.split()[0])
+    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
+        _setup_spellings(attack.workspace)
+        line = line.format(ws=attack.workspace)
+        await attack.turn(f"[[tool run_command {line}]]")
+        assert not attack.pwned
+        assert [r.summary for r in attack.asked] == [line]
+        await attack.runs_at_once(ordinary)
+        await attack.team_work_still_runs()
+
+
+def _setup_readers(workspace: Path) -> None:
+    # less runs LESSOPEN from a lesskey source file, even without a terminal.
+    (workspace / "k").write_text(f"#env\nLESSOPEN=|touch {workspace}/pwned; cat %s\n")
+    # sort's compress program reads its temporary files on stdin: `sh` runs each line.
+    (workspace / "cmds").write_text(f"touch {workspace}/pwned\n" * 20000)
+    # man takes its nroff (and every other helper) from a config file.
+    (workspace / "evil.conf").write_text(f"DEFINE\tnroff\ttouch {workspace}/pwned --\n")
+    (workspace / "x.1").write_text(".TH X 1\n.SH NAME\nx \\- a page\n")
+    (workspace / "a").write_text("a\n")
+
+
+READERS = [
+    # (rule, attack, an ordinary command under the same rule)
+    ("less *", "less --lesskey-src=k README", "less README"),
+    ("less *", "less -N --lesskey-s k README", "less -N README"),
+    ("sort *", "sort --compress-program=sh -S 100k cmds", "sort -u cmds"),
+    ("sort *", "sort --compress-p=sh -S 100k cmds", "sort -S 100k -o sorted cmds"),
+    ("split *", "split --fil='touch {ws}/pwned' a", "split -l 1 a part-"),
+    ("man *", "man -C evil.conf -l x.1", "man -l x.1"),
+    ("man *", "man --config-f=evil.conf -l x.1", "man -l x.1"),
+    ("jobs *", "jobs -x touch {ws}/pwned", "jobs -l"),
+]
+
+
+@pytest.mark.parametrize(("rule", "line", "ordinary"), READERS)
+async def test_options_that_run_programs_in_readers_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str, ordinary: str
+) -> None:
+    if rule != "jobs *":  # a bash builtin
+        _needs(rule.split()[0])
+    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
+        _setup_readers(attack.workspace)
+        line = line.format(ws=attack.workspace)
+        await attack.turn(f"[[tool run_command {line}]]")
+        assert not attack.pwned
+        assert [r.summary for r in attack.asked] == [line]
+        await attack.runs_at_once(ordinary)
         await attack.team_work_still_runs()

@@ -20,7 +20,7 @@ import anyio
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.config import ApprovalsSection
 from bridge.core.approvals import policy, texts
-from bridge.core.approvals.rules import CommandRule, RuleError, parse_rule
+from bridge.core.approvals.rules import CommandRule, RuleError, parse_rule, stored_row
 from bridge.core.deps import CoreDeps
 from bridge.core.events import (
     ApprovalChoice,
@@ -271,7 +271,7 @@ class ApprovalGate:
         try:
             await self.deps.store.settle_approval(waiting.request.id, state, by=by, reason=reason)
             if state is ApprovalState.ALWAYS and waiting.pattern is not None:
-                await self.deps.store.add_allowed(self.key, waiting.pattern, by)
+                await self.deps.store.add_allowed(self.key, stored_row(waiting.pattern), by)
                 self._always = None
         except StoreError as exc:
             # The decision still stands for agy; the record is what is lost.

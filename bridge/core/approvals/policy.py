@@ -9,8 +9,8 @@ makes the program run other code (:mod:`runners`) is left to a rule's ``*``. In 
 - the bridge's own chat tools never ask; file reads never ask (the sandbox decides what they
   see), except that where there is no sandbox a read of the bridge's configuration or data
   is refused;
-- URL fetches (``read_url_content``, agy's browser) ask unless the host is allowed
-  (``allow_hosts``); ``search_web`` does not ask;
+- URL fetches (``read_url_content``, agy's browser) ask unless the URL is plain http(s)
+  and its host is allowed (``allow_hosts``, :func:`plain_host`); ``search_web`` does not ask;
 - a file write inside the thread's workspace (or agy's own artifact folder) never asks,
   unless it is to a protected path (:mod:`paths`: ``.git``, ``.agents`` …); a write outside
   asks;
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,8 @@ READ_TOOLS = frozenset(
 SEARCH_TOOLS = frozenset({"grep_search", "codebase_search"})
 # Tools that fetch a URL: anything the agent read can leave in the URL's query string.
 URL_TOOLS = frozenset({"read_url_content", "open_browser_url"})
+# A host of plain ASCII labels (no percent escapes, no Unicode dots, no IPv6 brackets).
+_PLAIN_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?")
 _URL_KEYS = ("Url", "URL", "url", "Uri", "TargetUrl")
 # Tools that write one file, and the argument naming it.
 WRITE_TOOLS = frozenset({"write_to_file", "replace_file_content", "multi_replace_file_content"})
@@ -206,7 +209,7 @@ class Policy:
 
     def _judge_url(self, name: str, args: Mapping[str, Any]) -> Verdict:
         url = next((str(args[k]) for k in _URL_KEYS if isinstance(args.get(k), str)), "")
-        host = (urlsplit(url).hostname or "").lower() if url else ""
+        host = plain_host(url)
         if host and any(_host_matches(pattern, host) for pattern in self.hosts):
             return Allow(f"{host} is in allow_hosts")
         summary = f"{name} {url}" if url else f"{name} {_short_args(args)}"
@@ -252,6 +255,21 @@ def _is_hidden(path: Path, place: Place) -> bool:
     own = [_resolve(str(r), place.workspace) for r in (place.workspace, place.scratch) if r]
     # The thread's own workspace may lie inside the data directory (the default one).
     return any(_inside(path, h) for h in hidden) and not any(_inside(path, r) for r in own)
+
+
+def plain_host(url: str) -> str:
+    """The host of an http(s) URL that every URL reader agrees on, or "" (then it asks).
+    Python's ``urlsplit`` and WHATWG (browsers, most fetchers) disagree on some spellings:
+    WHATWG reads ``\\`` as ``/`` (``https://evil\\@docs.python.org/`` is evil's) and drops
+    tabs and newlines, and a host may hide behind userinfo, percent escapes or Unicode dots.
+    So a URL with any of these, or another scheme, has no plain host."""
+    if not url or any(c == "\\" or c.isspace() or not c.isprintable() for c in url):
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or "@" in parts.netloc:
+        return ""
+    host = (parts.hostname or "").lower()
+    return host if _PLAIN_HOST.fullmatch(host) else ""
 
 
 def _host_matches(pattern: str, host: str) -> bool:

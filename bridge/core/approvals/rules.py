@@ -12,7 +12,8 @@ one exact line, and are converted.
 
 Deny rules are a convenience, not a boundary: they are matched on every simple command of the
 parsed line, the program by its base name (``/bin/rm`` and ``\\rm`` are ``rm``), options in any
-order and grouping (``-rf``, ``-fr``, ``-r -f``, ``--recursive --force``), but a command built
+order and grouping (``-rf``, ``-fr``, ``-r -f``, ``--recursive --force``, abbreviated as
+``--rec --forc``), but a command built
 at run time (``$cmd``, ``eval``) cannot be known before it runs.
 """
 
@@ -28,11 +29,14 @@ from types import MappingProxyType
 from bridge.core.approvals.runners import code_words
 
 _OLD_ESCAPE = re.compile(r"\[([*?\[])\]")
+# Marks the stored "always" rows written since rules are word lists (:func:`stored_row`).
+STORED_MARK = "rule: "
 # Long options that mean a short one, per program (for deny rules).
 _ALIASES = MappingProxyType(
     {
         "rm": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
-        "git": {"--force": "-f"},
+        # `--force-if-includes` only forces with `--force-with-lease`; both are a force here.
+        "git": {"--force": "-f", "--force-with-lease": "-f", "--force-if-includes": "-f"},
         "chmod": {"--recursive": "-R"},
         "chown": {"--recursive": "-R"},
     }
@@ -75,6 +79,13 @@ class CommandRule:
         name = program(self.words[0])
         rule_options, rule_words = _split(name, self.words[1:])
         options, words = _split(name, argv[1:])
+        # An abbreviated long option (`--forc`) is every rule option it could stand for.
+        options |= {
+            wanted
+            for wanted in rule_options
+            for given in options
+            if wanted.startswith("--") and len(given) > 2 and wanted.startswith(given)
+        }
         if not rule_options <= options:
             return False
         if self.star:
@@ -118,7 +129,12 @@ def _split(name: str, words: Sequence[str | None]) -> tuple[set[str], list[str |
                 options.add("-f")  # `git push origin +main` forces that refspec
         elif word.startswith("--"):
             long = word.split("=", 1)[0]
-            options.add(aliases.get(long, long))
+            # getopt_long and git take any unambiguous prefix (`--rec`, `--forc`).
+            known = [name for name in aliases if name.startswith(long) and len(long) > 2]
+            if known:
+                options.update(aliases[name] for name in known)
+            else:
+                options.add(long)
         else:
             for letter in word[1:]:
                 short = "-" + letter
@@ -195,10 +211,24 @@ def exact_rule(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+def stored_row(rule: str) -> str:
+    """How an "always" rule is stored: marked, so that it is never taken for a row written
+    before rules were word lists (``grep -E 'a[*]b' f`` holds a literal ``[*]``)."""
+    return STORED_MARK + rule
+
+
+def shown_row(row: str) -> str:
+    """A stored row as the thread sees it (``!approvals``): the rule's own text."""
+    return row.removeprefix(STORED_MARK)
+
+
 def stored_rule(text: str) -> CommandRule:
-    """A thread's stored "always" row as a rule. Rows written before rules were word lists
-    escaped the glob characters of one exact line (``[*]``): that line's words, converted.
-    :class:`RuleError` for a row whose meaning is not certain."""
+    """A thread's stored "always" row as a rule. A marked row (:func:`stored_row`) is the
+    rule as written. Unmarked rows were written before: those that escaped the glob
+    characters of one exact line (``[*]``) are that line's words, converted; others are read
+    as rules. :class:`RuleError` for a row whose meaning is not certain."""
+    if text.startswith(STORED_MARK):
+        return parse_rule(text.removeprefix(STORED_MARK))
     if _OLD_ESCAPE.search(text) and not _unquoted_globs(_OLD_ESCAPE.sub("", text)):
         line = _OLD_ESCAPE.sub(r"\1", text)
         try:

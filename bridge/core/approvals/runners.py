@@ -6,6 +6,9 @@ rule covers such a command only when its literal words reach every one of those 
 final ``*`` never stands for one. For the programs whose every argument may be a command
 (``xargs``, ``env``, ``timeout``, ``eval`` …) that means the rule spells the whole command.
 
+An option counts in every spelling its program accepts (:func:`_options`): grouped with
+other short options (``-yx``), with its value attached, and abbreviated (``--to-com``).
+
 Arguments naming a protected path (``.git``, ``.agents`` …, see :mod:`paths`) count too,
 except for programs that only read: ``cp x .git/config`` under a ``cp *`` rule would plant
 configuration that ``git status`` runs.
@@ -39,7 +42,8 @@ WHOLE = frozenset(
         "getopts", "hash", "enable", "fc", "compgen", "complete", "alias", "shopt",
     }
 )  # fmt: skip
-# Programs that only read the files they name (their code-running options aside: `rg --pre`).
+# Programs that only read the files they name, so they may name protected paths. Their
+# options that run code are in the table all the same (`rg --pre`, `less --lesskey-src`).
 READERS = frozenset(
     {"cat", "ls", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "less", "more", "file"}
     | {"stat", "diff", "tree", "du", "nl", "md5sum", "sha1sum", "sha256sum", "bat"}
@@ -67,6 +71,11 @@ GIT_SUBCOMMAND_OPTIONS = MappingProxyType(
         "bisect": ("run",),
     }
 )
+# man reads its helpers (nroff, the pager …) from a config file: `DEFINE nroff <command>`.
+MAN = ("-C", "--config-file", "-P", "--pager", "-H", "--html")
+# less runs LESSOPEN (`#env` in a lesskey file) even without a terminal, and writes logs.
+LESS = ("-k", "--lesskey-file", "--lesskey-src", "--lesskey-content")
+LESS_LOGS = ("-o", "-O", "--log-file", "--LOG-FILE")
 TAR = ("-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script")
 TAR_MORE = ("-F", "--new-volume-script", "--rsh-command", "--rmt-command")
 
@@ -103,27 +112,33 @@ def _family_check(program: str) -> Callable[[Argv], Found] | None:
     return None
 
 
-def _options(argv: Argv, names: Sequence[str], label: str, start: int = 1) -> Found:
-    """Positions of the options ``names`` (``-x``, ``-xVALUE``, ``--long``, ``--long=VALUE``)."""
+def _options(
+    argv: Argv, names: Sequence[str], label: str, start: int = 1, exact: Sequence[str] = ()
+) -> Found:
+    """Positions of the options ``names`` in every spelling the program accepts: ``-x``,
+    ``-xVALUE``, a group of short options holding the letter (``-yx``, ``-vo``), ``--long``,
+    ``--long=VALUE``, and any prefix of ``--long`` (``--to-com``: getopt_long, git's
+    parse-options and argp take an unambiguous prefix; an ambiguous one is refused by the
+    program, so counting every prefix is safe). ``exact``: the program's own options that are
+    prefixes of a listed one (tar's ``--checkpoint``), which mean themselves."""
+    longs = [name for name in names if name.startswith("--")]
+    letters = "".join(name[1] for name in names if len(name) == 2 and name[0] == "-")
+    others = [name for name in names if name not in longs and len(name) != 2]
     found = []
     for i in range(start, len(argv)):
         word = argv[i]
         if word == "--":
             break
-        for name in names:
-            long = name.startswith("--")
-            if (
-                word == name
-                or (long and word.startswith(name + "="))
-                or (
-                    not long
-                    and len(name) == 2
-                    and word.startswith(name)
-                    and not word.startswith("--")
-                )
-            ):
+        if word.startswith("--"):
+            head = word.split("=", 1)[0]
+            name = next((n for n in longs if len(head) > 2 and n.startswith(head)), None)
+            if name is not None and head not in exact:
                 found.append((i, f"{label} {name}"))
-                break
+        elif word.startswith("-") and len(word) > 1:
+            hit = next((n for n in others if word.startswith(n)), None)
+            hit = hit or next((f"-{c}" for c in word[1:] if c in letters), None)
+            if hit is not None:
+                found.append((i, f"{label} {hit}"))
     return found
 
 
@@ -185,25 +200,51 @@ def _options_run_code(argv: Argv) -> Found:
     return [(i, f"{program} {w}") for i, w in enumerate(argv) if i and w.startswith("-")]
 
 
+SED_LONG_VALUE = ("--line-length",)  # long options whose value may be the next word
+
+
 def _sed(argv: Argv) -> Found:
     found: Found = []
     scripts: list[tuple[int, str]] = []  # (position, the script)
     index = 1
     while index < len(argv):
         word = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else None
         if word == "--":
             break
-        if word in ("-e", "--expression") and index + 1 < len(argv):
-            scripts.append((index + 1, argv[index + 1]))
-            index += 2
-            continue
-        if word.startswith("--expression="):
-            scripts.append((index, word.split("=", 1)[1]))
-        elif word.startswith("-e") and len(word) > 2:
-            scripts.append((index, word[2:]))
-        elif word in ("-f", "--file") or word.startswith(("--file=", "-f")):
-            found.append((index, "sed -f (a script file)"))
         index += 1
+        if word.startswith("--"):
+            # Any prefix of --expression or --file (`--expr=…`, `--fil x.sed`) is that option.
+            head, equals, given = word.partition("=")
+            value: str | None = given if equals else None
+            if len(head) < 3:
+                continue
+            if "--expression".startswith(head) or "--file".startswith(head):
+                if value is None and following is not None:
+                    value, index = following, index + 1
+                if "--expression".startswith(head) and value is not None:
+                    scripts.append((index - 1, value))
+                else:
+                    found.append((index - 1, "sed -f (a script file)"))
+            elif any(name.startswith(head) for name in SED_LONG_VALUE) and value is None:
+                index += 1
+            continue
+        if not word.startswith("-") or word == "-":
+            continue
+        # A group of short options (`-ne<script>`, `-nf x.sed`): -e, -f and -l take the rest
+        # of the word or the next one; -i takes the rest of the word as its suffix.
+        for at, letter in enumerate(word[1:], start=2):
+            rest = word[at:]
+            if letter == "i":
+                break
+            if letter in "efl":
+                if not rest and following is not None:
+                    rest, index = following, index + 1
+                if letter == "e":
+                    scripts.append((index - 1, rest))
+                elif letter == "f":
+                    found.append((index - 1, "sed -f (a script file)"))
+                break
     if not scripts and not found:
         first = next((i for i, w in enumerate(argv) if i and not w.startswith("-")), None)
         if first is not None:
@@ -301,7 +342,9 @@ _CHECKS: Mapping[str, Callable[[Argv], Found]] = MappingProxyType(
         "sed": _sed,
         "gsed": _sed,
         "rg": lambda argv: _options(argv, ("--pre",), "rg"),
-        "tar": lambda argv: _options(argv, TAR + TAR_MORE, "tar") + _tar_old_style(argv),
+        "tar": lambda argv: (
+            _options(argv, TAR + TAR_MORE, "tar", exact=("--checkpoint",)) + _tar_old_style(argv)
+        ),
         "rsync": lambda argv: (
             _options(argv, ("--rsh", "--rsync-path"), "rsync") + _short_cluster(argv, "e", "rsync")
         ),
@@ -312,7 +355,12 @@ _CHECKS: Mapping[str, Callable[[Argv], Found]] = MappingProxyType(
         "[": lambda argv: _options(argv, ("-v", "-R"), "["),
         "printf": lambda argv: _options(argv, ("-v",), "printf"),
         "wait": lambda argv: _options(argv, ("-p",), "wait"),
-        "man": lambda argv: _options(argv, ("-P", "--pager", "-H", "--html"), "man"),
+        "jobs": lambda argv: _options(argv, ("-x",), "jobs"),  # `jobs -x CMD` runs CMD
+        "man": lambda argv: _options(argv, MAN, "man"),
+        "less": lambda argv: _options(argv, LESS + LESS_LOGS, "less"),
+        "bat": lambda argv: _options(argv, ("--pager",), "bat"),
+        "sort": lambda argv: _options(argv, ("--compress-program",), "sort"),
+        "split": lambda argv: _options(argv, ("--filter",), "split"),
         "zip": lambda argv: _options(argv, ("-TT", "--unzip-command"), "zip"),
         "vi": lambda argv: _editor(argv),
         "vim": lambda argv: _editor(argv),

@@ -21,6 +21,15 @@ def visible(text: str) -> str:
     )
 
 
+def inert(text: str) -> str:
+    """Words from users (a display name, a deny reason) as the bridge's Markdown shows them:
+    on one line, invisible characters made visible, and making no link. A zero-width space
+    goes between ``]`` and ``(`` or ``[`` and after ``<``: ``[Alice](https://…)`` and
+    ``<https://…>`` show as typed, in Matrix's HTML as in Slack."""
+    flat = " ".join(visible(text).split())
+    return flat.replace("](", "]\u200b(").replace("][", "]\u200b[").replace("<", "<\u200b")
+
+
 def _fence(text: str) -> str:
     # A fence longer than any run of backticks inside, so the command cannot end it early.
     ticks = "`" * max(3, _longest_backticks(text) + 1)
@@ -72,7 +81,7 @@ def request_text(
     requested_by: Author | None,
     timeout: float,
 ) -> str:
-    who = f" for {requested_by.label}" if requested_by else ""
+    who = f" for {inert(requested_by.label)}" if requested_by else ""
     what = "run this command" if tool == "run_command" else f"use {_code(tool)}"
     lines = [f"🔐 *Approval needed*: the agent wants to {what}{who}:", shown(summary)]
     if preview:
@@ -107,12 +116,12 @@ def result_text(
     when = (at or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
     line = _VERBS[state]
     if by is not None:
-        line += f" by {by.label}"
+        line += f" by {inert(by.label)}"
     line += f" at {when}"
     if pattern:
         line += f" ({_code(pattern)} now runs without asking here)"
     if reason:
-        line += f": {reason}"
+        line += f": {inert(reason)}"
     return f"{line}\n{shown(summary)}"
 
 

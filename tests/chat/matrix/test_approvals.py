@@ -162,7 +162,7 @@ async def test_a_reply_denies_with_a_reason_and_always_sticks(
         await live.alice.say(live.room, "[[tool run_command echo hi]] once more")
         await live.alice.wait_event(live.room, by_bot(live, "once more"), within=60)
         rows = await live.bridge.store.allow_list(f"matrix|{live.room}|")
-        assert rows == ["echo hi"]
+        assert rows == ["rule: echo hi"]
         assert len(await live.bridge.store.waiting_approvals()) == 0
 
 

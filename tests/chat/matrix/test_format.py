@@ -19,6 +19,9 @@ from bridge.chat.matrix.format import (
     event_size,
     with_relation,
 )
+from bridge.core.approvals.texts import request_text, result_text
+from bridge.core.events import Author
+from bridge.core.store import ApprovalState
 
 
 def test_markdown_becomes_matrix_html_with_plain_body() -> None:
@@ -112,3 +115,14 @@ def test_encrypted_pieces_are_measured_as_sent(text: str) -> None:
     assert "".join(p["body"] for p in pieces).replace("\n", "").replace(" ", "") == text.replace(
         " ", ""
     )
+
+
+def test_a_requesters_name_or_a_reason_makes_no_link_in_an_approval_request() -> None:
+    # Display names and deny reasons are the users' own words, not the bridge's Markdown.
+    sly = Author(id="@eve:x", display_name="[Alice](https://evil.example) <https://evil.example>")
+    asked = request_text(tool="run_command", summary="ls", preview="", requested_by=sly, timeout=60)
+    decided = result_text("ls", ApprovalState.DENIED, sly, "see [docs](https://evil.example)")
+    for text in (asked, decided):
+        html = Renderer().html(text)
+        assert "<a " not in html and "href" not in html, html
+        assert "Alice" in html and "evil.example" in html  # still shown, as text

@@ -248,7 +248,7 @@ async def test_an_approvers_old_glob_rule_is_not_stored(tmp_path: Path) -> None:
         )
         assert outcome is DecideOutcome.DECIDED
         await h.adapter.wait_finished(1)
-        assert await h.bridge.core.store.allow_list(thread().key) == ["git diff --stat"]
+        assert await h.bridge.core.store.allow_list(thread().key) == ["rule: git diff --stat"]
 
 
 async def test_an_old_stored_row_that_no_longer_means_the_same_asks_and_the_thread_is_told(
@@ -267,3 +267,21 @@ async def test_an_old_stored_row_that_no_longer_means_the_same_asks_and_the_thre
         assert (workdir(h) / "*ok*").exists()
         await h.bridge.core.decide(thread(), "req-1", ApprovalChoice.DENY, BOB)
         await h.adapter.wait_finished(1)
+
+
+async def test_an_always_row_with_brackets_is_read_back_as_written(tmp_path: Path) -> None:
+    # `[*]` in a new exact rule is the command's own text, not an old row's escaped `*`.
+    line = "grep -E 'a[*]b' notes.txt"
+    async with running(tmp_path, extra=approvals()) as h:
+        await h.say(f"[[tool run_command {line}]]")
+        await h.bridge.core.decide(thread(), await request(h), ApprovalChoice.ALWAYS, BOB)
+        await h.adapter.wait_finished(1)
+        await h.say(f"[[tool run_command {line}]] again")
+        await h.adapter.wait_finished(2)
+        assert len(h.adapter.requests) == 1, "the command allowed always asked again"
+        await h.say("[[tool run_command grep -E 'a*b' notes.txt]]")
+        await request(h, 2)
+        await h.bridge.core.decide(thread(), "req-2", ApprovalChoice.DENY, BOB)
+        await h.adapter.wait_finished(3)
+        await h.say("!approvals")
+        await h.adapter.wait_notice(f"`{line}`")

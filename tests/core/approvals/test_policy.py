@@ -15,7 +15,14 @@ from bridge.core.approvals.policy import (
     Rules,
     judge,
 )
-from bridge.core.approvals.rules import RuleError, exact_rule, parse_rule, stored_rule
+from bridge.core.approvals.rules import (
+    RuleError,
+    exact_rule,
+    parse_rule,
+    shown_row,
+    stored_row,
+    stored_rule,
+)
 
 
 @pytest.fixture
@@ -111,6 +118,17 @@ def test_deny_rules_catch_any_simple_command_of_the_line(place: Place) -> None:
     assert isinstance(run("ls", place, rules), Allow)
 
 
+def test_deny_rules_catch_abbreviated_long_options(place: Place) -> None:
+    rules = Rules(
+        allow_commands=["rm *", "git *", "chmod *"],
+        deny_commands=["rm -rf *", "git clean --force *", "chmod --recursive *"],
+    )
+    for line in ("rm --rec --forc x", "rm -r --for x", "git clean --forc -d", "chmod --rec 777 d"):
+        assert isinstance(run(line, place, rules), Deny), line
+    for line in ("rm -r x", "git clean -n", "chmod 644 f", "rm --verbose x"):
+        assert isinstance(run(line, place, rules), Allow), line
+
+
 def test_the_threads_always_list_allows_the_exact_command(place: Place) -> None:
     line = "make 'test[unit]' '*fast*'"
     always = (exact_rule(("make", "test[unit]", "*fast*")),)
@@ -126,6 +144,15 @@ def test_old_stored_rows_of_one_exact_line_are_converted() -> None:
     assert rule.words == ("make", "test[unit]", "*fast*") and not rule.star
     with pytest.raises(RuleError, match="git diff \\*"):
         stored_rule("git diff*")
+
+
+def test_new_rows_are_marked_and_read_as_written() -> None:
+    row = stored_row(exact_rule(("grep", "-E", "a[*]b", "f")))
+    assert stored_rule(row).words == ("grep", "-E", "a[*]b", "f")
+    assert shown_row(row) == "grep -E 'a[*]b' f"
+    assert stored_rule(stored_row("git diff *")).star
+    # An unmarked row is from before: its escapes are converted.
+    assert stored_rule("grep -E 'a[*]b' f").words == ("grep", "-E", "a*b", "f")
 
 
 @pytest.mark.parametrize(
@@ -189,6 +216,37 @@ def test_url_fetches_ask_unless_the_host_is_allowed(place: Place) -> None:
     assert isinstance(asked, Ask) and "evil.test" in asked.summary
     assert isinstance(judge(fetch, {"Url": "https://example.com.evil.test/"}, rules, place), Ask)
     assert isinstance(judge("search_web", {"query": "x"}, rules, place), Allow)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # WHATWG (browsers, most fetchers) reads `\` as `/`: the host is evil.example.
+        "https://evil.example\\@docs.python.org/?q=secret",
+        "https://evil.example\\.readthedocs.io/",
+        "https://evil.example/\\docs.python.org",
+        "ftp://docs.python.org/x",
+        "file://docs.python.org/etc/passwd",
+        "https://%65vil@docs.python.org/",
+        "https://user:pw@docs.python.org/",
+        "https://docs.python.org\t.evil.example/",
+        "https://docs.python.org /x",
+        "https://docs.python.org%2eevil.example/",
+        "https://docs.python.org\u3002evil.example/",
+        "https:docs.python.org/",
+    ],
+)
+def test_a_url_whose_host_readers_may_disagree_on_asks(place: Place, url: str) -> None:
+    rules = Rules(allow_hosts=["docs.python.org", "*.readthedocs.io"])
+    verdict = judge("read_url_content", {"Url": url}, rules, place)
+    assert isinstance(verdict, Ask), url
+    for fine in (
+        "https://docs.python.org/3/library/?q=a%20b#x",
+        "http://docs.python.org:80/3/",
+        "HTTPS://Docs.Python.org/3/",
+        "https://pip.readthedocs.io/en/stable/",
+    ):
+        assert isinstance(judge("read_url_content", {"Url": fine}, rules, place), Allow), fine
 
 
 def test_without_a_sandbox_the_bridges_own_files_cannot_be_read(tmp_path: Path) -> None:
