@@ -137,9 +137,15 @@ async def _console(config: Config, thread: str, user: str) -> int:
     if not agy_available(list(config.agy.command)):
         command = simulator_command()
         print(SIMULATOR_BANNER, file=sys.stderr, flush=True)
+        # The stand-in keeps its state in its own home, not in agy's (a machine without agy has
+        # no ~/.gemini, and a sandbox refuses a state directory that does not exist).
+        config = config.model_copy(update={"agy": config.agy.model_copy(update={"state_dirs": []})})
         # The simulator, like agy, refuses to start signed out: sign the stand-in in (it keeps
-        # a login that is there).
-        env = {**os.environ, **config.agy.env}
+        # a login that is there), in the home the bridge will give it.
+        env = dict(os.environ)
+        if "AGY_SIM_HOME" not in config.agy.pass_env:
+            env.pop("AGY_SIM_HOME", None)
+        env.update(config.agy.env)
         await anyio.run_process([*command, "auth", "login"], env=env, check=False)
     adapter = ConsoleAdapter(thread=thread, user=user)
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

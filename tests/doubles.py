@@ -7,6 +7,7 @@ marks); benchmarks read when it was said and how many calls the core made.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -259,3 +260,23 @@ async def fetch_into(adapter: Any, ref: AttachmentRef, dest: Path, max_bytes: in
 def outgoing(path: Path) -> OutgoingFile:
     """A file as the core hands it to ``post_file``: its name and its bytes."""
     return OutgoingFile(name=path.name, data=path.read_bytes())
+
+
+def git(repo: Path, *args: str) -> str:
+    """git in ``repo``; its stdout (a non-zero exit fails the test)."""
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def one_commit_repository(
+    repo: Path, name: str = "README.md", text: str = "the main checkout\n"
+) -> Path:
+    """A new git repository at ``repo`` (branch ``main``) holding one commit of one file."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / name).write_text(text)
+    git(repo, "add", name)
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    return repo

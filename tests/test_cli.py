@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -36,3 +38,28 @@ async def test_a_turn_that_has_taken_its_messages_is_not_idle(tmp_path: Path) ->
                 await idle.wait()
         [reply] = h.adapter.finished()
         assert reply.outcome is not None and "hi there" in reply.outcome.final_text
+
+
+def test_the_console_on_a_machine_without_agy_answers_with_the_simulator(tmp_path: Path) -> None:
+    """`make run` on a fresh machine: no agy on PATH, no ~/.gemini, no config. The console
+    falls back to the simulator, which keeps its state in its own home, not in agy's."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "console", "--user", "newcomer"],
+        input="hello bridge\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "built-in agy simulator" in done.stderr
+    assert "You said: newcomer (console:newcomer): hello bridge" in done.stdout
+    assert not (home / ".gemini").exists(), "agy's state was neither needed nor made"

@@ -15,7 +15,7 @@ helper, filters from the config. So every git the bridge runs
   and files the agent wrote: it sees the system, the repository and the folders it must write,
   and nothing of the bridge (an ``objects/info/alternates`` pointing elsewhere finds nothing).
 
-docs/git.md lists the operations and why each is safe.
+docs/host-safety.md lists the operations and why each is safe.
 """
 
 from __future__ import annotations

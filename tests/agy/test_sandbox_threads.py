@@ -22,6 +22,7 @@ from bridge.agy.process import group_members, pid_state
 from bridge.core.workspaces import thread_slug
 from tests.agy.sandboxed import require_bwrap, sandboxed_bridge, write_config
 from tests.core.harness import running, thread
+from tests.doubles import one_commit_repository
 
 pytestmark = pytest.mark.anyio
 
@@ -166,12 +167,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 async def test_a_worktree_thread_can_commit(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("the main checkout\n")
-    _git(repo, "add", "README.md")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    repo = one_commit_repository(tmp_path / "repo")
     workspaces = [{"channel": "room", "path": str(repo), "worktree": True}]
     async with sandboxed_bridge(tmp_path, workspaces=workspaces) as box:
         output = await box.run(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridge.core.git import GitError, git_env, run_git
+from tests.doubles import one_commit_repository
 
 pytestmark = pytest.mark.anyio
 
@@ -18,12 +19,7 @@ def _git(repo: Path, *args: str) -> None:
 
 
 async def test_hooks_fsmonitor_and_pagers_the_repository_names_never_run(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "f").write_text("x")
-    _git(repo, "add", "f")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    repo = one_commit_repository(tmp_path / "repo", "f", "x")
     marks = tmp_path / "marks"
     marks.mkdir()
     for key in ("core.fsmonitor", "core.pager", "credential.helper", "core.sshCommand"):

@@ -13,6 +13,7 @@ import pytest
 from bridge.core.events import Author, HistoryEntry
 from bridge.core.tools import UNLISTED_MARK, ToolFailure, read_posted
 from tests.core.harness import running, thread
+from tests.doubles import one_commit_repository
 
 pytestmark = pytest.mark.anyio
 
@@ -112,13 +113,7 @@ def _git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "project"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "README").write_text("hello\n")
-    _git(repo, "add", "README")
-    _git(repo, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "init")
-    return repo
+    return one_commit_repository(tmp_path / "project", "README", "hello\n")
 
 
 async def test_worktrees_per_thread_and_the_commit_identity(tmp_path: Path, repo: Path) -> None:

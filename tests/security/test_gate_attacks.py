@@ -444,21 +444,6 @@ SPELLINGS = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "line", "ordinary"), SPELLINGS)
-async def test_abbreviated_and_grouped_options_ask(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str, ordinary: str
-) -> None:
-    _needs(rule.split()[0])
-    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
-        _setup_spellings(attack.workspace)
-        line = line.format(ws=attack.workspace)
-        await attack.turn(f"[[tool run_command {line}]]")
-        assert not attack.pwned
-        assert [r.summary for r in attack.asked] == [line]
-        await attack.runs_at_once(ordinary)
-        await attack.team_work_still_runs()
-
-
 def _setup_readers(workspace: Path) -> None:
     # less runs LESSOPEN from a lesskey source file, even without a terminal.
     (workspace / "k").write_text(f"#env\nLESSOPEN=|touch {workspace}/pwned; cat %s\n")
@@ -483,13 +468,16 @@ READERS = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "line", "ordinary"), READERS)
-async def test_options_that_run_programs_in_readers_ask(
+@pytest.mark.parametrize(("rule", "line", "ordinary"), [*SPELLINGS, *READERS])
+async def test_options_that_run_programs_ask_in_every_spelling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str, ordinary: str
 ) -> None:
+    """Abbreviated long options and grouped short ones, and the options of programs that
+    mostly read: each asks, and an ordinary command under the same rule still runs at once."""
     if rule != "jobs *":  # a bash builtin
         _needs(rule.split()[0])
     async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
+        _setup_spellings(attack.workspace)
         _setup_readers(attack.workspace)
         line = line.format(ws=attack.workspace)
         await attack.turn(f"[[tool run_command {line}]]")

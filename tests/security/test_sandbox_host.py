@@ -23,6 +23,7 @@ from bridge.core.tools import ChatTools, PostFileArgs, ToolFailure
 from bridge.core.workspaces import thread_slug
 from tests.agy.sandboxed import sandboxed_bridge
 from tests.core.harness import thread
+from tests.doubles import one_commit_repository
 from tests.security.session import plugin_dirs, session_urls
 
 pytestmark = pytest.mark.anyio
@@ -38,13 +39,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _repository(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("the main checkout\n")
-    _git(repo, "add", "README.md")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
-    return repo
+    return one_commit_repository(tmp_path / "repo")
 
 
 async def test_git_configuration_and_hooks_planted_by_an_agent_never_run_on_the_host(
