@@ -19,7 +19,8 @@ from bridge.config import Config
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.leases import open_leases
-from bridge.core.store import Store, open_store, store_url
+from bridge.core.store import Store, store_url
+from bridge.core.stores import open_store
 from bridge.core.tools import chat_tools_factory
 from bridge.isolation import resolve_isolation
 from bridge.leader import SINGLE_INSTANCE, run_as_leader

@@ -34,7 +34,8 @@ from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
 from bridge.config import Config
-from bridge.core.store import open_store, store_url
+from bridge.core.store import store_url
+from bridge.core.stores import open_store
 from bridge.isolation import IsolationError, executables, resolve_isolation
 
 LIVE_TURN_SECONDS = 180.0

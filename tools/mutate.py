@@ -108,7 +108,7 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
     # The store's interface and models, and its SQLite backend; the PostgreSQL backend is its own
     # slice (its tests start a real PostgreSQL, see tests/pg.py and `make postgres`).
     "store": (
-        ["bridge/core/store.py", "bridge/core/store_sqlite.py"],
+        ["bridge/core/store.py", "bridge/core/stores.py", "bridge/core/store_sqlite.py"],
         ["tests/core", "tests/faults"],
     ),
     "store_pg": (["bridge/core/store_pg.py"], ["tests/core", "tests/faults"]),

@@ -31,7 +31,8 @@ from bridge.core.leases import (
     Leases,
     leader_key,
 )
-from bridge.core.store import Store, TurnState
+from bridge.core.prompt import history_context
+from bridge.core.store import TurnState
 
 if TYPE_CHECKING:
     from bridge.core.core import Core
@@ -50,25 +51,6 @@ HANDOVER_NOTICE = (
     "conversation (it is kept on `{previous}`). The agent starts a new conversation and is "
     "given this thread's history as context."
 )
-HISTORY_LIMIT = 50
-
-
-async def history_context(store: Store, key: str) -> list[str]:
-    """The thread's history as one block for a new conversation's first turn (none if empty).
-
-    The messages waiting now are the first turn's own: the history is what came before."""
-    waiting = {m.text for m in await store.pending(key)}
-    history = [
-        f"{who}: {text}"
-        for _, who, text in await store.history(key, HISTORY_LIMIT)
-        if who == "agent" or text not in waiting
-    ]
-    if not history:
-        return []
-    return [
-        "(This chat thread was handled by an earlier conversation you cannot see. Its "
-        "history so far, oldest first, for context:)\n" + "\n".join(history)
-    ]
 
 
 def not_approver_text(who: Author) -> str:

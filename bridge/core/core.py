@@ -23,7 +23,7 @@ from bridge.core.approvals.replies import parse_reply
 from bridge.core.approvals.rules import shown_row
 from bridge.core.cluster import Cluster, not_approver_text
 from bridge.core.commands import HELP, Command, parse_command
-from bridge.core.deps import CoreDeps
+from bridge.core.deps import CoreDeps, ThreadView
 from bridge.core.events import (
     ApprovalChoice,
     ApprovalResult,
@@ -401,7 +401,7 @@ async def open_core(
     store: Store,
     runtime: AgyRuntime,
     adapters: dict[str, ChatAdapter],
-    mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None,
+    mcp_servers: Callable[[ThreadView], dict[str, Any]] | None = None,
     metrics: Metrics | None = None,
     leases: Leases | None = None,
     open_process: ProcessOpener = open_agy,

@@ -4,21 +4,39 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from anyio.abc import TaskGroup
 
 from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
-from bridge.core.events import ChatAdapter
+from bridge.core.events import ChatAdapter, ThreadRef
 from bridge.core.leases import Leases, LocalLeases
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
+from bridge.core.workspaces import Place
 from bridge.metrics import Metrics
 
-if TYPE_CHECKING:
-    from bridge.core.thread import ThreadWorker
+
+class ThreadView(Protocol):
+    """What a thread's MCP servers (the chat tools) read of its worker: typed here, so that
+    nothing shared needs the worker's module (which builds on this one)."""
+
+    @property
+    def ref(self) -> ThreadRef: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def adapter(self) -> ChatAdapter: ...
+
+    @property
+    def place(self) -> Place | None: ...
+
+    @property
+    def deps(self) -> CoreDeps: ...
 
 
 @dataclass
@@ -31,7 +49,7 @@ class CoreDeps:
     task_group: TaskGroup
     metrics: Metrics
     # The MCP servers a thread's agy gets (the chat tools), built per worker.
-    mcp_servers: Callable[[ThreadWorker], dict[str, Any]] | None = None
+    mcp_servers: Callable[[ThreadView], dict[str, Any]] | None = None
     # How agy is started (tests drive the worker with a scripted double instead).
     open_process: ProcessOpener = open_agy
     # Which threads run on this instance (every one, unless the store is shared).

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -849,30 +848,3 @@ def store_url(config: Config) -> str:
 def is_shared(url: str) -> bool:
     """Several instances can share this store (PostgreSQL)."""
     return url.startswith(("postgresql://", "postgres://"))
-
-
-@asynccontextmanager
-async def open_store(where: str | Path) -> AsyncIterator[Store]:
-    """Open (and migrate) the store at a ``sqlite:///…`` or ``postgresql://…`` URL, or a path.
-
-    A path is a SQLite file. The PostgreSQL driver is imported only when one is configured.
-    """
-    url = str(where)
-    if is_shared(url):
-        from bridge.core.store_pg import open_postgres
-
-        async with open_postgres(url) as pg:
-            yield Store(pg)
-        return
-    if url.startswith("sqlite://"):
-        path = Path(url.removeprefix("sqlite://"))
-    elif "://" in url:
-        raise StoreError(
-            f"unknown store URL {url.split('://')[0]}://…: use sqlite:///path or postgresql://…"
-        )
-    else:
-        path = Path(url)
-    from bridge.core.store_sqlite import open_sqlite
-
-    async with open_sqlite(path) as db:
-        yield Store(db)

@@ -25,11 +25,11 @@ from bridge.agy.turn import TurnStatus
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.attachments import save_attachments
-from bridge.core.cluster import history_context
 from bridge.core.deps import CoreDeps
 from bridge.core.events import Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
 from bridge.core.leases import Lease
+from bridge.core.prompt import history_context
 from bridge.core.scrub import Scrubber
 from bridge.core.signals import Marks, Wakeup
 from bridge.core.store import MessageState, StoredMessage, StoreError, TurnState

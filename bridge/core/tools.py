@@ -13,7 +13,7 @@ import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -23,11 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bridge.agy.runtime import CHAT_SERVER
 from bridge.agy.wire import PLUGINS_DIR
 from bridge.config import Config
+from bridge.core.deps import ThreadView
 from bridge.core.events import ChatAdapter, OutgoingFile, ThreadRef
 from bridge.safe_files import UnsafePath, read_below
-
-if TYPE_CHECKING:
-    from bridge.core.thread import ThreadWorker
 
 log = logging.getLogger(__name__)
 
@@ -248,8 +246,8 @@ def build_server(tools: ChatTools) -> Server[Any]:
     return Server("agy-bridge chat", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def chat_tools_factory(config: Config) -> Callable[[ThreadWorker], dict[str, Any]]:
-    def make(worker: ThreadWorker) -> dict[str, Any]:
+def chat_tools_factory(config: Config) -> Callable[[ThreadView], dict[str, Any]]:
+    def make(worker: ThreadView) -> dict[str, Any]:
         def place() -> Any:
             assert worker.place is not None
             return worker.place

@@ -20,7 +20,8 @@ from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
 from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
 from bridge.core.leases import ForwardedDecision
-from bridge.core.store import ApprovalState, open_store
+from bridge.core.store import ApprovalState
+from bridge.core.stores import open_store
 from tests.core.harness import (
     SIMULATOR,
     SIMULATOR_ENV,

@@ -20,8 +20,9 @@ from bridge.core.leases import (
     SharedLeases,
     open_leases,
 )
-from bridge.core.store import Store, open_store
+from bridge.core.store import Store
 from bridge.core.store_pg import PostgresDatabase
+from bridge.core.stores import open_store
 from tests.pg import Postgres
 
 pytestmark = pytest.mark.anyio

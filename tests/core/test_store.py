@@ -9,8 +9,9 @@ import pytest
 
 from bridge.core import store as st
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
-from bridge.core.store import StoreError, open_store
+from bridge.core.store import StoreError
 from bridge.core.store_sqlite import SqliteDatabase
+from bridge.core.stores import open_store
 
 pytestmark = pytest.mark.anyio
 T = ThreadRef(platform="slack", channel="C1", thread="1.0")

@@ -15,8 +15,9 @@ import pytest
 from bridge.config import build_config
 from bridge.core import store as st
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
-from bridge.core.store import StoreError, is_shared, migration_statements, open_store, store_url
+from bridge.core.store import StoreError, is_shared, migration_statements, store_url
 from bridge.core.store_sqlite import TYPES, SqliteDatabase
+from bridge.core.stores import open_store
 
 pytestmark = pytest.mark.anyio
 T = ThreadRef(platform="slack", channel="C1", thread="1.0")

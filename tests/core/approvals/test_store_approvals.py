@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bridge.core.events import Author
-from bridge.core.store import ApprovalState, open_store
+from bridge.core.store import ApprovalState
+from bridge.core.stores import open_store
 
 pytestmark = pytest.mark.anyio
 BOB = Author(id="@bob:x", display_name="Bob")
