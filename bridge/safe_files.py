@@ -124,17 +124,23 @@ def open_regular(dir_fd: int, name: str, max_bytes: int) -> tuple[int, int]:
             raise UnsafePath(exc.errno, f"{name} is a symbolic link") from None
         raise
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(errno.EINVAL, f"{name} is not a regular file")
-        if info.st_size > max_bytes:
-            raise UnsafePath(errno.EFBIG, f"{name} is {info.st_size:,} bytes")
+        size = _checked_size(fd, name, max_bytes)
         # Back to blocking reads: a regular file never blocks, and short reads stay simple.
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
-    return fd, info.st_size
+    return fd, size
+
+
+def _checked_size(fd: int, name: object, max_bytes: int) -> int:
+    """The size of the open ``fd``: a regular file of at most ``max_bytes``, or UnsafePath."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise UnsafePath(errno.EINVAL, f"{name} is not a regular file")
+    if info.st_size > max_bytes:
+        raise UnsafePath(errno.EFBIG, f"{name} is {info.st_size:,} bytes, over {max_bytes:,}")
+    return info.st_size
 
 
 def read_fd(fd: int, max_bytes: int) -> bytes:
@@ -167,11 +173,7 @@ def read_small(path: Path, max_bytes: int = 64 * 1024) -> bytes:
     """
     fd = os.open(path, _READ_FLAGS)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(errno.EINVAL, f"{path} is not a regular file")
-        if info.st_size > max_bytes:
-            raise UnsafePath(errno.EFBIG, f"{path} is over {max_bytes:,} bytes")
+        _checked_size(fd, path, max_bytes)
         return os.read(fd, max_bytes + 1)[:max_bytes]
     finally:
         os.close(fd)
