@@ -140,7 +140,7 @@ async def process_gone(bridge: Bridge, key: str) -> None:
     The core offers no event for this, so it is polled; the wait is outside the timed turn.
     """
     with anyio.fail_after(TURN_TIMEOUT):
-        while key in bridge.core.workers:
+        while key in bridge.core.threads:
             await anyio.sleep(0.005)
 
 

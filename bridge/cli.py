@@ -117,18 +117,18 @@ async def _run(config: Config) -> int:
 
 
 async def health(bridge: Bridge) -> dict[str, Any]:
-    slots = bridge.core.deps.slots
+    slots = bridge.core.slots
     store_ok = await bridge.store.database.ping()
     return {
         "status": "ok" if store_ok else "error",
         **({} if store_ok else {"detail": "the store does not answer"}),
-        "instance": bridge.core.deps.leases.name,
+        "instance": bridge.core.leases.name,
         "store": "ok" if store_ok else "unreachable",
         "adapters": sorted(bridge.adapters),
         "live_processes": slots.live,
         "max_processes": slots.limit,
         "queued_threads": slots.queued,
-        "active_threads": len(bridge.core.workers),
+        "active_threads": len(bridge.core.threads),
     }
 
 
@@ -170,7 +170,7 @@ async def _console(config: Config, thread: str, user: str) -> int:
 async def wait_idle(core: Core, thread: ThreadRef) -> None:
     """Until the thread has nothing waiting and no turn running."""
     while True:
-        worker = core.workers.get(thread.key)
+        worker = core.threads.get(thread.key)
         pending = await core.store.pending(thread.key)
         # ``in_turn``: a turn that has taken its messages has none pending before it runs.
         if not pending and (worker is None or not worker.in_turn):

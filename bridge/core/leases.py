@@ -18,20 +18,17 @@ queries, no tasks). With PostgreSQL, :class:`SharedLeases` keeps one row per act
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from bridge.core.events import ApprovalChoice, Author
 from bridge.core.store import MessageState, Store, StoreError, TurnState
 
 log = logging.getLogger(__name__)
@@ -58,31 +55,8 @@ def instance_name(configured: str) -> str:
     return configured or socket.gethostname()
 
 
-class ForwardedDecision(BaseModel):
-    """An approver's answer to a request, sent to the instance whose gate holds it.
-
-    Tolerant of fields it does not know: instances of two versions may run side by side.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    # The request's message, so a late decision never answers the thread's next request (None:
-    # a typed answer that came before the request's message was noted: whichever waits).
-    handle: str | None
-    choice: ApprovalChoice
-    by: Author
-    reason: str = ""
-
-    @field_validator("by", mode="before")
-    @classmethod
-    def _known_author_fields(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: v for k, v in value.items() if k in Author.model_fields}
-        return value
-
-
-class DecisionTooLong(ValueError):
-    """The decision does not fit in one notification (a very long reason)."""
+class CommandTooLong(ValueError):
+    """The command does not fit in one notification (an approval with a very long reason)."""
 
 
 @dataclass(frozen=True)
@@ -94,23 +68,11 @@ class Claim:
 
 @dataclass(eq=False)
 class Lease:
-    """What a thread's worker holds: lost when another instance took the thread, or ended when
-    this instance drains."""
+    """A role held while its lease is (the leader of a single-instance chat): lost when another
+    instance took it, or ended when this instance drains."""
 
     key: str
-    # The instance whose lease lapsed and was taken over.
-    previous: str | None = None
-    # The instance whose agy holds the conversation this thread had (state not shared): the
-    # worker starts a new one with the thread's history.
-    handover_from: str | None = None
-    # Text blocks for agy's first turn (the thread's history, on a handover).
-    context: list[str] = field(default_factory=list)
-    # Reports the turn the previous instance left cut off; the worker runs it first, while it
-    # holds (and renews) the lease, since the report may wait on the chat's rate limits.
-    report_takeover: Callable[[], Awaitable[None]] | None = None
     lost: anyio.Event = field(default_factory=anyio.Event)
-    # The instance drains: finish the running turn, start no other (another instance will).
-    draining: bool = False
     _ending: bool = False
 
     def end(self) -> None:
@@ -150,10 +112,8 @@ class LeaseEvents(Protocol):
         """A message was stored for this thread by some instance."""
         ...
 
-    def control(self, key: str, action: str, by: str) -> None: ...
-
-    def decided(self, key: str, decision: ForwardedDecision) -> None:
-        """An approval decision made at another instance, for the thread's gate."""
+    def control(self, payload: str) -> None:
+        """A command sent by another instance for a thread (:mod:`bridge.core.thread.wire`)."""
         ...
 
     async def orphaned(self, keys: list[tuple[str, float]]) -> None:
@@ -178,11 +138,9 @@ class Leases(Protocol):
         """The instance whose live lease runs the thread (None: none does)."""
         ...
 
-    async def send_control(self, key: str, action: str, by: str) -> None: ...
-
-    async def send_decision(self, key: str, decision: ForwardedDecision) -> None:
-        """Hand an approval decision to whichever instance runs the thread (DecisionTooLong:
-        it does not fit in one notification)."""
+    async def send_control(self, key: str, payload: str) -> None:
+        """Hand a command to whichever instance runs the thread (CommandTooLong: it does not
+        fit in one notification)."""
         ...
 
     async def announce(self, key: str) -> None:
@@ -217,10 +175,7 @@ class LocalLeases:
     async def holder(self, key: str) -> str | None:
         return None
 
-    async def send_control(self, key: str, action: str, by: str) -> None:
-        raise RuntimeError("one instance has no other to send to")
-
-    async def send_decision(self, key: str, decision: ForwardedDecision) -> None:
+    async def send_control(self, key: str, payload: str) -> None:
         raise RuntimeError("one instance has no other to send to")
 
     async def announce(self, key: str) -> None:
@@ -304,17 +259,9 @@ class SharedLeases:
         )
         return str(rows[0]["owner"]).split("#")[0] if rows else None
 
-    async def send_control(self, key: str, action: str, by: str) -> None:
-        payload = json.dumps({"thread": key, "action": action, "by": by})
-        async with self._db.transaction() as tx:
-            await tx.notify(CONTROL_CHANNEL, payload)
-
-    async def send_decision(self, key: str, decision: ForwardedDecision) -> None:
-        payload = json.dumps(
-            {"thread": key, "action": "decide", **decision.model_dump(mode="json")}
-        )
+    async def send_control(self, key: str, payload: str) -> None:
         if len(payload.encode()) > NOTIFY_LIMIT:
-            raise DecisionTooLong(f"a decision of {len(payload.encode())} bytes")
+            raise CommandTooLong(f"a command of {len(payload.encode())} bytes")
         async with self._db.transaction() as tx:
             await tx.notify(CONTROL_CHANNEL, payload)
 
@@ -385,17 +332,7 @@ class SharedLeases:
         if channel == Store.INBOX_CHANNEL:
             events.stored(payload)
             return
-        try:
-            request = json.loads(payload)
-            key, action, by = request["thread"], request["action"], request["by"]
-            decision = ForwardedDecision.model_validate(request) if action == "decide" else None
-        except (ValueError, KeyError, TypeError, ValidationError):
-            log.warning("unreadable control request on %s", channel)
-            return
-        if decision is not None:
-            events.decided(str(key), decision)
-        else:
-            events.control(str(key), str(action), str(by))
+        events.control(payload)
 
 
 def open_leases(store: Store, configured_name: str, lease_seconds: float) -> Leases:

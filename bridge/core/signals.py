@@ -1,4 +1,4 @@
-"""Small synchronisation pieces the core's workers share."""
+"""The marks on users' messages, in order per thread."""
 
 from __future__ import annotations
 
@@ -6,37 +6,11 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
-import anyio
 from anyio.abc import TaskGroup
 
 from bridge.core.events import ChatAdapter, Reaction, ThreadRef
 
 log = logging.getLogger(__name__)
-
-
-class Wakeup:
-    """ "New work may be waiting": set by anyone, waited for by one worker.
-
-    Level-triggered: a ``set()`` between ``clear()`` and ``wait()`` is not lost, so a worker
-    clears, then looks at the inbox, then waits.
-    """
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-
-    @property
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def clear(self) -> None:
-        if self._event.is_set():
-            self._event = anyio.Event()
-
-    async def wait(self) -> None:
-        await self._event.wait()
 
 
 class Marks:

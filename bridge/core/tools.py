@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bridge.agy.runtime import CHAT_SERVER
 from bridge.agy.wire import PLUGINS_DIR
 from bridge.config import Config
-from bridge.core.deps import ThreadView
 from bridge.core.events import ChatAdapter, OutgoingFile, ThreadRef
+from bridge.core.thread.view import ThreadView
 from bridge.safe_files import UnsafePath, read_below
 
 log = logging.getLogger(__name__)
@@ -257,7 +257,7 @@ def chat_tools_factory(config: Config) -> Callable[[ThreadView], dict[str, Any]]
             worker.adapter,
             workdir=lambda: place().workdir,
             session_dir=lambda: place().session_dir,
-            history=lambda limit: worker.deps.store.history(worker.key, limit),
+            history=worker.history,
             max_file_bytes=config.bridge.max_attachment_bytes,
             unlisted_history=config.bridge.unlisted_history,
         )

@@ -22,13 +22,13 @@ from bridge.agy import turn as agy_turn
 from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
-from bridge.core.deps import CoreDeps
-from bridge.core.events import Author, LiveReply, Reaction, ThreadRef, ToolActivity
+from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.signals import Marks
-from bridge.core.store import MessageState, StoredMessage, StoreError, TurnState, Usage
+from bridge.core.store import MessageState, Store, StoredMessage, StoreError, TurnState, Usage
+from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -75,22 +75,35 @@ class TurnRunner:
     def __init__(
         self,
         ref: ThreadRef,
-        deps: CoreDeps,
+        adapter: ChatAdapter,
+        store: Store,
+        metrics: Metrics,
         session: AgySession,
         marks: Marks,
+        *,
+        turn_timeout: float,
+        owner: str,
         save: Callable[[StoredMessage], Awaitable[StoredMessage]],
-        wake: Callable[[], None] | None = None,
+        began: Callable[[], None] = lambda: None,
+        finishing: Callable[[], None] = lambda: None,
+        requeued: Callable[[], None] = lambda: None,
+        scrub: Scrubber | None = None,
     ):
         self.ref = ref
         self.key = ref.key
-        self.deps = deps
-        self.adapter = deps.adapters[ref.platform]
+        self.adapter = adapter
+        self.store = store
+        self.metrics = metrics
         self.session = session
         self.marks = marks
-        self.scrub = Scrubber(deps.config.secret_values())
+        self.turn_timeout = turn_timeout
+        self.owner = owner
+        self.scrub = scrub or Scrubber(())
         self._save = save
-        # Tells the worker that messages wait again (put back to the inbox).
-        self._wake = wake or (lambda: None)
+        # Tell the thread that its turn runs, and that messages wait again (put back).
+        self._began = began
+        self._finishing = finishing
+        self._wake = requeued
         self._proc: AgyHandle | None = None
         # From just before a turn takes its messages until the turn has ended: the only time
         # agy makes hook calls, so the only time a new message needs the hook's flag.
@@ -133,9 +146,7 @@ class TurnRunner:
     async def _take_and_run(self, proc: AgyHandle) -> TurnResult | None:
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
-        taken = await self.deps.store.take_turn(
-            self.key, proc.conversation_id, owner=self.deps.leases.owner
-        )
+        taken = await self.store.take_turn(self.key, proc.conversation_id, owner=self.owner)
         if taken is None:
             return None
         turn_id, messages = taken
@@ -155,6 +166,7 @@ class TurnRunner:
             )
             self._proc = proc
             self.current = turn
+            self._began()
             try:
                 return await self._run(proc, turn, messages)
             finally:
@@ -165,7 +177,7 @@ class TurnRunner:
     async def _run(
         self, proc: AgyHandle, turn: RunningTurn, messages: list[StoredMessage]
     ) -> TurnResult:
-        self.deps.metrics.turn_started(self.ref.platform)
+        self.metrics.turn_started(self.ref.platform)
         cancelled: BaseException | None = None
         end: TurnEnd | None = None
         try:
@@ -179,6 +191,7 @@ class TurnRunner:
             # The bridge is stopping: the thread is told, the turn is recorded, then we go.
             cancelled = exc
         self.current = None  # from here on, hook calls take nothing into this turn
+        self._finishing()
         with anyio.CancelScope(shield=True):
             if end is not None and await self._requeue_unread(proc, turn, end):
                 return TurnResult(TurnState.ERROR, requeued=True)
@@ -191,9 +204,7 @@ class TurnRunner:
                     end,
                     scrub=self.scrub,
                     stopped_by=turn.stopped_by,
-                    deadline_minutes=self.deps.config.agy.turn_timeout / 60
-                    if turn.timed_out
-                    else None,
+                    deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
             self._count(proc, turn, result)
             # The answer goes to the thread first: a store that cannot be written must not
@@ -207,7 +218,7 @@ class TurnRunner:
 
     async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
         """Stream one turn's events into its reply until its end (or our own deadline)."""
-        with anyio.move_on_after(self.deps.config.agy.turn_timeout):
+        with anyio.move_on_after(self.turn_timeout):
             while True:
                 end = await self._handle(await proc.next_batch(), turn)
                 if end is not None:
@@ -269,11 +280,9 @@ class TurnRunner:
         ):
             return False
         self._requeued_last = True
-        await self.deps.store.requeue_turn(turn.id)
+        await self.store.requeue_turn(turn.id)
         self._wake()
-        await self.deps.store.finish_turn(
-            turn.id, TurnState.ERROR, error="agy exited before the turn"
-        )
+        await self.store.finish_turn(turn.id, TurnState.ERROR, error="agy exited before the turn")
         log.info("agy exited before reading a turn; requeued", extra={"chat_thread": self.key})
         return True
 
@@ -296,12 +305,12 @@ class TurnRunner:
 
     async def _put_back(self, ids: list[int]) -> None:
         try:
-            await self.deps.store.requeue_injected(ids)
+            await self.store.requeue_injected(ids)
         except StoreError as exc:
             log.error("could not requeue messages: %s", exc, extra={"chat_thread": self.key})
             return
         wanted = set(ids)
-        for message in await self.deps.store.pending(self.key):
+        for message in await self.store.pending(self.key):
             if message.id in wanted:
                 self.marks.put(self.ref, message.message_id, Reaction.QUEUED)
         self.session.mark_pending()
@@ -313,7 +322,7 @@ class TurnRunner:
         )
 
     def _count(self, proc: AgyHandle, turn: RunningTurn, result: Classified) -> None:
-        metrics = self.deps.metrics
+        metrics = self.metrics
         metrics.turn_finished(self.ref.platform, result.state, time.monotonic() - turn.started)
         if result.state is TurnState.ERROR:
             metrics.error("agy_exit" if not proc.alive else "agy_result")
@@ -322,11 +331,11 @@ class TurnRunner:
         try:
             await (await turn.reply()).finish(result.outcome)
         except Exception:
-            self.deps.metrics.error("chat_post")
+            self.metrics.error("chat_post")
             log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
 
     async def _record(self, turn: RunningTurn, result: Classified, end: TurnEnd | None) -> None:
-        store = self.deps.store
+        store = self.store
         outcome = result.outcome
         usage = end.usage if end is not None else None
         stored_usage = (
@@ -347,7 +356,7 @@ class TurnRunner:
                 usage=stored_usage,  # the conversation's so far: also the thread's
             )
         except StoreError as exc:
-            self.deps.metrics.error("store")
+            self.metrics.error("store")
             log.error("could not record a turn: %s", exc, extra={"chat_thread": self.key})
             try:
                 await self.adapter.post_message(
@@ -368,14 +377,14 @@ class TurnRunner:
         if turn is None or conversation_id != turn.conversation_id:
             return []
         self.session.clear_pending()
-        taken = await self.deps.store.take_pending(
+        taken = await self.store.take_pending(
             self.key, MessageState.INJECTED, turn.id, ready_only=True
         )
         if not taken:
             return []
         turn.unconfirmed.extend(m.id for m in taken)
         turn.last_injection = [m.id for m in taken]
-        self.deps.metrics.injected(self.ref.platform, len(taken))
+        self.metrics.injected(self.ref.platform, len(taken))
         for message in taken:
             self.marks.put(self.ref, message.message_id, Reaction.INJECTED)
         log.info(

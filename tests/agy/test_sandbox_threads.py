@@ -125,7 +125,7 @@ async def test_without_the_sandbox_a_background_process_survives_the_stop(
         marker = h.bridge.runtime.run_marker
         [pid] = await _appears(SLEEP, marker)
         try:
-            proc = h.bridge.core.workers[A.key].proc
+            proc = h.bridge.core.threads[A.key].proc
             assert proc is not None
             await h.say("!stop", where=A, who="bob")
             await h.adapter.wait_finished(1, A)

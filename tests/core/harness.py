@@ -91,7 +91,7 @@ class Harness:
     async def worker_gone(self, where: ThreadRef | None = None) -> None:
         key = (where or thread()).key
         with anyio.fail_after(20):
-            while key in self.bridge.core.workers:
+            while key in self.bridge.core.threads:
                 await anyio.sleep(0.02)
 
 

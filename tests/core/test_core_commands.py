@@ -15,7 +15,9 @@ import anyio
 import pytest
 
 from bridge.core.commands import HELP
+from bridge.core.events import Author
 from bridge.core.store import Usage
+from bridge.core.thread.commands import NewConversation, SetModel, Stop
 from tests.core.test_worker import World, ref, result, streaming_turn, world
 
 pytestmark = pytest.mark.anyio
@@ -36,13 +38,13 @@ async def test_status_of_a_thread_without_a_process(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
         status = await ask(w, "!status")
         lines = status.split("\n")
-        assert lines[0] == f"• Instance: `{w.bridge.core.deps.leases.name}`"
+        assert lines[0] == f"• Instance: `{w.bridge.core.leases.name}`"
         assert lines[1:6] == [
             "• Process: no agy process (one starts with the next message)",
             "• Conversation: `none yet`",
             "• Model: `default`",
             "• Waiting messages: 0",
-            f"• Agent slots: 0/{w.bridge.core.deps.slots.limit} in use, 0 thread(s) in line",
+            f"• Agent slots: 0/{w.bridge.core.slots.limit} in use, 0 thread(s) in line",
         ]
         assert "Usage so far" not in status
         assert not w.adapter.replies, "a command is not a turn"
@@ -130,7 +132,7 @@ async def test_approvals_lists_resets_and_explains(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
         assert await ask(w, "!approvals") == "\n".join(
             [
-                f"• Approvals mode: `{w.bridge.core.deps.config.approvals.mode}`",
+                f"• Approvals mode: `{w.bridge.core.config.approvals.mode}`",
                 "• Nothing waits for approval.",
                 "• This thread's allow list is empty.",
             ]
@@ -229,22 +231,23 @@ async def test_commands_for_a_thread_run_elsewhere_go_to_the_cluster(
     """No worker here: ``!stop``, ``!new`` and a model switch are forwarded to the instance that
     runs the thread (the cluster decides whether one does; its own tests cover the rest)."""
     async with world(tmp_path) as w:
-        forwarded: list[tuple[str, str, str]] = []
+        forwarded: list[tuple[str, Any]] = []
 
-        async def forward(thread: Any, action: str, by: str) -> bool:
-            forwarded.append((thread.key, action, by))
+        async def send(thread: Any, command: Any) -> bool:
+            forwarded.append((thread.key, command))
             return True
 
-        monkeypatch.setattr(w.bridge.core.cluster, "forward", forward)
+        monkeypatch.setattr(w.bridge.core.cluster, "send", send)
         await w.say("!stop")
         assert await ask(w, "!new") == "Starting a fresh conversation from the next message."
         assert await ask(w, "!model fast-2") == (
             "Model for this thread is now `fast-2` (same conversation, from next turn)."
         )
+        alice = Author(id="@alice:test", display_name="Alice")
         assert forwarded == [
-            (ref().key, "stop", "Alice (@alice:test)"),
-            (ref().key, "new", "Alice (@alice:test)"),
-            (ref().key, "restart", ""),
+            (ref().key, Stop(alice)),
+            (ref().key, NewConversation(alice)),
+            (ref().key, SetModel("fast-2", alice)),
         ]
         assert [n for _, n in w.adapter.notices].count("Nothing is running in this thread.") == 0
 
@@ -275,7 +278,7 @@ async def test_a_decision_reaches_only_the_request_it_names(tmp_path: Path) -> N
             stale = await core.decide(ref(), "req-old", ApprovalChoice.APPROVE, bob)
             assert stale is DecideOutcome.UNKNOWN
             assert not answers, "a click on another request decides nothing"
-            assert w.bridge.core.workers[ref().key]._runner.requester() == Author(  # type: ignore[union-attr]
+            assert w.bridge.core.threads[ref().key].work._runner.requester() == Author(  # type: ignore[union-attr]
                 id="@alice:test", display_name="Alice"
             ), "the request was asked for the turn's author"
             decided = await core.decide(
@@ -288,7 +291,7 @@ async def test_a_decision_reaches_only_the_request_it_names(tmp_path: Path) -> N
         agy.say(result(response="done"))
         [reply] = await w.adapter.wait_finished(1)
         await w.adapter.changes.until(lambda: reply.closed)
-        assert w.bridge.core.workers[ref().key]._runner.requester() is None  # type: ignore[union-attr]
+        assert w.bridge.core.threads[ref().key].work._runner.requester() is None  # type: ignore[union-attr]
 
 
 async def test_with_approvals_off_there_is_nothing_to_decide(tmp_path: Path) -> None:
@@ -296,7 +299,7 @@ async def test_with_approvals_off_there_is_nothing_to_decide(tmp_path: Path) -> 
 
     async with world(tmp_path, {"approvals": {"mode": "off"}}) as w:
         await streaming_turn(w, "one")
-        assert w.bridge.core.workers[ref().key].gate is None
+        assert w.bridge.core.threads[ref().key].gate is None
         outcome = await w.bridge.core.decide(
             ref(), "req-1", ApprovalChoice.APPROVE, Author(id="@bob:test", display_name="Bob")
         )

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bridge.core.core import RESTART_NOTICE
 from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.recovery import RESTART_NOTICE
 from bridge.core.store import ApprovalState, TurnState
 from bridge.metrics import PREFIX
 from tests.core.test_worker import World, ref, world
@@ -71,7 +71,7 @@ async def test_a_turn_of_a_chat_not_configured_now_is_left_for_later(tmp_path: P
         await w.bridge.core.recover()
         assert w.adapter.notices == []
         assert (await turn_state(w, turn))[0] == TurnState.RUNNING
-        assert not w.bridge.core.workers and not w.agys.started
+        assert not w.bridge.core.threads and not w.agys.started
 
 
 async def test_a_report_that_cannot_be_posted_is_tried_at_the_next_start(

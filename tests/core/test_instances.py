@@ -19,9 +19,10 @@ import pytest
 from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
 from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
-from bridge.core.leases import ForwardedDecision
 from bridge.core.store import ApprovalState
 from bridge.core.stores import open_store
+from bridge.core.thread import wire
+from bridge.core.thread.commands import Decide
 from tests.core.harness import (
     SIMULATOR,
     SIMULATOR_ENV,
@@ -98,7 +99,7 @@ async def asked(a: Harness, b: Harness) -> tuple[Harness, Harness, str]:
 
 
 def workdir(h: Harness) -> Path:
-    [worker] = h.bridge.core.workers.values()
+    [worker] = h.bridge.core.threads.values()
     assert worker.place is not None
     return worker.place.workdir
 
@@ -139,7 +140,7 @@ async def test_a_stop_click_at_the_other_instance_stops_the_turn(
         await until(started.exists)
         # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
         # have claimed the thread first.
-        if thread().key not in a.bridge.core.workers:
+        if thread().key not in a.bridge.core.threads:
             a, b = b, a
         await b.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
         [reply] = await a.adapter.wait_finished(1)
@@ -148,7 +149,7 @@ async def test_a_stop_click_at_the_other_instance_stops_the_turn(
         assert not b.adapter.notices, "B said nothing: the holder handled the click"
         await b.say("!status", event_id="status")
         notice = await b.adapter.wait_notice("Instance")
-        holder, asker = a.bridge.core.deps.leases.name, b.bridge.core.deps.leases.name
+        holder, asker = a.bridge.core.leases.name, b.bridge.core.leases.name
         assert f"`{holder}` runs this thread (asked `{asker}`)" in notice
 
 
@@ -168,7 +169,7 @@ async def test_graceful_drain_finishes_turns_and_hands_the_rest_over(
             for n in range(4):
                 await b.say(f"later {n}", where=thread(f"d{n}"), event_id=f"later-{n}")
             await a.bridge.core.shutdown()
-            assert not a.bridge.core.workers
+            assert not a.bridge.core.threads
             leases = await a.bridge.store.database.fetch("SELECT owner FROM leases")
             assert not [r for r in leases if r["owner"].startswith("a#")], "A let its leases go"
             texts = [f"busy {n}" for n in range(4)] + [f"later {n}" for n in range(4)]
@@ -181,7 +182,7 @@ async def test_graceful_drain_finishes_turns_and_hands_the_rest_over(
             await until(
                 lambda: (
                     len(delivered()) >= 8
-                    and not any(w.busy for w in b.bridge.core.workers.values())
+                    and not any(w.busy for w in b.bridge.core.threads.values())
                 )
             )
             assert sorted(delivered()) == sorted(texts), "each message reached agy once"
@@ -362,24 +363,19 @@ async def test_a_forwarded_decision_is_checked_by_the_holder_and_taken_once(
         assert outcome is DecideOutcome.NOT_APPROVER
         # And again by the holder, with the same config: a decision that got past another
         # instance's check changes nothing.
-        leases = b.bridge.core.cluster.leases
+        leases = b.bridge.core.leases
         key = thread().key
-        await leases.send_decision(
-            key, ForwardedDecision(handle=handle, choice=ApprovalChoice.APPROVE, by=EVE)
-        )
+
+        async def send(decision: Decide) -> None:
+            await leases.send_control(key, wire.encode(key, decision))
+
+        await send(Decide(handle, ApprovalChoice.APPROVE, EVE))
         await a.adapter.wait_notice("may not answer approval requests")
         assert handle not in a.adapter.settled
         # Two decisions forwarded back to back: the first settles the request, the second
         # flips nothing.
-        await leases.send_decision(
-            key,
-            ForwardedDecision(
-                handle=handle, choice=ApprovalChoice.DENY, by=BOB, reason="not today"
-            ),
-        )
-        await leases.send_decision(
-            key, ForwardedDecision(handle=handle, choice=ApprovalChoice.APPROVE, by=BOB)
-        )
+        await send(Decide(handle, ApprovalChoice.DENY, BOB, "not today"))
+        await send(Decide(handle, ApprovalChoice.APPROVE, BOB))
         [reply] = await a.adapter.wait_finished(1)
         assert reply.outcome is not None and "not today" in reply.outcome.final_text
         assert a.adapter.settled[handle].state == "denied"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,8 +13,7 @@ import pytest
 from bridge.core.events import ApprovalChoice, Author
 from bridge.core.leases import (
     CONTROL_CHANNEL,
-    DecisionTooLong,
-    ForwardedDecision,
+    CommandTooLong,
     LocalLeases,
     SharedLeases,
     open_leases,
@@ -23,6 +21,8 @@ from bridge.core.leases import (
 from bridge.core.store import Store
 from bridge.core.store_pg import PostgresDatabase
 from bridge.core.stores import open_store
+from bridge.core.thread import wire
+from bridge.core.thread.commands import Decide, Stop
 from tests.pg import Postgres
 
 pytestmark = pytest.mark.anyio
@@ -110,12 +110,12 @@ async def test_control_requests_reach_the_listening_instance(postgres: Postgres)
         [CONTROL_CHANNEL, Store.INBOX_CHANNEL],
         lambda a: lambda channel, payload: heard.append((channel, payload)),
     ) as (a, b):
-        await b.send_control(KEY, "stop", "Bob")
+        await b.send_control(KEY, wire.encode(KEY, Stop(Author(id="U0BOB"))))
         await b.announce(KEY)
         with anyio.fail_after(10):
             while len(heard) < 2:
                 await anyio.sleep(0.02)
-    assert heard[0][0] == CONTROL_CHANNEL and '"action": "stop"' in heard[0][1]
+    assert heard[0][0] == CONTROL_CHANNEL and '"kind": "stop"' in heard[0][1]
     assert heard[1] == (Store.INBOX_CHANNEL, KEY)
     assert a.name == "a"
 
@@ -132,8 +132,7 @@ class Heard:
     """The lease events of one instance, recorded."""
 
     def __init__(self) -> None:
-        self.controls: list[tuple[str, str, str]] = []
-        self.decisions: list[tuple[str, ForwardedDecision]] = []
+        self.controls: list[str] = []
 
     def held(self) -> list[str]:
         return []
@@ -144,11 +143,8 @@ class Heard:
     def stored(self, key: str) -> None:
         pass
 
-    def control(self, key: str, action: str, by: str) -> None:
-        self.controls.append((key, action, by))
-
-    def decided(self, key: str, decision: ForwardedDecision) -> None:
-        self.decisions.append((key, decision))
+    def control(self, payload: str) -> None:
+        self.controls.append(payload)
 
     async def orphaned(self, keys: Any) -> None:
         pass
@@ -156,39 +152,20 @@ class Heard:
 
 async def test_an_approval_decision_reaches_the_other_instance_whole(postgres: Postgres) -> None:
     bob = Author(id="U0BOB", display_name="Bob", org="T1")
-    decision = ForwardedDecision(
-        handle="1.5", choice=ApprovalChoice.DENY, by=bob, reason="use the staging db"
-    )
+    decision = Decide("1.5", ApprovalChoice.DENY, bob, "use the staging db")
     heard = Heard()
     async with two_instances(
         postgres.new_database(),
         [CONTROL_CHANNEL],
         lambda a: lambda channel, payload: a._heard(heard, channel, payload),
     ) as (_, b):
-        await b.send_decision(KEY, decision)
+        await b.send_control(KEY, wire.encode(KEY, decision))
         with anyio.fail_after(10):
-            while not heard.decisions:
+            while not heard.controls:
                 await anyio.sleep(0.02)
-        assert heard.decisions == [(KEY, decision)] and not heard.controls
-        # A reason too long for one notification is refused before anything is sent.
-        with pytest.raises(DecisionTooLong):
-            await b.send_decision(KEY, decision.model_copy(update={"reason": "x" * 8000}))
-
-
-def test_a_decision_from_a_newer_instance_is_read_and_a_garbled_one_ignored() -> None:
-    heard = Heard()
-    newer = {
-        "thread": KEY,
-        "action": "decide",
-        "handle": "1.5",
-        "choice": "always",
-        "by": {"id": "U0BOB", "display_name": "Bob", "pronouns": "he"},
-        "reason": "",
-        "expires": 3,
-    }
-    SharedLeases._heard(None, heard, CONTROL_CHANNEL, json.dumps(newer))  # type: ignore[arg-type]
-    [(key, decision)] = heard.decisions
-    assert key == KEY and decision.choice is ApprovalChoice.ALWAYS and decision.by.id == "U0BOB"
-    garbled = {**newer, "choice": "perhaps"}
-    SharedLeases._heard(None, heard, CONTROL_CHANNEL, json.dumps(garbled))  # type: ignore[arg-type]
-    assert len(heard.decisions) == 1 and not heard.controls
+        [payload] = heard.controls
+        assert wire.decode(payload) == wire.Envelope(KEY, decision)
+        # A command too long for one notification is refused before anything is sent.
+        long = Decide("1.5", ApprovalChoice.DENY, bob, "x" * 8000)
+        with pytest.raises(CommandTooLong):
+            await b.send_control(KEY, wire.encode(KEY, long))

@@ -19,7 +19,7 @@ async def test_idle_process_is_closed_then_resumed_with_its_history(tmp_path: Pa
         await h.adapter.wait_finished(1)
         first = (await h.bridge.store.thread(thread().key)).conversation_id
         await h.worker_gone()
-        assert h.bridge.core.deps.slots.live == 0
+        assert h.bridge.core.slots.live == 0
         await h.say("what was it?")
         await h.adapter.wait_finished(2)
         assert (await h.bridge.store.thread(thread().key)).conversation_id == first
@@ -34,7 +34,7 @@ async def test_a_full_house_evicts_an_idle_thread_or_queues(tmp_path: Path) -> N
         go = h.flag("go")
         await h.say(f"busy [[waitfirst {go}]]", where=b)
         await h.adapter.changes.until(lambda: [r for r in h.adapter.replies if r.thread == b])
-        assert h.bridge.core.workers.get(a.key) is None or h.bridge.core.workers[a.key].proc is None
+        assert h.bridge.core.threads.get(a.key) is None or h.bridge.core.threads[a.key].proc is None
         # b is busy: c waits in line and is told so.
         await h.say("third", where=c)
         notice = await h.adapter.wait_notice("in line")
@@ -42,7 +42,7 @@ async def test_a_full_house_evicts_an_idle_thread_or_queues(tmp_path: Path) -> N
         go.touch()
         await h.adapter.wait_finished(1, b)
         await h.adapter.wait_finished(1, c)
-        assert h.bridge.core.deps.slots.live <= 1
+        assert h.bridge.core.slots.live <= 1
 
 
 async def test_stop_interrupts_and_the_conversation_goes_on(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ async def test_model_switch_keeps_the_conversation(tmp_path: Path) -> None:
     async with running(tmp_path) as h:
         await h.say("hi")
         await h.adapter.wait_finished(1)
-        worker = h.bridge.core.workers[thread().key]
+        worker = h.bridge.core.threads[thread().key]
         pid = worker.proc.pid if worker.proc else None
         before = (await h.bridge.store.thread(thread().key)).conversation_id
         await h.say("!model sim-fast")
@@ -98,7 +98,7 @@ async def test_model_switch_keeps_the_conversation(tmp_path: Path) -> None:
         await h.adapter.wait_finished(2)
         row = await h.bridge.store.thread(thread().key)
         assert row.model == "sim-fast" and row.conversation_id == before
-        worker = h.bridge.core.workers[thread().key]
+        worker = h.bridge.core.threads[thread().key]
         assert worker.proc is not None and worker.proc.pid != pid
         assert worker.proc.init is not None and worker.proc.init.init.model == "sim-fast"
         await h.say("!model")

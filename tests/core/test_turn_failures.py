@@ -78,7 +78,7 @@ async def test_a_lost_injection_the_store_cannot_put_back_is_logged_and_left(
         late = await w.say("late")
         await pre_invocation(tmp_path, agy.conversation)
         calls = fail(monkeypatch, w.bridge.store, "requeue_injected")
-        await w.bridge.core.workers[ref().key]._injection_lost()
+        await w.bridge.core.threads[ref().key].work._injection_lost()
         assert len(calls) == 1
         logged(caplog, logging.ERROR, f"could not requeue messages: {DISK_FULL}")
         assert not [r for r in caplog.records if "never read" in r.getMessage()]
@@ -179,12 +179,12 @@ async def test_a_notice_the_chat_cannot_take_is_logged_with_the_thread(
         monkeypatch.setattr(w.adapter, "post_message", down)
         await w.say("!help")  # the core's own notice
         record = logged(caplog, logging.ERROR, "could not post a notice")
-        assert record.exc_info is not None and record.name == "bridge.core.core"
+        assert record.exc_info is not None and record.name == "bridge.core.router"
         w.agys.start_errors.append(AgyStartError("missing", "agy is not installed"))
         first = await w.say("one")  # the worker's notice
         await w.adapter.changes.until(lambda: (first, Reaction.FAILED) in w.adapter.reactions)
         records = [r for r in caplog.records if r.getMessage() == "could not post a notice"]
-        assert {r.name for r in records} == {"bridge.core.core", "bridge.core.thread"}
+        assert {r.name for r in records} == {"bridge.core.router", "bridge.core.thread.work"}
         assert all(getattr(r, "chat_thread", None) == ref().key for r in records)
         assert all(r.exc_info is not None and r.levelno == logging.ERROR for r in records)
 
@@ -221,7 +221,7 @@ async def test_a_stop_while_the_answer_is_being_posted_finds_nothing_running(
         try:
             with anyio.fail_after(10):
                 await posting.wait()
-            assert not w.bridge.core.workers[ref().key].busy
+            assert not w.bridge.core.threads[ref().key].busy
             await w.say("!stop")
             assert await w.adapter.wait_notice("Nothing is running") == (
                 "Nothing is running in this thread."

@@ -16,6 +16,7 @@ import pytest
 from bridge.agy.plugin import pending_flag
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, Reaction
 from bridge.core.store import MessageState
+from bridge.core.thread.commands import MessageStored
 from bridge.metrics import PREFIX
 from tests.core.test_worker import World, delta, pre_invocation, ref, result, streaming_turn, world
 from tests.doubles import file_message
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.anyio
 
 
 def flag(w: World) -> Path:
-    place = w.bridge.core.workers[ref().key].place
+    place = w.bridge.core.threads[ref().key].place
     assert place is not None
     return pending_flag(place.session_dir)
 
@@ -56,7 +57,7 @@ async def test_the_pending_flag_is_up_exactly_while_a_message_waits(tmp_path: Pa
         assert flag(w).exists(), "a subagent's call took nothing"
         await pre_invocation(tmp_path, agy.conversation)
         assert not flag(w).exists(), "the thread's own call took it"
-        await w.bridge.core.workers[ref().key]._injection_lost()
+        await w.bridge.core.threads[ref().key].work._injection_lost()
         assert flag(w).exists(), "the message is back in the inbox: the flag is up again"
         agy.say(result(response="done"))
         assert "late" in (await agy.wait_turns(2))[0]
@@ -113,13 +114,13 @@ async def test_injection_lost_puts_the_messages_back_and_marks_them_queued(
         first = await pre_invocation(tmp_path, agy.conversation)
         assert "late" in json.dumps(first)
         await w.adapter.changes.until(lambda: (late, Reaction.INJECTED) in w.adapter.reactions)
-        worker = w.bridge.core.workers[ref().key]
-        await worker._injection_lost()  # the listener could not hand that answer to agy
+        worker = w.bridge.core.threads[ref().key]
+        await worker.work._injection_lost()  # the listener could not hand that answer to agy
         assert await states(w) == [MessageState.IN_TURN, MessageState.PENDING]
         await w.adapter.changes.until(
             lambda: [r for m, r in w.adapter.reactions if m == late][-1:] == [Reaction.QUEUED]
         )
-        await worker._injection_lost()  # once: nothing more to put back
+        await worker.work._injection_lost()  # once: nothing more to put back
         assert await states(w) == [MessageState.IN_TURN, MessageState.PENDING]
         again = await pre_invocation(tmp_path, agy.conversation)
         assert "late" in json.dumps(again), "the next hook call takes it again"
@@ -167,7 +168,7 @@ async def test_a_message_whose_files_are_not_saved_is_not_injected_nor_overtaken
             )
         # As a submission does: the worker is told a message joined its inbox (it reads the
         # inbox after a turn only when told).
-        w.bridge.core.workers[ref().key].message_stored()
+        w.bridge.core.threads[ref().key].tell(MessageStored())
         answer = await pre_invocation(tmp_path, agy.conversation)
         assert "late" not in json.dumps(answer)
         assert [m.text for m in await store.pending(ref().key)] == ["late 1", "late 2"]
@@ -221,7 +222,7 @@ async def test_a_lost_second_injection_leaves_the_first_unconfirmed_until_agy_re
         assert "first late" in json.dumps(await pre_invocation(tmp_path, agy.conversation))
         await w.say("second late")
         assert "second late" in json.dumps(await pre_invocation(tmp_path, agy.conversation))
-        await w.bridge.core.workers[ref().key]._injection_lost()
+        await w.bridge.core.threads[ref().key].work._injection_lost()
         assert await states(w) == [
             MessageState.IN_TURN,
             MessageState.INJECTED,
@@ -241,9 +242,9 @@ async def test_an_injection_lost_twice_is_put_back_once(
         agy = await streaming_turn(w, "one")
         await w.say("late")
         await pre_invocation(tmp_path, agy.conversation)
-        worker = w.bridge.core.workers[ref().key]
-        await worker._injection_lost()
-        await worker._injection_lost()
+        worker = w.bridge.core.threads[ref().key]
+        await worker.work._injection_lost()
+        await worker.work._injection_lost()
         never_read = [r.getMessage() for r in caplog.records if "never read" in r.getMessage()]
         assert never_read == ["agy never read 1 injected message(s); they wait for the next turn"]
 
@@ -251,8 +252,8 @@ async def test_an_injection_lost_twice_is_put_back_once(
 async def test_a_background_fetch_of_a_message_already_taken_does_nothing(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
         await streaming_turn(w, "one")
-        worker = w.bridge.core.workers[ref().key]
-        await worker.fetch_in_background(999)  # not pending (taken, or never stored)
+        worker = w.bridge.core.threads[ref().key]
+        await worker.work.fetch_in_background(999)  # not pending (taken, or never stored)
         [row] = await w.bridge.store._db.fetch("SELECT saved_json FROM inbox")
         assert row["saved_json"] is None
 

@@ -30,7 +30,12 @@ from tests.core.test_worker import (
 
 pytestmark = pytest.mark.anyio
 
-CORE_LOGGERS = ("bridge.core.thread", "bridge.core.turn", "bridge.core.core")
+CORE_LOGGERS = (
+    "bridge.core.thread.actor",
+    "bridge.core.thread.work",
+    "bridge.core.turn",
+    "bridge.core.core",
+)
 
 
 def sample(w: World, name: str, **labels: str) -> float:
@@ -162,7 +167,7 @@ async def test_core_log_lines_name_the_thread(
         second.say(delta("ok"), result(response="done"))
         await w.agys.wait(lambda: second.closed)  # idle: closed
         with anyio.fail_after(10):
-            while ref().key in w.bridge.core.workers:
+            while ref().key in w.bridge.core.threads:
                 await anyio.sleep(0.01)
     records = [r for r in caplog.records if r.name in CORE_LOGGERS]
     messages = [r.getMessage() for r in records]

@@ -394,7 +394,7 @@ async def test_a_message_during_a_turn_waits_as_pending_and_becomes_the_next_tur
 async def until_idle(w: World, key: str) -> None:
     """Until the thread's worker has decided nothing waits and gone idle with its process."""
     with anyio.fail_after(10):
-        while not ((holder := w.bridge.core.deps.slots._holders.get(key)) and holder.idle):
+        while not ((holder := w.bridge.core.slots._holders.get(key)) and holder.idle):
             await anyio.sleep(0.01)
 
 
@@ -412,7 +412,7 @@ async def test_an_injection_reported_lost_after_its_turn_becomes_the_next_turn(
         await w.adapter.wait_finished(1)
         await until_idle(w, ref().key)
         # What the listener calls then (tests/agy/test_listener.py shows when it does).
-        await w.bridge.core.workers[ref().key]._injection_lost()
+        await w.bridge.core.threads[ref().key].work._injection_lost()
         assert "late" in (await agy.wait_turns(2))[0]
 
 

@@ -52,7 +52,7 @@ async def test_a_message_the_store_cannot_take_is_refused_and_never_delivered(
         await refuse_writes(h, True)
         with pytest.raises(StoreError, match="could not write to the store"):
             await h.bridge.core.submit(message("written to a full disk", "evt-lost"))
-        assert not h.bridge.core.workers, "no worker starts for a message that was not stored"
+        assert not h.bridge.core.threads, "no worker starts for a message that was not stored"
         await refuse_writes(h, False)
 
         await h.say("after the disk was cleaned up")

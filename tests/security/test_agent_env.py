@@ -83,7 +83,7 @@ async def test_run_command_env_shows_no_secret_of_the_bridge(
 ) -> None:
     async with bridge_with_secrets(tmp_path, monkeypatch, {**ENV_SECRETS, **COPIED}) as h:
         seen = await run_env(h)
-        worker = h.bridge.core.workers[thread().key]
+        worker = h.bridge.core.threads[thread().key]
         assert worker.proc is not None
         agy_env = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().decode()
         for secret in ALL:

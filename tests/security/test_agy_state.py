@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.core.thread.commands import Restart
 from tests.agy.sandboxed import Sandboxed, sandboxed_bridge
 from tests.core.harness import thread
 from tests.pg import Postgres
@@ -69,7 +70,7 @@ async def test_a_thread_cannot_configure_another_threads_agy_nor_read_its_conver
         planted = await box.run(A, plant(box) + f"; ls -a {box.sim_home}")
         assert "GEMINI.md" in planted and "rc=0" in planted  # A may configure its own agy
         # agy reads its state at start: A's next process loads what A wrote.
-        box.h.bridge.core.workers[A.key].request_restart()
+        box.h.bridge.core.threads[A.key].tell(Restart())
         own = await reply(box, A, "[[rules]]")
         # B looks for A's files and conversation, and for what A planted.
         listing = await box.run(B, f"ls -aR {box.sim_home} {box.gemini}")
@@ -130,7 +131,7 @@ async def test_the_login_is_read_only_and_a_refresh_by_agy_stays_in_its_process(
         fresh = login.with_name("fresh.json")
         fresh.write_text(json.dumps({"account": "renewed@agy-sim.invalid"}))
         fresh.replace(login)
-        box.h.bridge.core.workers[A.key].request_restart()
+        box.h.bridge.core.threads[A.key].tell(Restart())
         seen = await box.run(A, f"cat {login}")
     assert "Read-only file system" in wrote and "Device or resource busy" in wrote
     assert "forged" not in wrote and "operator@agy-sim.invalid" in wrote
@@ -237,7 +238,7 @@ async def test_links_left_in_the_private_state_lead_nowhere_at_the_next_start(
             f"ls -a {box.session_dir(A)}/agy-state; rm -rf {box.session_dir(A)}/agy-state",
         )
         (box.sim_home / "oauth_creds.json").write_text('{"operator": "login"}')  # added later
-        box.h.bridge.core.workers[A.key].request_restart()
+        box.h.bridge.core.threads[A.key].tell(Restart())
         seen = await box.run(A, f"cat {box.sim_home}/oauth_creds.json; cat {hooks}")
         assert hooks.read_text() == before
     assert "Device or resource busy" in planted  # the private folder is hidden there, pinned

@@ -72,7 +72,7 @@ async def test_another_threads_agy_is_not_in_the_process_list(tmp_path: Path) ->
         with anyio.fail_after(20):
             while not started.exists():
                 await anyio.sleep(0.02)
-        worker = box.h.bridge.core.workers[B.key]
+        worker = box.h.bridge.core.threads[B.key]
         assert worker.proc is not None
         b_cmdline = Path(f"/proc/{worker.proc.pid}/cmdline").read_bytes()
         assert str(box.session_dir(B)).encode() in b_cmdline  # seen from outside

@@ -126,7 +126,7 @@ async def test_a_file_flipped_to_a_link_at_the_config_is_never_posted(tmp_path: 
             "done' </dev/null >/dev/null 2>&1 &"
         )
         await box.run(A, flipper)
-        worker = box.h.bridge.core.workers[A.key]
+        worker = box.h.bridge.core.threads[A.key]
         assert worker.place is not None
         uploads: list[bytes] = []
 

@@ -34,7 +34,7 @@ async def test_junk_during_a_turn_is_skipped_and_the_next_turn_works(
         assert first.outcome.final_text == said(f"FUZZ:{kind} first")
         assert "".join(first.deltas) == first.outcome.final_text, "no junk reached the thread"
         assert not first.tools
-        worker = h.bridge.core.workers[thread().key]
+        worker = h.bridge.core.threads[thread().key]
         assert worker.proc is not None
         pid = worker.proc.pid
 

@@ -21,16 +21,17 @@ from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.config import ApprovalsSection
 from bridge.core.approvals import policy, texts
 from bridge.core.approvals.rules import CommandRule, RuleError, parse_rule, stored_row
-from bridge.core.deps import CoreDeps
 from bridge.core.events import (
     ApprovalChoice,
     ApprovalRequest,
     ApprovalResult,
     Author,
+    ChatAdapter,
     DecideOutcome,
     ThreadRef,
 )
-from bridge.core.store import ApprovalRow, ApprovalState, StoreError
+from bridge.core.store import ApprovalRow, ApprovalState, Store, StoreError
+from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -58,32 +59,44 @@ class ApprovalGate:
     def __init__(
         self,
         ref: ThreadRef,
-        deps: CoreDeps,
+        adapter: ChatAdapter,
+        store: Store,
+        metrics: Metrics,
+        section: ApprovalsSection,
         place: policy.Place,
         requested_by: Callable[[], Author | None],
+        on_waiting: Callable[[bool], None] = lambda waiting: None,
     ):
         self.ref = ref
         self.key = ref.key
-        self.deps = deps
-        self.adapter = deps.adapters[ref.platform]
+        self.adapter = adapter
+        self.store = store
+        self.metrics = metrics
+        self.config = section
         self.place = place
         self._requested_by = requested_by
+        # Tells the thread whether a request waits (a Stop then denies it with the turn).
+        self._on_waiting = on_waiting
         # anyio's Lock wakes its waiters first come, first served: requests keep agy's order.
         self._lock = anyio.Lock()
-        self.waiting: _Waiting | None = None
+        self._waiting: _Waiting | None = None
         # The thread's "always" list, read from the store once: this gate is its only writer
-        # while the worker lives (``!approvals reset`` calls :meth:`forget_allow_list`).
+        # while the thread runs (``!approvals reset`` calls :meth:`forget_allow_list`).
         self._always: tuple[CommandRule, ...] | None = None
         self._told: set[str] = set()  # dropped stored rows the thread was told about
         # One policy (and so one shell parser) for the gate's life.
-        section = deps.config.approvals
         self._policy = policy.Policy(
             policy.Rules(section.allow_commands, section.deny_commands, section.allow_hosts)
         )
 
     @property
-    def config(self) -> ApprovalsSection:
-        return self.deps.config.approvals
+    def waiting(self) -> _Waiting | None:
+        return self._waiting
+
+    @waiting.setter
+    def waiting(self, value: _Waiting | None) -> None:
+        self._waiting = value
+        self._on_waiting(value is not None)
 
     # --- agy asks ----------------------------------------------------------------------------
 
@@ -91,13 +104,13 @@ class ApprovalGate:
         """The answer to one ``PreToolUse`` call: at once by policy, or after asking."""
         verdict = await self._judge(call)
         if isinstance(verdict, policy.Allow):
-            self.deps.metrics.approval("allowed_by_policy")
+            self.metrics.approval("allowed_by_policy")
             return ALLOWED
         if isinstance(verdict, policy.Deny):
-            self.deps.metrics.approval("denied_by_policy")
+            self.metrics.approval("denied_by_policy")
             return ToolVerdict(allow=False, reason=verdict.reason)
         if self.config.mode == "deny":
-            self.deps.metrics.approval("denied_by_policy")
+            self.metrics.approval("denied_by_policy")
             return ToolVerdict(
                 allow=False,
                 reason="this bridge refuses tool calls that need approval (approvals mode "
@@ -107,7 +120,7 @@ class ApprovalGate:
             # An "always" given for an earlier request may cover this one now.
             verdict = await self._judge(call)
             if isinstance(verdict, policy.Allow):
-                self.deps.metrics.approval("allowed_by_policy")
+                self.metrics.approval("allowed_by_policy")
                 return ALLOWED
             if isinstance(verdict, policy.Deny):
                 return ToolVerdict(allow=False, reason=verdict.reason)
@@ -124,7 +137,7 @@ class ApprovalGate:
 
     async def load(self) -> None:
         """Read the thread's allow list now (the worker starts), so no hook call waits on it."""
-        rules, dropped = self._policy.read_always(await self.deps.store.allow_list(self.key))
+        rules, dropped = self._policy.read_always(await self.store.allow_list(self.key))
         self._always = rules
         told = [text for text in dropped if text not in self._told]
         if told:
@@ -145,7 +158,7 @@ class ApprovalGate:
         self._always = None
 
     async def _ask(self, call: ToolCall, ask: policy.Ask) -> ToolVerdict:
-        store = self.deps.store
+        store = self.store
         requested_by = self._requested_by()
         request = ApprovalRequest(
             id=uuid.uuid4().hex,
@@ -269,9 +282,9 @@ class ApprovalGate:
             return False
         waiting.state, waiting.by, waiting.reason = state, by, reason
         try:
-            await self.deps.store.settle_approval(waiting.request.id, state, by=by, reason=reason)
+            await self.store.settle_approval(waiting.request.id, state, by=by, reason=reason)
             if state is ApprovalState.ALWAYS and waiting.pattern is not None:
-                await self.deps.store.add_allowed(self.key, stored_row(waiting.pattern), by)
+                await self.store.add_allowed(self.key, stored_row(waiting.pattern), by)
                 self._always = None
         except StoreError as exc:
             # The decision still stands for agy; the record is what is lost.
@@ -279,7 +292,7 @@ class ApprovalGate:
         if before is not None:
             before()
         waiting.done.set()
-        self.deps.metrics.approval(state.value, time.monotonic() - waiting.started)
+        self.metrics.approval(state.value, time.monotonic() - waiting.started)
         log.info(
             "approval %s: %s",
             state.value,
@@ -307,7 +320,7 @@ class ApprovalGate:
 
     async def _settle_quietly(self, approval_id: str, state: ApprovalState, reason: str) -> None:
         try:
-            await self.deps.store.settle_approval(approval_id, state, reason=reason)
+            await self.store.settle_approval(approval_id, state, reason=reason)
         except StoreError:
             pass
 

@@ -135,3 +135,7 @@ def agent_reason(state: ApprovalState, by: Author | None, reason: str, timeout: 
     if state is ApprovalState.STOPPED:
         return f"the turn was stopped by {name}" if name else "the turn was stopped"
     return reason or "it was not approved"
+
+
+def not_approver_text(who: Author) -> str:
+    return f"{who.label} may not answer approval requests in this thread; nothing changed."

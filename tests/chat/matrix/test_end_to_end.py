@@ -115,7 +115,7 @@ async def test_a_stop_reaction_interrupts(synapse: Synapse, tmp_path: Path) -> N
         started = tmp_path / "started"
         asked = await live.human.say(live.room, f"long job [[touch {started}]] [[sleep 60]]")
         await wait_file(started)
-        worker = live.bridge.core.workers[f"matrix|{live.room}|"]
+        worker = live.bridge.core.threads[f"matrix|{live.room}|"]
         assert worker.busy
         # Nothing has streamed yet, so the 🛑 goes on the message that started the turn.
         await live.human.send(

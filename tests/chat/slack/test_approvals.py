@@ -52,7 +52,7 @@ async def click(fake: FakeSlack, message: Message, user: str, action_id: str) ->
 
 
 def workdir(live: Live) -> Path:
-    [worker] = live.bridge.core.workers.values()
+    [worker] = live.bridge.core.threads.values()
     assert worker.place is not None
     return worker.place.workdir
 

@@ -190,8 +190,8 @@ async def test_a_stranger_gets_a_notice_and_no_agy(fake_slack: FakeSlack, tmp_pa
         await fake_slack.push_event(mention_event("let me in", user="USTRANGER", ts=ts))
         await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.postEphemeral")), 10)
         await anyio.sleep(0.3)
-        assert live.bridge.core.workers == {}
-        assert live.bridge.core.deps.slots.live == 0
+        assert live.bridge.core.threads == {}
+        assert live.bridge.core.slots.live == 0
         assert await live.bridge.store.processes() == []
 
 

@@ -28,7 +28,7 @@ async def request(h: Harness, count: int = 1) -> str:
 
 
 def workdir(h: Harness) -> Path:
-    [worker] = h.bridge.core.workers.values()
+    [worker] = h.bridge.core.threads.values()
     assert worker.place is not None
     return worker.place.workdir
 
@@ -232,7 +232,7 @@ async def test_without_a_sandbox_the_gate_hides_the_data_directory(tmp_path: Pat
     async with running(tmp_path, extra=approvals()) as h:
         await h.say("[[tool run_command touch x.txt]]")
         await request(h)
-        [worker] = h.bridge.core.workers.values()
+        [worker] = h.bridge.core.threads.values()
         assert worker.gate is not None
         assert (tmp_path / "data").resolve() in worker.gate.place.hidden
         await h.bridge.core.decide(thread(), "req-1", ApprovalChoice.DENY, BOB)

@@ -1,0 +1,281 @@
+"""Thread key -> the thread's actor here, or the instance that runs the thread.
+
+Every command for a thread goes through :meth:`Router.send` (an approval answer through
+:meth:`Router.decide`), whether it comes from this instance's chat or from another instance:
+here it is told to the thread's actor; where another instance holds the thread's lease it is
+sent there, and arrives through :meth:`Router.control` as the same command. The router starts
+actors (claiming the lease first), gives the lease back when one ends, and drains them.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bridge.core import recovery
+from bridge.core.approvals.texts import not_approver_text
+from bridge.core.cluster import Cluster
+from bridge.core.events import ChatAdapter, DecideOutcome, ThreadRef
+from bridge.core.store import Store
+from bridge.core.thread import commands as c
+from bridge.core.thread import wire
+from bridge.core.thread.actor import ThreadActor
+from bridge.core.thread.parts import ThreadParts
+from bridge.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class Routed(enum.Enum):
+    HERE = "here"  # told to the thread's actor on this instance
+    SENT = "sent"  # sent to the instance that runs the thread
+    NOWHERE = "nowhere"  # no instance runs the thread
+
+
+class Router:
+    def __init__(
+        self,
+        parts_for: Callable[[ThreadRef], ThreadParts],
+        cluster: Cluster,
+        store: Store,
+        adapters: Mapping[str, ChatAdapter],
+        metrics: Metrics,
+        task_group: TaskGroup,
+        *,
+        limit: int,
+        shared_agy_state: bool,
+    ):
+        self._parts_for = parts_for
+        self.cluster = cluster
+        self.store = store
+        self.adapters = adapters
+        self.metrics = metrics
+        self._tg = task_group
+        self._limit = limit
+        self._shared_agy_state = shared_agy_state
+        self.threads: dict[str, ThreadActor] = {}
+
+    def local(self, key: str) -> ThreadActor | None:
+        """The thread's actor here, unless it is on its way out."""
+        actor = self.threads.get(key)
+        return actor if actor is not None and not actor.state.gone else None
+
+    # --- commands -----------------------------------------------------------------------------
+
+    async def send(self, thread: ThreadRef, command: c.Forwarded) -> Routed:
+        if (actor := self.local(thread.key)) is not None:
+            actor.tell(command)
+            return Routed.HERE
+        if await self.cluster.send(thread, command):
+            return Routed.SENT
+        return Routed.NOWHERE
+
+    async def decide(self, thread: ThreadRef, command: c.Decide) -> DecideOutcome:
+        if (actor := self.local(thread.key)) is not None:
+            return await actor.decide(command)
+        # Another instance may run the thread: its gate holds the request.
+        return await self.cluster.send_decision(thread, command)
+
+    def background(self, coro: Awaitable[Any]) -> None:
+        async def guarded() -> None:
+            try:
+                await coro
+            except Exception:
+                log.warning("background chat call failed", exc_info=True)
+
+        self._tg.start_soon(guarded)
+
+    async def say(self, thread: ThreadRef, text: str) -> None:
+        try:
+            await self.adapters[thread.platform].post_message(thread, text)
+        except Exception:
+            log.exception("could not post a notice", extra={"chat_thread": thread.key})
+
+    # --- actors -------------------------------------------------------------------------------
+
+    async def actor_for(self, thread: ThreadRef) -> ThreadActor | None:
+        """The thread's actor here, claiming the thread first; None when another instance runs
+        it (or may: it was told through the store)."""
+        actor = await self._claimed(thread, 0.0)
+        if actor is None:
+            await self.cluster.announce(thread.key)
+        return actor
+
+    async def _claimed(self, thread: ThreadRef, waited: float) -> ThreadActor | None:
+        if (actor := self.threads.get(thread.key)) is not None:
+            return actor
+        cluster = self.cluster
+        if cluster.draining or not cluster.serves(thread.platform):
+            return None
+        # At its limit an instance leaves new threads to others; one left waiting for two
+        # sweeps is taken anyway (every instance is full: it queues here).
+        period = cluster.leases.period
+        if cluster.shared and len(self.threads) >= self._limit and waited < 2 * period:
+            return None
+        async with cluster.lock:
+            if (actor := self.threads.get(thread.key)) is not None:
+                return actor
+            claim = await cluster.claim(thread.key)
+            if not claim.granted:
+                return None
+            context: list[str] = []
+            report = None
+            if cluster.shared:
+                adapter = self.adapters[thread.platform]
+                if claim.previous is not None:
+                    report = functools.partial(
+                        recovery.take_over,
+                        self.store,
+                        adapter,
+                        self.metrics,
+                        thread,
+                        claim.previous,
+                        cluster.leases.owner,
+                        cluster.name,
+                    )
+                context = await recovery.handover_context(
+                    self.store, adapter, thread, cluster.name, self._shared_agy_state
+                )
+            return self.start(thread, context, report)
+
+    def start(
+        self,
+        thread: ThreadRef,
+        context: list[str] | None = None,
+        report_takeover: Callable[[], Awaitable[None]] | None = None,
+    ) -> ThreadActor:
+        actor = ThreadActor(thread, self._parts_for(thread), self._exited, context, report_takeover)
+        self.threads[thread.key] = actor
+        self._tg.start_soon(actor.run, name=f"thread {thread.key}")
+        return actor
+
+    def _exited(self, actor: ThreadActor) -> None:
+        if self.threads.get(actor.key) is not actor:
+            return
+        del self.threads[actor.key]
+        if actor.state.respawn:
+            # A message landed while the actor was leaving: a new one takes it.
+            self.start(actor.ref).tell(c.MessageStored())
+        elif self.cluster.shared:
+            self.background(self._release(actor.key))
+
+    async def _release(self, key: str) -> None:
+        """Give the lease back, unless a successor already runs the thread."""
+        async with self.cluster.lock:
+            if key not in self.threads:
+                await self.cluster.release(key)
+
+    # --- what the leases tell (LeaseEvents) ---------------------------------------------------
+
+    def held(self) -> Collection[str]:
+        return [*self.threads, *self.cluster.leading]
+
+    def lost(self, key: str) -> None:
+        if (actor := self.threads.get(key)) is not None:
+            actor.tell(c.LeaseLost())
+        if (lead := self.cluster.leading.get(key)) is not None:
+            lead.lost.set()
+
+    def stored(self, key: str) -> None:
+        if (actor := self.local(key)) is not None:
+            actor.tell(c.MessageStored())
+        else:
+            self._maybe_take(key, 0.0)
+
+    def control(self, payload: str) -> None:
+        """A command another instance sent for a thread: the same path as one from here."""
+        heard = wire.decode(payload)
+        if isinstance(heard, wire.Unreadable):
+            self._refuse(heard)
+            return
+        actor = self.local(heard.thread)
+        if actor is None:
+            return  # not this instance's thread (every instance hears every command)
+        command = heard.command
+        if isinstance(command, c.Decide):
+            self.background(self._decided(actor, command))
+        else:
+            actor.tell(command)
+
+    async def _decided(self, actor: ThreadActor, command: c.Decide) -> None:
+        outcome = await actor.decide(command)
+        if outcome is DecideOutcome.NOT_APPROVER:
+            await self.say(actor.ref, not_approver_text(command.by))
+        elif outcome is DecideOutcome.UNKNOWN:
+            log.info(
+                "a decision from another instance came after the request was settled",
+                extra={"chat_thread": actor.key},
+            )
+
+    def _refuse(self, heard: wire.Unreadable) -> None:
+        self.metrics.error("unknown_command")
+        log.warning("refused a command from another instance: %s", heard.reason)
+        if heard.thread is not None and self.local(heard.thread) is not None:
+            ref = ThreadRef.from_key(heard.thread)
+            self.background(
+                self.say(
+                    ref,
+                    f"⚠️ Bridge instance `{self.cluster.name}` runs this thread and could not "
+                    f"read a command another instance sent it ({heard.reason}); nothing "
+                    "changed. Instances of different versions may be running: try again "
+                    "once they match.",
+                )
+            )
+
+    async def orphaned(self, keys: list[tuple[str, float]]) -> None:
+        now = time.time()
+        for key, since in keys:
+            self._maybe_take(key, now - since)
+
+    def _maybe_take(self, key: str, waited: float) -> None:
+        try:
+            ref = ThreadRef.from_key(key)
+        except ValueError:
+            return
+        if ref.platform not in self.adapters or key in self.threads:
+            return
+
+        async def take() -> None:
+            actor = await self._claimed(ref, waited)
+            if actor is not None:
+                actor.tell(c.MessageStored())
+
+        self.background(take())
+
+    # --- stopping -----------------------------------------------------------------------------
+
+    async def drain(self, deadline: float) -> None:
+        """SIGTERM with others to carry on: take no new threads, let running turns finish,
+        hand the rest over."""
+        self.cluster.draining = True
+        for actor in list(self.threads.values()):
+            actor.tell(c.Drain())
+        with anyio.move_on_after(deadline):
+            # ``in_turn``, not ``busy``: a turn that has just taken its messages is not yet
+            # busy, and ending its lease then would leave them taken and never answered.
+            while any(a.in_turn for a in self.threads.values()):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        for actor in list(self.threads.values()):
+            actor.tell(c.EndLease())
+        with anyio.move_on_after(deadline):
+            while self.threads:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        with anyio.CancelScope(shield=True):
+            await self.cluster.leases.release_all()
+
+    async def shutdown(self, grace: float) -> None:
+        """Interrupt running turns (their threads are told) and give them ``grace`` to end.
+        What still waits stays pending for the next start."""
+        actors = list(self.threads.values())
+        for actor in actors:
+            actor.tell(c.Shutdown())
+        with anyio.move_on_after(grace):
+            while any(a.busy for a in actors):  # noqa: ASYNC110
+                await anyio.sleep(0.05)

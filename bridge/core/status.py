@@ -1,0 +1,63 @@
+"""What ``!status`` and ``!approvals`` say about a thread."""
+
+from __future__ import annotations
+
+from bridge.core.approvals.rules import shown_row
+from bridge.core.slots import ProcessSlots
+from bridge.core.store import Store
+from bridge.core.thread.actor import ThreadActor
+
+
+async def status_text(
+    store: Store,
+    key: str,
+    actor: ThreadActor | None,
+    slots: ProcessSlots,
+    instance_line: str,
+    default_model: str,
+    isolation_line: str,
+) -> str:
+    row = await store.thread(key)
+    pending = await store.pending(key)
+    proc = actor.proc if actor is not None else None
+    if actor is None or proc is None:
+        process = "no agy process (one starts with the next message)"
+    elif actor.busy:
+        process = f"agy running a turn (pid {proc.pid})"
+    else:
+        process = f"agy idle (pid {proc.pid})"
+    lines = [
+        instance_line,
+        f"• Process: {process}",
+        f"• Conversation: `{row.conversation_id or 'none yet'}`",
+        f"• Model: `{row.model or default_model or 'default'}`",
+        f"• Waiting messages: {len(pending)}",
+        f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
+        isolation_line,
+    ]
+    if (place := slots.position(key)) is not None:
+        lines.append(f"• This thread is number {place} in line")
+    if row.usage is not None:
+        u = row.usage
+        lines.append(
+            f"• Usage so far: {u.input_tokens:,} input, {u.output_tokens:,} output "
+            f"tokens ({u.total_tokens:,} in all)"
+        )
+    return "\n".join(lines)
+
+
+async def approvals_text(store: Store, key: str, mode: str) -> str:
+    waiting = await store.waiting_approvals(key)
+    allowed = await store.allow_list(key)
+    lines = [f"• Approvals mode: `{mode}`"]
+    if waiting:
+        lines.append("• Waiting for approval:")
+        lines += [f"  – `{w.summary}` ({w.tool})" for w in waiting]
+    else:
+        lines.append("• Nothing waits for approval.")
+    if allowed:
+        lines.append("• Allowed always in this thread:")
+        lines += [f"  – `{shown_row(p)}`" for p in allowed]
+    else:
+        lines.append("• This thread's allow list is empty.")
+    return "\n".join(lines)

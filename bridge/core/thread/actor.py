@@ -1,0 +1,204 @@
+"""One task per thread: it carries out what the thread's state machine decides.
+
+Whoever has news for the thread calls :meth:`ThreadActor.tell` with a command; the transition
+is made there and then (pure, no wait), the effects that need no I/O are done at once, and the
+rest go into the actor's mailbox, which its one task carries out in order. The long pieces (the
+process slot, agy itself, a turn, the idle timer) run as the actor's own tasks and report back
+with commands of their own. :mod:`bridge.core.thread.parts` builds what the effects use.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bridge.agy.process import AgyStartError
+from bridge.agy.turn import TurnStatus
+from bridge.core.events import DecideOutcome, Reaction, ThreadRef
+from bridge.core.thread import commands as c
+from bridge.core.thread import effects as e
+from bridge.core.thread.machine import NOTHING_RUNNING, Phase, State, handle
+from bridge.core.thread.parts import ThreadParts
+from bridge.core.thread.work import ThreadWork
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR = (
+    "the bridge hit an internal error in this thread (see its log); send your message again"
+)
+
+
+class ThreadActor:
+    def __init__(
+        self,
+        ref: ThreadRef,
+        parts: ThreadParts,
+        on_exit: Callable[[ThreadActor], None],
+        context: list[str] | None = None,
+        report_takeover: Callable[[], Awaitable[None]] | None = None,
+    ):
+        self.ref = ref
+        self.key = ref.key
+        self.state = State()
+        self._on_exit = on_exit
+        self._mailbox, self._effects = anyio.create_memory_object_stream[e.Effect](math.inf)
+        self.work = ThreadWork(ref, parts, self.tell, context or [], report_takeover)
+        self._tg: TaskGroup | None = None
+
+    # --- what the rest of the bridge sees ---------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.state.busy
+
+    @property
+    def in_turn(self) -> bool:
+        return self.state.in_turn
+
+    @property
+    def proc(self) -> Any:
+        return self.work.proc
+
+    @property
+    def place(self) -> Any:
+        return self.work.place
+
+    @property
+    def gate(self) -> Any:
+        return self.work.gate
+
+    def tell(self, command: c.Command) -> None:
+        """Hand the thread a command: the transition now, its effects at once or in order."""
+        self.state, effects = handle(self.state, command)
+        for effect in effects:
+            if isinstance(effect, e.Immediate):
+                self._now(effect)
+            else:
+                self._mailbox.send_nowait(effect)
+
+    async def decide(self, command: c.Decide) -> DecideOutcome:
+        """An approval answer, to the gate that holds the request."""
+        gate = self.work.gate
+        if gate is None or self.state.gone:
+            return DecideOutcome.UNKNOWN
+        return await gate.resolve(command.handle, command.choice, command.by, command.reason)
+
+    def waiting_approval(self) -> bool:
+        gate = self.work.gate
+        return gate is not None and gate.waiting is not None
+
+    # --- the task ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        log.info("thread worker started", extra={"chat_thread": self.key})
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                self.tell(c.Begin())
+                try:
+                    await self._loop()
+                finally:
+                    self.work.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.work.close()
+            if not self.state.gone:
+                # Cancelled from outside (the bridge stops): nothing may start a successor.
+                self.state = State(phase=Phase.GONE)
+            self._on_exit(self)
+            log.info("thread worker stopped", extra={"chat_thread": self.key})
+
+    async def _loop(self) -> None:
+        async for effect in self._effects:
+            if isinstance(effect, e.Exit):
+                return
+            try:
+                await self._carry_out(effect)
+            except Exception:
+                # One thread's failure must not take the bridge (and every other thread) down.
+                log.exception("thread worker failed", extra={"chat_thread": self.key})
+                self.tell(c.Failed(INTERNAL_ERROR))
+
+    def _spawn(self, body: Callable[[], Awaitable[object]], name: str) -> None:
+        assert self._tg is not None
+
+        async def guarded() -> None:
+            with self.work.scope():
+                try:
+                    await body()
+                except AgyStartError as exc:
+                    self.tell(c.StartFailed(await self.work.start_failed(exc)))
+                except Exception:
+                    log.exception("thread worker failed", extra={"chat_thread": self.key})
+                    self.tell(c.Failed(INTERNAL_ERROR))
+
+        self._tg.start_soon(guarded, name=f"{name} {self.key}")
+
+    # --- effects ----------------------------------------------------------------------------
+
+    def _now(self, effect: e.Effect) -> None:
+        work = self.work
+        if isinstance(effect, e.FlagHook):
+            work.flag_hook()
+        elif isinstance(effect, e.MarkQueued):
+            work.mark(effect.message_id, Reaction.QUEUED)
+        elif isinstance(effect, e.Interrupt):
+            if not work.interrupt(effect.by) and effect.tell:
+                self._mailbox.send_nowait(e.Say(NOTHING_RUNNING))
+        elif isinstance(effect, e.SetIdle):
+            work.set_idle(effect.idle)
+        elif isinstance(effect, e.StopIdleTimer):
+            work.stop_idle_timer()
+        elif isinstance(effect, e.ForgetAllowList):
+            if work.gate is not None:
+                work.gate.forget_allow_list()
+        elif isinstance(effect, e.CancelWork):
+            if effect.lost:
+                log.warning("lease lost to another instance", extra={"chat_thread": self.key})
+            work.cancel()
+
+    async def _carry_out(self, effect: e.Effect) -> None:
+        work = self.work
+        if isinstance(effect, e.Prepare):
+            self.tell(await work.prepare())
+        elif isinstance(effect, e.CheckInbox):
+            self.tell(c.InboxChecked(await work.has_pending()))
+        elif isinstance(effect, e.AcquireSlot):
+            self._spawn(work.hold_slot, "slot")
+        elif isinstance(effect, e.ReleaseSlot):
+            work.release_slot()
+        elif isinstance(effect, e.StartProcess):
+            self._spawn(work.run_process, "agy")
+        elif isinstance(effect, e.CloseProcess):
+            work.close_process()
+        elif isinstance(effect, e.RunTurn):
+            self._spawn(self._turn, "turn")
+        elif isinstance(effect, e.StartIdleTimer):
+            self._spawn(lambda: work.idle_timer(effect.spell), "idle")
+        elif isinstance(effect, e.FetchAttachments):
+            self._spawn(lambda: work.fetch_in_background(effect.row_id), "files")
+        elif isinstance(effect, e.DropConversation):
+            await work.drop_conversation()
+        elif isinstance(effect, e.ReportStartFailure):
+            await work.report_start_failure()
+        elif isinstance(effect, e.DenyAndInterrupt):
+            if not await work.deny_and_interrupt(effect.by) and not work.interrupt(effect.by):
+                await work.say(NOTHING_RUNNING)
+        elif isinstance(effect, e.Say):
+            await work.say(effect.text)
+        elif isinstance(effect, e.FailPending):
+            with anyio.CancelScope(shield=True):
+                await work.fail_pending(effect.reason)
+        else:
+            self._now(effect)
+
+    async def _turn(self) -> None:
+        self.tell(await self.work.run_turn())
+
+
+__all__ = ["ThreadActor", "TurnStatus"]

@@ -1,0 +1,370 @@
+"""A thread's state machine: every transition in one table, commands in, effects out, no I/O.
+
+``handle(state, command) -> (state, effects)`` is all there is. The actor
+(:mod:`bridge.core.thread.actor`) carries the effects out and reports what came of them as
+further commands (``ProcessReady``, ``TurnEnded`` ...). Every value a transition reads is a
+field of :class:`State`; nothing beside it decides.
+
+The phases, in the order a thread usually meets them::
+
+    PREPARING -> CHECKING -> QUEUED -> STARTING -> TAKING -> RUNNING -> FINISHING
+                                                    -> (READING | IDLE)
+                    ^                     ^                                   |
+                    |                     +---------- CLOSING <---------------+
+                    +------------------------------- CLOSING (slot released)
+    any -> GONE (nothing waits, the lease is lost or ended, the thread failed)
+
+docs/architecture.md has the whole table.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bridge.core.thread import commands as c
+from bridge.core.thread import effects as e
+
+NOTHING_RUNNING = "Nothing is running in this thread."
+SHUTTING_DOWN = "the bridge shutting down"
+
+
+class Phase(enum.Enum):
+    PREPARING = "preparing"  # directories, gate, agy session
+    CHECKING = "checking"  # no process: does anything wait?
+    QUEUED = "queued"  # waiting for a process slot
+    STARTING = "starting"  # agy starting
+    TAKING = "taking"  # a turn is taking its messages (counts as in a turn)
+    RUNNING = "running"  # a turn runs: Stop interrupts it, new messages are injected
+    FINISHING = "finishing"  # its answer is being posted and recorded (still in the turn)
+    READING = "reading"  # after a turn, something was stored meanwhile: does it still wait?
+    IDLE = "idle"  # agy alive, no turn, the idle timer runs
+    CLOSING = "closing"  # agy on its way out
+    GONE = "gone"  # the actor is done: nothing is done any more
+
+
+class AfterClose(enum.Enum):
+    START = "start"  # a new process in the same slot (a restart, an interrupt agy exited on)
+    RELEASE = "release"  # give the slot back and look at the inbox
+
+
+@dataclass(frozen=True)
+class State:
+    phase: Phase = Phase.PREPARING
+    # Something was stored that no look at the inbox or turn has seen yet.
+    signalled: bool = False
+    # A restart was asked for (a model switch, a new conversation): at the next chance.
+    restart: bool = False
+    # The instance drains or stops: no new turn, no new process.
+    draining: bool = False
+    # Another thread asked for this one's slot: let go when idle.
+    evicted: bool = False
+    # The one retry with a fresh conversation (agy forgot the old one) was used in this slot.
+    retried_fresh: bool = False
+    after_close: AfterClose = AfterClose.RELEASE
+    # A Stop that came while the turn was still taking its messages: applied once it runs.
+    stop_by: str | None = None
+    # An approval request waits (a Stop denies it with the turn).
+    asking: bool = False
+    # Numbers idle spells, so a timer of an earlier one changes nothing.
+    spell: int = 0
+    # How the actor ended: cleanly (it ran out of work) or not (failed, lease lost).
+    clean: bool = False
+
+    @property
+    def in_turn(self) -> bool:
+        """From before a turn takes its messages until it has ended."""
+        return self.phase in (Phase.TAKING, Phase.RUNNING, Phase.FINISHING)
+
+    @property
+    def busy(self) -> bool:
+        return self.phase is Phase.RUNNING
+
+    @property
+    def gone(self) -> bool:
+        return self.phase is Phase.GONE
+
+    @property
+    def respawn(self) -> bool:
+        """Gone cleanly while a message landed: a new actor should take it."""
+        return self.gone and self.clean and self.signalled and not self.draining
+
+
+Step = tuple[State, list[e.Effect]]
+
+
+def handle(state: State, command: c.Command) -> Step:
+    """The one transition function."""
+    if state.gone:
+        # Only remember a late message (the router may start a successor for it).
+        if isinstance(command, c.MessageStored):
+            return replace(state, signalled=True), []
+        return state, []
+    step = _TABLE.get(type(command))
+    if step is None:
+        raise TypeError(f"a thread has no transition for {type(command).__name__}")
+    return step(state, command)
+
+
+# --- the ways into each phase ---------------------------------------------------------------
+
+
+def _check(state: State, *before: e.Effect) -> Step:
+    return replace(state, phase=Phase.CHECKING, signalled=False), [*before, e.CheckInbox()]
+
+
+def _take(state: State, *before: e.Effect) -> Step:
+    return (
+        replace(state, phase=Phase.TAKING, signalled=False),
+        [*before, e.SetIdle(False), e.RunTurn()],
+    )
+
+
+def _close(state: State, after: AfterClose, *before: e.Effect) -> Step:
+    return replace(state, phase=Phase.CLOSING, after_close=after), [*before, e.CloseProcess()]
+
+
+def _start(state: State, *before: e.Effect) -> Step:
+    return replace(state, phase=Phase.STARTING, restart=False), [*before, e.StartProcess()]
+
+
+def _gone(state: State, clean: bool, *effects: e.Effect) -> Step:
+    return replace(state, phase=Phase.GONE, clean=clean), [*effects, e.Exit()]
+
+
+def _ready(state: State, woken: bool) -> Step:
+    """agy is alive and no turn runs: restart, take a turn, or idle."""
+    if state.restart:
+        return _close(state, AfterClose.START)
+    # Something stored since the last look counts too (it came after that look's read).
+    if (woken or state.signalled) and not state.draining:
+        return _take(state)
+    return _idle(state)
+
+
+def _idle(state: State) -> Step:
+    if state.evicted:
+        return _close(state, AfterClose.RELEASE)
+    spell = state.spell + 1
+    return (
+        replace(state, phase=Phase.IDLE, spell=spell),
+        [e.SetIdle(True), e.StartIdleTimer(spell)],
+    )
+
+
+# --- transitions ------------------------------------------------------------------------------
+
+
+def _begin(state: State, _: c.Begin) -> Step:
+    return state, [e.Prepare()]
+
+
+def _prepared(state: State, _: c.Prepared) -> Step:
+    if state.phase is not Phase.PREPARING:
+        return state, []
+    return _check(state)
+
+
+def _failed(state: State, command: c.Failed) -> Step:
+    return _gone(state, False, e.CancelWork(lost=False), e.FailPending(command.reason))
+
+
+def _inbox_checked(state: State, command: c.InboxChecked) -> Step:
+    if state.phase is Phase.CHECKING:
+        if state.draining:
+            return _gone(state, True)
+        if command.pending:
+            return replace(state, phase=Phase.QUEUED), [e.AcquireSlot()]
+        if state.signalled:
+            return _check(state)  # stored while we looked: look again
+        return _gone(state, True)
+    if state.phase is Phase.READING:
+        return _ready(state, woken=command.pending)
+    return state, []
+
+
+def _slot_granted(state: State, _: c.SlotGranted) -> Step:
+    if state.phase is not Phase.QUEUED:
+        return state, []
+    return _start(replace(state, evicted=False, retried_fresh=False))
+
+
+def _process_ready(state: State, _: c.ProcessReady) -> Step:
+    if state.phase is not Phase.STARTING:
+        return state, []
+    # A new process: most likely something waits (the turn's own transaction finds out).
+    return _ready(state, woken=True)
+
+
+def _start_failed(state: State, command: c.StartFailed) -> Step:
+    if state.phase is not Phase.STARTING:
+        return state, []
+    if command.conversation_unknown and not state.retried_fresh:
+        return _start(replace(state, retried_fresh=True), e.DropConversation())
+    return _check(state, e.ReportStartFailure(), e.ReleaseSlot())
+
+
+def _process_closed(state: State, _: c.ProcessClosed) -> Step:
+    if state.phase is not Phase.CLOSING:
+        return state, []
+    if state.after_close is AfterClose.START and not state.draining:
+        return _start(state)
+    return _check(state, e.ReleaseSlot())
+
+
+def _turn_began(state: State, _: c.TurnBegan) -> Step:
+    if state.phase is not Phase.TAKING:
+        return state, []
+    stop_by = state.stop_by
+    state = replace(state, phase=Phase.RUNNING, stop_by=None)
+    if stop_by is None:
+        return state, []
+    return _end_turn(state, stop_by, tell=False)
+
+
+def _turn_finishing(state: State, _: c.TurnFinishing) -> Step:
+    if state.phase is not Phase.RUNNING:
+        return state, []
+    return replace(state, phase=Phase.FINISHING, asking=False), []
+
+
+def _turn_ended(state: State, command: c.TurnEnded) -> Step:
+    if not state.in_turn:
+        return state, []
+    state = replace(state, stop_by=None, asking=False)
+    after = command.after
+    if after in (c.After.GONE, c.After.WEDGED):
+        return _close(state, AfterClose.RELEASE)
+    if after is c.After.RESTART:
+        return _close(state, AfterClose.START)
+    if state.restart:
+        return _close(state, AfterClose.START)
+    if not state.signalled or state.draining:
+        return _idle(state)
+    if not command.taken:
+        return _take(state)  # stored while the inbox was found empty: try again
+    # Stored during the turn: it may have been injected already, and a read is cheaper
+    # than a turn's write transaction.
+    return replace(state, phase=Phase.READING, signalled=False), [e.CheckInbox()]
+
+
+def _idle_timeout(state: State, command: c.IdleTimeout) -> Step:
+    if state.phase is not Phase.IDLE or command.spell != state.spell:
+        return state, []
+    return _close(state, AfterClose.RELEASE)
+
+
+def _evicted(state: State, _: c.Evicted) -> Step:
+    state = replace(state, evicted=True)
+    if state.phase is not Phase.IDLE:
+        return state, []
+    return _close(state, AfterClose.RELEASE, e.StopIdleTimer())
+
+
+def _message_stored(state: State, command: c.MessageStored) -> Step:
+    state = replace(state, signalled=True)
+    if state.phase is Phase.IDLE:
+        if state.draining:
+            return state, []
+        return _take(state, e.StopIdleTimer())
+    effects: list[e.Effect] = []
+    if state.in_turn:
+        # Only a turn makes hook calls; between turns the next turn takes the message.
+        effects.append(e.FlagHook())
+    if state.busy and command.message_id is not None:
+        effects.append(e.MarkQueued(command.message_id))
+        if command.attachments and command.row_id is not None:
+            effects.append(e.FetchAttachments(command.row_id))
+    return state, effects
+
+
+def _end_turn(state: State, by: str, tell: bool) -> Step:
+    """Stop the turn, whatever phase it is in."""
+    if state.phase is Phase.TAKING:
+        return replace(state, stop_by=by), []
+    if state.phase is Phase.RUNNING:
+        if state.asking:
+            return state, [e.DenyAndInterrupt(by)]
+        return state, [e.Interrupt(by, tell=tell)]
+    return state, [e.Say(NOTHING_RUNNING)] if tell else []
+
+
+def _stop(state: State, command: c.Stop) -> Step:
+    return _end_turn(state, command.by.label, tell=True)
+
+
+def _restart_when_idle(state: State) -> Step:
+    state = replace(state, restart=True)
+    if state.phase is Phase.IDLE:
+        return _close(state, AfterClose.START, e.StopIdleTimer())
+    return state, []
+
+
+def _new_conversation(state: State, command: c.NewConversation) -> Step:
+    state, effects = _end_turn(state, command.by.label, tell=False)
+    state, more = _restart_when_idle(state)
+    return state, effects + more
+
+
+def _set_model(state: State, _: c.SetModel | c.Restart) -> Step:
+    return _restart_when_idle(state)
+
+
+def _forget_allow_list(state: State, _: c.ForgetAllowList) -> Step:
+    return state, [e.ForgetAllowList()]
+
+
+def _drain(state: State, _: c.Drain) -> Step:
+    return replace(state, draining=True), []
+
+
+def _shutdown(state: State, _: c.Shutdown) -> Step:
+    state = replace(state, draining=True)
+    if state.phase is Phase.RUNNING:
+        # Interrupted, not denied: a request still waiting expires with the turn.
+        return state, [e.Interrupt(SHUTTING_DOWN, tell=False)]
+    return _end_turn(state, SHUTTING_DOWN, tell=False)
+
+
+def _lease_ended(state: State, command: c.EndLease | c.LeaseLost) -> Step:
+    return _gone(state, False, e.CancelWork(lost=isinstance(command, c.LeaseLost)))
+
+
+def _asking(state: State, command: c.Asking) -> Step:
+    return replace(state, asking=command.waiting), []
+
+
+def _decide(state: State, _: c.Decide) -> Step:
+    # Answers go to the gate directly (they are answered with an outcome): see the actor.
+    return state, []
+
+
+_TABLE: dict[type, Callable[[State, Any], Step]] = {
+    c.Begin: _begin,
+    c.Prepared: _prepared,
+    c.Failed: _failed,
+    c.InboxChecked: _inbox_checked,
+    c.SlotGranted: _slot_granted,
+    c.ProcessReady: _process_ready,
+    c.StartFailed: _start_failed,
+    c.ProcessClosed: _process_closed,
+    c.TurnBegan: _turn_began,
+    c.TurnFinishing: _turn_finishing,
+    c.TurnEnded: _turn_ended,
+    c.IdleTimeout: _idle_timeout,
+    c.Evicted: _evicted,
+    c.MessageStored: _message_stored,
+    c.Stop: _stop,
+    c.NewConversation: _new_conversation,
+    c.SetModel: _set_model,
+    c.Restart: _set_model,
+    c.ForgetAllowList: _forget_allow_list,
+    c.Decide: _decide,
+    c.Drain: _drain,
+    c.Shutdown: _shutdown,
+    c.EndLease: _lease_ended,
+    c.LeaseLost: _lease_ended,
+    c.Asking: _asking,
+}

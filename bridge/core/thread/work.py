@@ -1,0 +1,340 @@
+"""The I/O a thread's actor carries out: its directories, slot, agy process and turns.
+
+Each method does one effect of :mod:`bridge.core.thread.effects` and tells the actor what came
+of it (a command); none of them decides what happens next (the state machine does).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+import anyio
+
+from bridge.agy.plugin import RuleTooLarge
+from bridge.agy.process import AgyHandle, AgyStartError
+from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
+from bridge.core.approvals import policy
+from bridge.core.approvals.gate import ApprovalGate
+from bridge.core.events import ChatAdapter, Reaction, ThreadRef
+from bridge.core.guidance import build_guidance
+from bridge.core.scrub import Scrubber
+from bridge.core.store import StoredMessage, TurnState
+from bridge.core.thread import commands as c
+from bridge.core.thread import failures
+from bridge.core.thread.parts import ThreadParts
+from bridge.core.thread.place import cleanup_workdir, ensure_saved, hidden_paths, prepare_workdir
+from bridge.core.turn import TurnResult, TurnRunner
+from bridge.core.workspaces import Place, place_for
+from bridge.core.worktrees import WorktreeError
+
+log = logging.getLogger(__name__)
+
+
+class ThreadWork:
+    def __init__(
+        self,
+        ref: ThreadRef,
+        parts: ThreadParts,
+        tell: Callable[[c.Command], None],
+        context: list[str],
+        report_takeover: Callable[[], Awaitable[None]] | None,
+    ):
+        self.ref = ref
+        self.key = ref.key
+        self.parts = parts
+        self.adapter: ChatAdapter = parts.adapter
+        self._tell = tell
+        self._context = context
+        self._report_takeover = report_takeover
+        self.scrub = Scrubber(parts.config.secret_values())
+        self.place: Place | None = None
+        self.proc: AgyHandle | None = None
+        self.gate: ApprovalGate | None = None
+        self._session: AgySession | None = None
+        self._runner: TurnRunner | None = None
+        self._scopes: set[anyio.CancelScope] = set()
+        self._slot_release = anyio.Event()
+        self._process_close = anyio.Event()
+        self._timer: anyio.CancelScope | None = None
+        self._start_error: AgyStartError | None = None
+
+    # --- the actor's tasks -------------------------------------------------------------------
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """A task of this thread's work: ended by :meth:`cancel`."""
+        with anyio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                yield
+            finally:
+                self._scopes.discard(scope)
+
+    def cancel(self) -> None:
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    async def close(self) -> None:
+        """The actor ends: the session's listener, then (when so configured) the worktree."""
+        if self._session is not None:
+            await self._session.close()
+        await cleanup_workdir(self.place, self.parts.runtime.isolation.sandbox, self.key)
+
+    # --- preparing ---------------------------------------------------------------------------
+
+    async def prepare(self) -> c.Command:
+        try:
+            await self._prepare()
+        except WorktreeError as exc:
+            return c.Failed(f"cannot set up this thread's git worktree: {exc}")
+        except RuleTooLarge as exc:
+            return c.Failed(f"the agent's rules are too long: {exc}")
+        except OSError as exc:
+            return c.Failed(f"cannot prepare the thread's directories: {exc}")
+        if self._report_takeover is not None:
+            await self._report_takeover()
+        return c.Prepared()
+
+    async def _prepare(self) -> None:
+        parts, config = self.parts, self.parts.config
+        self.place = place = place_for(config, self.ref)
+        notice = await prepare_workdir(place, parts.runtime.isolation.sandbox)
+        if notice is not None:
+            await self.say(notice)
+        # The chat tools read the thread through this object (a ThreadView).
+        mcp_servers = parts.mcp_servers(self) if parts.mcp_servers else None
+        approvals = config.approvals
+        if approvals.mode != "off":
+            self.gate = ApprovalGate(
+                self.ref,
+                self.adapter,
+                parts.store,
+                parts.metrics,
+                approvals,
+                policy.Place(
+                    place.workdir.resolve(),
+                    frozenset(server_name(name) for name in mcp_servers or {}),
+                    hidden=hidden_paths(config, parts.runtime.isolation),
+                ),
+                lambda: self._runner.requester() if self._runner is not None else None,
+                lambda waiting: self._tell(c.Asking(waiting)),
+            )
+            await self.gate.load()
+        self._session = await parts.runtime.prepare(
+            place.session_dir,
+            inject=self._take_injections,
+            lost=self._injection_lost,
+            mcp_servers=mcp_servers,
+            guidance=build_guidance(config.agy.guidance),
+            notes=place.notes,
+            decide=self._decide_tool if self.gate is not None else None,
+            approval_timeout=approvals.timeout,
+        )
+        self._runner = TurnRunner(
+            self.ref,
+            self.adapter,
+            parts.store,
+            parts.metrics,
+            self._session,
+            parts.marks,
+            turn_timeout=config.agy.turn_timeout,
+            owner=parts.owner,
+            save=self._ensure_saved,
+            began=lambda: self._tell(c.TurnBegan()),
+            finishing=lambda: self._tell(c.TurnFinishing()),
+            requeued=lambda: self._tell(c.MessageStored()),
+            scrub=self.scrub,
+        )
+        self._runner.context = self._context
+
+    async def has_pending(self) -> bool:
+        return await self.parts.store.has_pending(self.key)
+
+    # --- the slot and the process -----------------------------------------------------------
+
+    async def hold_slot(self) -> None:
+        self._slot_release = release = anyio.Event()
+        slots = self.parts.slots
+        async with slots.hold(self.key, self._tell_queued, lambda: self._tell(c.Evicted())):
+            self._tell(c.SlotGranted())
+            await release.wait()
+
+    def release_slot(self) -> None:
+        self._slot_release.set()
+
+    def set_idle(self, idle: bool) -> None:
+        self.parts.slots.set_idle(self.key, idle)
+
+    async def run_process(self) -> None:
+        self._process_close = close = anyio.Event()
+        parts, place = self.parts, self.place
+        assert place is not None
+        thread = await parts.store.thread(self.key)
+        # Off the event loop: building the sandbox reads files the agent wrote (``.git``).
+        spec = await anyio.to_thread.run_sync(
+            functools.partial(
+                parts.runtime.spec,
+                place.session_dir,
+                place.workdir,
+                model=thread.model or parts.config.agy.model or None,
+                conversation=thread.conversation_id,
+            )
+        )
+        async with parts.open_process(spec, self._bad_line) as proc:
+            await parts.store.add_process(
+                proc.pid, self.key, parts.runtime.run_marker, owner=parts.owner
+            )
+            try:
+                self.proc = proc
+                if proc.conversation_id != thread.conversation_id:
+                    await parts.store.set_conversation(
+                        self.key, proc.conversation_id, instance=parts.instance
+                    )
+                log.info(
+                    "agy ready",
+                    extra={"chat_thread": self.key, "conversation": proc.conversation_id},
+                )
+                self._tell(c.ProcessReady())
+                await close.wait()
+            finally:
+                self.proc = None
+                with anyio.CancelScope(shield=True):
+                    await parts.store.remove_process(proc.pid)
+        self._tell(c.ProcessClosed())
+
+    def close_process(self) -> None:
+        self._process_close.set()
+
+    async def start_failed(self, exc: AgyStartError) -> bool:
+        """Keep why agy did not start; whether a fresh conversation is worth a try."""
+        self._start_error = exc
+        return await failures.conversation_unknown(exc, self.parts.store, self.key)
+
+    async def drop_conversation(self) -> None:
+        assert self._start_error is not None and self._runner is not None
+        self._runner.context = await failures.drop_conversation(
+            self._start_error, self.parts.store, self.key, self.scrub, self.say
+        )
+
+    async def report_start_failure(self) -> None:
+        assert self._start_error is not None
+        text = await failures.start_failure_text(
+            self._start_error, self.parts.store, self.key, self.scrub
+        )
+        await self.fail_pending(text)
+
+    async def idle_timer(self, spell: int) -> None:
+        with anyio.CancelScope() as timer:
+            self._timer = timer
+            await anyio.sleep(self.parts.config.agy.idle_timeout)
+            log.info("closing idle agy", extra={"chat_thread": self.key})
+            self._tell(c.IdleTimeout(spell))
+
+    def stop_idle_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # --- turns --------------------------------------------------------------------------------
+
+    async def run_turn(self) -> c.TurnEnded:
+        proc, runner = self.proc, self._runner
+        assert runner is not None
+        if proc is None or not proc.alive:
+            return c.TurnEnded(taken=False, after=c.After.GONE)
+        result = await runner.run(proc)
+        if self.gate is not None:
+            await self.gate.abandon()  # agy is past any request it made
+        return c.TurnEnded(taken=result is not None, after=await self._after(proc, result))
+
+    @staticmethod
+    async def _after(proc: AgyHandle, result: TurnResult | None) -> c.After:
+        if result is not None and result.exit_wait and proc.alive:
+            # agy is on its way out (an error result, a SIGINT): let it go before the next
+            # turn rather than hand that turn to a dying process.
+            with anyio.move_on_after(result.exit_wait):
+                await proc.drain()
+            if result.state is TurnState.INTERRUPTED:
+                # Exited: carry on with a new process, same conversation. One that ignored
+                # SIGINT is wedged: closing it ends its process group.
+                return c.After.WEDGED if proc.alive else c.After.RESTART
+        return c.After.CARRIES_ON if proc.alive else c.After.GONE
+
+    def interrupt(self, by: str) -> bool:
+        return self._runner is not None and self._runner.interrupt(by)
+
+    async def deny_and_interrupt(self, by: str) -> bool:
+        """Deny the waiting request with the turn interrupted first; False when none waited."""
+        return self.gate is not None and await self.gate.stop(by, lambda: self.interrupt(by))
+
+    def flag_hook(self) -> None:
+        if self._session is not None:
+            self._session.mark_pending()
+
+    def mark(self, message_id: str, reaction: Reaction) -> None:
+        if reaction is Reaction.QUEUED:
+            self.parts.metrics.queued(self.ref.platform)
+        self.parts.marks.put(self.ref, message_id, reaction)
+
+    async def _take_injections(self, conversation_id: str) -> list[str]:
+        if self._runner is None:
+            return []
+        return await self._runner.take_injections(conversation_id)
+
+    async def _injection_lost(self) -> None:
+        if self._runner is not None:
+            await self._runner.injection_lost()
+
+    async def _decide_tool(self, call: ToolCall) -> ToolVerdict:
+        if self.gate is None:
+            return ToolVerdict(allow=True)
+        return await self.gate.decide(call)
+
+    # --- messages -----------------------------------------------------------------------------
+
+    async def fetch_in_background(self, row_id: int) -> None:
+        """Save a busy thread's new attachments now, so the hook can inject the message."""
+        pending = {m.id: m for m in await self.parts.store.pending(self.key)}
+        message = pending.get(row_id)
+        if message is not None and not message.ready:
+            await self._ensure_saved(message)
+            self.flag_hook()  # now it can be injected
+
+    async def _ensure_saved(self, message: StoredMessage) -> StoredMessage:
+        assert self.place is not None
+        parts = self.parts
+        return await ensure_saved(
+            message,
+            self.adapter,
+            parts.store,
+            self.place,
+            parts.config.bridge.max_attachment_bytes,
+        )
+
+    async def history(self, limit: int) -> list[tuple[float, str, str]]:
+        return await self.parts.store.history(self.key, limit)
+
+    async def fail_pending(self, reason: str) -> None:
+        parts = self.parts
+        await failures.fail_pending(
+            self.ref, parts.store, parts.marks, parts.metrics, self.say, reason
+        )
+
+    async def say(self, text: str) -> None:
+        try:
+            await self.adapter.post_message(self.ref, text)
+        except Exception:
+            log.exception("could not post a notice", extra={"chat_thread": self.key})
+
+    async def _tell_queued(self, position: int) -> None:
+        limit = self.parts.slots.limit
+        await self.say(
+            f"All {limit} agent slots are busy; this thread is number {position} in line and "
+            "starts as soon as one is free."
+        )
+
+    def _bad_line(self, reason: str) -> None:
+        self.parts.metrics.bad_line()
+        log.warning("unreadable line from agy: %s", reason, extra={"chat_thread": self.key})

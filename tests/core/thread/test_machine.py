@@ -1,0 +1,339 @@
+"""The thread's state machine, driven through long random walks against a model of its world.
+
+The world is what the actor would touch: the inbox, the process slot, agy, the turn, the hook.
+Each step either sends the machine a command from outside (a message, Stop, !new, a model
+switch, an eviction, an approval request, a drain, a lost lease) or finishes one piece of work
+the machine started (the inbox read, the slot, agy's start, the turn...), in random order. After
+every step the invariants are checked; at the end the world is left to settle and what the
+thread must have done is checked. The walk is seeded: a failure names its seed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from bridge.core.events import Author
+from bridge.core.thread import commands as c
+from bridge.core.thread import effects as e
+from bridge.core.thread.machine import Phase, State, handle
+
+ALICE = Author(id="@alice:test", display_name="Alice")
+
+
+@dataclass
+class World:
+    rng: random.Random
+    state: State = field(default_factory=State)
+    pending: list[int] = field(default_factory=list)
+    delivered: dict[int, int] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
+    # Work the machine started and the world has not finished: (name, command to report).
+    jobs: list[tuple[str, c.Command]] = field(default_factory=list)
+    slot: bool = False
+    process: bool = False
+    stop_owed: bool = False  # a Stop came while the turn was taking its messages
+    dead: bool = False  # agy exited (or ignored an interrupt): only closing it is right
+    turn: str | None = None  # None, "taking", "running", "finishing"
+    turn_took: bool | None = None  # None until the turn's transaction ran
+    hook_flag: bool = False
+    asking: bool = False
+    exited: bool = False
+    lost: bool = False
+    next_message: int = 0
+    log: list[str] = field(default_factory=list)
+    # Whether this walk may drain, stop, lose its lease or fail (else it runs on and on).
+    endings: bool = True
+
+    # --- the machine ------------------------------------------------------------------------
+
+    def tell(self, command: c.Command) -> None:
+        before = self.state
+        self.state, effects = handle(self.state, command)
+        self.log.append(f"{before.phase.value} + {command} -> {self.state.phase.value} {effects}")
+        if before.gone:
+            assert effects == [], f"effects after gone: {effects}"
+        for effect in effects:
+            self.carry_out(effect)
+        self.check()
+
+    def carry_out(self, effect: e.Effect) -> None:
+        assert not self.exited, f"{effect} after the actor's exit"
+        if isinstance(effect, e.Prepare):
+            self.jobs.append(("prepare", c.Prepared()))
+        elif isinstance(effect, e.CheckInbox):
+            # Read first, reported later: a message may be stored in between.
+            self.jobs.append(("read", c.InboxChecked(False)))
+        elif isinstance(effect, e.AcquireSlot):
+            assert not self.slot, "a second slot"
+            self.jobs.append(("slot", c.SlotGranted()))
+        elif isinstance(effect, e.ReleaseSlot):
+            assert self.slot and not self.process, "released a slot agy still uses"
+            self.slot = False
+        elif isinstance(effect, e.StartProcess):
+            assert self.slot, "agy started without a slot"
+            assert not self.process, "a second agy"
+            ok = self.rng.random() < 0.9
+            self.jobs.append(
+                ("start", c.ProcessReady() if ok else c.StartFailed(self.rng.random() < 0.5))
+            )
+        elif isinstance(effect, e.CloseProcess):
+            assert self.process and self.turn is None, "closed agy under a turn"
+            self.jobs.append(("close", c.ProcessClosed()))
+        elif isinstance(effect, e.RunTurn):
+            assert self.process and self.turn is None, "a turn without agy, or two turns"
+            assert not self.dead, "a turn sent to an agy that exited"
+            self.turn = "taking"
+            self.turn_took = None
+            self.jobs.append(("take", c.TurnBegan()))
+            self.stop_owed = False
+        elif isinstance(effect, e.FlagHook):
+            assert self.turn is not None, "the hook's flag outside a turn"
+            self.hook_flag = True
+        elif isinstance(effect, e.Interrupt | e.DenyAndInterrupt):
+            self.stop_owed = False
+            if isinstance(effect, e.DenyAndInterrupt):
+                self.asking = False
+                self.tell(c.Asking(False))
+            if self.turn == "running":
+                self.turn = "finishing"
+                after = self.rng.choice(list(c.After))
+                self.jobs = [j for j in self.jobs if j[0] not in ("finish", "end")]
+                self.jobs.append(("finish", c.TurnFinishing()))
+                self.jobs.append(("end", c.TurnEnded(True, after)))
+        elif isinstance(effect, e.FailPending):
+            self.failed.update(self.pending)
+            self.pending.clear()
+        elif isinstance(effect, e.StartIdleTimer):
+            self.jobs.append(("idle", c.IdleTimeout(effect.spell)))
+        elif isinstance(effect, e.StopIdleTimer):
+            self.jobs = [j for j in self.jobs if j[0] != "idle"]
+        elif isinstance(effect, e.CancelWork):
+            # The slot, agy and the turn end with their tasks.
+            self.jobs.clear()
+            self.slot = self.process = self.dead = False
+            self.turn = None
+        elif isinstance(effect, e.Exit):
+            self.exited = True
+        # Say, MarkQueued, FetchAttachments, SetIdle, ForgetAllowList, DropConversation,
+        # ReportStartFailure: no part of the world these invariants follow.
+
+    def check(self) -> None:
+        if self.turn in ("taking", "running") and self.pending and not self.state.gone:
+            # What arrives while a turn runs is offered to its next model call.
+            assert self.hook_flag or self.turn_took is None, "a message the hook is not told of"
+        for message, times in self.delivered.items():
+            assert times == 1, f"message {message} reached agy {times} times"
+        assert not (set(self.delivered) & self.failed), "a message both delivered and failed"
+        s = self.state
+        if s.phase is Phase.IDLE and not s.draining:
+            assert not self.pending, "idle with a message waiting:\n" + "\n".join(self.log[-8:])
+        assert s.in_turn == (self.turn is not None) or s.gone, (s.phase, self.turn)
+        if s.phase in (Phase.IDLE, Phase.READING, Phase.TAKING, Phase.RUNNING):
+            assert self.process and self.slot
+
+    # --- the world finishing a piece of work ---------------------------------------------------
+
+    def finish(self, index: int) -> None:
+        name, command = self.jobs.pop(index)
+        if name == "read":
+            self.jobs.append(("inbox", c.InboxChecked(bool(self.pending))))
+            return
+        elif name == "slot":
+            self.slot = True
+        elif name == "start":
+            if isinstance(command, c.ProcessReady):
+                self.process = True
+        elif name == "close":
+            self.process = self.dead = False
+        elif name == "take":
+            # One transaction takes what waits (the hook's flag is cleared just before);
+            # the turn runs a moment later.
+            self.hook_flag = False
+            self.turn_took = bool(self.pending)
+            self.deliver()
+            if self.turn_took:
+                self.jobs.append(("began", c.TurnBegan()))
+            else:
+                self.jobs.append(("empty", c.TurnEnded(False, c.After.CARRIES_ON)))
+            return
+        elif name == "began":
+            if self.turn != "taking":
+                return
+            self.turn = "running"
+            after = self.rng.choice(
+                [c.After.CARRIES_ON] * 6 + [c.After.GONE, c.After.RESTART, c.After.WEDGED]
+            )
+            self.jobs.append(("finish", c.TurnFinishing()))
+            self.jobs.append(("end", c.TurnEnded(True, after)))
+            self.tell(command)
+            assert not self.stop_owed, "a Stop asked before the turn ran was forgotten"
+            return
+        elif name == "empty":
+            if self.turn != "taking":
+                return
+            self.turn = None
+        elif name == "finish":
+            if self.turn != "running":
+                return
+            self.turn = "finishing"
+        elif name == "end":
+            if self.turn is None:
+                return  # a turn that ended otherwise
+            if self.turn != "finishing":
+                self.jobs.append((name, command))  # its finishing comes first
+                return
+            self.turn = None
+            self.asking = False
+            if command.after is not c.After.CARRIES_ON:  # type: ignore[union-attr]
+                self.dead = True  # exited (or wedged): closing it is the machine's business
+        self.tell(command)
+
+    def deliver(self) -> None:
+        for message in self.pending:
+            self.delivered[message] = self.delivered.get(message, 0) + 1
+        self.pending.clear()
+
+    # --- from outside -------------------------------------------------------------------------
+
+    def message(self) -> None:
+        self.next_message += 1
+        self.pending.append(self.next_message)
+        if self.exited:
+            # No actor: the router starts one for the stored message.
+            self.state, self.exited = State(), False
+            self.tell(c.Begin())
+        self.tell(c.MessageStored(str(self.next_message), self.next_message))
+
+    def hook_call(self) -> None:
+        """agy's PreInvocation hook during a running turn: takes what waits, if flagged."""
+        if self.turn == "running" and self.hook_flag:
+            self.hook_flag = False
+            self.deliver()
+
+    def outside(self) -> None:
+        roll = self.rng.random()
+        if roll < 0.45:
+            self.message()
+        elif roll < 0.6:
+            self.hook_call()
+        elif roll < 0.7:
+            if self.turn == "taking" and not self.state.gone:
+                self.stop_owed = True
+            self.tell(c.Stop(ALICE))
+        elif roll < 0.75:
+            self.tell(c.NewConversation(ALICE))
+        elif roll < 0.8:
+            self.tell(c.SetModel("fast-2", ALICE))
+        elif roll < 0.85:
+            if self.slot:
+                self.tell(c.Evicted())
+        elif roll < 0.9:
+            if self.turn == "running" and not self.asking:
+                self.asking = True
+                self.tell(c.Asking(True))
+        elif roll < 0.93:
+            self.tell(c.ForgetAllowList())
+        elif not self.endings:
+            self.message()
+        elif roll < 0.95:
+            self.tell(c.Drain())
+        elif roll < 0.96:
+            self.tell(c.Shutdown())
+        elif roll < 0.97:
+            self.lost = True
+            self.tell(self.rng.choice([c.LeaseLost(), c.EndLease()]))
+        else:
+            self.tell(c.Failed("the thread's directories"))
+
+    def settle(self, limit: int = 2000) -> None:
+        """Let every piece of work finish (idle timers last) until the machine waits on none."""
+        for _ in range(limit):
+            if self.exited and self.state.respawn:
+                self.respawn()
+            if not self.jobs:
+                return
+            ready = [i for i, (name, _) in enumerate(self.jobs) if name != "idle"]
+            if not ready and not (self.state.draining or self.lost):
+                # Idle for minutes is fine, but never with a message waiting.
+                assert not self.pending, "a message waits on the idle timer:\n" + "\n".join(
+                    self.log[-20:]
+                )
+            self.finish(self.rng.choice(ready) if ready else 0)
+        raise AssertionError("the thread never settled:\n" + "\n".join(self.log[-30:]))
+
+    def respawn(self) -> None:
+        """The router starts a successor for a message that landed as the actor left."""
+        assert not self.slot and not self.process
+        self.state, self.exited = State(), False
+        self.tell(c.Begin())
+        self.tell(c.MessageStored())
+
+
+def walk(seed: int, steps: int) -> World:
+    rng = random.Random(seed)
+    w = World(rng, endings=seed % 4 == 0)
+    w.tell(c.Begin())
+    for _ in range(steps):
+        if w.exited:
+            if w.state.respawn:
+                w.respawn()
+            elif w.state.draining or w.lost:
+                break  # this instance runs the thread no more
+            else:
+                w.message()
+                continue
+        if w.jobs and rng.random() < 0.55:
+            w.finish(rng.randrange(len(w.jobs)))
+        else:
+            w.outside()
+    return w
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_a_random_walk_keeps_every_invariant(seed: int) -> None:
+    w = walk(seed, 250)
+    w.settle()
+    # Settled: every message reached agy once, or failed with a notice, unless the thread
+    # stopped for another instance or the next start to take them.
+    stopped = w.state.draining or w.lost
+    if not stopped:
+        assert not w.pending, f"seed {seed}: messages left waiting:\n" + "\n".join(w.log[-20:])
+    assert w.exited or not w.jobs
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_after_a_stop_the_thread_takes_the_next_message(seed: int) -> None:
+    w = walk(seed, 60)
+    if w.exited:
+        w = World(random.Random(seed))
+        w.tell(c.Begin())
+    w.tell(c.Stop(ALICE))
+    w.settle()
+    if w.state.draining:
+        return
+    w.message()
+    w.settle()
+    assert not w.pending and w.next_message in w.delivered | dict.fromkeys(w.failed)
+
+
+def test_nothing_is_done_after_gone() -> None:
+    gone = State(phase=Phase.GONE)
+    commands: list[c.Command] = [
+        c.Stop(ALICE),
+        c.NewConversation(ALICE),
+        c.ProcessReady(),
+        c.TurnEnded(True),
+        c.InboxChecked(True),
+        c.IdleTimeout(0),
+        c.Failed("x"),
+        c.LeaseLost(),
+        c.Shutdown(),
+    ]
+    for command in commands:
+        assert handle(gone, command) == (gone, [])
+    # Only a late message is remembered, for a successor.
+    state, effects = handle(State(phase=Phase.GONE, clean=True), c.MessageStored())
+    assert effects == [] and state.respawn
