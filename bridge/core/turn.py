@@ -70,6 +70,42 @@ class RunningTurn:
             self._reply = await self.open_reply()
         return self._reply
 
+    async def show(self, batch: list[AgyOutput], scrub: Scrubber) -> TurnEnd | None:
+        """Everything agy printed since the last look: its text deltas go to the reply as one
+        piece (one scrub, one chat update), tool lines in their place between them."""
+        events = self.reader.read(batch)
+        # agy went on after a hook call: it read that call's reply. Anything it printed counts
+        # but the turn's end, which comes only last in a batch (see AgyProcess.next_batch).
+        if len(batch) > 1 or not (events and isinstance(events[-1], TurnEnd)):
+            self.unconfirmed.clear()
+        for event in events:
+            if isinstance(event, TextDelta):
+                await self._show_text(event.text)
+            elif isinstance(event, ToolUpdate):
+                await self._show_text("")
+                await (await self.reply()).tool(
+                    ToolActivity(
+                        name=event.name,
+                        summary=scrub(event.summary),
+                        state=event.state,
+                        error=scrub(event.error) if event.error is not None else None,
+                    )
+                )
+            else:
+                await self._show_text("")
+                return event
+        await self._show_text("")
+        return None
+
+    async def _show_text(self, text: str) -> None:
+        if not text and not self.reader.acknowledged:
+            return  # agy has not taken the turn: the thread shows nothing yet
+        # The reply opens on agy's first sign of work, text or not: the thread sees it began.
+        reply = await self.reply()
+        shown = self.text_scrub.feed(text) if text else ""
+        if shown:
+            await reply.append(shown)
+
 
 class TurnRunner:
     def __init__(
@@ -220,7 +256,7 @@ class TurnRunner:
         """Stream one turn's events into its reply until its end (or our own deadline)."""
         with anyio.move_on_after(self.turn_timeout):
             while True:
-                end = await self._handle(await proc.next_batch(), turn)
+                end = await turn.show(await proc.next_batch(), self.scrub)
                 if end is not None:
                     return end
         # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
@@ -232,42 +268,6 @@ class TurnRunner:
                 if isinstance(turn.reader.feed(await proc.next()), TurnEnd):
                     break
         return turn.reader.ended or TurnEnd(TurnStatus.INTERRUPTED, turn.reader.streamed)
-
-    async def _handle(self, batch: list[AgyOutput], turn: RunningTurn) -> TurnEnd | None:
-        """Everything agy printed since the last look: its text deltas go to the reply as one
-        piece (one scrub, one chat update), tool lines in their place between them."""
-        events = turn.reader.read(batch)
-        # agy went on after a hook call: it read that call's reply. Anything it printed counts
-        # but the turn's end, which comes only last in a batch (see AgyProcess.next_batch).
-        if len(batch) > 1 or not (events and isinstance(events[-1], TurnEnd)):
-            turn.unconfirmed.clear()
-        for event in events:
-            if isinstance(event, TextDelta):
-                await self._show_text(turn, event.text)
-            elif isinstance(event, ToolUpdate):
-                await self._show_text(turn, "")
-                await (await turn.reply()).tool(
-                    ToolActivity(
-                        name=event.name,
-                        summary=self.scrub(event.summary),
-                        state=event.state,
-                        error=self.scrub(event.error) if event.error is not None else None,
-                    )
-                )
-            else:
-                await self._show_text(turn, "")
-                return event
-        await self._show_text(turn, "")
-        return None
-
-    async def _show_text(self, turn: RunningTurn, text: str) -> None:
-        if not text and not turn.reader.acknowledged:
-            return  # agy has not taken the turn: the thread shows nothing yet
-        # The reply opens on agy's first sign of work, text or not: the thread sees it began.
-        reply = await turn.reply()
-        shown = turn.text_scrub.feed(text) if text else ""
-        if shown:
-            await reply.append(shown)
 
     async def _requeue_unread(self, proc: AgyHandle, turn: RunningTurn, end: TurnEnd) -> bool:
         """agy died before it read the turn (it was already on its way out): the messages go
@@ -335,37 +335,7 @@ class TurnRunner:
             log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
 
     async def _record(self, turn: RunningTurn, result: Classified, end: TurnEnd | None) -> None:
-        store = self.store
-        outcome = result.outcome
-        usage = end.usage if end is not None else None
-        stored_usage = (
-            Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                total_tokens=usage.total_tokens,
-            )
-            if usage is not None
-            else None
-        )
-        try:
-            await store.finish_turn(
-                turn.id,
-                result.state,
-                error=outcome.error,
-                response=outcome.final_text,
-                usage=stored_usage,  # the conversation's so far: also the thread's
-            )
-        except StoreError as exc:
-            self.metrics.error("store")
-            log.error("could not record a turn: %s", exc, extra={"chat_thread": self.key})
-            try:
-                await self.adapter.post_message(
-                    self.ref,
-                    "⚠️ The bridge could not record this turn in its store (disk full or "
-                    "read-only?); the answer above is all there is of it.",
-                )
-            except Exception:
-                log.exception("could not post a notice", extra={"chat_thread": self.key})
+        await record_turn(self.store, self.metrics, self.adapter, self.ref, turn.id, result, end)
 
     # --- the PreInvocation hook -----------------------------------------------------------
 
@@ -393,3 +363,45 @@ class TurnRunner:
             extra={"chat_thread": self.key, "conversation": turn.conversation_id},
         )
         return [injected_text(m) for m in taken]
+
+
+async def record_turn(
+    store: Store,
+    metrics: Metrics,
+    adapter: ChatAdapter,
+    ref: ThreadRef,
+    turn_id: int,
+    result: Classified,
+    end: TurnEnd | None,
+) -> None:
+    """How the turn ended, in the store; the thread is told when that cannot be written."""
+    outcome = result.outcome
+    usage = end.usage if end is not None else None
+    stored_usage = (
+        Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+        )
+        if usage is not None
+        else None
+    )
+    try:
+        await store.finish_turn(
+            turn_id,
+            result.state,
+            error=outcome.error,
+            response=outcome.final_text,
+            usage=stored_usage,  # the conversation's so far: also the thread's
+        )
+    except StoreError as exc:
+        metrics.error("store")
+        log.error("could not record a turn: %s", exc, extra={"chat_thread": ref.key})
+        try:
+            await adapter.post_message(
+                ref,
+                "⚠️ The bridge could not record this turn in its store (disk full or "
+                "read-only?); the answer above is all there is of it.",
+            )
+        except Exception:
+            log.exception("could not post a notice", extra={"chat_thread": ref.key})

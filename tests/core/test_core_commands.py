@@ -18,7 +18,7 @@ from bridge.core.commands import HELP
 from bridge.core.events import Author
 from bridge.core.store import Usage
 from bridge.core.thread.commands import NewConversation, SetModel, Stop
-from tests.core.test_worker import World, ref, result, streaming_turn, world
+from tests.core.scripted import World, ref, result, streaming_turn, world
 
 pytestmark = pytest.mark.anyio
 

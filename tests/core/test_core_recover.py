@@ -15,7 +15,7 @@ from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.recovery import RESTART_NOTICE
 from bridge.core.store import ApprovalState, TurnState
 from bridge.metrics import PREFIX
-from tests.core.test_worker import World, ref, world
+from tests.core.scripted import World, ref, world
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from bridge.agy.process import AgyStartError, ProcessExit
 from bridge.agy.start_failure import StartFailure
 from bridge.core.events import Reaction
 from bridge.metrics import PREFIX
-from tests.core.test_worker import World, ref, result, streaming_turn, world
+from tests.core.scripted import World, ref, result, streaming_turn, world
 
 pytestmark = pytest.mark.anyio
 

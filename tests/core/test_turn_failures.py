@@ -15,7 +15,7 @@ import pytest
 from bridge.core.events import Reaction, TurnOutcome
 from bridge.core.store import MessageState, StoreError
 from bridge.metrics import PREFIX
-from tests.core.test_worker import World, delta, pre_invocation, ref, result, streaming_turn, world
+from tests.core.scripted import World, delta, pre_invocation, ref, result, streaming_turn, world
 
 pytestmark = pytest.mark.anyio
 DISK_FULL = "could not write to the store: disk full"

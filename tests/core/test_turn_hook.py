@@ -18,7 +18,7 @@ from bridge.core.events import AttachmentRef, Author, IncomingMessage, Reaction
 from bridge.core.store import MessageState
 from bridge.core.thread.commands import MessageStored
 from bridge.metrics import PREFIX
-from tests.core.test_worker import World, delta, pre_invocation, ref, result, streaming_turn, world
+from tests.core.scripted import World, delta, pre_invocation, ref, result, streaming_turn, world
 from tests.doubles import file_message
 
 pytestmark = pytest.mark.anyio

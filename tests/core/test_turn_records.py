@@ -17,7 +17,7 @@ from bridge.core.events import Reaction
 from bridge.core.store import MessageState, Usage
 from bridge.metrics import PREFIX
 from tests.core.harness import RecordedReply
-from tests.core.test_worker import (
+from tests.core.scripted import (
     World,
     delta,
     event,

@@ -247,20 +247,7 @@ class ThreadWork:
         result = await runner.run(proc)
         if self.gate is not None:
             await self.gate.abandon()  # agy is past any request it made
-        return c.TurnEnded(taken=result is not None, after=await self._after(proc, result))
-
-    @staticmethod
-    async def _after(proc: AgyHandle, result: TurnResult | None) -> c.After:
-        if result is not None and result.exit_wait and proc.alive:
-            # agy is on its way out (an error result, a SIGINT): let it go before the next
-            # turn rather than hand that turn to a dying process.
-            with anyio.move_on_after(result.exit_wait):
-                await proc.drain()
-            if result.state is TurnState.INTERRUPTED:
-                # Exited: carry on with a new process, same conversation. One that ignored
-                # SIGINT is wedged: closing it ends its process group.
-                return c.After.WEDGED if proc.alive else c.After.RESTART
-        return c.After.CARRIES_ON if proc.alive else c.After.GONE
+        return c.TurnEnded(taken=result is not None, after=await after_turn(proc, result))
 
     def interrupt(self, by: str) -> bool:
         return self._runner is not None and self._runner.interrupt(by)
@@ -338,3 +325,16 @@ class ThreadWork:
     def _bad_line(self, reason: str) -> None:
         self.parts.metrics.bad_line()
         log.warning("unreadable line from agy: %s", reason, extra={"chat_thread": self.key})
+
+
+async def after_turn(proc: AgyHandle, result: TurnResult | None) -> c.After:
+    if result is not None and result.exit_wait and proc.alive:
+        # agy is on its way out (an error result, a SIGINT): let it go before the next
+        # turn rather than hand that turn to a dying process.
+        with anyio.move_on_after(result.exit_wait):
+            await proc.drain()
+        if result.state is TurnState.INTERRUPTED:
+            # Exited: carry on with a new process, same conversation. One that ignored
+            # SIGINT is wedged: closing it ends its process group.
+            return c.After.WEDGED if proc.alive else c.After.RESTART
+    return c.After.CARRIES_ON if proc.alive else c.After.GONE
