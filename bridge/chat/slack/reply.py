@@ -40,6 +40,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.markdown import cut_point, slice_for_display
+from bridge.chat.common.outcome import render_outcome
 from bridge.chat.common.pump import FlushPump
 from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
@@ -53,7 +54,6 @@ from bridge.chat.slack.format import (
 )
 from bridge.chat.slack.status import StatusLine
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
-from bridge.core.outcome import render_outcome
 
 log = logging.getLogger(__name__)
 
