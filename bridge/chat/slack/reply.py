@@ -26,12 +26,10 @@ adapter's task group, so ``append`` and ``tool`` never wait for Slack.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -42,8 +40,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.markdown import cut_point, slice_for_display
 from bridge.chat.common.outcome import render_outcome
 from bridge.chat.common.pump import FlushPump
+from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import Deferred, RateBudget
-from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
+from bridge.chat.slack.client import CALL_ERRORS, api_error, describe
 from bridge.chat.slack.control import ControlMessage, ToolLog
 from bridge.chat.slack.events import is_dm_channel
 from bridge.chat.slack.format import (
@@ -57,7 +56,6 @@ from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 EXPIRED = "message_not_in_streaming_state"
 CONFLICT = "streaming_state_conflict"
@@ -138,6 +136,10 @@ class SlackLiveReply:
         # The agent's text never pings the whole channel (see bridge.chat.slack.format).
         self._guard = BroadcastGuard()
         self._tools = ToolLog()
+        # The calls that must not be lost: the final answer and the clean-up after it.
+        self._calls = ThreadCalls(
+            client, thread, Retries(attempts=settings.attempts, backoff=settings.backoff)
+        )
         self._control = ControlMessage(client, thread, self._tools)
         self._status = StatusLine(client, thread, no_status if no_status is not None else set())
         self._segments: list[_Segment] = []
@@ -190,9 +192,9 @@ class SlackLiveReply:
             await self._render_final(neutralise_broadcasts(render_outcome(outcome, self._text)))
         finally:
             try:
-                await self._control.finish(self._retrying)
+                await self._control.finish(self._calls)
             except CALL_ERRORS:
-                pass  # logged with the thread key by _retrying
+                pass  # logged with the thread key by with_retries
             await self._status.clear()
 
     async def close(self) -> None:
@@ -485,15 +487,7 @@ class SlackLiveReply:
         assert ts is not None
         for attempt in range(2):
             try:
-                await self._retrying(
-                    "final edit",
-                    functools.partial(
-                        self._client.chat_update,
-                        channel=self._thread.channel,
-                        ts=ts,
-                        markdown_text=chunk,
-                    ),
-                )
+                await self._calls.edit("final edit", ts, markdown_text=chunk)
                 segment.shown = chunk
                 return
             except CALL_ERRORS as exc:
@@ -511,24 +505,13 @@ class SlackLiveReply:
         ts = segment.ts
         assert ts is not None
         try:
-            await self._retrying(
-                "surplus message removal",
-                functools.partial(self._client.chat_delete, channel=self._thread.channel, ts=ts),
-            )
+            await self._calls.delete("surplus message removal", ts)
         except CALL_ERRORS:
             pass  # logged; an outdated piece stays above the final answer
 
     async def _post_final(self, chunk: str) -> None:
         try:
-            await self._retrying(
-                "final message",
-                functools.partial(
-                    self._client.chat_postMessage,
-                    channel=self._thread.channel,
-                    thread_ts=self._thread.thread or None,
-                    markdown_text=chunk,
-                ),
-            )
+            await self._calls.say("final message", markdown_text=chunk)
             self._status.cleared_by_post()
         except CALL_ERRORS:
             log.error(
@@ -536,15 +519,6 @@ class SlackLiveReply:
                 self._thread.key,
                 len(chunk),
             )
-
-    async def _retrying(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
-        return await with_retries(
-            operation,
-            what=what,
-            thread_key=self._thread.key,
-            attempts=self._settings.attempts,
-            backoff=self._settings.backoff,
-        )
 
 
 def _ts(response: Any) -> str | None:
