@@ -66,4 +66,3 @@ def stopped_by_shutdown() -> Classified:
         ),
         TurnState.INTERRUPTED,
     )
-
