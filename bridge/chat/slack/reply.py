@@ -20,6 +20,12 @@ Every update while the turn runs is *optional* in the app's rate budget
 until one is due, and a reply's flushes slow down as the buckets run low. The final answer is
 *urgent*: it waits for its tokens and may use the reserve the updates leave alone.
 
+Edited, the reply has the shape of the Matrix one: :func:`answer_pieces` computes the messages
+that should exist (no I/O) and ``_flush`` makes Slack match them. Streamed, it cannot: a
+stream only takes appends, and when it rolls over depends on the clock and on what Slack
+confirmed, so that half stays a sequence of steps; the final rewrite again matches a list
+(``split_message`` of the final text).
+
 Network calls happen in the reply's :class:`FlushPump` and its keeper task, both in the
 adapter's task group, so ``append`` and ``tool`` never wait for Slack.
 """
@@ -94,6 +100,31 @@ class ReplySettings:
     stream_max_age: float = 240.0
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One message of an edited answer: where it starts in the answer, and what it shows."""
+
+    start: int
+    content: str
+
+
+def answer_pieces(text: str) -> list[Piece]:
+    """The messages an edited (not streamed) answer should show for ``text``, without I/O.
+
+    A message that would grow past ``SPLIT_LIMIT`` ends at a paragraph or line boundary, and
+    each renders on its own (a code fence cut in two is closed and reopened). The answer only
+    grows and a cut depends only on the text before it, so a full piece stays as it was.
+    """
+    pieces: list[Piece] = []
+    start = 0
+    while len(text) - start > SPLIT_LIMIT:
+        cut = cut_point(text, start, SPLIT_LIMIT - _FENCE_ROOM)
+        pieces.append(Piece(start, slice_for_display(text, start, cut)))
+        start = cut
+    pieces.append(Piece(start, slice_for_display(text, start, len(text))))
+    return pieces
+
+
 @dataclass
 class _Segment:
     """One message of the answer: the text from ``start`` up to the next segment's start."""
@@ -144,7 +175,7 @@ class SlackLiveReply:
         self._status = StatusLine(client, thread, no_status if no_status is not None else set())
         self._segments: list[_Segment] = []
         self._finished = False
-        self._pump = FlushPump(self._flush, self._interval, name=thread.key)
+        self._pump = FlushPump(self._stream_flush, self._interval, name=thread.key)
         self._first_text_at: float | None = None
         # The keeper: the status line and the control message, beside the pump.
         self._opened_at = anyio.current_time()
@@ -293,7 +324,7 @@ class SlackLiveReply:
             return False
         return anyio.current_time() - self._first_text_at < self._first_delay()
 
-    async def _flush(self) -> float | None:
+    async def _stream_flush(self) -> float | None:
         """Show what is new (optional calls only). The seconds until the next flush when it
         should come without a poke: the first text held back, or the budget empty."""
         with RateBudget.optional():
@@ -317,25 +348,22 @@ class SlackLiveReply:
         if self._streaming:
             await self._flush_stream()
         else:
-            await self._flush_edit()
+            await self._flush(answer_pieces(self._text))
         return None
 
     # ----- the answer, edited -----------------------------------------------------------------
 
-    def _current(self) -> _Segment:
-        if not self._segments:
-            self._segments.append(_Segment(start=0))
-        return self._segments[-1]
-
-    async def _flush_edit(self) -> None:
-        text = self._text
-        segment = self._current()
-        while len(text) - segment.start > SPLIT_LIMIT:
-            cut = cut_point(text, segment.start, SPLIT_LIMIT - _FENCE_ROOM)
-            await self._show(segment, slice_for_display(text, segment.start, cut))
-            segment = _Segment(start=cut, given=cut, sent=cut)
-            self._segments.append(segment)
-        await self._show(segment, slice_for_display(text, segment.start, len(text)))
+    async def _flush(self, desired: list[Piece]) -> None:
+        """Make the answer's messages show ``desired`` (:func:`answer_pieces`), in order: edit
+        what changed, post what is missing. A full piece no longer changes, so it costs no call
+        once shown; a call that fails or is deferred ends the round, and the next one resumes
+        there."""
+        for index, piece in enumerate(desired):
+            if index == len(self._segments):
+                self._segments.append(
+                    _Segment(start=piece.start, given=piece.start, sent=piece.start)
+                )
+            await self._show(self._segments[index], piece.content)
 
     async def _show(self, segment: _Segment, content: str) -> None:
         if not content.strip() or content == segment.shown:
@@ -414,7 +442,7 @@ class SlackLiveReply:
                     )
                     self._streaming = False
                     self._segments.clear()
-                    await self._flush_edit()
+                    await self._flush(answer_pieces(self._text))
                     return
                 raise
             segment.sent = segment.given
