@@ -20,11 +20,15 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from bridge.core.approvals.rules import RuleError, parse_rule
+
+# The key of the validation context that carries the file a config was read from.
+SOURCE_CONTEXT = "source"
 
 # Environment variables that may carry a secret instead of the file, and where each one goes.
 ENV_SECRETS: dict[str, tuple[str, str]] = {
@@ -280,6 +284,16 @@ class Config(_Section):
         return self._source
 
     @model_validator(mode="after")
+    def _read_from(self, info: ValidationInfo) -> Config:
+        # The file comes from load_config's validation context, never from the file's own
+        # keys: a config cannot name some other file as the one the sandbox should hide.
+        context = info.context if isinstance(info.context, dict) else {}
+        source = context.get(SOURCE_CONTEXT)
+        if isinstance(source, Path):
+            self._source = source
+        return self
+
+    @model_validator(mode="after")
     def _one_default_workspace(self) -> Config:
         if sum(1 for w in self.workspaces if w.is_default) > 1:
             raise ValueError("only one [[workspaces]] entry may omit both channel and room")
@@ -313,8 +327,16 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(lines)
 
 
-def build_config(raw: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
-    """Validate a parsed TOML mapping, with secrets from ``environ`` taking precedence."""
+def build_config(
+    raw: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    *,
+    source: Path | None = None,
+) -> Config:
+    """Validate a parsed TOML mapping, with secrets from ``environ`` taking precedence.
+
+    ``source``: the file ``raw`` was read from (``Config.source``).
+    """
     environ = os.environ if environ is None else environ
     data: dict[str, Any] = {key: value for key, value in raw.items()}
     for env_name, (section, key) in ENV_SECRETS.items():
@@ -324,7 +346,8 @@ def build_config(raw: Mapping[str, Any], environ: Mapping[str, str] | None = Non
             section_data[key] = value
             data[section] = section_data
     try:
-        return Config.model_validate(data)
+        context = {SOURCE_CONTEXT: source.resolve()} if source is not None else None
+        return Config.model_validate(data, context=context)
     except ValidationError as exc:
         raise ConfigError(f"bad configuration: {_describe(exc)}") from None
 
@@ -339,13 +362,11 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
             raise ConfigError(f"config file not found: {path}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    config = build_config(raw, environ)
+    config = build_config(raw, environ, source=path)
     if path is not None and not config.bridge.data_dir.is_absolute():
         # A relative data_dir is relative to the config file, not to wherever we were started.
         data_dir = (path.parent / config.bridge.data_dir).resolve()
         config = config.model_copy(
             update={"bridge": config.bridge.model_copy(update={"data_dir": data_dir})}
         )
-    if path is not None:
-        config._source = path.resolve()
     return config

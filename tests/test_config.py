@@ -43,6 +43,20 @@ def test_relative_data_dir_is_relative_to_the_file(tmp_path: Path) -> None:
     assert load_config(path, environ={}).bridge.data_dir == tmp_path / "state"
 
 
+def test_a_config_knows_its_file_and_no_key_of_the_file_can_say_otherwise(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.toml"
+    # The sandbox hides the config's file: the file itself must not be able to name another.
+    path.write_text('[bridge]\ndata_dir = "state"\n')
+    config = load_config(tmp_path / "." / "c.toml", environ={})
+    assert config.source == path.resolve()
+    assert load_config(None, environ={}).source is None
+    assert build_config({}, {}).source is None
+    with pytest.raises(ConfigError):
+        build_config({"source": str(path), "_source": str(path)}, {})
+
+
 def test_api_url_gets_its_trailing_slash() -> None:
     config = build_config({"slack": {"api_url": "http://127.0.0.1:1/api"}}, environ={})
     assert config.slack.api_url == "http://127.0.0.1:1/api/"

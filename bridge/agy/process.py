@@ -221,6 +221,36 @@ class AgyProcess:
             except ProcessLookupError:
                 pass
 
+    # --- its life, for open_agy -------------------------------------------------------------
+
+    @asynccontextmanager
+    async def started(self) -> AsyncIterator[None]:
+        """Read agy's output, wait for ``init``, and enter; on exit stop agy and its process
+        group. Raises :class:`AgyStartError` (not wrapped in a group) when init never came."""
+        start_error: AgyStartError | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._read_stdout)
+                tg.start_soon(self._read_stderr)
+                try:
+                    try:
+                        await self._wait_init()
+                    except AgyStartError as exc:
+                        # Raised below, outside the task group, so callers see it unwrapped.
+                        start_error = exc
+                    else:
+                        yield
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._shutdown()
+                        if self._receive is not None:
+                            self._receive.close()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.process.aclose()
+        if start_error is not None:
+            raise start_error
+
     # --- internals ---------------------------------------------------------------------------
 
     async def _read_stdout(self) -> None:
@@ -399,28 +429,8 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
         raise AgyStartError("missing", f"cannot start {spec.argv[0]}: {exc}") from None
     send, receive = anyio.create_memory_object_stream[list[AgyOutput]](READ_AHEAD)
     agy = AgyProcess(process, spec, on_bad_line, _send=send, _receive=receive)
-    start_error: AgyStartError | None = None
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(agy._read_stdout)
-            tg.start_soon(agy._read_stderr)
-            try:
-                try:
-                    await agy._wait_init()
-                except AgyStartError as exc:
-                    # Raised below, outside the task group, so callers see it unwrapped.
-                    start_error = exc
-                else:
-                    yield agy
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await agy._shutdown()
-                    receive.close()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
-    if start_error is not None:
-        raise start_error
+    async with agy.started():
+        yield agy
 
 
 def _carries_marker(pid: int, marker: str) -> bool:

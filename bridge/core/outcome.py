@@ -1,9 +1,10 @@
-"""How a turn ended, as the thread sees it: one classification, one renderer for every adapter.
+"""How a turn ended, as the thread sees it: one classification for every adapter.
 
 The agy layer says how agy ended the turn (:class:`bridge.agy.turn.TurnEnd`); this module adds
 what the bridge knows (who pressed Stop, our own deadline) and decides what the thread is told
-and what the store records. Adapters render :class:`TurnOutcome` with :func:`render_outcome`,
-so "interrupted" and agy's error words are judged in one place only.
+and what the store records, so "interrupted" and agy's error words are judged in one place
+only. Adapters word the resulting :class:`TurnOutcome` with ``bridge.chat.common.outcome``,
+which needs no agy module.
 """
 
 from __future__ import annotations
@@ -65,37 +66,3 @@ def stopped_by_shutdown() -> Classified:
         ),
         TurnState.INTERRUPTED,
     )
-
-
-def render_outcome(outcome: TurnOutcome, streamed: str) -> str:
-    """The whole final reply in Markdown: the answer, then interruption, error, denials, notes.
-
-    ``streamed`` is what the reply showed so far; it stands in when agy's result has no text.
-    """
-    body = outcome.final_text.strip() or streamed.strip()
-    parts = ([body] if body else []) + outcome_lines(outcome)
-    return "\n\n".join(parts) if parts else "_(no answer)_"
-
-
-def outcome_lines(outcome: TurnOutcome) -> list[str]:
-    """What is said after the answer: interruption, agy's error, refused tools, notes."""
-    lines: list[str] = []
-    if outcome.interrupted:
-        lines.append("⏹️ _Interrupted._")
-    if outcome.error and outcome.error.strip():
-        lines.append(f"⚠️ agy: {outcome.error.strip()}")
-    if outcome.denied:
-        lines.append("🚫 Not allowed: " + ", ".join(code_span(name) for name in outcome.denied))
-    lines.extend(f"ℹ️ {note.strip()}" for note in outcome.notes if note.strip())
-    return lines
-
-
-def code_span(text: str) -> str:
-    """``text`` as an inline code span, whatever backticks it holds."""
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"

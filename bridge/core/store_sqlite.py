@@ -29,8 +29,8 @@ from typing import Any
 
 import aiosqlite
 import anyio
-import anyio.to_thread
 
+from bridge.core.aiosqlite_private import wait_for_worker
 from bridge.core.store import Row, StoreError, migrate
 
 TYPES = {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL"}
@@ -245,10 +245,9 @@ async def open_sqlite(path: Path) -> AsyncIterator[SqliteDatabase]:
     except BaseException as exc:
         # aiosqlite stops its thread after a failed (or cancelled) connect without waiting for
         # it; the thread then answers this event loop, which must still be running (it closes
-        # soon after a bridge that cannot open its store gives up). No public way to wait: its
-        # thread, which ends as soon as the connect attempt does.
+        # soon after a bridge that cannot open its store gives up).
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(conn._thread.join)
+            await wait_for_worker(conn)
         if isinstance(exc, sqlite3.Error):
             raise StoreError(f"cannot open the store at {path}: {exc}") from exc
         raise

@@ -162,7 +162,9 @@ class Listener:
             for registration in list(self._registrations.values()):
                 tg.start_soon(registration.close)
 
-    async def _shutdown(self) -> None:
+    async def shut_down(self) -> None:
+        """Refuse new registrations, then close every one (open_listener's exit, before
+        uvicorn stops)."""
         self._closing = True
         await self.close_all()
 
@@ -253,7 +255,7 @@ async def open_listener(
                 yield listener
             finally:
                 with anyio.CancelScope(shield=True):
-                    await listener._shutdown()
+                    await listener.shut_down()
                     server.should_exit = True
                     with anyio.move_on_after(SHUTDOWN_GRACE_SECONDS + 2):
                         await served.wait()

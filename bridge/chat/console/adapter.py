@@ -19,6 +19,7 @@ from typing import BinaryIO, TextIO
 
 import anyio
 
+from bridge.chat.common.outcome import outcome_lines
 from bridge.core.approvals.texts import visible
 from bridge.core.events import (
     ApprovalChoice,
@@ -38,7 +39,6 @@ from bridge.core.events import (
     ToolActivity,
     TurnOutcome,
 )
-from bridge.core.outcome import outcome_lines
 
 from .lines import InputLines
 

@@ -5,6 +5,7 @@ encrypted (nio sends reactions in the clear), each send has a deadline, and a ro
 that died half-way is cleaned up. nio's ``share_group_session`` marks the room as sharing and
 then claims one-time keys outside its try/finally: when that claim fails (the homeserver is
 away), the mark stays, and every later ``room_send`` to the room would wait on it forever.
+The send of the prepared event goes through ``nio_private`` (why: its docstring).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Any
 import anyio
 from aiohttp import ClientError
 from nio import AsyncClient, RoomReadMarkersResponse, RoomRedactResponse, RoomSendResponse
-from nio.api import Api
 from nio.exceptions import GroupEncryptionError, LocalProtocolError, MembersSyncError
 
 from .format import edit_content, with_mentions, with_relation
+from .nio_private import send_encrypted
 from .pacing import Priority
 from .ratelimit import RoomSendQueue, retry_after
 from .reply import RateLimited, SendFailed
@@ -101,8 +102,7 @@ class MatrixOutbox:
                 await client.keys_query()
         await self._share_room_key(room_id)
         kind, encrypted = client.encrypt(room_id, event_type, content)
-        method, path, data = Api.room_send(client.access_token, room_id, kind, encrypted, tx_id)
-        return await client._send(RoomSendResponse, method, path, data, (room_id,))
+        return await send_encrypted(client, room_id, kind, encrypted, tx_id)
 
     async def _share_room_key(self, room_id: str) -> None:
         client = self._client

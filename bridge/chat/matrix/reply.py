@@ -20,9 +20,9 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from bridge.chat.common.outcome import code_span, render_outcome
 from bridge.chat.common.pump import FlushPump
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
-from bridge.core.outcome import code_span, render_outcome
 
 from .format import Limits, Renderer, plain_excerpt, with_mentions, with_relation
 from .pacing import AccountPacer, Priority

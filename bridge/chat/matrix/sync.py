@@ -9,7 +9,6 @@ the bot's own events and event ids already handled never start a turn.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,14 +23,13 @@ from nio import (
     MatrixRoom,
     MegolmEvent,
     RoomGetEventResponse,
-    RoomKeyRequestResponse,
     RoomLeaveResponse,
     RoomMemberEvent,
     RoomMessagesResponse,
     SyncResponse,
     UnknownToDeviceEvent,
 )
-from nio.api import Api, MessageDirection
+from nio.api import MessageDirection
 from nio.events import Event
 from nio.exceptions import EncryptionError, LocalProtocolError
 from nio.responses import RoomInfo
@@ -50,6 +48,7 @@ from bridge.core.events import (
 from .approvals import approval_answer
 from .client import SyncTokenStore
 from .events import author_of, content_of, stop_target, thread_ref, thread_root, to_incoming
+from .nio_private import request_key_from_sender
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
 
@@ -519,22 +518,10 @@ class SyncWorker:
         client = self._client
         if event.session_id in client.outgoing_key_requests or not event.device_id:
             return
-        message = event.as_key_request(
-            event.sender, str(client.device_id), device_id=event.device_id
-        )
-        method, path, data = Api.to_device(
-            client.access_token, message.type, message.as_dict(), uuid.uuid4()
-        )
         try:
             # Sent the way nio sends its own request, so that nio records it and accepts the
             # forwarded key when it comes.
-            await client._send(
-                RoomKeyRequestResponse,
-                method,
-                path,
-                data,
-                (event.session_id, event.session_id, event.room_id, event.algorithm),
-            )
+            await request_key_from_sender(client, event)
         except _NETWORK_ERRORS as exc:
             log.warning("asking for a room key failed: %s", type(exc).__name__)
 

@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
+from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.client import (
     CALL_ERRORS,
@@ -25,7 +26,6 @@ from bridge.chat.slack.client import (
     build_client,
     describe,
     observe_retries,
-    with_retries,
 )
 from bridge.chat.slack.control import STOP_ACTION_ID
 from bridge.chat.slack.events import (
@@ -103,13 +103,13 @@ class SlackAdapter:
         self._budget = budget or RateBudget()
         self._client = build_client(config, budget=self._budget, backoff=retry_backoff)
         self._on_retry: Callable[[str], None] | None = None
+        self._retries = Retries(backoff=retry_backoff, observer=lambda: self._on_retry)
         # Channels where Slack refused the status line for good (not a passing 429).
         self._no_status: set[str] = set()
         self._reply_settings = reply_settings or ReplySettings(
             streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
         )
         self._ping_interval = socket_ping_interval
-        self._backoff = retry_backoff
         self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
         self._notices = NoticeLedger()
         self._allowed_bots = frozenset(b.strip() for b in config.allowed_bots if b.strip())
@@ -119,7 +119,8 @@ class SlackAdapter:
             self._users,
             access=self._access,
             allowed_bots=self._allowed_bots,
-            backoff=retry_backoff,
+            # Not counted in the retry metrics: the history reads never were.
+            retries=Retries(backoff=retry_backoff),
         )
         self._hosts = FileHosts(config.api_url)
         self._bot: BotIdentity | None = None
@@ -129,11 +130,7 @@ class SlackAdapter:
         self._writers: LRUMap[tuple[str, str], Recipient] = LRUMap(4096)
         self._marks: LRUMap[tuple[str, str], set[Reaction]] = LRUMap(4096)
         self._approvals = SlackApprovals(
-            self._client,
-            self._access,
-            self._users,
-            backoff=retry_backoff,
-            on_retry=lambda: self._on_retry,
+            self._client, self._access, self._users, retries=self._retries
         )
         # The running reply of each thread (told when the adapter posts beside it).
         self._live: dict[str, SlackLiveReply] = {}
@@ -198,12 +195,8 @@ class SlackAdapter:
 
     async def _identify(self) -> BotIdentity:
         try:
-            response = await with_retries(
-                self._client.auth_test,
-                what="auth.test",
-                thread_key="-",
-                backoff=self._backoff,
-                on_retry=self._on_retry,
+            response = await self._retries.run(
+                self._client.auth_test, what="auth.test", thread_key="-"
             )
         except SlackApiError as exc:
             raise SlackStartError(
@@ -327,23 +320,15 @@ class SlackAdapter:
 
     async def _send_notice(self, user: str, channel: str, thread_ts: str) -> None:
         try:
-            await with_retries(
-                functools.partial(
-                    self._client.chat_postEphemeral,
-                    channel=channel,
-                    user=user,
-                    text=NOTICE_TEXT,
-                    thread_ts=thread_ts or None,
-                ),
-                what="access notice",
-                thread_key=f"{PLATFORM}|{channel}|{thread_ts}",
-                backoff=self._backoff,
-                on_retry=self._on_retry,
-            )
+            thread = ThreadRef(platform=PLATFORM, channel=channel, thread=thread_ts)
+            await self._calls(thread).whisper("access notice", user, NOTICE_TEXT)
         except CALL_ERRORS:
             pass  # logged by with_retries
 
     # ----- outgoing ---------------------------------------------------------------------------
+
+    def _calls(self, thread: ThreadRef) -> ThreadCalls:
+        return ThreadCalls(self._client, thread, self._retries)
 
     @asynccontextmanager
     async def open_reply(
@@ -389,36 +374,15 @@ class SlackAdapter:
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         live = self._live.get(thread.key)
+        calls = self._calls(thread)
         for chunk in split_message(neutralise_broadcasts(text)):
-            await with_retries(
-                functools.partial(
-                    self._client.chat_postMessage,
-                    channel=thread.channel,
-                    thread_ts=thread.thread or None,
-                    markdown_text=chunk,
-                ),
-                what="message",
-                thread_key=thread.key,
-                backoff=self._backoff,
-                on_retry=self._on_retry,
-            )
+            await calls.say("message", markdown_text=chunk)
             if live is not None:
                 live.posted_elsewhere()
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
-        await with_retries(
-            functools.partial(
-                self._client.files_upload_v2,
-                channel=thread.channel,
-                thread_ts=thread.thread or None,
-                file=file.data,
-                filename=file.name,
-                title=title or file.name,
-            ),
-            what="file upload",
-            thread_key=thread.key,
-            backoff=self._backoff,
-            on_retry=self._on_retry,
+        await self._calls(thread).upload(
+            "file upload", file=file.data, filename=file.name, title=title or file.name
         )
         live = self._live.get(thread.key)
         if live is not None:
@@ -475,12 +439,10 @@ class SlackAdapter:
         """A file the event gave without URLs (Slack Connect), as ``files.info`` describes it."""
         file_id = ref.source.removeprefix(FILES_INFO)
         try:
-            response = await with_retries(
+            response = await self._retries.run(
                 functools.partial(self._client.files_info, file=file_id),
                 what="files.info",
                 thread_key=file_id,
-                backoff=self._backoff,
-                on_retry=self._on_retry,
             )
         except CALL_ERRORS as exc:
             raise AttachmentError(

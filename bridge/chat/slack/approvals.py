@@ -8,15 +8,14 @@ changes nothing and is answered with an ephemeral message only that person sees.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.slack.access import AccessPolicy
-from bridge.chat.slack.client import CALL_ERRORS, with_retries
+from bridge.chat.slack.bound import Retries, ThreadCalls
+from bridge.chat.slack.client import CALL_ERRORS
 from bridge.chat.slack.events import PLATFORM
 from bridge.chat.slack.format import mrkdwn_fallback, mrkdwn_sections
 from bridge.chat.slack.users import UserDirectory
@@ -96,46 +95,30 @@ class SlackApprovals:
         access: AccessPolicy,
         users: UserDirectory,
         *,
-        backoff: float,
-        on_retry: Callable[[], Callable[[str], None] | None],
+        retries: Retries,
     ) -> None:
         self._client = client
         self._access = access
         self._users = users
-        self._backoff = backoff
-        self._on_retry = on_retry
+        self._retries = retries
+
+    def _calls(self, thread: ThreadRef) -> ThreadCalls:
+        return ThreadCalls(self._client, thread, self._retries)
 
     async def ask(self, request: ApprovalRequest) -> str:
         thread = request.thread
-        response = await with_retries(
-            functools.partial(
-                self._client.chat_postMessage,
-                channel=thread.channel,
-                thread_ts=thread.thread or None,
-                text=mrkdwn_fallback(request.text),
-                blocks=request_blocks(request),
-            ),
-            what="approval request",
-            thread_key=thread.key,
-            backoff=self._backoff,
-            on_retry=self._on_retry(),
+        response = await self._calls(thread).say(
+            "approval request", text=mrkdwn_fallback(request.text), blocks=request_blocks(request)
         )
         return str(response["ts"])
 
     async def settle(self, request: ApprovalRequest, handle: str, result: ApprovalResult) -> None:
         thread = request.thread
-        await with_retries(
-            functools.partial(
-                self._client.chat_update,
-                channel=thread.channel,
-                ts=handle,
-                text=mrkdwn_fallback(result.text),
-                blocks=sections(result.text),
-            ),
-            what="approval decision",
-            thread_key=thread.key,
-            backoff=self._backoff,
-            on_retry=self._on_retry(),
+        await self._calls(thread).edit(
+            "approval decision",
+            handle,
+            text=mrkdwn_fallback(result.text),
+            blocks=sections(result.text),
         )
 
     async def on_action(
@@ -176,18 +159,6 @@ class SlackApprovals:
     async def _tell(self, user: str, thread: ThreadRef, text: str) -> None:
         """An ephemeral message only ``user`` sees."""
         try:
-            await with_retries(
-                functools.partial(
-                    self._client.chat_postEphemeral,
-                    channel=thread.channel,
-                    user=user,
-                    text=text,
-                    thread_ts=thread.thread or None,
-                ),
-                what="approval notice",
-                thread_key=thread.key,
-                backoff=self._backoff,
-                on_retry=self._on_retry(),
-            )
+            await self._calls(thread).whisper("approval notice", user, text)
         except CALL_ERRORS:
             pass  # logged by with_retries

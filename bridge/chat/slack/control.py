@@ -6,17 +6,14 @@ tool calls as they happen, and at the end keeps only the tool log, or goes away.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.slack.bound import ThreadCalls
 from bridge.chat.slack.format import mrkdwn_escape, tool_line
 from bridge.core.events import ThreadRef, ToolActivity
-
-Retrying = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 STOP_ACTION_ID = "agy_bridge_stop"
 # Tool lines shown while the agent works, and kept in the log at the end.
@@ -121,24 +118,12 @@ class ControlMessage:
         )
         self._shown = wanted
 
-    async def finish(self, retrying: Retrying) -> None:
+    async def finish(self, calls: ThreadCalls) -> None:
         """The Stop button goes away: keep the tool log, or delete a message with nothing in it."""
         if self.ts is None:
             return
         ts, self.ts = self.ts, None
         if self._tools.lines:
-            await retrying(
-                "tool log",
-                functools.partial(
-                    self._client.chat_update,
-                    channel=self._thread.channel,
-                    ts=ts,
-                    text="Tool activity",
-                    blocks=self.blocks(live=False),
-                ),
-            )
+            await calls.edit("tool log", ts, text="Tool activity", blocks=self.blocks(live=False))
         else:
-            await retrying(
-                "control message removal",
-                functools.partial(self._client.chat_delete, channel=self._thread.channel, ts=ts),
-            )
+            await calls.delete("control message removal", ts)

@@ -8,13 +8,12 @@ anything), so it is shown as the app's claim, never as that person.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.slack.access import AccessPolicy
-from bridge.chat.slack.client import with_retries
+from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.events import BotIdentity, to_plain_text, ts_to_datetime
 from bridge.chat.slack.users import UserDirectory
 from bridge.core.events import Author, HistoryEntry, ThreadRef
@@ -33,13 +32,13 @@ class ThreadHistory:
         *,
         access: AccessPolicy,
         allowed_bots: frozenset[str] = frozenset(),
-        backoff: float = 0.5,
+        retries: Retries | None = None,
     ) -> None:
         self._client = client
         self._users = users
         self._access = access
         self._allowed_bots = allowed_bots
-        self._backoff = backoff
+        self._retries = retries or Retries()
 
     async def entries(self, thread: ThreadRef, limit: int, bot: BotIdentity) -> list[HistoryEntry]:
         """The last ``limit`` messages of the thread (its root included), oldest first."""
@@ -71,19 +70,9 @@ class ThreadHistory:
     async def _replies(self, thread: ThreadRef) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         cursor: str | None = None
+        calls = ThreadCalls(self._client, thread, self._retries)
         for _ in range(_PAGES):
-            response = await with_retries(
-                functools.partial(
-                    self._client.conversations_replies,
-                    channel=thread.channel,
-                    ts=thread.thread,
-                    limit=_PAGE_SIZE,
-                    cursor=cursor,
-                ),
-                what="history",
-                thread_key=thread.key,
-                backoff=self._backoff,
-            )
+            response = await calls.replies("history", limit=_PAGE_SIZE, cursor=cursor)
             page = response.get("messages") or []
             messages.extend(item for item in page if isinstance(item, dict))
             cursor = (response.get("response_metadata") or {}).get("next_cursor") or None

@@ -20,18 +20,22 @@ Every update while the turn runs is *optional* in the app's rate budget
 until one is due, and a reply's flushes slow down as the buckets run low. The final answer is
 *urgent*: it waits for its tokens and may use the reserve the updates leave alone.
 
+Edited, the reply has the shape of the Matrix one: :func:`answer_pieces` computes the messages
+that should exist (no I/O) and ``_flush`` makes Slack match them. Streamed, it cannot: a
+stream only takes appends, and when it rolls over depends on the clock and on what Slack
+confirmed, so that half stays a sequence of steps; the final rewrite again matches a list
+(``split_message`` of the final text).
+
 Network calls happen in the reply's :class:`FlushPump` and its keeper task, both in the
 adapter's task group, so ``append`` and ``tool`` never wait for Slack.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -40,9 +44,11 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.markdown import cut_point, slice_for_display
+from bridge.chat.common.outcome import render_outcome
 from bridge.chat.common.pump import FlushPump
+from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import Deferred, RateBudget
-from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, with_retries
+from bridge.chat.slack.client import CALL_ERRORS, api_error, describe
 from bridge.chat.slack.control import ControlMessage, ToolLog
 from bridge.chat.slack.events import is_dm_channel
 from bridge.chat.slack.format import (
@@ -53,11 +59,9 @@ from bridge.chat.slack.format import (
 )
 from bridge.chat.slack.status import StatusLine
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
-from bridge.core.outcome import render_outcome
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 EXPIRED = "message_not_in_streaming_state"
 CONFLICT = "streaming_state_conflict"
@@ -94,6 +98,31 @@ class ReplySettings:
     # Slack ends a stream about five minutes after it started, text flowing or not: continue
     # in a new message before that.
     stream_max_age: float = 240.0
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One message of an edited answer: where it starts in the answer, and what it shows."""
+
+    start: int
+    content: str
+
+
+def answer_pieces(text: str) -> list[Piece]:
+    """The messages an edited (not streamed) answer should show for ``text``, without I/O.
+
+    A message that would grow past ``SPLIT_LIMIT`` ends at a paragraph or line boundary, and
+    each renders on its own (a code fence cut in two is closed and reopened). The answer only
+    grows and a cut depends only on the text before it, so a full piece stays as it was.
+    """
+    pieces: list[Piece] = []
+    start = 0
+    while len(text) - start > SPLIT_LIMIT:
+        cut = cut_point(text, start, SPLIT_LIMIT - _FENCE_ROOM)
+        pieces.append(Piece(start, slice_for_display(text, start, cut)))
+        start = cut
+    pieces.append(Piece(start, slice_for_display(text, start, len(text))))
+    return pieces
 
 
 @dataclass
@@ -138,11 +167,15 @@ class SlackLiveReply:
         # The agent's text never pings the whole channel (see bridge.chat.slack.format).
         self._guard = BroadcastGuard()
         self._tools = ToolLog()
+        # The calls that must not be lost: the final answer and the clean-up after it.
+        self._calls = ThreadCalls(
+            client, thread, Retries(attempts=settings.attempts, backoff=settings.backoff)
+        )
         self._control = ControlMessage(client, thread, self._tools)
         self._status = StatusLine(client, thread, no_status if no_status is not None else set())
         self._segments: list[_Segment] = []
         self._finished = False
-        self._pump = FlushPump(self._flush, self._interval, name=thread.key)
+        self._pump = FlushPump(self._stream_flush, self._interval, name=thread.key)
         self._first_text_at: float | None = None
         # The keeper: the status line and the control message, beside the pump.
         self._opened_at = anyio.current_time()
@@ -190,9 +223,9 @@ class SlackLiveReply:
             await self._render_final(neutralise_broadcasts(render_outcome(outcome, self._text)))
         finally:
             try:
-                await self._control.finish(self._retrying)
+                await self._control.finish(self._calls)
             except CALL_ERRORS:
-                pass  # logged with the thread key by _retrying
+                pass  # logged with the thread key by with_retries
             await self._status.clear()
 
     async def close(self) -> None:
@@ -291,7 +324,7 @@ class SlackLiveReply:
             return False
         return anyio.current_time() - self._first_text_at < self._first_delay()
 
-    async def _flush(self) -> float | None:
+    async def _stream_flush(self) -> float | None:
         """Show what is new (optional calls only). The seconds until the next flush when it
         should come without a poke: the first text held back, or the budget empty."""
         with RateBudget.optional():
@@ -315,25 +348,22 @@ class SlackLiveReply:
         if self._streaming:
             await self._flush_stream()
         else:
-            await self._flush_edit()
+            await self._flush(answer_pieces(self._text))
         return None
 
     # ----- the answer, edited -----------------------------------------------------------------
 
-    def _current(self) -> _Segment:
-        if not self._segments:
-            self._segments.append(_Segment(start=0))
-        return self._segments[-1]
-
-    async def _flush_edit(self) -> None:
-        text = self._text
-        segment = self._current()
-        while len(text) - segment.start > SPLIT_LIMIT:
-            cut = cut_point(text, segment.start, SPLIT_LIMIT - _FENCE_ROOM)
-            await self._show(segment, slice_for_display(text, segment.start, cut))
-            segment = _Segment(start=cut, given=cut, sent=cut)
-            self._segments.append(segment)
-        await self._show(segment, slice_for_display(text, segment.start, len(text)))
+    async def _flush(self, desired: list[Piece]) -> None:
+        """Make the answer's messages show ``desired`` (:func:`answer_pieces`), in order: edit
+        what changed, post what is missing. A full piece no longer changes, so it costs no call
+        once shown; a call that fails or is deferred ends the round, and the next one resumes
+        there."""
+        for index, piece in enumerate(desired):
+            if index == len(self._segments):
+                self._segments.append(
+                    _Segment(start=piece.start, given=piece.start, sent=piece.start)
+                )
+            await self._show(self._segments[index], piece.content)
 
     async def _show(self, segment: _Segment, content: str) -> None:
         if not content.strip() or content == segment.shown:
@@ -412,7 +442,7 @@ class SlackLiveReply:
                     )
                     self._streaming = False
                     self._segments.clear()
-                    await self._flush_edit()
+                    await self._flush(answer_pieces(self._text))
                     return
                 raise
             segment.sent = segment.given
@@ -485,15 +515,7 @@ class SlackLiveReply:
         assert ts is not None
         for attempt in range(2):
             try:
-                await self._retrying(
-                    "final edit",
-                    functools.partial(
-                        self._client.chat_update,
-                        channel=self._thread.channel,
-                        ts=ts,
-                        markdown_text=chunk,
-                    ),
-                )
+                await self._calls.edit("final edit", ts, markdown_text=chunk)
                 segment.shown = chunk
                 return
             except CALL_ERRORS as exc:
@@ -511,24 +533,13 @@ class SlackLiveReply:
         ts = segment.ts
         assert ts is not None
         try:
-            await self._retrying(
-                "surplus message removal",
-                functools.partial(self._client.chat_delete, channel=self._thread.channel, ts=ts),
-            )
+            await self._calls.delete("surplus message removal", ts)
         except CALL_ERRORS:
             pass  # logged; an outdated piece stays above the final answer
 
     async def _post_final(self, chunk: str) -> None:
         try:
-            await self._retrying(
-                "final message",
-                functools.partial(
-                    self._client.chat_postMessage,
-                    channel=self._thread.channel,
-                    thread_ts=self._thread.thread or None,
-                    markdown_text=chunk,
-                ),
-            )
+            await self._calls.say("final message", markdown_text=chunk)
             self._status.cleared_by_post()
         except CALL_ERRORS:
             log.error(
@@ -536,15 +547,6 @@ class SlackLiveReply:
                 self._thread.key,
                 len(chunk),
             )
-
-    async def _retrying(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
-        return await with_retries(
-            operation,
-            what=what,
-            thread_key=self._thread.key,
-            attempts=self._settings.attempts,
-            backoff=self._settings.backoff,
-        )
 
 
 def _ts(response: Any) -> str | None:

@@ -12,8 +12,8 @@ import pytest
 from bridge.chat.common.markdown import open_fence_at_end
 from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.budget import RateBudget, Tier
-from bridge.chat.slack.format import split_message
-from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.format import SPLIT_LIMIT, split_message
+from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply, answer_pieces
 from bridge.chat.slack.status import STATUS_TEXT
 from bridge.core.events import Author, LiveReply, ThreadRef, ToolActivity, TurnOutcome
 from tests.chat.slack.conftest import (
@@ -519,3 +519,54 @@ async def test_tool_lines_waiting_for_the_budget_do_not_hold_up_the_answer(
                 await reply.finish(TurnOutcome(final_text=first + more))
 
     assert fake_slack.answer_text(CHANNEL, ts).strip() == (first + more).strip()
+
+
+def long_answer() -> str:
+    """About one and a half messages of paragraphs, with a code block across the cut."""
+    before = [f"Paragraph {i}: " + " ".join(["word"] * 150) for i in range(12)]
+    code = "```python\n" + "\n".join(f"print({i})" for i in range(400)) + "\n```"
+    after = [f"Later {i}: " + " ".join(["more"] * 150) for i in range(8)]
+    return "\n\n".join([*before, code, *after])
+
+
+def test_the_pieces_of_an_edited_answer_stay_as_it_grows() -> None:
+    text = long_answer()
+    whole = answer_pieces(text)
+    assert len(whole) == 2
+    assert all(len(piece.content) <= SPLIT_LIMIT for piece in whole)
+    # The code block cut in two is closed at the end of one piece and reopened in the next.
+    assert open_fence_at_end(whole[0].content) is None
+    assert whole[1].content.startswith("```python\n")
+    for end in range(0, len(text) + 1, 997):
+        growing = answer_pieces(text[:end])
+        # Only the last piece may still change: the full ones are those of the whole answer.
+        assert growing[:-1] == whole[: len(growing) - 1]
+        assert growing[-1].start == whole[len(growing) - 1].start
+
+
+async def test_an_edited_answer_shows_its_pieces_while_the_turn_runs(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    text = long_answer()
+    async with running_adapter(fake_slack, inbound, tmp_path, streaming=False) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+
+            def shown() -> list[str | None]:
+                return [m.markdown for m in fake_slack.answer_messages(CHANNEL, ts)]
+
+            # In two parts, the first shown before the second comes: then the first message
+            # is edited once more, where the answer is cut, and the second is posted.
+            async def shows(end: int) -> None:
+                wanted = [piece.content for piece in answer_pieces(text[:end])]
+                await fake_slack.wait_for(lambda: shown() == wanted)
+
+            await reply.append(text[:10_000])
+            await shows(10_000)
+            await reply.append(text[10_000:])
+            await shows(len(text))
+            assert len(shown()) == 2
+            await reply.finish(TurnOutcome(final_text=text))
+
+    assert fake_slack.calls_to("chat.startStream") == []
+    # The final rewrite keeps the two messages and splits the whole text its own way.
+    assert shown() == split_message(text)
