@@ -25,16 +25,6 @@ ALLOWED = {
     ("bridge/core/aiosqlite_private.py", "_thread"),
 }
 
-# Tolerated for now, not allowed: the cluster reaches into the Core that owns it. The thread
-# actor rewrite (issue 28, a router between them) removes these; then this set is empty, and
-# test_every_exception_is_still_needed says so.
-CORE_REWRITE = {
-    ("bridge/core/cluster.py", "_spawn"),
-    ("bridge/core/cluster.py", "_worker"),
-    ("bridge/core/cluster.py", "_expire_approvals"),
-    ("bridge/core/cluster.py", "_say"),
-}
-
 
 def private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
@@ -69,12 +59,7 @@ def hits() -> dict[tuple[str, str], list[str]]:
 
 def test_no_module_takes_private_names_of_another() -> None:
     found = hits()
-    wrong = [
-        where
-        for key, places in found.items()
-        if key not in ALLOWED | CORE_REWRITE
-        for where in places
-    ]
+    wrong = [where for key, places in found.items() if key not in ALLOWED for where in places]
     assert wrong == []
 
 
@@ -82,7 +67,6 @@ def test_every_exception_is_still_needed() -> None:
     """An exception whose use went away is dropped, so the sets name only what is there."""
     found = hits()
     assert sorted(ALLOWED - found.keys()) == []
-    assert sorted(CORE_REWRITE - found.keys()) == []
 
 
 def test_the_walk_sees_each_kind_of_private_use() -> None:
