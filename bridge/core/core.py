@@ -33,7 +33,7 @@ from bridge.core.events import (
     ThreadRef,
 )
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
-from bridge.core.router import Routed, Router
+from bridge.core.router import NotHere, Routed, Router
 from bridge.core.scrub import Scrubber
 from bridge.core.scrubbed import scrubbed
 from bridge.core.signals import Marks
@@ -107,7 +107,7 @@ class Core:
         if row_id is None:
             return SubmitOutcome.DUPLICATE
         actor = await self.router.actor_for(message.thread)
-        if actor is not None:  # else another instance runs it: the store woke that one
+        if not isinstance(actor, NotHere):  # else another instance runs it, or will
             actor.tell(c.MessageStored(message.message_id, row_id, bool(message.attachments)))
         return SubmitOutcome.ACCEPTED
 

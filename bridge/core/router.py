@@ -33,6 +33,15 @@ from bridge.metrics import Metrics
 log = logging.getLogger(__name__)
 
 
+class NotHere(enum.Enum):
+    """Why a thread's actor is not on this instance."""
+
+    DRAINING = "draining"  # this instance takes no new thread
+    NOT_SERVED = "not served"  # its chat runs on the leader instance
+    FULL = "full"  # at the process limit: another instance with room takes it
+    HELD = "held"  # another instance holds its lease
+
+
 class Routed(enum.Enum):
     HERE = "here"  # told to the thread's actor on this instance
     SENT = "sent"  # sent to the instance that runs the thread
@@ -100,31 +109,33 @@ class Router:
 
     # --- actors -------------------------------------------------------------------------------
 
-    async def actor_for(self, thread: ThreadRef) -> ThreadActor | None:
-        """The thread's actor here, claiming the thread first; None when another instance runs
-        it (or may: it was told through the store)."""
+    async def actor_for(self, thread: ThreadRef) -> ThreadActor | NotHere:
+        """The thread's actor here, claiming the thread first; else why not (another instance
+        runs it, or may: it was told through the store)."""
         actor = await self._claimed(thread, 0.0)
-        if actor is None:
+        if isinstance(actor, NotHere):
             await self.cluster.announce(thread.key)
         return actor
 
-    async def _claimed(self, thread: ThreadRef, waited: float) -> ThreadActor | None:
+    async def _claimed(self, thread: ThreadRef, waited: float) -> ThreadActor | NotHere:
         if (actor := self.threads.get(thread.key)) is not None:
             return actor
         cluster = self.cluster
-        if cluster.draining or not cluster.serves(thread.platform):
-            return None
+        if cluster.draining:
+            return NotHere.DRAINING
+        if not cluster.serves(thread.platform):
+            return NotHere.NOT_SERVED
         # At its limit an instance leaves new threads to others; one left waiting for two
         # sweeps is taken anyway (every instance is full: it queues here).
         period = cluster.leases.period
         if cluster.shared and len(self.threads) >= self._limit and waited < 2 * period:
-            return None
+            return NotHere.FULL
         async with cluster.lock:
             if (actor := self.threads.get(thread.key)) is not None:
                 return actor
             claim = await cluster.claim(thread.key)
             if not claim.granted:
-                return None
+                return NotHere.HELD
             context: list[str] = []
             report = None
             if cluster.shared:
@@ -244,7 +255,7 @@ class Router:
 
         async def take() -> None:
             actor = await self._claimed(ref, waited)
-            if actor is not None:
+            if not isinstance(actor, NotHere):
                 actor.tell(c.MessageStored())
 
         self.background(take())

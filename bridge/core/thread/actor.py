@@ -110,6 +110,9 @@ class ThreadActor:
             if not self.state.gone:
                 # Cancelled from outside (the bridge stops): nothing may start a successor.
                 self.state = State(phase=Phase.GONE)
+            # Gone: no transition has effects any more, so nothing is sent to the mailbox.
+            self._mailbox.close()
+            self._effects.close()
             self._on_exit(self)
             log.info("thread worker stopped", extra={"chat_thread": self.key})
 
