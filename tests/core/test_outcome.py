@@ -5,7 +5,7 @@ from __future__ import annotations
 from bridge.agy.turn import TurnEnd, TurnStatus
 from bridge.core.events import TurnOutcome
 from bridge.core.outcome import classify, render_outcome
-from bridge.core.store import TurnState
+from bridge.core.store_model import TurnState
 
 
 def no_scrub(text: str) -> str:

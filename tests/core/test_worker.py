@@ -26,7 +26,7 @@ from bridge.agy.process import AgyOutput, AgyStartError, ProcessExit, ProcessSpe
 from bridge.app import Bridge, open_bridge
 from bridge.config import build_config
 from bridge.core.events import Author, IncomingMessage, ThreadRef
-from bridge.core.store import MessageState
+from bridge.core.store_model import MessageState
 from tests.doubles import RecordingAdapter
 
 pytestmark = pytest.mark.anyio
