@@ -29,7 +29,8 @@ from typing import Protocol
 
 import anyio
 
-from bridge.core.store import MessageState, Store, StoreError, TurnState
+from bridge.core.store import Store
+from bridge.core.store_model import MessageState, StoreError, TurnState
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge.core.store import Store, StoredMessage
+from bridge.core.store import Store
+from bridge.core.store_model import StoredMessage
 
 
 def message_text(message: StoredMessage) -> str:

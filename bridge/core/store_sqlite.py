@@ -31,7 +31,8 @@ import aiosqlite
 import anyio
 
 from bridge.core.aiosqlite_private import wait_for_worker
-from bridge.core.store import Row, StoreError, migrate
+from bridge.core.store_model import Row, StoreError
+from bridge.core.store_schema import migrate
 
 TYPES = {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL"}
 WRITE_FAILED = "could not write to the store"

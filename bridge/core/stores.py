@@ -1,7 +1,8 @@
 """Opening the store a URL names: SQLite (the default, one instance) or PostgreSQL (several).
 
-Apart from :mod:`bridge.core.store` so that the two backends, which build on its rows and
-migrations, are not imported by it in turn: this module is the only one that knows both.
+Apart from :mod:`bridge.core.store` so that the store does not import the two backends (which
+build on its rows and migrations, :mod:`bridge.core.store_model` and
+:mod:`bridge.core.store_schema`): this module is the only one that knows both.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from bridge.core.store import Store, StoreError, is_shared
+from bridge.core.store import Store, is_shared
+from bridge.core.store_model import StoreError
 
 
 @asynccontextmanager

@@ -27,7 +27,8 @@ from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.signals import Marks
-from bridge.core.store import MessageState, Store, StoredMessage, StoreError, TurnState, Usage
+from bridge.core.store import Store
+from bridge.core.store_model import MessageState, StoredMessage, StoreError, TurnState, Usage
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ import pytest
 from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
 from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
-from bridge.core.store import ApprovalState
+from bridge.core.store_model import ApprovalState
 from bridge.core.stores import open_store
 from bridge.core.thread import wire
 from bridge.core.thread.commands import Decide

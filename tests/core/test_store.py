@@ -9,7 +9,7 @@ import pytest
 
 from bridge.core import store as st
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
-from bridge.core.store import StoreError
+from bridge.core.store_model import StoreError
 from bridge.core.store_sqlite import SqliteDatabase
 from bridge.core.stores import open_store
 

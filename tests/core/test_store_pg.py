@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from bridge.core import store_pg
-from bridge.core.store import StoreError
+from bridge.core.store_model import StoreError
 from bridge.core.store_pg import PostgresDatabase, open_postgres
 from tests.pg import Postgres
 

@@ -15,7 +15,9 @@ import pytest
 from bridge.config import build_config
 from bridge.core import store as st
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
-from bridge.core.store import StoreError, is_shared, migration_statements, store_url
+from bridge.core.store import is_shared, store_url
+from bridge.core.store_model import StoreError
+from bridge.core.store_schema import migration_statements
 from bridge.core.store_sqlite import TYPES, SqliteDatabase
 from bridge.core.stores import open_store
 

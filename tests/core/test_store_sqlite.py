@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bridge.core.store import StoreError
+from bridge.core.store_model import StoreError
 from bridge.core.store_sqlite import SqliteDatabase, open_sqlite
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
-from bridge.core.store import MessageState, StoreError
+from bridge.core.store_model import MessageState, StoreError
 from bridge.core.stores import open_store
 from tests.core.harness import running, thread
 from tests.faults.console import sim_conversation_messages

@@ -30,7 +30,8 @@ from bridge.core.events import (
     DecideOutcome,
     ThreadRef,
 )
-from bridge.core.store import ApprovalRow, ApprovalState, Store, StoreError
+from bridge.core.store import Store
+from bridge.core.store_model import ApprovalRow, ApprovalState, StoreError
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ from bridge.core.events import Reaction, ThreadRef
 from bridge.core.prompt import history_context
 from bridge.core.scrub import Scrubber
 from bridge.core.signals import Marks
-from bridge.core.store import MessageState, Store, StoreError
+from bridge.core.store import Store
+from bridge.core.store_model import MessageState, StoreError
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from bridge.agy.sandbox import ATTACHMENTS_DIR, Isolation, Sandbox
 from bridge.config import Config
 from bridge.core.attachments import save_attachments
 from bridge.core.events import ChatAdapter
-from bridge.core.store import Store, StoredMessage
+from bridge.core.store import Store
+from bridge.core.store_model import StoredMessage
 from bridge.core.workspaces import Place
 from bridge.core.worktrees import WorktreeError, ensure_worktree, is_repository, remove_worktree
 

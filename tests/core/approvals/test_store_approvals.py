@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.core.events import Author
-from bridge.core.store import ApprovalState
+from bridge.core.store_model import ApprovalState
 from bridge.core.stores import open_store
 
 pytestmark = pytest.mark.anyio

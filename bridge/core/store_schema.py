@@ -1,0 +1,154 @@
+"""The store's schema: the migrations for both databases, and running them.
+
+Apart from :mod:`bridge.core.store` so that the two backends (:mod:`bridge.core.store_sqlite`,
+:mod:`bridge.core.store_pg`), which migrate the database they open, need only this module and
+:mod:`bridge.core.store_model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bridge.core.store_model import Database, StoreError
+
+SCHEMA_VERSION = 5
+
+# Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
+# column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
+# A migration is a list of statements separated by ``;`` and runs in one transaction with the
+# version bump. Never edit a released migration; add the next number.
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE threads (
+        key TEXT PRIMARY KEY,
+        platform TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        thread TEXT NOT NULL,
+        conversation_id TEXT,
+        model TEXT,
+        workdir TEXT,
+        usage_json TEXT,
+        num_turns INTEGER NOT NULL DEFAULT 0,
+        created_at {real} NOT NULL,
+        updated_at {real} NOT NULL
+    );
+    CREATE TABLE inbox (
+        id {id},
+        thread_key TEXT NOT NULL,
+        event_key TEXT NOT NULL UNIQUE,
+        message_id TEXT NOT NULL,
+        author_json TEXT NOT NULL,
+        text TEXT NOT NULL,
+        attachments_json TEXT NOT NULL DEFAULT '[]',
+        saved_json TEXT,
+        state TEXT NOT NULL,
+        turn_id INTEGER,
+        received_at {real} NOT NULL,
+        delivered_at {real}
+    );
+    CREATE INDEX inbox_pending ON inbox (thread_key, state, id);
+    CREATE TABLE turns (
+        id {id},
+        thread_key TEXT NOT NULL,
+        state TEXT NOT NULL,
+        conversation_id TEXT,
+        started_at {real} NOT NULL,
+        ended_at {real},
+        error TEXT,
+        response TEXT,
+        usage_json TEXT
+    );
+    CREATE INDEX turns_state ON turns (state);
+    CREATE TABLE processes (
+        pgid INTEGER PRIMARY KEY,
+        thread_key TEXT NOT NULL,
+        run_marker TEXT NOT NULL,
+        started_at {real} NOT NULL
+    )
+    """,
+    # Columns nothing read or wrote.
+    2: """
+    ALTER TABLE threads DROP COLUMN workdir;
+    ALTER TABLE threads DROP COLUMN num_turns
+    """,
+    # Several instances on one PostgreSQL: a thread runs where its lease is; a turn and an agy
+    # process belong to the run of the instance that started them, a conversation to the instance
+    # whose agy holds it (unused, and harmless, on SQLite).
+    3: """
+    CREATE TABLE leases (
+        thread_key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at {real} NOT NULL
+    );
+    CREATE INDEX leases_owner ON leases (owner);
+    ALTER TABLE threads ADD COLUMN conversation_instance TEXT;
+    ALTER TABLE turns ADD COLUMN owner TEXT;
+    ALTER TABLE processes ADD COLUMN owner TEXT
+    """,
+    # Approvals (issue 11): every request and decision, and each thread's "always" list. The
+    # ids are made by the bridge (uuid hex), so no auto-numbering is needed.
+    4: """
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        thread_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        args_json TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        requested_by_json TEXT,
+        state TEXT NOT NULL,
+        handle TEXT,
+        decided_by_json TEXT,
+        reason TEXT,
+        requested_at {real} NOT NULL,
+        decided_at {real}
+    );
+    CREATE INDEX approvals_thread ON approvals (thread_key, state);
+    CREATE TABLE approval_allow (
+        thread_key TEXT NOT NULL,
+        pattern TEXT NOT NULL,
+        added_by_json TEXT,
+        added_at {real} NOT NULL,
+        PRIMARY KEY (thread_key, pattern)
+    )
+    """,
+    # A thread's usage is read from its latest turn (agy reports the conversation's totals at
+    # every turn's end) instead of being written to the thread's row at every turn as well.
+    5: """
+    CREATE INDEX turns_thread ON turns (thread_key, id)
+    """,
+}
+
+
+def migration_statements(version: int, types: Mapping[str, str]) -> list[str]:
+    """One migration's statements with the database's column types filled in."""
+    sql = _MIGRATIONS[version]
+    for name, value in types.items():
+        sql = sql.replace("{" + name + "}", value)
+    return [s.strip() for s in sql.split(";") if s.strip()]
+
+
+async def migrate(db: Database, lock: str = "") -> None:
+    """Bring the schema to :data:`SCHEMA_VERSION`, each version in one transaction.
+
+    ``lock`` is a statement run first in that transaction so that instances starting together
+    migrate one after the other (PostgreSQL); SQLite's write transaction already is one.
+    """
+    async with db.transaction() as tx:
+        if lock:
+            await tx.execute(lock)
+        await tx.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        rows = await tx.fetch("SELECT value FROM meta WHERE key = 'schema_version'")
+        current = int(rows[0]["value"]) if rows else 0
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store was written by a newer agy-bridge (schema {current}, this one knows "
+                f"{SCHEMA_VERSION}); upgrade agy-bridge"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in migration_statements(version, db.types):
+                await tx.execute(statement)
+            await tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(version),),
+            )
