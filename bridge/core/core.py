@@ -21,14 +21,17 @@ from bridge.core import recovery
 from bridge.core import store as st
 from bridge.core.approvals.replies import parse_reply
 from bridge.core.approvals.texts import not_approver_text
+from bridge.core.changes import apply_change, withdrawn_text
 from bridge.core.cluster import Cluster
 from bridge.core.commands import HELP, Command, parse_command
 from bridge.core.events import (
     ApprovalChoice,
     Author,
+    ChangeOutcome,
     ChatAdapter,
     DecideOutcome,
     IncomingMessage,
+    MessageChange,
     SubmitOutcome,
     ThreadRef,
 )
@@ -162,6 +165,19 @@ class Core:
 
     async def is_conversation(self, thread: ThreadRef) -> bool:
         return await self.store.known_thread(thread.key)
+
+    async def change(self, change: MessageChange) -> ChangeOutcome:
+        if change.thread.platform not in self.adapters:
+            raise ValueError(f"no chat adapter for platform {change.thread.platform!r}")
+        outcome, row_id = await apply_change(self.store, change)
+        if outcome is ChangeOutcome.WITHDRAWN:
+            await self._say(change.thread, withdrawn_text(change))
+        elif outcome is ChangeOutcome.TOLD:
+            # Handed over like a message: the running turn's next model call, or the next turn.
+            actor = await self.router.actor_for(change.thread)
+            if not isinstance(actor, NotHere):
+                actor.tell(c.MessageStored(change.message_id, row_id))
+        return outcome
 
     # --- commands ------------------------------------------------------------------------------
 

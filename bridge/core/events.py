@@ -100,6 +100,30 @@ class IncomingMessage(_Model):
     sent_at: datetime | None = None
 
 
+class MessageChange(_Model):
+    """An author edited (``text`` set) or deleted (``text`` None) a message of theirs."""
+
+    thread: ThreadRef
+    # Unique per change (a redelivered change is dropped, as a redelivered message is).
+    event_id: str
+    # The changed message's id, as :attr:`IncomingMessage.message_id` gave it.
+    message_id: str
+    author: Author
+    text: str | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.text is None
+
+
+class ChangeOutcome(enum.Enum):
+    REVISED = "revised"  # it still waited: it runs with the new text
+    WITHDRAWN = "withdrawn"  # it still waited: it never runs
+    TOLD = "told"  # the agent had it: the change goes to the running or the next turn
+    IGNORED = "ignored"  # not a message the agent gets (never stored, a command, an answer)
+    DUPLICATE = "duplicate"  # this change was handled before
+
+
 class SubmitOutcome(enum.Enum):
     ACCEPTED = "accepted"  # stored durably; the platform may be acknowledged
     DUPLICATE = "duplicate"  # seen before (a retry or redelivery): acknowledge, do nothing
@@ -209,6 +233,10 @@ class Inbound(Protocol):
 
     async def is_conversation(self, thread: ThreadRef) -> bool:
         """Whether the thread already is a conversation (Slack: later replies need no mention)."""
+
+    async def change(self, change: MessageChange) -> ChangeOutcome:
+        """An author edited or deleted a message: a waiting one is revised or withdrawn, one
+        the agent has is told to it. Stored durably, like :meth:`submit`."""
 
     async def decide(
         self,

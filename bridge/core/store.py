@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from bridge.config import Config
 from bridge.core.store_approvals import ApprovalQueries
+from bridge.core.store_changes import ChangeQueries
 from bridge.core.store_inbox import InboxQueries
 from bridge.core.store_model import (
     ApprovalRow,
@@ -68,7 +69,7 @@ __all__ = [
 # share one database, one transaction helper (``StoreBase._write``) and one memory of recorded
 # threads (a message can record its thread in its own transaction) through methods on their
 # common base, never by reaching into each other.
-class Store(InboxQueries, ThreadQueries, ApprovalQueries):
+class Store(InboxQueries, ChangeQueries, ThreadQueries, ApprovalQueries):
     # The PostgreSQL channel that carries the thread key of a message stored for a thread the
     # storing instance does not run.
     INBOX_CHANNEL = "agy_bridge_inbox"

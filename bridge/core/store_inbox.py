@@ -24,7 +24,7 @@ from bridge.core.store_model import (
 )
 
 
-def _message(row: Row) -> StoredMessage:
+def message_row(row: Row) -> StoredMessage:
     return StoredMessage(
         id=row["id"],
         thread_key=row["thread_key"],
@@ -93,7 +93,7 @@ class InboxQueries(StoreBase):
             "SELECT * FROM inbox WHERE thread_key = ? AND state = ? ORDER BY id",
             (thread_key, MessageState.PENDING),
         )
-        return [_message(r) for r in rows]
+        return [message_row(r) for r in rows]
 
     async def has_pending(self, thread_key: str) -> bool:
         """Whether a message waits: a read, far cheaper than a turn's write transaction."""
@@ -109,7 +109,7 @@ class InboxQueries(StoreBase):
             + self._db.for_update,
             (thread_key, MessageState.PENDING),
         )
-        return [_message(r) for r in rows]
+        return [message_row(r) for r in rows]
 
     async def take_pending(
         self, thread_key: str, new_state: MessageState, turn_id: int | None, *, ready_only: bool
@@ -175,7 +175,7 @@ class InboxQueries(StoreBase):
         except _NothingTaken:
             return None
         # RETURNING gives no order: the turn reads its messages in the order they arrived.
-        return turn_id, sorted((_message(r) for r in taken), key=lambda m: m.id)
+        return turn_id, sorted((message_row(r) for r in taken), key=lambda m: m.id)
 
     async def requeue_turn(self, turn_id: int) -> int:
         """Put a turn's messages back to ``pending`` (agy died before it read them)."""

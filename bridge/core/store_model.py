@@ -30,6 +30,7 @@ class MessageState(StrEnum):
     INJECTED = "injected"  # handed to a running turn by the PreInvocation hook
     COMMAND = "command"  # a !command, handled by the core itself
     FAILED = "failed"  # agy could not take it; the thread was told
+    WITHDRAWN = "withdrawn"  # its author deleted it before agy read it
 
 
 class TurnState(StrEnum):

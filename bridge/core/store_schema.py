@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -115,6 +115,11 @@ _MIGRATIONS: dict[int, str] = {
     # every turn's end) instead of being written to the thread's row at every turn as well.
     5: """
     CREATE INDEX turns_thread ON turns (thread_key, id)
+    """,
+    # A message is found by its platform id when its author edits or deletes it, and a chat's
+    # catch-up reads where each thread was last seen.
+    6: """
+    CREATE INDEX inbox_message ON inbox (thread_key, message_id, id)
     """,
 }
 

@@ -263,3 +263,39 @@ async def test_racing_turns_leave_no_turn_without_messages(store_where: str) -> 
             assert [m.text for m in won[1]] == [f"m{n}"]
         running = await one.running_turns()
         assert len(running) == 10
+
+
+async def test_a_waiting_message_is_revised_or_withdrawn_only_while_it_waits(
+    store_where: str,
+) -> None:
+    async with open_store(store_where) as store:
+        first = await store.add_message(msg("e1", "deploy staging"))
+        second = await store.add_message(msg("e2", "and tell bob"))
+        assert first is not None and second is not None
+        assert await store.revise_pending(first, "deploy production")
+        assert await store.withdraw_pending(second)
+        assert not await store.revise_pending(second, "too late")  # withdrawn: not waiting
+        [waiting] = await store.pending(T.key)
+        assert waiting.text == "deploy production"
+        taken = await store.take_turn(T.key, "c1")
+        assert taken is not None and [m.text for m in taken[1]] == ["deploy production"]
+        # Taken: a change can no longer touch it.
+        assert not await store.revise_pending(first, "again")
+        assert not await store.withdraw_pending(first)
+        original = await store.original(T.key, "e1")
+        assert original is not None and original.state is st.MessageState.IN_TURN
+
+
+async def test_last_seen_names_each_threads_messages_since_a_time(store_where: str) -> None:
+    async with open_store(store_where) as store:
+        await store.add_message(msg("1.1"))
+        await store.add_message(msg("1.2"))
+        other = IncomingMessage(
+            thread=ThreadRef(platform="matrix", channel="!r", thread=""),
+            event_id="$x",
+            message_id="$x",
+            author=Author(id="@a:x"),
+        )
+        await store.add_message(other)
+        assert await store.last_seen("slack", 0) == {T.key: ["1.1", "1.2"]}
+        assert await store.last_seen("slack", 2**40) == {}
