@@ -141,6 +141,9 @@ class SlackSection(_Section):
     allowed_channels: list[str] = Field(default_factory=list)
     # Other apps whose posts may reach the agent (app ids A… or bot ids B…); none by default.
     allowed_bots: list[str] = Field(default_factory=list)
+    # After a reconnect and at start, threads with messages in the last this many hours are
+    # read back for what the connection missed (0: never).
+    catch_up_hours: float = Field(default=24.0, ge=0)
 
     @field_validator("api_url")
     @classmethod

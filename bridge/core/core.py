@@ -166,6 +166,20 @@ class Core:
     async def is_conversation(self, thread: ThreadRef) -> bool:
         return await self.store.known_thread(thread.key)
 
+    async def seen_since(self, platform: str, since: float) -> dict[str, list[str]]:
+        return await self.store.last_seen(platform, since)
+
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        key = f"task|{name}"
+        claim = await self.leases.claim(key)
+        try:
+            yield claim.granted
+        finally:
+            if claim.granted:
+                with anyio.CancelScope(shield=True):
+                    await self.leases.release(key)
+
     async def change(self, change: MessageChange) -> ChangeOutcome:
         if change.thread.platform not in self.adapters:
             raise ValueError(f"no chat adapter for platform {change.thread.platform!r}")

@@ -238,6 +238,13 @@ class Inbound(Protocol):
         """An author edited or deleted a message: a waiting one is revised or withdrawn, one
         the agent has is told to it. Stored durably, like :meth:`submit`."""
 
+    async def seen_since(self, platform: str, since: float) -> dict[str, list[str]]:
+        """Per thread key: the ids of the messages stored since ``since`` (Unix time), oldest
+        first (where a catch-up after a lost connection reads on from)."""
+
+    def exclusive(self, name: str) -> AbstractAsyncContextManager[bool]:
+        """Held by one instance at a time (True inside: this one has it; False: another)."""
+
     async def decide(
         self,
         thread: ThreadRef,

@@ -440,3 +440,14 @@ async def test_a_stop_at_the_other_instance_while_a_request_waits_denies_it(
         assert settled.state == "stopped", "denied as a Stop at the holder would"
         assert not (folder / "stopped.txt").exists()
         assert not b.adapter.notices
+
+
+async def test_a_task_runs_on_one_instance_at_a_time(tmp_path: Path, postgres: Postgres) -> None:
+    """A chat's catch-up after a reconnect: while one instance holds it, another skips it."""
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        async with a.bridge.core.exclusive("catch-up|slack") as mine:
+            assert mine
+            async with b.bridge.core.exclusive("catch-up|slack") as theirs:
+                assert not theirs
+        async with b.bridge.core.exclusive("catch-up|slack") as theirs:
+            assert theirs

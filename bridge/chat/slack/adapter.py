@@ -20,6 +20,8 @@ from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import RateBudget
+from bridge.chat.slack.catch_up import CatchUp
+from bridge.chat.slack.changes import is_change, parse_change
 from bridge.chat.slack.client import (
     CALL_ERRORS,
     api_error,
@@ -61,6 +63,7 @@ from bridge.core.events import (
     Inbound,
     IncomingMessage,
     LiveReply,
+    MessageChange,
     OutgoingFile,
     Reaction,
     ThreadRef,
@@ -123,6 +126,12 @@ class SlackAdapter:
             retries=Retries(backoff=retry_backoff),
         )
         self._hosts = FileHosts(config.api_url)
+        # What a lost connection missed, read back at each connection (see catch_up.py).
+        self._catch_up = CatchUp(
+            self._client, self._retries, config.catch_up_hours, config.allowed_channels
+        )
+        self._catch_up_wanted = False
+        self._catching_up = False
         self._bot: BotIdentity | None = None
         self._tg: TaskGroup | None = None
         self._http_port: int | None = None
@@ -177,13 +186,15 @@ class SlackAdapter:
                         app_token=app_token.get_secret_value(),
                         started=started,
                         ping_interval=self._ping_interval,
+                        connected=lambda: self._catch_up_soon(inbound),
                     )
                 else:
+                    # Events sent while the bridge was down are read back once it listens.
                     await run_http(
                         app,
                         host=self._config.http_host,
                         port=self._config.http_port,
-                        started=started,
+                        started=functools.partial(self._started_http, started, inbound),
                         bound=self._set_port,
                     )
             finally:
@@ -247,11 +258,40 @@ class SlackAdapter:
 
     # ----- incoming ---------------------------------------------------------------------------
 
+    def _started_http(self, started: Callable[[], None], inbound: Inbound) -> None:
+        started()
+        self._catch_up_soon(inbound)
+
+    def _catch_up_soon(self, inbound: Inbound) -> None:
+        """Read back what a connection missed: one catch-up at a time, and one more when a
+        connection came while it ran."""
+        self._catch_up_wanted = True
+        if self._tg is None or self._catching_up:
+            return
+        self._catching_up = True
+
+        async def catch_up() -> None:
+            try:
+                while self._catch_up_wanted:
+                    self._catch_up_wanted = False
+                    await self._catch_up.run(
+                        inbound, lambda event: self._on_event(inbound, event, {})
+                    )
+            except Exception:
+                log.exception("Slack: catch-up failed; it runs again at the next connection")
+            finally:
+                self._catching_up = False
+
+        self._tg.start_soon(catch_up)
+
     async def _on_event(
         self, inbound: Inbound, event: dict[str, Any], body: dict[str, Any]
     ) -> None:
         bot = self._bot
         if bot is None:
+            return
+        if is_change(event):
+            await self._on_change(inbound, event, bot)
             return
         candidate = parse_event(
             event,
@@ -280,6 +320,21 @@ class SlackAdapter:
             sent_at=ts_to_datetime(candidate.ts),
         )
         await inbound.submit(message)
+
+    async def _on_change(self, inbound: Inbound, event: dict[str, Any], bot: BotIdentity) -> None:
+        """An edit or a deletion: the core revises, withdraws or tells the agent."""
+        change = parse_change(event, bot)
+        if change is None or not self._access.allows(change.user, change.thread.channel):
+            return
+        await inbound.change(
+            MessageChange(
+                thread=change.thread,
+                event_id=change.change_id,
+                message_id=change.ts,
+                author=await self._users.author(change.user),
+                text=change.text,
+            )
+        )
 
     async def _concerns_agent(self, inbound: Inbound, candidate: Candidate) -> bool:
         """DMs always; in channels a mention, or a reply in a thread that is a conversation."""

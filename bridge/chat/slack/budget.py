@@ -69,6 +69,7 @@ SLACK_TIERS: dict[str, Tier] = {
     "reactions.add": TIER_3,
     "reactions.remove": TIER_3,
     "conversations.replies": TIER_3,
+    "conversations.history": TIER_3,
     "users.info": TIER_4,
     "files.info": TIER_4,
 }

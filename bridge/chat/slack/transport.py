@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 from aiohttp import web
@@ -46,13 +47,22 @@ async def run_socket_mode(
     app_token: str,
     started: Callable[[], None],
     ping_interval: float = 10.0,
+    connected: Callable[[], None] = lambda: None,
 ) -> None:
     """Connect over Socket Mode and stay connected until cancelled.
 
     The SDK's client reconnects by itself when Slack closes the socket (or asks it to with a
-    ``disconnect`` message) and when pings stop being answered.
+    ``disconnect`` message) and when pings stop being answered. ``connected`` is called at
+    every connection Slack greets (its ``hello``): the first, and each one after a loss, when
+    events sent in between may be missing.
     """
     handler = AsyncSocketModeHandler(app, app_token=app_token, ping_interval=ping_interval)
+
+    async def greeted(client: Any, message: dict[str, Any], raw: str | None) -> None:
+        if message.get("type") == "hello":
+            connected()
+
+    handler.client.message_listeners.append(greeted)
     try:
         await handler.connect_async()
         log.info("Slack: connected over Socket Mode")

@@ -71,6 +71,7 @@ TIERS: dict[str, tuple[int, float, bool]] = {
     "reactions.add": (50, 60.0, False),
     "reactions.remove": (50, 60.0, False),
     "conversations.replies": (50, 60.0, False),
+    "conversations.history": (50, 60.0, False),
 }
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _TS = re.compile(r"^\d+\.\d+$")
@@ -320,6 +321,10 @@ class FakeSlack:
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
         self.socket_connections = 0
+        # While the connection is lost (:meth:`lose_connection`): new connections are refused
+        # and what people write is kept (readable through the Web API) but not delivered.
+        self.connection_lost = False
+        self.undelivered: list[dict[str, Any]] = []
         self._failures: dict[str, list[_Failure]] = {}
         self._counter = itertools.count(1)
         self._changed: anyio.Event | None = None
@@ -682,7 +687,9 @@ class FakeSlack:
             await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"refresh")
         self._notify()
 
-    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        if self.connection_lost:
+            return web.Response(status=503, text="the network is down")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self.sockets.append(ws)
@@ -707,6 +714,90 @@ class FakeSlack:
             self.sockets.remove(ws)
             self._notify()
         return ws
+
+    # ----- people writing, editing and deleting; a lost connection -----------------------
+
+    async def write(self, event: dict[str, Any]) -> None:
+        """A person posts ``event`` (a ``message`` or ``app_mention``): Slack keeps the message,
+        readable through ``conversations.replies`` and ``conversations.history``, and sends the
+        event to an open connection; while the connection is lost, to none (Slack does not
+        promise to redeliver what no connection took)."""
+        message = Message(
+            str(event["channel"]),
+            str(event["ts"]),
+            str(event.get("user") or ""),
+            thread_ts=event.get("thread_ts"),
+            text=str(event.get("text") or ""),
+        )
+        self.messages[message.ts] = message
+        await self._send_or_keep(event)
+
+    async def edit(self, channel: str, ts: str, text: str) -> None:
+        """The author edits the message ``ts``: ``message_changed`` with the edited message and
+        the previous one, and, when the new text still mentions the app, the message again as
+        an ``app_mention`` with the same ``ts`` and an ``edited`` field, as Slack sends them."""
+        message = self.messages[ts]
+        previous = _as_api_message(message)
+        message.text = text
+        edited = {"user": message.user, "ts": self.next_ts()}
+        now = {**_as_api_message(message), "edited": edited}
+        await self._send_or_keep(
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "channel": channel,
+                "hidden": True,
+                "ts": edited["ts"],
+                "message": now,
+                "previous_message": previous,
+            }
+        )
+        if f"<@{BOT_USER}>" in text:
+            await self._send_or_keep({**now, "type": "app_mention", "channel": channel})
+
+    async def delete(self, channel: str, ts: str) -> None:
+        """The author deletes the message ``ts``: ``message_deleted`` with ``deleted_ts`` and
+        the message as it was."""
+        message = self.messages[ts]
+        previous = _as_api_message(message)
+        message.deleted = True
+        await self._send_or_keep(
+            {
+                "type": "message",
+                "subtype": "message_deleted",
+                "channel": channel,
+                "hidden": True,
+                "ts": self.next_ts(),
+                "deleted_ts": ts,
+                "previous_message": previous,
+            }
+        )
+
+    async def _send_or_keep(self, event: dict[str, Any]) -> None:
+        if self.connection_lost:
+            self.undelivered.append(event)
+        else:
+            await self.push_event(event)
+
+    async def lose_connection(self) -> None:
+        """Slack asks the app to reconnect (a ``disconnect`` envelope), closes the socket, and
+        the network stays down: new connections fail until :meth:`restore_connection`."""
+        self.connection_lost = True
+        for ws in list(self.sockets):
+            if not ws.closed:
+                await ws.send_json(
+                    {
+                        "type": "disconnect",
+                        "reason": "refresh_requested",
+                        "debug_info": {"host": "fake"},
+                    }
+                )
+                await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"refresh")
+        self._notify()
+
+    def restore_connection(self) -> None:
+        self.connection_lost = False
+        self._notify()
 
     # ----- the Web API ------------------------------------------------------------------------
 
@@ -910,10 +1001,34 @@ class FakeSlack:
         thread = self.thread(str(args["channel"]), str(args["ts"]), bot_only=False)
         if not thread:
             raise SlackApiFail("thread_not_found")
+        # The parent comes first on every page; the replies are those in the time range.
+        parent, replies = thread[0], _in_range(thread[1:], args)
+        thread = [parent, *replies] if parent.ts == str(args["ts"]) else replies
         limit = int(args.get("limit") or 1000)
         offset = int(args.get("cursor") or 0)
         page = thread[offset : offset + limit]
         more = offset + limit < len(thread)
+        return {
+            "messages": [_as_api_message(m) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
+        }
+
+    def _m_conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A channel's top-level messages (and thread replies also sent to it), newest first."""
+        channel = str(args["channel"])
+        if channel in self.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        top = [
+            m
+            for m in self.messages.values()
+            if m.channel == channel and not m.deleted and (not m.thread_ts or m.thread_ts == m.ts)
+        ]
+        found = sorted(_in_range(top, args), key=lambda m: float(m.ts), reverse=True)
+        limit = int(args.get("limit") or 100)
+        offset = int(args.get("cursor") or 0)
+        page = found[offset : offset + limit]
+        more = offset + limit < len(found)
         return {
             "messages": [_as_api_message(m) for m in page],
             "has_more": more,
@@ -1066,6 +1181,21 @@ def _failure_response(failure: _Failure) -> web.Response:
         }
         return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
     return web.Response(status=failure.status, text="fake server error")
+
+
+def _in_range(messages: list[Message], args: dict[str, Any]) -> list[Message]:
+    """``oldest`` / ``latest`` / ``inclusive`` as Slack reads them (both ends exclusive unless
+    ``inclusive``)."""
+    inclusive = str(args.get("inclusive") or "").lower() in ("1", "true")
+    oldest = float(args["oldest"]) if args.get("oldest") else None
+    latest = float(args["latest"]) if args.get("latest") else None
+
+    def fits(ts: float) -> bool:
+        if oldest is not None and (ts < oldest or (ts == oldest and not inclusive)):
+            return False
+        return not (latest is not None and (ts > latest or (ts == latest and not inclusive)))
+
+    return [m for m in messages if fits(float(m.ts))]
 
 
 def _as_api_message(message: Message) -> dict[str, Any]:
