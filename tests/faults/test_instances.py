@@ -31,7 +31,7 @@ from anyio.abc import Process
 
 from bridge.chat.slack.approvals import APPROVE_ACTION_ID
 from bridge.chat.slack.transport import EVENTS_PATH
-from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event
+from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.conftest import fake_slack as fake_slack
 from tests.chat.slack.fake_slack import (
     APP_TOKEN,
@@ -248,6 +248,35 @@ async def test_a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thr
         )
         await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, ts), 30)
         assert "Nothing is running" not in fake_slack.answer_text(CHANNEL, ts)
+    finally:
+        await stop_all(a, b)
+
+
+async def test_what_two_instances_missed_while_disconnected_is_answered_once(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    """Slack drops both connections and the network stays down while Alice writes in a thread
+    and edits a message waiting there; once both instances are back, one catches up: the reply
+    is answered once."""
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    try:
+        ts = fake_slack.next_ts()
+        await fake_slack.write(mention_event("first", ts=ts))
+        await fake_slack.wait_for(lambda: "first" in fake_slack.answer_text(CHANNEL, ts), 60)
+        await settled(url)
+        connections = fake_slack.socket_connections
+        await fake_slack.lose_connection()
+        late = fake_slack.next_ts()
+        await fake_slack.write(message_event("missed me?", ts=late, thread_ts=ts))
+        fake_slack.restore_connection()
+        await fake_slack.wait_for(lambda: fake_slack.socket_connections >= connections + 2, 60)
+        await fake_slack.wait_for(lambda: "missed me?" in fake_slack.answer_text(CHANNEL, ts), 60)
+        # Slack redelivers it to one of them late after all: nothing more.
+        await fake_slack.push_event(fake_slack.undelivered[0])
+        await settled(url)
+        assert fake_slack.answer_text(CHANNEL, ts).count("missed me?") == 1
+        assert query(url, f"SELECT COUNT(*) FROM inbox WHERE message_id = '{late}'") == [(1,)]
     finally:
         await stop_all(a, b)
 

@@ -81,7 +81,7 @@ class CatchUp:
             for channel in sorted(channels):
                 found += await self._channel(channel, latest_in[channel], on_message)
         if found:
-            log.info("Slack: caught up on %d message(s) the connection missed", found)
+            log.info("Slack: read back %d message(s) a lost connection may have missed", found)
         return found
 
     async def _thread(self, thread: ThreadRef, latest: str, on_message: OnMessage) -> int:
