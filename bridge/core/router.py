@@ -195,7 +195,8 @@ class Router:
             lead.lost.set()
 
     def stored(self, key: str) -> None:
-        if (actor := self.local(key)) is not None:
+        # Also an actor on its way out: it remembers the message, and a successor takes it.
+        if (actor := self.threads.get(key)) is not None:
             actor.tell(c.MessageStored())
         else:
             self._maybe_take(key, 0.0)

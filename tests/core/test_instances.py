@@ -18,7 +18,14 @@ import pytest
 
 from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
-from bridge.core.events import ApprovalChoice, Author, DecideOutcome, IncomingMessage
+from bridge.core.events import (
+    ApprovalChoice,
+    Author,
+    ChangeOutcome,
+    DecideOutcome,
+    IncomingMessage,
+    MessageChange,
+)
 from bridge.core.store_model import ApprovalState
 from bridge.core.stores import open_store
 from bridge.core.thread import wire
@@ -451,3 +458,42 @@ async def test_a_task_runs_on_one_instance_at_a_time(tmp_path: Path, postgres: P
                 assert not theirs
         async with b.bridge.core.exclusive("catch-up|slack") as theirs:
             assert theirs
+
+
+async def test_a_change_that_arrives_at_the_other_instance_reaches_the_thread(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """Alice edits messages; Slack hands the edits to B while A runs the thread."""
+    gate = {"mode": "off"}  # the turn holds on a command that waits for a file
+    async with two(tmp_path, postgres.new_database(), approvals=gate) as (a, b):
+        started, go = a.flag("started"), a.flag("go")
+        hold = f"[[tool run_command until [ -e {go} ]; do sleep 0.05; done]]"
+        first = await a.say(f"deploy [[touch {started}]] {hold}")
+        with anyio.fail_after(20):
+            while not started.exists():
+                await anyio.sleep(0.02)
+        waiting = await a.say("use the staging db")
+        alice = Author(id="@alice:test", display_name="Alice")
+
+        def edit(mid: str, text: str, event: str) -> MessageChange:
+            return MessageChange(
+                thread=thread(), event_id=event, message_id=mid, author=alice, text=text
+            )
+
+        # Still waiting: revised in the shared store, wherever the change arrives.
+        assert await b.bridge.core.change(edit(waiting, "use the production db", "e1")) is (
+            ChangeOutcome.REVISED
+        )
+        go.touch()
+        replies = await a.adapter.wait_finished(2, timeout=40)
+        assert replies[1].outcome is not None
+        assert "use the production db" in replies[1].outcome.final_text
+        assert "staging" not in replies[1].outcome.final_text
+        # Already the agent's: B tells A, whose next turn hears of it, once.
+        assert await b.bridge.core.change(edit(first, "deploy to prod", "e2")) is (
+            ChangeOutcome.TOLD
+        )
+        replies = await a.adapter.wait_finished(3, timeout=40)
+        assert replies[2].outcome is not None
+        assert "Alice edited their message" in replies[2].outcome.final_text
+        assert not b.adapter.finished()
