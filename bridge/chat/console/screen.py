@@ -69,7 +69,8 @@ class Screen:
 def chat_markdown(text: str) -> Markdown:
     """``text`` as rich Markdown that keeps line breaks, as chats do (CommonMark joins the
     lines of a paragraph; a chat message's lines are meant as lines)."""
-    markdown = Markdown(text, hyperlinks=False)
+    # "default": lines are not padded to the width with spaces (a pasted line would carry them).
+    markdown = Markdown(text, hyperlinks=False, justify="default")
     for token in markdown.parsed:
         for child in token.children or []:
             if child.type == "softbreak":

@@ -119,3 +119,12 @@ async def test_a_streamed_answer_on_a_terminal_is_rendered_and_shown_once() -> N
         await reply.finish(TurnOutcome(final_text="First **part**.\n\nSecond part.\n"))
     text = shown(out)
     assert text.count("First part.") == 1 and text.count("Second part.") == 1, text
+
+
+def test_rendered_lines_carry_no_padding_to_copy() -> None:
+    out = Terminal()
+    Screen(out).markdown("a line to paste `[[calls 3]]`\nand another", label="[bridge] ")
+    assert [line for line in shown(out).split("\n") if line] == [
+        "[bridge] a line to paste [[calls 3]]",
+        "[bridge] and another",
+    ]
