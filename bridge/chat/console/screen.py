@@ -1,7 +1,9 @@
 """One output stream of the console: the bridge's Markdown rendered where a person reads it.
 
 On a terminal the Markdown is rendered by rich (bold, code and code blocks, lists, links as
-"text (url)", so a link cannot hide where it goes), in colour. Anywhere else (a pipe, a file, a
+"text (url)", so a link cannot hide where it goes), in colour, and control characters in it (an
+escape sequence, a carriage return: the agent's text can hold them) are shown escaped, not
+obeyed: rich passes ESC through. Anywhere else (a pipe, a file, a
 test) the text is written as the bridge wrote it: plain Markdown, without escapes, so what a
 program reads is exactly what the chats get. Line breaks are kept, as every chat keeps them.
 """
@@ -15,6 +17,8 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markdown import Markdown
 from rich.segment import Segment
 from rich.style import Style
+
+from bridge.core.approvals.texts import visible
 
 LABEL_STYLE = Style(dim=True)
 
@@ -51,7 +55,7 @@ class Screen:
         if self._rich is None:
             self.write(text + "\n")
         else:
-            self._rich.print(text, style=LABEL_STYLE if dim else None, soft_wrap=True)
+            self._rich.print(_shown(text), style=LABEL_STYLE if dim else None, soft_wrap=True)
             self.out.flush()
             self.at_line_start = True
 
@@ -61,7 +65,7 @@ class Screen:
         if self._rich is None:
             self.write("".join(f"{label}{line}\n" for line in text.splitlines() or [""]))
             return
-        self._rich.print(_Labelled(label, chat_markdown(text)))
+        self._rich.print(_Labelled(label, chat_markdown(_shown(text))))
         self.out.flush()
         self.at_line_start = True
 
@@ -93,6 +97,11 @@ class _Labelled:
                 yield Segment(self.label, LABEL_STYLE)
             yield from line
             yield Segment.line()
+
+
+def _shown(text: str) -> str:
+    """``text`` with what would act on a terminal made visible (a CRLF ending is a newline)."""
+    return visible(text.replace("\r\n", "\n"))
 
 
 def _is_terminal(out: TextIO) -> bool:

@@ -128,3 +128,18 @@ def test_rendered_lines_carry_no_padding_to_copy() -> None:
         "[bridge] a line to paste [[calls 3]]",
         "[bridge] and another",
     ]
+
+
+def test_a_terminal_obeys_no_control_sequence_from_the_agent() -> None:
+    """An answer or a tool line holding an escape sequence (clear the screen, set the title)
+    or a carriage return shows it, escaped, instead of acting on the terminal."""
+    out = Terminal()
+    screen = Screen(out)
+    screen.markdown("evil \x1b[2J\x1b]0;title\x07 text\rover\r\nnext")
+    screen.line("tool \x1b[31mred\u202e")
+    sent = out.getvalue()
+    obeyed = [c for c in ("\x1b[2J", "\x1b]0", "\x07", "\r", "\u202e", "\x1b[31mred") if c in sent]
+    assert not obeyed, repr(sent)
+    raw = ANSI.sub("", sent)
+    assert "\\x1b[2J" in raw and "\\rover" in raw and "\\u202e" in raw
+    assert "over\nnext" in raw.replace("\\r", ""), "a CRLF line ending is a line break"
