@@ -17,19 +17,16 @@ from bridge import __version__
 from bridge.admin import open_admin
 from bridge.app import Bridge, chat_adapters, open_bridge, start_adapters
 from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator_command
+from bridge.chat.console.screen import Screen
+from bridge.chat.console.tour import SIMULATOR_STEPS, banner
 from bridge.config import Config, ConfigError, load_config
 from bridge.core.core import Core
 from bridge.core.events import ThreadRef
+from bridge.core.status import approvals_line
 from bridge.heap import server_collector
 from bridge.logs import setup_logging
 
 log = logging.getLogger(__name__)
-
-SIMULATOR_BANNER = (
-    "agy is not installed here, so this console talks to agy-bridge's built-in agy simulator:\n"
-    "answers are simulated, not written by a model. Install agy and sign in (run `agy` once)\n"
-    "to talk to the real agent."
-)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -134,12 +131,13 @@ async def health(bridge: Bridge) -> dict[str, Any]:
 
 async def _console(config: Config, thread: str, user: str) -> int:
     command = None
-    if not agy_available(list(config.agy.command)):
+    simulated = not agy_available(list(config.agy.command))
+    if simulated:
         command = simulator_command()
-        print(SIMULATOR_BANNER, file=sys.stderr, flush=True)
         # The stand-in keeps its state in its own home, not in agy's (a machine without agy has
         # no ~/.gemini, and a sandbox refuses a state directory that does not exist).
         config = config.model_copy(update={"agy": config.agy.model_copy(update={"state_dirs": []})})
+        config = _simulator_steps_allowed(config)
         # The simulator, like agy, refuses to start signed out: sign the stand-in in (it keeps
         # a login that is there), in the home the bridge will give it.
         env = dict(os.environ)
@@ -147,12 +145,15 @@ async def _console(config: Config, thread: str, user: str) -> int:
             env.pop("AGY_SIM_HOME", None)
         env.update(config.agy.env)
         await anyio.run_process([*command, "auth", "login"], env=env, check=False)
-    adapter = ConsoleAdapter(thread=thread, user=user)
+    adapter = ConsoleAdapter(thread=thread, user=user, simulated=simulated)
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
             open_bridge(config, {"console": adapter}, command=command) as bridge,
             anyio.create_task_group() as tg,
         ):
+            # The same lines as `!status`: how threads are isolated and how approvals are set.
+            lines = [bridge.runtime.isolation_status(), approvals_line(config.approvals)]
+            Screen(sys.stderr).markdown(banner(lines, simulated=simulated))
 
             async def _on_signal() -> None:
                 async for _ in signals:
@@ -165,6 +166,18 @@ async def _console(config: Config, thread: str, user: str) -> int:
             await wait_idle(bridge.core, adapter.thread)
             tg.cancel_scope.cancel()
     return 0
+
+
+def _simulator_steps_allowed(config: Config) -> Config:
+    """On the simulator, its own step commands run without asking (see ``SIMULATOR_STEPS``);
+    the banner's approvals line shows the rule."""
+    approvals = config.approvals
+    if approvals.mode != "ask" or SIMULATOR_STEPS in approvals.allow_commands:
+        return config
+    rules = [*approvals.allow_commands, SIMULATOR_STEPS]
+    return config.model_copy(
+        update={"approvals": approvals.model_copy(update={"allow_commands": rules})}
+    )
 
 
 async def wait_idle(core: Core, thread: ThreadRef) -> None:

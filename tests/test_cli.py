@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bridge.chat.console.tour import HINT, SIMULATOR_STEPS, TOUR
 from bridge.cli import wait_idle
 from tests.core.harness import hold_after_taking, running, thread
 
@@ -52,7 +53,7 @@ def test_the_console_on_a_machine_without_agy_answers_with_the_simulator(tmp_pat
     }
     done = subprocess.run(
         [sys.executable, "-m", "bridge", "console", "--user", "newcomer"],
-        input="hello bridge\n",
+        input="hello bridge\n!status\n",
         capture_output=True,
         text=True,
         timeout=120,
@@ -63,3 +64,13 @@ def test_the_console_on_a_machine_without_agy_answers_with_the_simulator(tmp_pat
     assert "built-in agy simulator" in done.stderr
     assert "You said: newcomer (console:newcomer): hello bridge" in done.stdout
     assert not (home / ".gemini").exists(), "agy's state was neither needed nor made"
+    # The banner ends with the tour; the default reply is followed by the hint.
+    assert done.stderr.rstrip().endswith("\n".join(f"`{line}`" for line in TOUR))
+    answer = done.stdout.split("You said: newcomer (console:newcomer): hello bridge\n", 1)[1]
+    assert answer.startswith(f"[bridge] {HINT}\n")
+    # One line each for the isolation and the approvals, the same in the banner and !status.
+    status = [line.removeprefix("[bridge] ") for line in done.stdout.splitlines()]
+    isolation = next(line for line in status if "solated" in line)
+    approvals = next(line for line in status if line.startswith("• Approvals:"))
+    assert "`ask`" in approvals and f"`{SIMULATOR_STEPS}`" in approvals
+    assert isolation in done.stderr.splitlines() and approvals in done.stderr.splitlines()

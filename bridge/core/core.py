@@ -247,6 +247,7 @@ class Core:
             await self.cluster.status_line(thread, actor is not None),
             self.config.agy.model,
             self.runtime.isolation_status(),
+            self.config.approvals,
         )
         await self._say(thread, text)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bridge.config import ApprovalsSection
 from bridge.core.approvals.rules import shown_row
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
@@ -16,6 +17,7 @@ async def status_text(
     instance_line: str,
     default_model: str,
     isolation_line: str,
+    approvals: ApprovalsSection,
 ) -> str:
     row = await store.thread(key)
     pending = await store.pending(key)
@@ -34,6 +36,7 @@ async def status_text(
         f"• Waiting messages: {len(pending)}",
         f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
         isolation_line,
+        approvals_line(approvals),
     ]
     if (place := slots.position(key)) is not None:
         lines.append(f"• This thread is number {place} in line")
@@ -61,3 +64,21 @@ async def approvals_text(store: Store, key: str, mode: str) -> str:
     else:
         lines.append("• This thread's allow list is empty.")
     return "\n".join(lines)
+
+
+_GATED = "commands, writes outside the workspace and fetches"
+
+
+def approvals_line(approvals: ApprovalsSection) -> str:
+    """One line: how the gate is set (``!status`` and the console's banner)."""
+    if approvals.mode == "off":
+        return "• Approvals: `off`: every tool call runs without asking anyone"
+    what = "wait for a person in the thread" if approvals.mode == "ask" else "are refused"
+    # A rule holding a backtick must not end its code span early.
+    rules = ", ".join("`" + rule.replace("`", "'") + "`" for rule in approvals.allow_commands)
+    allowed = (
+        f"allowed without asking: {rules}"
+        if rules
+        else "no command is allowed without asking (`[approvals] allow_commands`)"
+    )
+    return f"• Approvals: `{approvals.mode}`: {_GATED} {what}; {allowed}"

@@ -16,6 +16,7 @@ import pytest
 
 from bridge.core.commands import HELP
 from bridge.core.events import Author
+from bridge.core.status import approvals_line
 from bridge.core.store_model import Usage
 from bridge.core.thread.commands import NewConversation, SetModel, Stop
 from tests.core.scripted import World, ref, result, streaming_turn, world
@@ -48,6 +49,19 @@ async def test_status_of_a_thread_without_a_process(tmp_path: Path) -> None:
         ]
         assert "Usage so far" not in status
         assert not w.adapter.replies, "a command is not a turn"
+
+
+async def test_status_says_how_approvals_are_set(tmp_path: Path) -> None:
+    """The console's banner says the same: the isolation, the mode, the allow list."""
+    rules = {"approvals": {"mode": "ask", "allow_commands": ["git status", "pytest *"]}}
+    async with world(tmp_path, rules) as w:
+        status = (await ask(w, "!status")).split("\n")
+        assert approvals_line(w.bridge.config.approvals) in status
+        assert w.bridge.runtime.isolation_status() in status
+    assert approvals_line(w.bridge.config.approvals) == (
+        "• Approvals: `ask`: commands, writes outside the workspace and fetches wait for a "
+        "person in the thread; allowed without asking: `git status`, `pytest *`"
+    )
 
 
 async def test_status_of_a_busy_then_idle_thread(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def utf8_size(text: str) -> int:
     return len(text.encode())
 
 
-def _opens_fence(line: str) -> str | None:
+def opens_fence(line: str) -> str | None:
     """The fence marker (for example "```") when ``line`` opens a fenced code block."""
     match = _FENCE_OPEN.match(line)
     if match is None:
@@ -41,7 +41,7 @@ def _opens_fence(line: str) -> str | None:
     return marker
 
 
-def _closes_fence(line: str, marker: str) -> bool:
+def closes_fence(line: str, marker: str) -> bool:
     stripped = line.strip()
     indent = len(line) - len(line.lstrip(" "))
     return (
@@ -60,14 +60,14 @@ def fenced_parts(text: str) -> list[tuple[bool, list[str]]]:
     lines: list[str] = []
     for line in text.split("\n"):
         if marker is None:
-            found = _opens_fence(line)
+            found = opens_fence(line)
             if found is None:
                 lines.append(line)
                 continue
             if lines:
                 parts.append((False, lines))
             marker, lines = found, []
-        elif _closes_fence(line, marker):
+        elif closes_fence(line, marker):
             parts.append((True, lines))
             marker, lines = None, []
         else:
@@ -83,10 +83,10 @@ def open_fence_at_end(text: str) -> tuple[str, str] | None:
     marker = ""
     for line in text.split("\n"):
         if opener is None:
-            found = _opens_fence(line)
+            found = opens_fence(line)
             if found is not None:
                 opener, marker = line, found
-        elif _closes_fence(line, marker):
+        elif closes_fence(line, marker):
             opener = None
     return None if opener is None else (opener, marker)
 
@@ -164,11 +164,11 @@ def _blocks(text: str) -> list[_Block]:
     for line in text.split("\n"):
         if current is not None and current.fence is not None:
             current.lines.append(line)
-            if len(current.lines) > 1 and _closes_fence(line, current.fence):
+            if len(current.lines) > 1 and closes_fence(line, current.fence):
                 blocks.append(current)
                 current, separator = None, "\n"
             continue
-        marker = _opens_fence(line)
+        marker = opens_fence(line)
         if marker is not None:
             if current is not None:
                 blocks.append(current)
@@ -223,7 +223,7 @@ def _split_block(block: _Block, limit: int, size: Size) -> list[str]:
     if block.fence is None:
         return _pack_lines(block.lines, fits)
     opener = block.lines[0]
-    closed = len(block.lines) > 1 and _closes_fence(block.lines[-1], block.fence)
+    closed = len(block.lines) > 1 and closes_fence(block.lines[-1], block.fence)
     closer = block.lines[-1] if closed else block.fence
     body = block.lines[1:-1] if closed else block.lines[1:]
     if size(f"{opener}\n\n{closer}") > limit // 2:

@@ -3,7 +3,9 @@
 Lines are taken as they arrive, so a line typed while a turn runs is injected into it. The
 agent's answer streams to standard output, tool activity as short lines. While a tool call
 waits for approval, the next line answers ``approve? [y/a/N]`` (``deny: why`` works too; any
-other text is a message for the agent).
+other text is a message for the agent). "Always" (``a``) is offered only where the core offers
+it: a plain command, not a chained line or a write (``approve? [y/N]`` then). The bridge's
+Markdown is rendered on a terminal and written as it is elsewhere (:mod:`.screen`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ from bridge.core.events import (
     TurnOutcome,
 )
 
+from .blocks import MarkdownBlocks
 from .lines import InputLines
+from .screen import Screen
+from .tour import HINT, default_reply
+
+NOTICE_LABEL = "[bridge] "
 
 _ANSWERS = {
     "y": ApprovalChoice.APPROVE,
@@ -60,46 +67,56 @@ REACTION_WORDS = {
 
 
 class ConsoleReply:
-    """A live reply written to a text stream."""
+    """A live reply on the console's screen: on a terminal each finished Markdown block of the
+    answer is rendered as it completes; elsewhere the text is written as it streams."""
 
-    def __init__(self, out: TextIO):
-        self.out = out
+    def __init__(self, screen: Screen, *, hint: str = "") -> None:
+        self.screen = screen
         self.streamed: list[str] = []
-        self.at_line_start = True
-
-    def _write(self, text: str) -> None:
-        if text:
-            self.out.write(text)
-            self.out.flush()
-            self.at_line_start = text.endswith("\n")
-
-    def _line(self, text: str) -> None:
-        if not self.at_line_start:
-            self._write("\n")
-        self._write(text + "\n")
+        self._blocks = MarkdownBlocks()
+        self._shown = False  # whether a block of the answer is on the screen
+        self._hint = hint  # said after the simulator's default reply
 
     async def append(self, text: str) -> None:
         self.streamed.append(text)
-        self._write(text)
+        if self.screen.terminal:
+            self._show(self._blocks.feed(text))
+        else:
+            self.screen.write(text)
+
+    def _show(self, markdown: str) -> None:
+        if not markdown.strip():
+            return
+        if self._shown:
+            self.screen.write("\n")
+        self.screen.markdown(markdown.strip("\n"))
+        self._shown = True
 
     async def tool(self, activity: ToolActivity) -> None:
         if activity.state == "ACTIVE":
-            self._line(f"  › {activity.name} {activity.summary}".rstrip())
+            self.screen.line(f"  › {activity.name} {activity.summary}".rstrip(), dim=True)
         elif activity.state == "ERROR":
             detail = (activity.error or "failed").splitlines()[0][:200]
-            self._line(f"  ✗ {activity.name}: {detail}")
+            self.screen.line(f"  ✗ {activity.name}: {detail}", dim=True)
 
     async def finish(self, outcome: TurnOutcome) -> None:
         streamed = "".join(self.streamed)
         final = outcome.final_text
+        if self.screen.terminal:
+            self._show(self._blocks.rest())
         if final and final != streamed:
             # result.response can hold text no delta carried: show the whole final answer.
-            self._line("")
-            self._write(final)
-        if not self.at_line_start:
-            self._write("\n")
+            self.screen.end_line()
+            self.screen.write("\n")
+            if self.screen.terminal:
+                self.screen.markdown(final.strip("\n"))
+            else:
+                self.screen.write(final)
+        self.screen.end_line()
         for line in outcome_lines(outcome):
-            self._line(line)
+            self.screen.markdown(line)
+        if self._hint and default_reply(final or streamed):
+            self.screen.markdown(self._hint, label=NOTICE_LABEL)
 
 
 class ConsoleAdapter:
@@ -112,12 +129,16 @@ class ConsoleAdapter:
         user: str = "",
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
+        simulated: bool = False,
     ):
         self.thread = ThreadRef(platform="console", channel="local", thread=thread)
         name = user or _login_name()
         self.author = Author(id=f"console:{name}", display_name=name)
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
+        self.screen = Screen(self.stdout)
+        # On the simulator, a hint after its default reply says how to see more.
+        self._hint = HINT if simulated else ""
         self.eof = anyio.Event()
         self._run_id = uuid.uuid4().hex[:12]
         self._asking: str | None = None  # the handle of the request waiting for an answer
@@ -160,8 +181,7 @@ class ConsoleAdapter:
     async def ask_approval(self, request: ApprovalRequest) -> str:
         handle = f"approval:{request.id}"
         self._asking = handle
-        for line in visible(request.text).split("\n"):
-            self._notice(line)
+        self._notice(visible(request.text))
         self._notice("approve? [y/a/N]" if request.always else "approve? [y/N]")
         return handle
 
@@ -170,22 +190,20 @@ class ConsoleAdapter:
     ) -> None:
         if self._asking == handle:
             self._asking = None
-        for line in visible(result.text).split("\n"):
-            self._notice(line)
+        self._notice(visible(result.text))
 
     def _notice(self, text: str) -> None:
-        self.stdout.write(f"[bridge] {text}\n")
-        self.stdout.flush()
+        """The bridge's Markdown, each line after ``[bridge]``."""
+        self.screen.markdown(text, label=NOTICE_LABEL)
 
     @asynccontextmanager
     async def open_reply(
         self, thread: ThreadRef, reply_to: str | None, author: Author | None = None
     ) -> AsyncIterator[LiveReply]:
-        yield ConsoleReply(self.stdout)
+        yield ConsoleReply(self.screen, hint=self._hint)
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
-        for line in text.splitlines() or [""]:
-            self._notice(line)
+        self._notice(text.rstrip("\n"))
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         self._notice(

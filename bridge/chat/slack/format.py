@@ -9,6 +9,8 @@ Two kinds of text go out, and each is made safe its own way:
   (``<!channel>`` pings everyone, ``<https://x|ls>`` shows "ls"): every text the bridge builds
   from agent or user input there is escaped (``&amp;``, ``&lt;``, ``&gt;``, Slack's only three
   entities), cut before escaping so no entity is split, and measured escaped, as Slack counts.
+  The bridge's texts are CommonMark: their ``**bold**`` becomes mrkdwn's ``*bold*`` there
+  (outside code), the one mark the two write differently that the bridge uses.
 - The agent's answers are standard Markdown (``markdown_text``), kept as written (links, code)
   except that channel-wide mentions (``<!channel>``, ``<!here>``, ``<!everyone>``,
   ``<!subteam^…>`` and bare ``@channel``/``@here``/``@everyone``) get a zero-width space after
@@ -100,6 +102,22 @@ class BroadcastGuard:
         return out
 
 
+_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+# An inline code span: its text is shown as is, in CommonMark as in mrkdwn.
+_CODE_SPAN = re.compile(r"(`+)(?:.*?[^`])?\1(?!`)")
+
+
+def mrkdwn_bold(line: str) -> str:
+    """A line of CommonMark with its ``**bold**`` as mrkdwn's ``*bold*``; code spans kept."""
+    out, at = [], 0
+    for span in _CODE_SPAN.finditer(line):
+        out.append(_STRONG.sub(r"*\1*", line[at : span.start()]))
+        out.append(span.group(0))
+        at = span.end()
+    out.append(_STRONG.sub(r"*\1*", line[at:]))
+    return "".join(out)
+
+
 def _code_line(line: str) -> str:
     # A run of three backticks would end Slack's code block early: keep the run visibly the
     # same, broken by zero-width spaces.
@@ -165,7 +183,7 @@ def mrkdwn_sections(markdown: str, limit: int = SECTION_LIMIT) -> list[str]:
             size += 4
         else:
             for line in lines:
-                add(line, False)
+                add(mrkdwn_bold(line), False)
     close(False)
     if len(sections) > MAX_SECTIONS:
         hidden = len(sections) - MAX_SECTIONS + 1
@@ -179,7 +197,7 @@ def mrkdwn_sections(markdown: str, limit: int = SECTION_LIMIT) -> list[str]:
 def mrkdwn_fallback(markdown: str, limit: int = 300) -> str:
     """The notification text of a message built from ``markdown``: one line, escaped, at most
     ``limit`` characters as sent."""
-    flat = " ".join(markdown.split())
+    flat = mrkdwn_bold(" ".join(markdown.split()))
     if escaped_size(flat) <= limit:
         return mrkdwn_escape(flat) or "…"
     return mrkdwn_escape(cut_escaped(flat, limit - 1).rstrip()) + "…"

@@ -46,7 +46,7 @@ def _longest_backticks(text: str) -> int:
 
 def _code(text: str) -> str:
     # An inline code span the text cannot end early (a backtick shows as a quote: Slack's
-    # mrkdwn has no longer spans).
+    # mrkdwn, where approval requests are shown, has no longer spans).
     return "`" + text.replace("`", "'").replace("\n", " ") + "`"
 
 
@@ -83,7 +83,7 @@ def request_text(
 ) -> str:
     who = f" for {inert(requested_by.label)}" if requested_by else ""
     what = "run this command" if tool == "run_command" else f"use {_code(tool)}"
-    lines = [f"🔐 *Approval needed*: the agent wants to {what}{who}:", shown(summary)]
+    lines = [f"🔐 **Approval needed**: the agent wants to {what}{who}:", shown(summary)]
     if preview:
         lines.append(_fence(visible(preview)))
     lines.append(

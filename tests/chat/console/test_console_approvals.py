@@ -111,6 +111,26 @@ def test_y_a_and_n_answer_the_prompt(tmp_path: Path) -> None:
     assert console.proc.returncode == 0
 
 
+def test_always_is_offered_for_a_plain_command_only(tmp_path: Path) -> None:
+    """As the README says: a chained line or a write asks ``approve? [y/N]``."""
+    console = Console(tmp_path)
+    try:
+        console.type("[[tool run_command ls && ls]]")
+        console.wait("approve? [y/N]")
+        console.type("y")
+        console.wait("✅ Approved by alice")
+        console.wait("You said")
+        console.type("[[write ../outside.txt hello]]")
+        console.wait("approve? [y/N]", 2)
+        console.type("n")
+        console.wait("denied by alice")
+        console.wait("You said", 2)
+    finally:
+        console.close()
+    assert console.count("approve? [y/a/N]") == 0
+    assert console.proc.returncode == 0
+
+
 def test_sigkill_while_waiting_then_the_request_reads_as_expired(tmp_path: Path) -> None:
     console = Console(tmp_path)
     console.type("[[tool run_command touch never.txt]]")

@@ -126,3 +126,9 @@ def test_a_requesters_name_or_a_reason_makes_no_link_in_an_approval_request() ->
         html = Renderer().html(text)
         assert "<a " not in html and "href" not in html, html
         assert "Alice" in html and "evil.example" in html  # still shown, as text
+
+
+def test_an_approval_request_shows_bold_in_matrix_not_asterisks() -> None:
+    asked = request_text(tool="run_command", summary="ls", preview="", requested_by=None, timeout=9)
+    html = Renderer().content(asked)["formatted_body"]
+    assert "<strong>Approval needed</strong>" in html and "*" not in html

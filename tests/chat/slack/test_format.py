@@ -6,6 +6,8 @@ from __future__ import annotations
 from bridge.chat.slack.format import (
     MARKDOWN_LIMIT,
     SPLIT_LIMIT,
+    mrkdwn_fallback,
+    mrkdwn_sections,
     split_message,
     tool_line,
 )
@@ -29,3 +31,14 @@ def test_tool_lines_are_short_single_lines() -> None:
     assert "`echo 'x'" in long
     failed = tool_line(ToolActivity(name="edit", state="ERROR", error="permission check failed"))
     assert failed == "› edit — ⚠️ permission check failed"
+
+
+def test_the_cores_commonmark_bold_is_mrkdwn_bold_in_sections() -> None:
+    """Block Kit sections are mrkdwn, where bold is one asterisk: the core's ``**bold**`` is
+    converted there (outside code), so Slack shows no stray asterisks."""
+    text = "🔐 **Approval needed**: run `a**b**c`:\n```\necho **x**\n```\nthen **go** on"
+    [section] = mrkdwn_sections(text)
+    assert section.startswith("🔐 *Approval needed*: run `a**b**c`:")
+    assert "```\necho **x**\n```" in section, "code keeps its asterisks"
+    assert section.endswith("then *go* on")
+    assert mrkdwn_fallback(text).startswith("🔐 *Approval needed*: run `a**b**c`")

@@ -65,3 +65,14 @@ def test_a_command_cannot_hide_or_reorder_itself_in_the_request() -> None:
     assert "rm -rf ~\\rls\\x1b[2K \\u202efdp.txt\\u200b" in text and "a\\rb" in text
     decided = result_text(summary, ApprovalState.DENIED, BOB, "")
     assert "\u202e" not in decided and "\\u202e" in decided
+
+
+def test_the_request_is_commonmark_bold_not_slacks() -> None:
+    """The core's texts are one neutral markup, CommonMark: each adapter renders it."""
+    from markdown_it import MarkdownIt
+
+    text = request_text(tool="run_command", summary="ls", preview="", requested_by=None, timeout=60)
+    assert text.startswith("🔐 **Approval needed**: the agent wants to run this command")
+    inline = MarkdownIt("commonmark").parseInline(text.split("\n", 1)[0])[0].children or []
+    bold = [t for t in inline if t.type == "strong_open"]
+    assert bold and not any(t.type == "em_open" for t in inline)
