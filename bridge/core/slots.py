@@ -57,6 +57,18 @@ class ProcessSlots:
                 return index
         return None
 
+    def take_now(self, key: str, on_evict: Callable[[], None] | None = None) -> bool:
+        """Take a slot for ``key`` if one is free with nobody in line (no waiting, no task);
+        give it back with :meth:`give_back`. False: :meth:`hold` waits in line."""
+        if len(self._holders) >= self.limit or self._waiters:
+            return False
+        self._holders[key] = _Holder(key, on_evict=on_evict)
+        return True
+
+    def give_back(self, key: str) -> None:
+        self._holders.pop(key, None)
+        self._grant()
+
     @asynccontextmanager
     async def hold(
         self,

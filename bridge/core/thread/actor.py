@@ -10,7 +10,7 @@ with commands of their own. :mod:`bridge.core.thread.parts` builds what the effe
 from __future__ import annotations
 
 import logging
-import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,7 +46,11 @@ class ThreadActor:
         self.key = ref.key
         self.state = State()
         self._on_exit = on_exit
-        self._mailbox, self._effects = anyio.create_memory_object_stream[e.Effect](math.inf)
+        # The mailbox: effects in order, and a wake-up for the actor's task when it waits.
+        self._mailbox: deque[e.Effect] = deque()
+        self._arrived = anyio.Event()
+        # The idle spell's timer: when it rings, and which spell it is for.
+        self._idle: tuple[float, int] | None = None
         self.work = ThreadWork(ref, parts, self.tell, context or [], report_takeover)
         self._tg: TaskGroup | None = None
 
@@ -79,7 +83,11 @@ class ThreadActor:
             if isinstance(effect, e.Immediate):
                 self._now(effect)
             else:
-                self._mailbox.send_nowait(effect)
+                self._post(effect)
+
+    def _post(self, effect: e.Effect) -> None:
+        self._mailbox.append(effect)
+        self._arrived.set()
 
     async def decide(self, command: c.Decide) -> DecideOutcome:
         """An approval answer, to the gate that holds the request."""
@@ -110,14 +118,30 @@ class ThreadActor:
             if not self.state.gone:
                 # Cancelled from outside (the bridge stops): nothing may start a successor.
                 self.state = State(phase=Phase.GONE)
-            # Gone: no transition has effects any more, so nothing is sent to the mailbox.
-            self._mailbox.close()
-            self._effects.close()
+            self._mailbox.clear()  # gone: no transition has effects any more
             self._on_exit(self)
             log.info("thread worker stopped", extra={"chat_thread": self.key})
 
+    async def _next(self) -> e.Effect:
+        """The next effect; meanwhile, the idle timer rings when its time comes (here, so that
+        an idle thread costs no task of its own)."""
+        while not self._mailbox:
+            self._arrived = anyio.Event()
+            timer = self._idle
+            if timer is None:
+                await self._arrived.wait()
+                continue
+            with anyio.move_on_after(timer[0] - anyio.current_time()):
+                await self._arrived.wait()
+            if not self._mailbox and self._idle is timer and anyio.current_time() >= timer[0]:
+                self._idle = None
+                log.info("closing idle agy", extra={"chat_thread": self.key})
+                self.tell(c.IdleTimeout(timer[1]))
+        return self._mailbox.popleft()
+
     async def _loop(self) -> None:
-        async for effect in self._effects:
+        while True:
+            effect = await self._next()
             if isinstance(effect, e.Exit):
                 return
             try:
@@ -152,11 +176,16 @@ class ThreadActor:
             work.mark(effect.message_id, Reaction.QUEUED)
         elif isinstance(effect, e.Interrupt):
             if not work.interrupt(effect.by) and effect.tell:
-                self._mailbox.send_nowait(e.Say(NOTHING_RUNNING))
+                self._post(e.Say(NOTHING_RUNNING))
         elif isinstance(effect, e.SetIdle):
             work.set_idle(effect.idle)
+        elif isinstance(effect, e.RunTurn):
+            work.start_turn()
+        elif isinstance(effect, e.StartIdleTimer):
+            self._idle = (anyio.current_time() + work.idle_timeout, effect.spell)
+            self._arrived.set()  # the waiting task looks at the new time
         elif isinstance(effect, e.StopIdleTimer):
-            work.stop_idle_timer()
+            self._idle = None
         elif isinstance(effect, e.ForgetAllowList):
             if work.gate is not None:
                 work.gate.forget_allow_list()
@@ -172,17 +201,16 @@ class ThreadActor:
         elif isinstance(effect, e.CheckInbox):
             self.tell(c.InboxChecked(await work.has_pending()))
         elif isinstance(effect, e.AcquireSlot):
-            self._spawn(work.hold_slot, "slot")
+            if work.take_slot_now():
+                self.tell(c.SlotGranted())
+            else:
+                self._spawn(work.hold_slot, "slot")
         elif isinstance(effect, e.ReleaseSlot):
             work.release_slot()
         elif isinstance(effect, e.StartProcess):
             self._spawn(work.run_process, "agy")
         elif isinstance(effect, e.CloseProcess):
             work.close_process()
-        elif isinstance(effect, e.RunTurn):
-            self._spawn(self._turn, "turn")
-        elif isinstance(effect, e.StartIdleTimer):
-            self._spawn(lambda: work.idle_timer(effect.spell), "idle")
         elif isinstance(effect, e.FetchAttachments):
             self._spawn(lambda: work.fetch_in_background(effect.row_id), "files")
         elif isinstance(effect, e.DropConversation):
@@ -199,9 +227,6 @@ class ThreadActor:
                 await work.fail_pending(effect.reason)
         else:
             self._now(effect)
-
-    async def _turn(self) -> None:
-        self.tell(await self.work.run_turn())
 
 
 __all__ = ["ThreadActor", "TurnStatus"]

@@ -131,7 +131,15 @@ class Exit:
 # Carried out the moment they are decided, by whoever told the actor (no I/O, no wait): the
 # hook's flag must be up before ``submit`` returns, an interrupt must not queue behind a post.
 Immediate = (
-    FlagHook | MarkQueued | Interrupt | SetIdle | StopIdleTimer | ForgetAllowList | CancelWork
+    FlagHook
+    | MarkQueued
+    | Interrupt
+    | SetIdle
+    | RunTurn
+    | StartIdleTimer
+    | StopIdleTimer
+    | ForgetAllowList
+    | CancelWork
 )
 
 Effect = (

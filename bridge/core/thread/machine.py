@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from bridge.core.thread import commands as c
@@ -95,12 +95,18 @@ class State:
 Step = tuple[State, list[e.Effect]]
 
 
+def _set(state: State, **changes: Any) -> State:
+    """``state`` with ``changes`` (``dataclasses.replace`` reads the fields anew at every call:
+    several times slower, at several transitions per turn)."""
+    return State(**{**state.__dict__, **changes})
+
+
 def handle(state: State, command: c.Command) -> Step:
     """The one transition function."""
     if state.gone:
         # Only remember a late message (the router may start a successor for it).
         if isinstance(command, c.MessageStored):
-            return replace(state, signalled=True), []
+            return _set(state, signalled=True), []
         return state, []
     step = _TABLE.get(type(command))
     if step is None:
@@ -112,26 +118,26 @@ def handle(state: State, command: c.Command) -> Step:
 
 
 def _check(state: State, *before: e.Effect) -> Step:
-    return replace(state, phase=Phase.CHECKING, signalled=False), [*before, e.CheckInbox()]
+    return _set(state, phase=Phase.CHECKING, signalled=False), [*before, e.CheckInbox()]
 
 
 def _take(state: State, *before: e.Effect) -> Step:
     return (
-        replace(state, phase=Phase.TAKING, signalled=False),
+        _set(state, phase=Phase.TAKING, signalled=False),
         [*before, e.SetIdle(False), e.RunTurn()],
     )
 
 
 def _close(state: State, after: AfterClose, *before: e.Effect) -> Step:
-    return replace(state, phase=Phase.CLOSING, after_close=after), [*before, e.CloseProcess()]
+    return _set(state, phase=Phase.CLOSING, after_close=after), [*before, e.CloseProcess()]
 
 
 def _start(state: State, *before: e.Effect) -> Step:
-    return replace(state, phase=Phase.STARTING, restart=False), [*before, e.StartProcess()]
+    return _set(state, phase=Phase.STARTING, restart=False), [*before, e.StartProcess()]
 
 
 def _gone(state: State, clean: bool, *effects: e.Effect) -> Step:
-    return replace(state, phase=Phase.GONE, clean=clean), [*effects, e.Exit()]
+    return _set(state, phase=Phase.GONE, clean=clean), [*effects, e.Exit()]
 
 
 def _ready(state: State, woken: bool) -> Step:
@@ -149,7 +155,7 @@ def _idle(state: State) -> Step:
         return _close(state, AfterClose.RELEASE)
     spell = state.spell + 1
     return (
-        replace(state, phase=Phase.IDLE, spell=spell),
+        _set(state, phase=Phase.IDLE, spell=spell),
         [e.SetIdle(True), e.StartIdleTimer(spell)],
     )
 
@@ -176,7 +182,7 @@ def _inbox_checked(state: State, command: c.InboxChecked) -> Step:
         if state.draining:
             return _gone(state, True)
         if command.pending:
-            return replace(state, phase=Phase.QUEUED), [e.AcquireSlot()]
+            return _set(state, phase=Phase.QUEUED), [e.AcquireSlot()]
         if state.signalled:
             return _check(state)  # stored while we looked: look again
         return _gone(state, True)
@@ -188,7 +194,7 @@ def _inbox_checked(state: State, command: c.InboxChecked) -> Step:
 def _slot_granted(state: State, _: c.SlotGranted) -> Step:
     if state.phase is not Phase.QUEUED:
         return state, []
-    return _start(replace(state, evicted=False, retried_fresh=False))
+    return _start(_set(state, evicted=False, retried_fresh=False))
 
 
 def _process_ready(state: State, _: c.ProcessReady) -> Step:
@@ -202,7 +208,7 @@ def _start_failed(state: State, command: c.StartFailed) -> Step:
     if state.phase is not Phase.STARTING:
         return state, []
     if command.conversation_unknown and not state.retried_fresh:
-        return _start(replace(state, retried_fresh=True), e.DropConversation())
+        return _start(_set(state, retried_fresh=True), e.DropConversation())
     return _check(state, e.ReportStartFailure(), e.ReleaseSlot())
 
 
@@ -218,7 +224,7 @@ def _turn_began(state: State, _: c.TurnBegan) -> Step:
     if state.phase is not Phase.TAKING:
         return state, []
     stop_by = state.stop_by
-    state = replace(state, phase=Phase.RUNNING, stop_by=None)
+    state = _set(state, phase=Phase.RUNNING, stop_by=None)
     if stop_by is None:
         return state, []
     return _end_turn(state, stop_by, tell=False)
@@ -227,13 +233,13 @@ def _turn_began(state: State, _: c.TurnBegan) -> Step:
 def _turn_finishing(state: State, _: c.TurnFinishing) -> Step:
     if state.phase is not Phase.RUNNING:
         return state, []
-    return replace(state, phase=Phase.FINISHING, asking=False), []
+    return _set(state, phase=Phase.FINISHING, asking=False), []
 
 
 def _turn_ended(state: State, command: c.TurnEnded) -> Step:
     if not state.in_turn:
         return state, []
-    state = replace(state, stop_by=None, asking=False)
+    state = _set(state, stop_by=None, asking=False)
     after = command.after
     if after in (c.After.GONE, c.After.WEDGED):
         return _close(state, AfterClose.RELEASE)
@@ -247,7 +253,7 @@ def _turn_ended(state: State, command: c.TurnEnded) -> Step:
         return _take(state)  # stored while the inbox was found empty: try again
     # Stored during the turn: it may have been injected already, and a read is cheaper
     # than a turn's write transaction.
-    return replace(state, phase=Phase.READING, signalled=False), [e.CheckInbox()]
+    return _set(state, phase=Phase.READING, signalled=False), [e.CheckInbox()]
 
 
 def _idle_timeout(state: State, command: c.IdleTimeout) -> Step:
@@ -257,14 +263,14 @@ def _idle_timeout(state: State, command: c.IdleTimeout) -> Step:
 
 
 def _evicted(state: State, _: c.Evicted) -> Step:
-    state = replace(state, evicted=True)
+    state = _set(state, evicted=True)
     if state.phase is not Phase.IDLE:
         return state, []
     return _close(state, AfterClose.RELEASE, e.StopIdleTimer())
 
 
 def _message_stored(state: State, command: c.MessageStored) -> Step:
-    state = replace(state, signalled=True)
+    state = _set(state, signalled=True)
     if state.phase is Phase.IDLE:
         if state.draining:
             return state, []
@@ -283,7 +289,7 @@ def _message_stored(state: State, command: c.MessageStored) -> Step:
 def _end_turn(state: State, by: str, tell: bool) -> Step:
     """Stop the turn, whatever phase it is in."""
     if state.phase is Phase.TAKING:
-        return replace(state, stop_by=by), []
+        return _set(state, stop_by=by), []
     if state.phase is Phase.RUNNING:
         if state.asking:
             return state, [e.DenyAndInterrupt(by)]
@@ -296,7 +302,7 @@ def _stop(state: State, command: c.Stop) -> Step:
 
 
 def _restart_when_idle(state: State) -> Step:
-    state = replace(state, restart=True)
+    state = _set(state, restart=True)
     if state.phase is Phase.IDLE:
         return _close(state, AfterClose.START, e.StopIdleTimer())
     return state, []
@@ -317,11 +323,11 @@ def _forget_allow_list(state: State, _: c.ForgetAllowList) -> Step:
 
 
 def _drain(state: State, _: c.Drain) -> Step:
-    return replace(state, draining=True), []
+    return _set(state, draining=True), []
 
 
 def _shutdown(state: State, _: c.Shutdown) -> Step:
-    state = replace(state, draining=True)
+    state = _set(state, draining=True)
     if state.phase is Phase.RUNNING:
         # Interrupted, not denied: a request still waiting expires with the turn.
         return state, [e.Interrupt(SHUTTING_DOWN, tell=False)]
@@ -333,7 +339,7 @@ def _lease_ended(state: State, command: c.EndLease | c.LeaseLost) -> Step:
 
 
 def _asking(state: State, command: c.Asking) -> Step:
-    return replace(state, asking=command.waiting), []
+    return _set(state, asking=command.waiting), []
 
 
 def _decide(state: State, _: c.Decide) -> Step:

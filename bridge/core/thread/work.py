@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
 from bridge.agy.plugin import RuleTooLarge
 from bridge.agy.process import AgyHandle, AgyStartError
@@ -57,8 +59,9 @@ class ThreadWork:
         self._runner: TurnRunner | None = None
         self._scopes: set[anyio.CancelScope] = set()
         self._slot_release = anyio.Event()
-        self._process_close = anyio.Event()
-        self._timer: anyio.CancelScope | None = None
+        self._slot_taken = False  # taken at once (given back by hand), not held by a task
+        # The running process's turn requests (closed: let agy go).
+        self._turns: MemoryObjectSendStream[None] | None = None
         self._start_error: AgyStartError | None = None
 
     # --- the actor's tasks -------------------------------------------------------------------
@@ -79,6 +82,9 @@ class ThreadWork:
 
     async def close(self) -> None:
         """The actor ends: the session's listener, then (when so configured) the worktree."""
+        if self._slot_taken:  # cancelled while holding a slot taken at once
+            self._slot_taken = False
+            self.parts.slots.give_back(self.key)
         if self._session is not None:
             await self._session.close()
         await cleanup_workdir(self.place, self.parts.runtime.isolation.sandbox, self.key)
@@ -155,7 +161,13 @@ class ThreadWork:
 
     # --- the slot and the process -----------------------------------------------------------
 
+    def take_slot_now(self) -> bool:
+        """A free slot taken at once (most of the time): no task waits in line for it."""
+        self._slot_taken = self.parts.slots.take_now(self.key, lambda: self._tell(c.Evicted()))
+        return self._slot_taken
+
     async def hold_slot(self) -> None:
+        """Wait in line for a slot, and hold it until released."""
         self._slot_release = release = anyio.Event()
         slots = self.parts.slots
         async with slots.hold(self.key, self._tell_queued, lambda: self._tell(c.Evicted())):
@@ -163,13 +175,17 @@ class ThreadWork:
             await release.wait()
 
     def release_slot(self) -> None:
-        self._slot_release.set()
+        if self._slot_taken:
+            self._slot_taken = False
+            self.parts.slots.give_back(self.key)
+        else:
+            self._slot_release.set()
 
     def set_idle(self, idle: bool) -> None:
         self.parts.slots.set_idle(self.key, idle)
 
     async def run_process(self) -> None:
-        self._process_close = close = anyio.Event()
+        """Start agy and run its turns, one at a time, as they are asked for, until closed."""
         parts, place = self.parts, self.place
         assert place is not None
         thread = await parts.store.thread(self.key)
@@ -197,16 +213,30 @@ class ThreadWork:
                     "agy ready",
                     extra={"chat_thread": self.key, "conversation": proc.conversation_id},
                 )
+                # Turns run in this task: one task holds agy for its whole life.
+                self._turns, requests = anyio.create_memory_object_stream[None](math.inf)
                 self._tell(c.ProcessReady())
-                await close.wait()
+                with requests:
+                    async for _ in requests:
+                        self._tell(await self.run_turn())
             finally:
                 self.proc = None
                 with anyio.CancelScope(shield=True):
                     await parts.store.remove_process(proc.pid)
         self._tell(c.ProcessClosed())
 
+    @property
+    def idle_timeout(self) -> float:
+        return self.parts.config.agy.idle_timeout
+
+    def start_turn(self) -> None:
+        assert self._turns is not None
+        self._turns.send_nowait(None)
+
     def close_process(self) -> None:
-        self._process_close.set()
+        if self._turns is not None:
+            self._turns.close()
+            self._turns = None
 
     async def start_failed(self, exc: AgyStartError) -> bool:
         """Keep why agy did not start; whether a fresh conversation is worth a try."""
@@ -225,17 +255,6 @@ class ThreadWork:
             self._start_error, self.parts.store, self.key, self.scrub
         )
         await self.fail_pending(text)
-
-    async def idle_timer(self, spell: int) -> None:
-        with anyio.CancelScope() as timer:
-            self._timer = timer
-            await anyio.sleep(self.parts.config.agy.idle_timeout)
-            log.info("closing idle agy", extra={"chat_thread": self.key})
-            self._tell(c.IdleTimeout(spell))
-
-    def stop_idle_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
 
     # --- turns --------------------------------------------------------------------------------
 
