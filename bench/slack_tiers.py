@@ -20,7 +20,7 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import anyio
 from bench.common import machine, percentile, table
 from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.format import split_message
+from bridge.chat.slack.tiers import Tier, scope_key
 from bridge.core.events import (
     Author,
     IncomingMessage,
@@ -153,24 +154,20 @@ async def run(threads: int, seconds: float, channels: int, every: float) -> int:
         return 0 if complete == threads else 1
 
 
-def report(
-    tiers: dict[str, tuple[int, float, bool]], calls: list[Any], adapter: SlackAdapter, took: float
-) -> str:
+def report(tiers: Mapping[str, Tier], calls: list[Any], adapter: SlackAdapter, took: float) -> str:
     rows = []
     methods = sorted({c.method for c in calls})
     for method in methods:
         mine = [c for c in calls if c.method == method]
         tier = tiers.get(method)
-        if tier is None:
-            limit, window, per_channel = 0, 60.0, False
-        else:
-            limit, window, per_channel = tier
+        limit, window = (tier.limit, tier.window) if tier is not None else (0, 60.0)
+        scope = tier.scope if tier is not None else "app"
         accepted = [c for c in mine if c.status != 429]
-        if per_channel:
-            by_channel: dict[str, list[float]] = {}
+        if tier is not None and scope != "app":
+            by_scope: dict[str, list[float]] = {}
             for c in accepted:
-                by_channel.setdefault(str(c.args.get("channel")), []).append(c.at)
-            most = max((peak(t, window) for t in by_channel.values()), default=0)
+                by_scope.setdefault(scope_key(tier, c.args), []).append(c.at)
+            most = max((peak(t, window) for t in by_scope.values()), default=0)
         else:
             most = peak([c.at for c in accepted], window)
         stats = adapter.budget.stats.get(method)
@@ -180,7 +177,7 @@ def report(
                 method,
                 str(len(mine)),
                 f"{per_minute:.0f}",
-                f"{most} / {window:g} s" + (" per channel" if per_channel else ""),
+                f"{most} / {window:g} s" + (f" per {scope}" if scope != "app" else ""),
                 f"{limit} / {window:g} s" if tier else "-",
                 str(sum(1 for c in mine if c.status == 429)),
                 str(stats.deferred if stats else 0),

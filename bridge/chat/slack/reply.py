@@ -48,7 +48,7 @@ from bridge.chat.common.outcome import render_outcome
 from bridge.chat.common.pump import FlushPump
 from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import Deferred, RateBudget
-from bridge.chat.slack.client import CALL_ERRORS, api_error, describe
+from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient, retry_after
 from bridge.chat.slack.control import ControlMessage, ToolLog
 from bridge.chat.slack.events import is_dm_channel
 from bridge.chat.slack.format import (
@@ -70,6 +70,9 @@ _FENCE_ROOM = 64
 # The first text waits this long (or for this much text) before a message is started.
 FIRST_TEXT_DELAY = 0.4
 FIRST_TEXT_CHARS = 256
+# A first chat.startStream failing transiently (429, 5xx) is tried this often in all before
+# the answer is edited instead.
+START_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,7 @@ class SlackLiveReply:
         self._control = ControlMessage(client, thread, self._tools)
         self._status = StatusLine(client, thread, no_status if no_status is not None else set())
         self._segments: list[_Segment] = []
+        self._start_failures = 0
         self._finished = False
         self._pump = FlushPump(self._stream_flush, self._interval, name=thread.key)
         self._first_text_at: float | None = None
@@ -346,7 +350,7 @@ class SlackLiveReply:
         if self._hold_first_text():
             return self._first_delay()
         if self._streaming:
-            await self._flush_stream()
+            return await self._flush_stream()
         else:
             await self._flush(answer_pieces(self._text))
         return None
@@ -403,7 +407,10 @@ class SlackLiveReply:
         age = anyio.current_time() - segment.opened_at
         return segment.stream is not None and age >= self._settings.stream_max_age
 
-    async def _flush_stream(self) -> None:
+    async def _flush_stream(self) -> float | None:
+        """Stream what is new; the seconds until the next try when the first
+        ``chat.startStream`` failed transiently (then it is tried again, a few times, before the
+        answer falls back to an edited message)."""
         text = self._text
         segment = self._segments[-1] if self._segments else await self._open_stream(0)
         if self._too_old(segment) and segment.given < len(text):
@@ -435,6 +442,19 @@ class SlackLiveReply:
                     segment = await self._roll_over(segment, stop=False)
                     continue
                 if stream.ts is None and not self._segments[:-1]:
+                    if is_transient(exc) and self._start_failures < START_ATTEMPTS - 1:
+                        # A 429 or a 5xx: Slack can stream, just not this moment.
+                        self._start_failures += 1
+                        wait = retry_after(exc)
+                        if wait is None:
+                            wait = self._settings.backoff * 2 ** (self._start_failures - 1)
+                        log.info(
+                            "starting the stream in %s failed (%s); trying again in %.1f s",
+                            self._thread.key,
+                            describe(exc),
+                            wait,
+                        )
+                        return wait
                     log.info(
                         "streaming unavailable in %s (%s); editing a message instead",
                         self._thread.key,
@@ -443,7 +463,7 @@ class SlackLiveReply:
                     self._streaming = False
                     self._segments.clear()
                     await self._flush(answer_pieces(self._text))
-                    return
+                    return None
                 raise
             segment.sent = segment.given
             segment.ts = stream.ts
@@ -452,6 +472,7 @@ class SlackLiveReply:
                 self._after_post()
             if full and segment.given == end:
                 segment = await self._roll_over(segment, stop=True)
+        return None
 
     async def _roll_over(self, segment: _Segment, *, stop: bool) -> _Segment:
         """Continue the answer in a new stream; end ``segment``'s own (stop it, or leave it to

@@ -49,6 +49,8 @@ from aiohttp import web
 from markdown_it import MarkdownIt
 from slack_sdk.signature import SignatureVerifier
 
+from bridge.chat.slack.tiers import SLACK_TIERS, Tier, scope_key
+
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
 SIGNING_SECRET = "fake-signing-secret"
@@ -57,21 +59,8 @@ BOT_ID = "BBOT0001"
 TEAM = "T0FAKE01"
 APP_ID = "A0FAKE01"
 
-# Slack's rate tiers, as (calls, window in seconds, counted per channel): Tier 2 about 20 a
-# minute, Tier 3 about 50, Tier 4 about 100; chat.postMessage about one a second per channel.
-TIERS: dict[str, tuple[int, float, bool]] = {
-    "chat.postMessage": (10, 10.0, True),
-    "chat.update": (50, 60.0, False),
-    "chat.delete": (50, 60.0, False),
-    "chat.startStream": (20, 60.0, False),
-    "chat.appendStream": (100, 60.0, False),
-    "chat.stopStream": (20, 60.0, False),
-    "chat.postEphemeral": (100, 60.0, False),
-    "assistant.threads.setStatus": (50, 60.0, False),
-    "reactions.add": (50, 60.0, False),
-    "reactions.remove": (50, 60.0, False),
-    "conversations.replies": (50, 60.0, False),
-}
+# Slack's rate tiers: the one table the app's budget reads too (bridge/chat/slack/tiers.py).
+TIERS: dict[str, Tier] = dict(SLACK_TIERS)
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _TS = re.compile(r"^\d+\.\d+$")
 
@@ -310,6 +299,8 @@ class FakeSlack:
         self.tiers = dict(TIERS)
         self.limited: list[Call] = []
         self._recent: dict[tuple[str, str], collections.deque[float]] = {}
+        # (method, scope) -> until when a 429's Retry-After holds.
+        self._blocked_until: dict[tuple[str, str], float] = {}
         self.stream_lifetime = 300.0
         self.status_lifetime = 120.0
         # (channel, thread_ts) -> (status text, when set); and every setStatus that worked.
@@ -719,6 +710,8 @@ class FakeSlack:
             failure = self._next_failure(method)
             if failure is not None:
                 call.status = failure.status
+                if failure.status == 429 and failure.retry_after:
+                    self._limited_for(method, args, failure.retry_after)
                 return _failure_response(failure)
             self._check_token(method, request)
             wait = self._over_tier(method, args)
@@ -738,22 +731,32 @@ class FakeSlack:
             self._notify()
 
     def _over_tier(self, method: str, args: dict[str, Any]) -> int | None:
-        """Seconds until ``method`` may be called again when this call is past its tier."""
+        """Seconds until ``method`` may be called again when this call is past its tier, or
+        comes before the ``Retry-After`` of an earlier 429 has passed (Slack answers 429
+        again then)."""
         tier = self.tiers.get(method)
+        key = (method, scope_key(tier, args) if tier is not None else "")
+        now = time.monotonic()
+        blocked = self._blocked_until.get(key, -math.inf)
+        if now < blocked:
+            return max(1, math.ceil(blocked - now))
         if not self.enforce_tiers or tier is None:
             return None
-        limit, window, per_channel = tier
-        channel = str(args.get("channel") or args.get("channel_id") or "")
-        recent = self._recent.setdefault(
-            (method, channel if per_channel else ""), collections.deque()
-        )
-        now = time.monotonic()
-        while recent and now - recent[0] >= window:
+        recent = self._recent.setdefault(key, collections.deque())
+        while recent and now - recent[0] >= tier.window:
             recent.popleft()
-        if len(recent) >= limit:
-            return max(1, math.ceil(recent[0] + window - now))
+        if len(recent) >= tier.limit:
+            wait = max(1, math.ceil(recent[0] + tier.window - now))
+            self._blocked_until[key] = now + wait
+            return wait
         recent.append(now)
         return None
+
+    def _limited_for(self, method: str, args: dict[str, Any], seconds: float) -> None:
+        """A 429 a test asked for (:meth:`fail`): Slack keeps refusing until it has passed."""
+        tier = self.tiers.get(method)
+        key = (method, scope_key(tier, args) if tier is not None else "")
+        self._blocked_until[key] = time.monotonic() + seconds
 
     def _next_failure(self, method: str) -> _Failure | None:
         queue = self._failures.get(method) or []

@@ -570,3 +570,50 @@ async def test_an_edited_answer_shows_its_pieces_while_the_turn_runs(
     assert fake_slack.calls_to("chat.startStream") == []
     # The final rewrite keeps the two messages and splits the whole text its own way.
     assert shown() == split_message(text)
+
+
+# ----- transient failures of the first chat.startStream -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "times", "retry_after"),
+    [(429, 1, 1), (500, 3, None)],  # a 429, and a 5xx outlasting the SDK's own two retries
+)
+async def test_a_transient_start_stream_failure_is_retried_before_editing(
+    fake_slack: FakeSlack,
+    inbound: RecordingInbound,
+    tmp_path: Path,
+    status: int,
+    times: int,
+    retry_after: int | None,
+) -> None:
+    fake_slack.fail("chat.startStream", status=status, times=times, retry_after=retry_after)
+    text = "x" * 300
+    # A roomier startStream bucket: after a 429 the budget otherwise rests ~8 s (Tier 2).
+    budget = RateBudget(tiers={**RateBudget().tiers, "chat.startStream": Tier(600, burst=20)})
+    async with running_adapter(fake_slack, inbound, tmp_path, budget=budget) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append(text)
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            assert isinstance(reply, SlackLiveReply) and reply.streaming
+            await reply.finish(TurnOutcome(final_text=text))
+
+    assert fake_slack.answer_text(CHANNEL, ts) == text
+    assert len(fake_slack.ok_calls("chat.startStream")) == 1
+    assert len(fake_slack.answer_messages(CHANNEL, ts)) == 1
+    assert fake_slack.ok_calls("chat.postMessage")[1:] == []  # the control message only
+
+
+async def test_start_stream_failing_on_and_on_falls_back_to_edits(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    fake_slack.fail("chat.startStream", status=500, times=1000)
+    text = "y" * 300
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append(text)
+            await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == text)
+            assert isinstance(reply, SlackLiveReply) and not reply.streaming
+            await reply.finish(TurnOutcome(final_text=text))
+
+    assert fake_slack.answer_text(CHANNEL, ts) == text
