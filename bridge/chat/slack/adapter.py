@@ -125,6 +125,7 @@ class SlackAdapter:
         self._hosts = FileHosts(config.api_url)
         self._bot: BotIdentity | None = None
         self._tg: TaskGroup | None = None
+        self._inbound: Inbound | None = None
         self._http_port: int | None = None
         # Who wrote a message (for stream recipients), and which marks we put on messages.
         self._writers: LRUMap[tuple[str, str], Recipient] = LRUMap(4096)
@@ -163,6 +164,7 @@ class SlackAdapter:
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         # Token problems stop the bridge here, with a message naming the setting.
         self._bot = await self._identify()
+        self._inbound = inbound
         app_token = self._config.app_token
         if self._config.transport == "socket":
             assert app_token is not None  # checked in __init__
@@ -303,8 +305,27 @@ class SlackAdapter:
         if thread.platform != PLATFORM or thread.channel != channel or not user:
             log.warning("Slack: a Stop button for another thread was ignored")
             return
-        if not self._access.allows(user, channel):
-            self._notify_refused(user, channel, thread.thread)
+        await self._stop_as(inbound, thread, user)
+
+    def _stopped_in_slack(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None
+    ) -> None:
+        """A person stopped the answer's stream in Slack (``stopped_by_user``): Slack names no
+        one, and only the stream's recipient (the turn's author) sees that control, so the turn
+        stops as theirs, under the Stop button's access rules. Outside the reply's pump: the
+        stop ends the reply, which waits for the pump."""
+        user = self._recipient(thread, reply_to, author).user_id or (author.id if author else "")
+        if self._tg is None or self._inbound is None:
+            return
+        if not user:
+            log.warning("Slack: %s was stopped in Slack by someone unknown", thread.key)
+            return
+        self._tg.start_soon(self._stop_as, self._inbound, thread, user)
+
+    async def _stop_as(self, inbound: Inbound, thread: ThreadRef, user: str) -> None:
+        """Stop ``thread``'s turn as ``user`` (a Stop button, Slack's own stop), if allowed."""
+        if not self._access.allows(user, thread.channel):
+            self._notify_refused(user, thread.channel, thread.thread)
             return
         try:
             await inbound.stop(thread, await self._users.author(user))
@@ -344,6 +365,7 @@ class SlackAdapter:
             settings=self._reply_settings,
             budget=self._budget,
             no_status=self._no_status,
+            on_user_stop=functools.partial(self._stopped_in_slack, thread, reply_to, author),
         )
         # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,8 @@ log = logging.getLogger(__name__)
 
 
 EXPIRED = "message_not_in_streaming_state"
+# A person stopped the stream in Slack: no further appends are accepted.
+STOPPED_BY_USER = "stopped_by_user"
 CONFLICT = "streaming_state_conflict"
 # Room left in a live piece for a fence line added when it is cut inside a code block.
 _FENCE_ROOM = 64
@@ -155,8 +158,13 @@ class SlackLiveReply:
         settings: ReplySettings,
         budget: RateBudget,
         no_status: set[str] | None = None,
+        on_user_stop: Callable[[], None] | None = None,
     ) -> None:
         self._client = client
+        # Told once when a person stopped the answer's stream in Slack (the adapter stops the
+        # turn as theirs); the reply then streams nothing more.
+        self._on_user_stop = on_user_stop
+        self._user_stopped = False
         self._thread = thread
         self._reply_to = reply_to
         self._recipient = recipient
@@ -345,7 +353,7 @@ class SlackLiveReply:
         except CALL_ERRORS as exc:
             # Tool lines are a nicety: try again next time, and carry on with the answer.
             log.info("tool lines not updated in %s: %s", self._thread.key, describe(exc))
-        if not self._text.strip():
+        if not self._text.strip() or self._user_stopped:
             return None
         if self._hold_first_text():
             return self._first_delay()
@@ -436,6 +444,9 @@ class SlackLiveReply:
             try:
                 await stream.append(markdown_text=piece)
             except SlackApiError as exc:
+                if api_error(exc) == STOPPED_BY_USER:
+                    self._stopped_by_user(segment)
+                    return None
                 if api_error(exc) == EXPIRED and segment.ts is not None:
                     log.info("stream expired in %s; continuing in a new message", self._thread.key)
                     segment.given = segment.sent  # its buffer ends with it
@@ -474,6 +485,19 @@ class SlackLiveReply:
                 segment = await self._roll_over(segment, stop=True)
         return None
 
+    def _stopped_by_user(self, segment: _Segment) -> None:
+        """Slack refused an append with ``stopped_by_user``: the person stopped the stream.
+        Nothing more is streamed; the final rewrite edits the message; the turn is stopped."""
+        segment.stream = None
+        segment.given = segment.sent
+        segment.shown = None  # what Slack kept of it is not known exactly
+        if self._user_stopped:
+            return
+        self._user_stopped = True
+        log.info("the stream of %s was stopped in Slack", self._thread.key)
+        if self._on_user_stop is not None:
+            self._on_user_stop()
+
     async def _roll_over(self, segment: _Segment, *, stop: bool) -> _Segment:
         """Continue the answer in a new stream; end ``segment``'s own (stop it, or leave it to
         the final rewrite when that cannot be done now) and show it with its fences closed."""
@@ -503,7 +527,7 @@ class SlackLiveReply:
         try:
             await stream.stop()
         except (*CALL_ERRORS, Deferred) as exc:
-            if api_error(exc) != EXPIRED:
+            if api_error(exc) not in (EXPIRED, STOPPED_BY_USER):
                 log.info("stopping a stream in %s failed: %s", self._thread.key, describe(exc))
                 return False
             segment.shown = None  # ended by Slack: what it shows is not known exactly

@@ -13,6 +13,8 @@ It is as strict as Slack where the bridge depends on it:
   ``chat.update`` on a message still streaming answers ``streaming_state_conflict``;
 - ``chat.startStream`` wants ``recipient_user_id`` and ``recipient_team_id`` together (both
   outside DMs) and names the one missing;
+- a stream a person stopped in Slack (:meth:`FakeSlack.stop_stream_as_user`) answers every
+  later append and stop with ``stopped_by_user``;
 - ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
   clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
 
@@ -89,6 +91,8 @@ class Message:
     stream_started: float = 0.0
     deleted: bool = False
     stream_args: dict[str, Any] = field(default_factory=dict)
+    # A person stopped this stream in Slack: no append or stop is accepted any more.
+    stopped_by_user: bool = False
     # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
     bot_id: str | None = None
     username: str | None = None
@@ -367,6 +371,15 @@ class FakeSlack:
             if message.streaming:
                 message.streaming = False
                 message.expired = True
+        self._notify()
+
+    def stop_stream_as_user(self, ts: str) -> None:
+        """A person stopped the stream ``ts`` in Slack: later appends and stops answer
+        ``stopped_by_user`` (the message keeps what it showed, and may be edited)."""
+        message = self.messages[ts]
+        assert message.streaming, "only a live stream can be stopped"
+        message.streaming = False
+        message.stopped_by_user = True
         self._notify()
 
     def add_user(self, user_id: str, name: str, email: str | None = None) -> None:
@@ -978,6 +991,8 @@ class FakeSlack:
 
     def _live_stream(self, args: dict[str, Any]) -> Message:
         message = self._own_message(args)
+        if message.stopped_by_user:
+            raise SlackApiFail("stopped_by_user")
         if not self._still_streaming(message):
             raise SlackApiFail("message_not_in_streaming_state")
         return message

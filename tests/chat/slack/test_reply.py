@@ -617,3 +617,29 @@ async def test_start_stream_failing_on_and_on_falls_back_to_edits(
             await reply.finish(TurnOutcome(final_text=text))
 
     assert fake_slack.answer_text(CHANNEL, ts) == text
+
+
+# ----- a person stops the stream in Slack ---------------------------------------------------
+
+
+async def test_a_stream_stopped_by_the_user_stops_the_turn_as_theirs(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        async with start_turn(fake_slack, adapter) as (thread, ts, reply):
+            await reply.append("a" * 300)
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            [streamed] = fake_slack.answer_messages(CHANNEL, ts)
+            fake_slack.stop_stream_as_user(streamed.ts)
+            for _ in range(5):
+                await reply.append(" more")
+                await anyio.sleep(0.1)
+            await inbound.wait_for(lambda: bool(inbound.stops))
+            await reply.finish(TurnOutcome(final_text="a" * 300, interrupted=True))
+
+    assert [(t, by.id) for t, by in inbound.stops] == [(thread, ALICE)]
+    refused = [c for c in fake_slack.calls if c.error == "stopped_by_user"]
+    assert len(refused) == 1  # not tried again at every flush
+    [answer] = fake_slack.answer_messages(CHANNEL, ts)
+    assert answer.ts == streamed.ts
+    assert answer.visible.startswith("a" * 300)
