@@ -42,6 +42,7 @@ from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.session import AgentSession, SessionSupport, session_title
 from bridge.chat.slack.transport import (
     SlackStartError,
     check_app_token,
@@ -50,6 +51,7 @@ from bridge.chat.slack.transport import (
 )
 from bridge.chat.slack.users import UserDirectory
 from bridge.config import SlackSection
+from bridge.core.commands import parse_command
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -63,6 +65,7 @@ from bridge.core.events import (
     LiveReply,
     OutgoingFile,
     Reaction,
+    SubmitOutcome,
     ThreadRef,
 )
 
@@ -135,6 +138,10 @@ class SlackAdapter:
         )
         # The running reply of each thread (told when the adapter posts beside it).
         self._live: dict[str, SlackLiveReply] = {}
+        # Agent sessions: whether Slack has them for this app (learnt from its first answer),
+        # and each thread's first line, the title of its session.
+        self._sessions = SessionSupport(data_dir=data_dir)
+        self._titles: LRUMap[tuple[str, str], str] = LRUMap(4096)
 
     @property
     def budget(self) -> RateBudget:
@@ -242,6 +249,7 @@ class SlackAdapter:
 
         app.event("app_mention")(on_event)
         app.event("message")(on_event)
+        self._listen_for_sessions(app, inbound)
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
@@ -270,6 +278,7 @@ class SlackAdapter:
             return
         team = candidate.org or body.get("team_id") or bot.team_id
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
+        self._note_title(candidate)
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
@@ -281,7 +290,8 @@ class SlackAdapter:
             attachments=candidate.attachments,
             sent_at=ts_to_datetime(candidate.ts),
         )
-        await inbound.submit(message)
+        outcome = await inbound.submit(message)
+        self._after_command(outcome, candidate)
 
     async def _concerns_agent(self, inbound: Inbound, candidate: Candidate) -> bool:
         """DMs always; in channels a mention, or a reply in a thread that is a conversation."""
@@ -333,6 +343,57 @@ class SlackAdapter:
             # A task of the adapter's group: a failure here must not stop the adapter.
             log.exception("Slack: stopping %s failed", thread.key)
 
+    # ----- agent sessions --------------------------------------------------------------------
+
+    def _listen_for_sessions(self, app: AsyncApp, inbound: Inbound) -> None:
+        async def on_session_stopped(event: dict[str, Any]) -> None:
+            # Answered at once; the stop runs in the adapter's task group.
+            if self._tg is not None:
+                self._tg.start_soon(self._on_session_stopped, inbound, event)
+
+        app.event("agent_session_stopped")(on_session_stopped)
+
+    async def _on_session_stopped(self, inbound: Inbound, event: dict[str, Any]) -> None:
+        """Slack's own stop button (``agent_session_stopped``): the same as our Stop button,
+        under the same access rules. Slack has stopped the listed streams whoever clicked."""
+        channel = str(event.get("channel") or "")
+        thread_ts = str(event.get("thread_ts") or "")
+        user = str(event.get("user") or "")
+        if not channel or not thread_ts or not user:
+            return
+        thread = ThreadRef(platform=PLATFORM, channel=channel, thread=thread_ts)
+        live = self._live.get(thread.key)
+        if live is not None:
+            stopped = event.get("streaming_message_ts") or []
+            live.streams_stopped([str(ts) for ts in stopped if ts])
+        await self._stop_as(inbound, thread, user)
+
+    def _note_title(self, candidate: Candidate) -> None:
+        """The thread's first line, for its session's title (Slack keeps the first one)."""
+        key = (candidate.thread.channel, candidate.thread.thread)
+        if candidate.ts == candidate.thread.thread or self._titles.get(key) is None:
+            self._titles.put(key, session_title(candidate.text))
+
+    def _session(self, thread: ThreadRef, initiator: str | None) -> AgentSession | None:
+        if not thread.thread:
+            return None
+        title = self._titles.get((thread.channel, thread.thread)) or ""
+        return AgentSession(self._client, thread, self._sessions, title=title, initiator=initiator)
+
+    def _after_command(self, outcome: SubmitOutcome, candidate: Candidate) -> None:
+        """``!new`` ends the thread's conversation: its session is closed."""
+        command = parse_command(candidate.text) if outcome is SubmitOutcome.COMMAND else None
+        if command is None or command.name != "new" or self._tg is None:
+            return
+        session = self._session(candidate.thread, None)
+        if session is not None and session.wanted:
+            self._tg.start_soon(session.set, "closed")
+
+    @property
+    def agent_sessions(self) -> SessionSupport:
+        """Whether Slack has agent sessions for this app (learnt from its first answer)."""
+        return self._sessions
+
     def _notify_refused(self, user: str, channel: str, thread_ts: str) -> None:
         """One ephemeral notice per user and channel per run, sent outside the event handler."""
         if self._tg is None or not self._notices.first_time(user, channel):
@@ -357,15 +418,17 @@ class SlackAdapter:
     ) -> AsyncIterator[LiveReply]:
         if self._tg is None:
             raise RuntimeError("the Slack adapter is not running")
+        recipient = self._recipient(thread, reply_to, author)
         reply = SlackLiveReply(
             self._client,
             thread=thread,
             reply_to=reply_to,
-            recipient=self._recipient(thread, reply_to, author),
+            recipient=recipient,
             settings=self._reply_settings,
             budget=self._budget,
             no_status=self._no_status,
             on_user_stop=functools.partial(self._stopped_in_slack, thread, reply_to, author),
+            session=self._session(thread, recipient.user_id),
         )
         # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)

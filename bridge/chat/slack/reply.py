@@ -58,6 +58,7 @@ from bridge.chat.slack.format import (
     neutralise_broadcasts,
     split_message,
 )
+from bridge.chat.slack.session import AgentSession
 from bridge.chat.slack.status import StatusLine
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 
@@ -159,8 +160,13 @@ class SlackLiveReply:
         budget: RateBudget,
         no_status: set[str] | None = None,
         on_user_stop: Callable[[], None] | None = None,
+        session: AgentSession | None = None,
     ) -> None:
         self._client = client
+        # The thread's agent session: while Slack shows it (``processing``), its stop button
+        # and indicator replace the status line and the control message.
+        self._session = session
+        self._session_tried = session is None
         # Told once when a person stopped the answer's stream in Slack (the adapter stops the
         # turn as theirs); the reply then streams nothing more.
         self._on_user_stop = on_user_stop
@@ -203,6 +209,11 @@ class SlackLiveReply:
         return self._thread
 
     @property
+    def native(self) -> bool:
+        """Whether Slack shows this turn as a processing agent session (its own stop)."""
+        return self._session is not None and self._session.on
+
+    @property
     def streaming(self) -> bool:
         """Whether the answer is (still) streamed rather than edited."""
         return self._streaming
@@ -238,7 +249,27 @@ class SlackLiveReply:
                 await self._control.finish(self._calls)
             except CALL_ERRORS:
                 pass  # logged with the thread key by with_retries
+            await self._end_session()
             await self._status.clear()
+
+    async def _end_session(self) -> None:
+        """Move the session off ``processing`` (Slack never does): ``active``, unless the
+        answer's ``chat.stopStream`` already did."""
+        if self._session is None or not self._session.on:
+            return
+        with anyio.move_on_after(10.0):
+            await self._session.set("active")
+
+    def streams_stopped(self, stopped: list[str]) -> None:
+        """Slack's stop button was clicked (``agent_session_stopped``): Slack stopped these
+        streams. Nothing more is streamed; whether the turn stops is the adapter's call (the
+        clicker must be allowed)."""
+        self._user_stopped = True
+        for segment in self._segments:
+            if segment.ts in stopped and segment.stream is not None:
+                segment.stream = None
+                segment.given = segment.sent
+                segment.shown = None
 
     async def close(self) -> None:
         """Leaving the reply without an answer (the turn was cancelled): clear what is shown."""
@@ -261,6 +292,8 @@ class SlackLiveReply:
         task_group.start_soon(self._keep)
 
     def _after_post(self) -> None:
+        if self.native:
+            return  # no status line to put back
         self._status.cleared_by_post()
         self._status_due = anyio.current_time()
         self._keeper_wake.set()
@@ -283,6 +316,13 @@ class SlackLiveReply:
             self._keeper_done.set()
 
     async def _keep_once(self) -> None:
+        if not self._session_tried:
+            self._session_tried = True
+            assert self._session is not None
+            if await self._session.set("processing"):
+                # Slack shows the turn with its own indicator and stop button.
+                self._status_due = self._control_due = math.inf
+                return
         now = anyio.current_time()
         if now >= self._status_due:
             retry = await self._status.show()
@@ -495,7 +535,9 @@ class SlackLiveReply:
             return
         self._user_stopped = True
         log.info("the stream of %s was stopped in Slack", self._thread.key)
-        if self._on_user_stop is not None:
+        # With a session, Slack's stop button sends agent_session_stopped naming who clicked:
+        # that decides (the adapter checks them); without one, only the recipient could.
+        if self._on_user_stop is not None and not self.native:
             self._on_user_stop()
 
     async def _roll_over(self, segment: _Segment, *, stop: bool) -> _Segment:
@@ -518,14 +560,21 @@ class SlackLiveReply:
                 log.info("a streamed message in %s not closed yet: %s", self._thread.key, exc)
         return following
 
-    async def _stop_stream(self, segment: _Segment) -> bool:
-        """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired)."""
+    async def _stop_stream(self, segment: _Segment, *, final: bool = False) -> bool:
+        """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired).
+
+        ``chat.stopStream`` also sets the thread's session (``active`` unless told): a stream
+        rolled over keeps it ``processing``; the final stop ends it."""
         stream = segment.stream
         if stream is None or stream.ts is None:
             segment.stream = None
             return True
+        native = self.native
         try:
-            await stream.stop()
+            if native:
+                await stream.stop(session_status="active" if final else "processing")
+            else:
+                await stream.stop()
         except (*CALL_ERRORS, Deferred) as exc:
             if api_error(exc) not in (EXPIRED, STOPPED_BY_USER):
                 log.info("stopping a stream in %s failed: %s", self._thread.key, describe(exc))
@@ -533,6 +582,8 @@ class SlackLiveReply:
             segment.shown = None  # ended by Slack: what it shows is not known exactly
         else:
             segment.shown = self._text[segment.start : segment.given]
+            if native and final and self._session is not None:
+                self._session.ended_by_stream()
         segment.stream = None
         return True
 
@@ -542,7 +593,7 @@ class SlackLiveReply:
         """The whole final text over the answer's messages: rewrite, add or delete messages."""
         for segment in self._segments:
             if segment.stream is not None:
-                await self._stop_stream(segment)
+                await self._stop_stream(segment, final=True)
         targets = [segment for segment in self._segments if segment.ts is not None]
         chunks = split_message(final)
         for index, chunk in enumerate(chunks):
@@ -566,7 +617,7 @@ class SlackLiveReply:
             except CALL_ERRORS as exc:
                 # Still streaming (its stop failed earlier): stop it, then edit once more.
                 if attempt == 0 and api_error(exc) == CONFLICT and segment.stream is not None:
-                    await self._stop_stream(segment)
+                    await self._stop_stream(segment, final=True)
                     continue
                 break
         # The message cannot be edited (deleted, too old, stuck streaming): post the text anew

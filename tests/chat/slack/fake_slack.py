@@ -15,6 +15,14 @@ It is as strict as Slack where the bridge depends on it:
   outside DMs) and names the one missing;
 - a stream a person stopped in Slack (:meth:`FakeSlack.stop_stream_as_user`) answers every
   later append and stop with ``stopped_by_user``;
+- agent sessions (:class:`AgentSessions`): ``agents.sessions.setStatus`` creates a thread's
+  session (with its title, ignored afterwards) and moves its status; ``chat.stopStream`` sets
+  the thread's session to its ``session_status``, ``active`` by default, as Slack documents;
+  Slack never moves a status by itself; :meth:`FakeSlack.press_session_stop` is a person
+  clicking Slack's own stop button (only while ``processing``): the thread's live streams stop
+  and ``agent_session_stopped`` arrives. An app not declared as an agent
+  (``agent_app = False``, the default) is refused with ``missing_scope`` (declaring an app as
+  an agent adds its ``assistant:write`` scope; Slack documents no code of its own for this);
 - ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
   clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
 
@@ -282,6 +290,97 @@ class Delivery:
     reason: str = ""  # why a retry would follow: http_timeout, http_error, connection_failed
 
 
+@dataclass
+class Session:
+    """One thread's agent session, as Slack keeps it."""
+
+    title: str | None
+    initiator: str | None
+    status: str
+
+
+SESSION_STATUSES = ("processing", "active", "suspended", "closed")
+
+
+class AgentSessions:
+    """The agent-session half of the fake (``agents.sessions.*``, Slack's stop button), kept
+    apart from the rest so other work on the fake does not collide with it."""
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        self.by_thread: dict[tuple[str, str], Session] = {}
+        # (channel, thread_ts, status) of every status Slack accepted, stopStream's included.
+        self.log: list[tuple[str, str, str]] = []
+
+    def status_of(self, channel: str, thread_ts: str) -> str:
+        session = self.by_thread.get((channel, thread_ts))
+        return session.status if session is not None else ""
+
+    def set_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not self.fake.agent_app:
+            raise SlackApiFail("missing_scope")
+        channel, thread_ts = str(args.get("channel_id") or ""), str(args.get("thread_ts") or "")
+        status = str(args.get("status") or "")
+        if status not in SESSION_STATUSES:
+            raise SlackApiFail("invalid_arguments")
+        if not _CHANNEL_ID.match(channel) or channel in self.fake.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        if not _TS.match(thread_ts):
+            raise SlackApiFail("invalid_thread_ts")
+        title = args.get("title")
+        if title is not None and len(str(title)) > 200:
+            raise SlackApiFail("invalid_arguments")
+        session = self.by_thread.get((channel, thread_ts))
+        if session is None:
+            session = Session(title, args.get("initiator_user_id"), status)
+            self.by_thread[(channel, thread_ts)] = session
+        self._move(channel, thread_ts, status)
+        return {"status": status, "title": session.title}
+
+    def rename(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not self.fake.agent_app:
+            raise SlackApiFail("missing_scope")
+        key = (str(args.get("channel_id") or ""), str(args.get("thread_ts") or ""))
+        session = self.by_thread.get(key)
+        if session is None:
+            raise SlackApiFail("session_not_found")
+        session.title = str(args.get("title") or "")
+        return {"title": session.title}
+
+    def stream_stopped(self, message: Message, args: dict[str, Any]) -> None:
+        """``chat.stopStream`` sets the session's status (``active`` unless told otherwise)."""
+        if message.thread_ts is None:
+            return
+        if (message.channel, message.thread_ts) in self.by_thread:
+            status = str(args.get("session_status") or "active")
+            self._move(message.channel, message.thread_ts, status)
+
+    def _move(self, channel: str, thread_ts: str, status: str) -> None:
+        self.by_thread[(channel, thread_ts)].status = status
+        self.log.append((channel, thread_ts, status))
+
+    async def press_stop(self, channel: str, thread_ts: str, user: str) -> str:
+        """A person clicks Slack's stop button: the thread's live streams stop (no append is
+        accepted any more) and ``agent_session_stopped`` is sent; the status stays as it is.
+        Returns the envelope id."""
+        assert self.status_of(channel, thread_ts) == "processing", "no stop button shown"
+        stopped = []
+        for message in self.fake.thread(channel, thread_ts):
+            if message.streaming:
+                message.streaming = False
+                message.stopped_by_user = True
+                stopped.append(message.ts)
+        event = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "user": user,
+            "streaming_message_ts": stopped,
+            "event_ts": self.fake.next_ts(),
+        }
+        return await self.fake.push_event(event)
+
+
 class SlackApiFail(Exception):
     def __init__(self, error: str) -> None:
         super().__init__(error)
@@ -298,6 +397,9 @@ class FakeSlack:
         self.files: dict[str, StoredFile] = {}
         self.uploads: dict[str, dict[str, Any]] = {}
         self.refuse_streaming: str | None = None
+        # Whether the app is declared as an agent (agent sessions work); see AgentSessions.
+        self.agent_app = False
+        self.sessions = AgentSessions(self)
         # Rate tiers, stream and status lifetimes (seconds), as Slack has them.
         self.enforce_tiers = True
         self.tiers = dict(TIERS)
@@ -892,7 +994,18 @@ class FakeSlack:
         message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
         message.markdown += _chunks_text(args.get("chunks"))
         message.streaming = False
+        self.sessions.stream_stopped(message, args)
         return {"channel": message.channel, "ts": message.ts, "message": {"ts": message.ts}}
+
+    def _m_agents_sessions_setStatus(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.sessions.set_status(args)
+
+    def _m_agents_sessions_rename(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.sessions.rename(args)
+
+    async def press_session_stop(self, channel: str, thread_ts: str, user: str) -> str:
+        """Slack's own stop button, clicked (see :meth:`AgentSessions.press_stop`)."""
+        return await self.sessions.press_stop(channel, thread_ts, user)
 
     def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
         names = self.reactions.setdefault((str(args["channel"]), str(args["timestamp"])), set())

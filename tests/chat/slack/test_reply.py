@@ -325,7 +325,10 @@ async def test_a_short_answer_costs_the_status_and_one_post(
             await reply.finish(TurnOutcome(final_text="Hello!"))
         calls = [c.method for c in fake_slack.calls[first:]]
 
-    assert calls == ["assistant.threads.setStatus", "chat.postMessage"]
+    # Without agent sessions for the app (the fake's default), learnt from Slack's first
+    # refusal, which is the only one: a later turn costs the status and the post alone.
+    assert calls == ["agents.sessions.setStatus", "assistant.threads.setStatus", "chat.postMessage"]
+    assert [c.error for c in fake_slack.calls_to("agents.sessions.setStatus")] == ["missing_scope"]
     assert [m.visible for m in fake_slack.thread(CHANNEL, ts)] == ["Hello!"]
     # Slack took the status down when the answer was posted: no call needed for that.
     assert fake_slack.status_of(CHANNEL, ts) == ""
