@@ -60,6 +60,7 @@ from bridge.chat.slack.format import (
 )
 from bridge.chat.slack.session import AgentSession
 from bridge.chat.slack.status import StatusLine
+from bridge.chat.slack.tasks import TaskBoard
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ FIRST_TEXT_CHARS = 256
 # A first chat.startStream failing transiently (429, 5xx) is tried this often in all before
 # the answer is edited instead.
 START_ATTEMPTS = 3
+# The most of the final text a stream's last stop carries (chat.stopStream: 12,000 at most).
+_REST_LIMIT = 11_000
 
 
 @dataclass(frozen=True)
@@ -184,11 +187,21 @@ class SlackLiveReply:
         # The agent's text never pings the whole channel (see bridge.chat.slack.format).
         self._guard = BroadcastGuard()
         self._tools = ToolLog()
+        # The same calls as the stream's tasks, where the answer streams.
+        self._tasks = TaskBoard()
         # The calls that must not be lost: the final answer and the clean-up after it.
         self._calls = ThreadCalls(
             client, thread, Retries(attempts=settings.attempts, backoff=settings.backoff)
         )
-        self._control = ControlMessage(client, thread, self._tools)
+        # The control message: tool lines where the stream does not carry them as tasks, and
+        # the Stop button where Slack shows none of its own.
+        self._control = ControlMessage(
+            client,
+            thread,
+            self._tools,
+            show_tools=lambda: not self._streaming,
+            with_stop=lambda: not self.native,
+        )
         self._status = StatusLine(client, thread, no_status if no_status is not None else set())
         self._segments: list[_Segment] = []
         self._start_failures = 0
@@ -232,6 +245,7 @@ class SlackLiveReply:
         if self._finished:
             return
         self._tools.record(activity)
+        self._tasks.record(activity)
         self._pump.poke()
 
     async def finish(self, outcome: TurnOutcome) -> None:
@@ -243,7 +257,10 @@ class SlackLiveReply:
         await self._stop_keeper()
         try:
             self._text += self._guard.flush()
-            await self._render_final(neutralise_broadcasts(render_outcome(outcome, self._text)))
+            await self._render_final(
+                neutralise_broadcasts(render_outcome(outcome, self._text)),
+                final_failed=bool(outcome.error or outcome.interrupted),
+            )
         finally:
             try:
                 await self._control.finish(self._calls)
@@ -320,8 +337,11 @@ class SlackLiveReply:
             self._session_tried = True
             assert self._session is not None
             if await self._session.set("processing"):
-                # Slack shows the turn with its own indicator and stop button.
-                self._status_due = self._control_due = math.inf
+                # Slack shows the turn with its own indicator and stop button; tool lines
+                # need a message of ours only where the answer cannot stream its tasks.
+                self._status_due = math.inf
+                if self._streaming:
+                    self._control_due = math.inf
                 return
         now = anyio.current_time()
         if now >= self._status_due:
@@ -393,14 +413,18 @@ class SlackLiveReply:
         except CALL_ERRORS as exc:
             # Tool lines are a nicety: try again next time, and carry on with the answer.
             log.info("tool lines not updated in %s: %s", self._thread.key, describe(exc))
-        if not self._text.strip() or self._user_stopped:
+        if self._user_stopped:
+            return None
+        if self._streaming and self._tasks.dirty:
+            # Tool progress goes into the stream at once (and may start it).
+            return await self._flush_stream()
+        if not self._text.strip():
             return None
         if self._hold_first_text():
             return self._first_delay()
         if self._streaming:
             return await self._flush_stream()
-        else:
-            await self._flush(answer_pieces(self._text))
+        await self._flush(answer_pieces(self._text))
         return None
 
     # ----- the answer, edited -----------------------------------------------------------------
@@ -461,10 +485,10 @@ class SlackLiveReply:
         answer falls back to an edited message)."""
         text = self._text
         segment = self._segments[-1] if self._segments else await self._open_stream(0)
-        if self._too_old(segment) and segment.given < len(text):
+        if self._too_old(segment) and (segment.given < len(text) or self._tasks.dirty):
             # Slack would end this stream soon (also after a long quiet tool phase).
             segment = await self._roll_over(segment, stop=True)
-        while segment.given < len(text) or segment.sent < segment.given:
+        while segment.given < len(text) or segment.sent < segment.given or self._tasks.dirty:
             if segment.stream is None:
                 segment = await self._open_stream(segment.given)
             # A message that would grow past the limit ends at a paragraph or line boundary.
@@ -472,7 +496,7 @@ class SlackLiveReply:
             end = len(text)
             if full:
                 end = max(segment.given, cut_point(text, segment.start, SPLIT_LIMIT - _FENCE_ROOM))
-            if end == segment.given and segment.sent == segment.given:
+            if full and end == segment.given and segment.sent == segment.given:
                 segment = await self._roll_over(segment, stop=True)
                 continue
             stream = segment.stream
@@ -481,8 +505,10 @@ class SlackLiveReply:
             # Handed to the SDK: a call that fails (or is deferred) keeps the text in the
             # stream's buffer, and the next append (an empty one if need be) sends it.
             piece, segment.given = text[segment.given : end], end
+            # The tool calls' tasks the stream lacks ride along.
+            chunks, versions = self._tasks.pending()
             try:
-                await stream.append(markdown_text=piece)
+                await stream.append(markdown_text=piece, chunks=chunks or None)
             except SlackApiError as exc:
                 if api_error(exc) == STOPPED_BY_USER:
                     self._stopped_by_user(segment)
@@ -517,6 +543,7 @@ class SlackLiveReply:
                     return None
                 raise
             segment.sent = segment.given
+            self._tasks.sent(versions)
             segment.ts = stream.ts
             if starting:
                 segment.opened_at = anyio.current_time()
@@ -545,8 +572,12 @@ class SlackLiveReply:
         the final rewrite when that cannot be done now) and show it with its fences closed."""
         following = await self._open_stream(segment.given)
         if stop and segment.stream is not None and segment.stream.ts is not None:
-            if not await self._stop_stream(segment):
+            stopped = await self._stop_stream(segment)
+            self._tasks.new_stream()
+            if not stopped:
                 return following  # still streaming: the final rewrite stops it
+        else:
+            self._tasks.new_stream()
         segment.stream = None
         content = slice_for_display(self._text, segment.start, segment.given)
         if segment.ts is not None and content != segment.shown:
@@ -560,28 +591,33 @@ class SlackLiveReply:
                 log.info("a streamed message in %s not closed yet: %s", self._thread.key, exc)
         return following
 
-    async def _stop_stream(self, segment: _Segment, *, final: bool = False) -> bool:
+    async def _stop_stream(
+        self, segment: _Segment, *, final: bool = False, rest: str | None = None
+    ) -> bool:
         """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired).
 
         ``chat.stopStream`` also sets the thread's session (``active`` unless told): a stream
-        rolled over keeps it ``processing``; the final stop ends it."""
+        rolled over keeps it ``processing``; the final stop ends it. The stop carries the tasks
+        the stream lacks, and ``rest``: the end of the final text this message should show."""
         stream = segment.stream
         if stream is None or stream.ts is None:
             segment.stream = None
             return True
         native = self.native
+        chunks, versions = self._tasks.pending()
+        session_status = ("active" if final else "processing") if native else None
         try:
-            if native:
-                await stream.stop(session_status="active" if final else "processing")
-            else:
-                await stream.stop()
+            await stream.stop(
+                markdown_text=rest or None, chunks=chunks or None, session_status=session_status
+            )
         except (*CALL_ERRORS, Deferred) as exc:
             if api_error(exc) not in (EXPIRED, STOPPED_BY_USER):
                 log.info("stopping a stream in %s failed: %s", self._thread.key, describe(exc))
                 return False
             segment.shown = None  # ended by Slack: what it shows is not known exactly
         else:
-            segment.shown = self._text[segment.start : segment.given]
+            self._tasks.sent(versions)
+            segment.shown = self._text[segment.start : segment.given] + (rest or "")
             if native and final and self._session is not None:
                 self._session.ended_by_stream()
         segment.stream = None
@@ -589,13 +625,14 @@ class SlackLiveReply:
 
     # ----- the final rewrite ------------------------------------------------------------------
 
-    async def _render_final(self, final: str) -> None:
+    async def _render_final(self, final: str, *, final_failed: bool = False) -> None:
         """The whole final text over the answer's messages: rewrite, add or delete messages."""
+        chunks = split_message(final)
+        self._tasks.end(failed=final_failed)
         for segment in self._segments:
             if segment.stream is not None:
-                await self._stop_stream(segment, final=True)
+                await self._stop_stream(segment, final=True, rest=self._rest_of(segment, chunks))
         targets = [segment for segment in self._segments if segment.ts is not None]
-        chunks = split_message(final)
         for index, chunk in enumerate(chunks):
             if index < len(targets):
                 await self._rewrite(targets[index], chunk)
@@ -603,6 +640,21 @@ class SlackLiveReply:
                 await self._post_final(chunk)
         for segment in targets[len(chunks) :]:
             await self._delete(segment)
+
+    def _rest_of(self, segment: _Segment, chunks: list[str]) -> str | None:
+        """When the last message streams the start of its final chunk, the rest of it: the
+        final stop then carries it, and no edit is needed (an edit would drop the stream's
+        tasks)."""
+        if segment is not self._segments[-1] or segment.ts is None:
+            return None
+        index = [s for s in self._segments if s.ts is not None].index(segment)
+        if index >= len(chunks):
+            return None
+        streamed = self._text[segment.start : segment.given]
+        chunk = chunks[index]
+        if not chunk.startswith(streamed) or len(chunk) - len(streamed) > _REST_LIMIT:
+            return None
+        return chunk[len(streamed) :]
 
     async def _rewrite(self, segment: _Segment, chunk: str) -> None:
         if segment.shown == chunk and segment.stream is None:

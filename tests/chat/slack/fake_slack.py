@@ -13,6 +13,8 @@ It is as strict as Slack where the bridge depends on it:
   ``chat.update`` on a message still streaming answers ``streaming_state_conflict``;
 - ``chat.startStream`` wants ``recipient_user_id`` and ``recipient_team_id`` together (both
   outside DMs) and names the one missing;
+- ``task_update`` chunks (:class:`StreamChunks`) build a stream's tasks by id, checked as
+  Slack checks them; an edit (``chat.update``) leaves a message without them;
 - a stream a person stopped in Slack (:meth:`FakeSlack.stop_stream_as_user`) answers every
   later append and stop with ``stopped_by_user``;
 - agent sessions (:class:`AgentSessions`): ``agents.sessions.setStatus`` creates a thread's
@@ -101,6 +103,9 @@ class Message:
     stream_args: dict[str, Any] = field(default_factory=dict)
     # A person stopped this stream in Slack: no append or stop is accepted any more.
     stopped_by_user: bool = False
+    # The stream's tasks (``task_update`` chunks), by id in order of arrival: each the last
+    # chunk Slack took for it (title, status, details, output).
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
     bot_id: str | None = None
     username: str | None = None
@@ -237,6 +242,36 @@ def _block_text(block: dict[str, Any]) -> str:
     if isinstance(text, dict):
         return str(text.get("text", ""))
     return str(text or "")
+
+
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+
+
+class StreamChunks:
+    """The ``chunks`` of the streaming methods, kept apart from the rest of the fake: Markdown
+    text, ``task_update`` (one task by id: a later chunk updates it) and ``plan_update``. Slack
+    refuses a task without an id or title, or with a status it does not know."""
+
+    @staticmethod
+    def check(chunks: Any) -> None:
+        for chunk in _chunk_list(chunks):
+            if chunk.get("type") == "task_update":
+                if not chunk.get("id") or not chunk.get("title"):
+                    raise SlackApiFail("invalid_chunks")
+                if chunk.get("status") not in TASK_STATUSES:
+                    raise SlackApiFail("invalid_chunks")
+
+    @staticmethod
+    def apply(message: Message, chunks: Any) -> None:
+        for chunk in _chunk_list(chunks):
+            if chunk.get("type") == "task_update":
+                message.tasks[str(chunk["id"])] = dict(chunk)
+
+
+def _chunk_list(chunks: Any) -> list[dict[str, Any]]:
+    if isinstance(chunks, str):
+        chunks = json.loads(chunks)
+    return [chunk for chunk in chunks or [] if isinstance(chunk, dict)]
 
 
 def _chunks_text(chunks: Any) -> str:
@@ -939,6 +974,9 @@ class FakeSlack:
         message = self._own_message(args)
         if self._still_streaming(message):
             raise SlackApiFail("streaming_state_conflict")
+        # An edit replaces what the message shows, the stream's task cards included (strict:
+        # Slack does not say they survive one).
+        message.tasks = {}
         markdown = args.get("markdown_text")
         if markdown is not None:
             if len(markdown) > 12_000:
@@ -969,6 +1007,7 @@ class FakeSlack:
         # The two go together (required outside DMs); Slack names the one that is missing.
         if (user or team or not channel.startswith("D")) and not (user and team):
             raise SlackApiFail("missing_recipient_team_id" if user else "missing_recipient_user_id")
+        StreamChunks.check(args.get("chunks"))
         message = Message(
             channel=channel,
             ts=self.next_ts(),
@@ -979,20 +1018,25 @@ class FakeSlack:
             stream_started=time.monotonic(),
             stream_args=args,
         )
+        StreamChunks.apply(message, args.get("chunks"))
         self.messages[message.ts] = message
         self._posted(message)
         return {"channel": channel, "ts": message.ts}
 
     def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._live_stream(args)
+        StreamChunks.check(args.get("chunks"))
         message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
         message.markdown += _chunks_text(args.get("chunks"))
+        StreamChunks.apply(message, args.get("chunks"))
         return {"channel": message.channel, "ts": message.ts}
 
     def _m_chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._live_stream(args)
+        StreamChunks.check(args.get("chunks"))
         message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
         message.markdown += _chunks_text(args.get("chunks"))
+        StreamChunks.apply(message, args.get("chunks"))
         message.streaming = False
         self.sessions.stream_stopped(message, args)
         return {"channel": message.channel, "ts": message.ts, "message": {"ts": message.ts}}

@@ -70,18 +70,21 @@ async def test_streams_the_answer_then_finishes_with_the_whole_text(
             await fake_slack.wait_for(
                 lambda: fake_slack.answer_text(CHANNEL, ts).endswith("**good**.")
             )
+            # The tool calls are the stream's tasks, not lines in the Stop message.
+            await fake_slack.wait_for(lambda: len(streamed.tasks) == 2)
+            assert [t["status"] for t in streamed.tasks.values()] == ["complete", "error"]
+            control = control_message(fake_slack, CHANNEL, ts)
+            assert control is not None and "ls -la" not in control.visible
             final = "Looking at the repository now.\n\nAll **good**, nothing to fix."
             await reply.finish(TurnOutcome(final_text=final))
 
-            [control, answer] = fake_slack.thread(CHANNEL, ts)
+            # The Stop message goes at the end: it had no tool log to keep.
+            [answer] = fake_slack.thread(CHANNEL, ts)
 
     assert fake_slack.ok_calls("chat.startStream")
     assert fake_slack.ok_calls("chat.appendStream")
     assert answer.visible == final
     assert not answer.streaming
-    # The control message keeps only the tool log: one line per call, no Stop button.
-    assert control.buttons == []
-    assert control.visible == "› run_command `ls -la`\n› read_file `setup.cfg` — ⚠️ no such file"
     assert fake_slack.status_of(CHANNEL, ts) == ""
     assert fake_slack.calls_to("reactions.add") == []
     # The stream went to the person who asked.
@@ -499,27 +502,25 @@ async def test_an_edited_turn_stays_within_chat_update_s_tier(
     assert fake_slack.answer_text(CHANNEL, ts) == "".join(pieces).strip()
 
 
-async def test_tool_lines_waiting_for_the_budget_do_not_hold_up_the_answer(
+async def test_tool_progress_spends_no_chat_update_while_the_answer_streams(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
-    # chat.update spent for the hour after one edit: new tool lines cannot be shown.
+    # chat.update spent for the hour after one edit: tool lines as edits could not be shown.
     budget = RateBudget(tiers={"chat.update": Tier(1, window=3600.0, burst=1)})
     first, more = "the answer streams " * 20, "and goes on " * 5
     async with running_adapter(fake_slack, inbound, tmp_path, budget=budget) as adapter:
         async with start_turn(fake_slack, adapter) as (_, ts, reply):
-            await reply.tool(ToolActivity(name="run_command", summary="step 0"))
-            await fake_slack.wait_for(lambda: len(fake_slack.ok_calls("chat.update")) == 1)
-            await reply.tool(ToolActivity(name="run_command", summary="step 1"))
+            for step in range(3):
+                await reply.tool(ToolActivity(name="run_command", summary=f"step {step}"))
             for piece, shown in ((first, first), (more, first + more)):
                 await reply.append(piece)
                 await fake_slack.wait_for(
                     lambda shown=shown: fake_slack.answer_text(CHANNEL, ts).strip() == shown.strip()
                 )
-            # The flush that streamed the rest tried the tool lines first, and was refused.
-            assert budget.stats["chat.update"].deferred > 0
-            # The final tool log is an edit too, which waits for the hour: not this test's matter.
-            with anyio.move_on_after(2):
-                await reply.finish(TurnOutcome(final_text=first + more))
+            [answer] = fake_slack.answer_messages(CHANNEL, ts)
+            assert len(answer.tasks) == 3  # the stream's own tasks
+            assert fake_slack.calls_to("chat.update") == []
+            await reply.finish(TurnOutcome(final_text=first + more))
 
     assert fake_slack.answer_text(CHANNEL, ts).strip() == (first + more).strip()
 
