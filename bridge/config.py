@@ -141,6 +141,16 @@ class SlackSection(_Section):
     allowed_channels: list[str] = Field(default_factory=list)
     # Other apps whose posts may reach the agent (app ids A… or bot ids B…); none by default.
     allowed_bots: list[str] = Field(default_factory=list)
+    # A new thread in the agent's DM pane (assistant_thread_started): a short greeting and up
+    # to four suggested prompts (Slack shows no more); empty: none.
+    greeting: str = "Hi! I'm a coding agent. Ask me about the code, or to change it."
+    suggested_prompts: list[str] = Field(
+        default_factory=lambda: [
+            "What does this repository do?",
+            "Find and fix a failing test",
+        ],
+        max_length=4,
+    )
 
     @field_validator("api_url")
     @classmethod

@@ -18,6 +18,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
+from bridge.chat.slack.assistant import (
+    AssistantThread,
+    Contexts,
+    assistant_thread,
+    prompts,
+    with_context,
+)
 from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.client import (
@@ -142,6 +149,8 @@ class SlackAdapter:
         # and each thread's first line, the title of its session.
         self._sessions = SessionSupport(data_dir=data_dir)
         self._titles: LRUMap[tuple[str, str], str] = LRUMap(4096)
+        # The channel each assistant-container thread's person looks at, for the next turn.
+        self._contexts = Contexts()
 
     @property
     def budget(self) -> RateBudget:
@@ -250,6 +259,7 @@ class SlackAdapter:
         app.event("app_mention")(on_event)
         app.event("message")(on_event)
         self._listen_for_sessions(app, inbound)
+        self._listen_for_assistant(app)
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
@@ -279,6 +289,11 @@ class SlackAdapter:
         team = candidate.org or body.get("team_id") or bot.team_id
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
         self._note_title(candidate)
+        text = candidate.text
+        if parse_command(text) is None:
+            context = self._contexts.take(channel, candidate.thread.thread)
+            if context is not None:
+                text = with_context(text, context)
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
@@ -286,7 +301,7 @@ class SlackAdapter:
             # With the author's organisation: the core keeps it with the message, so a reply
             # after a restart can still address its stream to the author.
             author=(await self._users.author(candidate.user)).model_copy(update={"org": team}),
-            text=candidate.text,
+            text=text,
             attachments=candidate.attachments,
             sent_at=ts_to_datetime(candidate.ts),
         )
@@ -388,6 +403,44 @@ class SlackAdapter:
         session = self._session(candidate.thread, None)
         if session is not None and session.wanted:
             self._tg.start_soon(session.set, "closed")
+
+    # ----- the assistant container -----------------------------------------------------------
+
+    def _listen_for_assistant(self, app: AsyncApp) -> None:
+        async def on_started(event: dict[str, Any]) -> None:
+            thread = assistant_thread(event)
+            if thread is not None and self._tg is not None:
+                self._contexts.seen(thread)
+                self._tg.start_soon(self._greet, thread)
+
+        async def on_context_changed(event: dict[str, Any]) -> None:
+            thread = assistant_thread(event)
+            if thread is not None:
+                self._contexts.seen(thread)
+
+        app.event("assistant_thread_started")(on_started)
+        app.event("assistant_thread_context_changed")(on_context_changed)
+
+    async def _greet(self, started: AssistantThread) -> None:
+        """A new thread in the agent's DM pane: the greeting and the suggested prompts (for
+        people the agent serves there; others get the one notice)."""
+        channel, thread_ts = started.channel_id, started.thread_ts
+        if not self._access.allows(started.user_id, channel):
+            self._notify_refused(started.user_id, channel, thread_ts)
+            return
+        thread = ThreadRef(platform=PLATFORM, channel=channel, thread=thread_ts)
+        try:
+            if self._config.greeting.strip():
+                await self._calls(thread).say(
+                    "greeting", markdown_text=neutralise_broadcasts(self._config.greeting)
+                )
+            suggested = prompts(self._config.suggested_prompts)
+            if suggested:
+                await self._client.assistant_threads_setSuggestedPrompts(
+                    channel_id=channel, thread_ts=thread_ts, prompts=suggested
+                )
+        except CALL_ERRORS as exc:
+            log.info("Slack: no greeting in %s: %s", thread.key, describe(exc))
 
     @property
     def agent_sessions(self) -> SessionSupport:

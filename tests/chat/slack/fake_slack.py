@@ -416,6 +416,65 @@ class AgentSessions:
         return await self.fake.push_event(event)
 
 
+class AssistantContainer:
+    """Slack's assistant container (the agent's DM pane), kept apart from the rest of the fake:
+    ``assistant_thread_started`` when a person opens a new thread there (Slack creates its
+    root), ``assistant_thread_context_changed`` when they look at another channel, and
+    ``assistant.threads.setSuggestedPrompts`` (at most four prompts, each a title and a
+    message; Slack refuses more with ``invalid_arguments``)."""
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        # (channel, thread_ts) -> the prompts and the title shown above them.
+        self.prompts: dict[tuple[str, str], tuple[list[dict[str, Any]], str | None]] = {}
+
+    def set_prompts(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, thread_ts = str(args.get("channel_id") or ""), str(args.get("thread_ts") or "")
+        if not _CHANNEL_ID.match(channel) or channel in self.fake.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        if not _TS.match(thread_ts):
+            raise SlackApiFail("invalid_thread_ts")
+        prompts = _json_list(args.get("prompts")) or []
+        if not prompts or len(prompts) > 4:
+            raise SlackApiFail("invalid_arguments")
+        if any(not p.get("title") or not p.get("message") for p in prompts):
+            raise SlackApiFail("invalid_arguments")
+        self.prompts[(channel, thread_ts)] = (prompts, args.get("title"))
+        return {}
+
+    def _thread(
+        self, user: str, channel: str, thread_ts: str, context: str | None
+    ) -> dict[str, Any]:
+        return {
+            "user_id": user,
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+            "context": {"channel_id": context, "team_id": TEAM} if context else {},
+        }
+
+    async def start_thread(
+        self, user: str, channel: str, *, context: str | None = None
+    ) -> tuple[str, str]:
+        """A person opens a new thread in the container: (its thread ts, the envelope id)."""
+        root = Message(channel, self.fake.next_ts(), BOT_USER, text="")
+        root.deleted = True  # Slack's own root: no message of the app's to read or edit
+        self.fake.messages[root.ts] = root
+        event = {
+            "type": "assistant_thread_started",
+            "assistant_thread": self._thread(user, channel, root.ts, context),
+            "event_ts": self.fake.next_ts(),
+        }
+        return root.ts, await self.fake.push_event(event)
+
+    async def change_context(self, user: str, channel: str, thread_ts: str, context: str) -> str:
+        event = {
+            "type": "assistant_thread_context_changed",
+            "assistant_thread": self._thread(user, channel, thread_ts, context),
+            "event_ts": self.fake.next_ts(),
+        }
+        return await self.fake.push_event(event)
+
+
 class SlackApiFail(Exception):
     def __init__(self, error: str) -> None:
         super().__init__(error)
@@ -435,6 +494,7 @@ class FakeSlack:
         # Whether the app is declared as an agent (agent sessions work); see AgentSessions.
         self.agent_app = False
         self.sessions = AgentSessions(self)
+        self.assistant = AssistantContainer(self)
         # Rate tiers, stream and status lifetimes (seconds), as Slack has them.
         self.enforce_tiers = True
         self.tiers = dict(TIERS)
@@ -1046,6 +1106,9 @@ class FakeSlack:
 
     def _m_agents_sessions_rename(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.sessions.rename(args)
+
+    def _m_assistant_threads_setSuggestedPrompts(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.assistant.set_prompts(args)
 
     async def press_session_stop(self, channel: str, thread_ts: str, user: str) -> str:
         """Slack's own stop button, clicked (see :meth:`AgentSessions.press_stop`)."""

@@ -1,0 +1,79 @@
+"""Slack's assistant container (the agent's DM pane): ``assistant_thread_started`` and
+``assistant_thread_context_changed``.
+
+When a person opens a new thread there, the bridge posts a short greeting (``[slack]
+greeting``) and up to four suggested prompts (``[slack] suggested_prompts``,
+``assistant.threads.setSuggestedPrompts``). Slack also says which channel the person is looking
+at (the thread's *context*, again whenever it changes): the bridge keeps the latest and hands it
+to the agent with the next message in that thread, as a line after the person's text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bridge.chat.common.lru import LRUMap
+from bridge.chat.slack.format import one_line
+
+MAX_PROMPTS = 4
+# Slack shows a prompt's title on a small button.
+_TITLE_LIMIT = 75
+
+
+class _Tolerant(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ThreadContext(_Tolerant):
+    channel_id: str | None = None
+    team_id: str | None = None
+    enterprise_id: str | None = None
+
+
+class AssistantThread(_Tolerant):
+    user_id: str = ""
+    channel_id: str = ""
+    thread_ts: str = ""
+    context: ThreadContext = Field(default_factory=ThreadContext)
+
+
+def assistant_thread(event: dict[str, Any]) -> AssistantThread | None:
+    """The ``assistant_thread`` of a container event, or None when it lacks what we need."""
+    try:
+        thread = AssistantThread.model_validate(event.get("assistant_thread") or {})
+    except ValidationError:
+        return None
+    if not (thread.user_id and thread.channel_id and thread.thread_ts):
+        return None
+    return thread
+
+
+def prompts(texts: list[str]) -> list[dict[str, str]]:
+    """``assistant.threads.setSuggestedPrompts``'s prompts: a short title, the whole message."""
+    return [
+        {"title": one_line(text, _TITLE_LIMIT), "message": text}
+        for text in texts[:MAX_PROMPTS]
+        if text.strip()
+    ]
+
+
+class Contexts:
+    """The channel each container thread's person looks at, until the next message takes it."""
+
+    def __init__(self) -> None:
+        self._latest: LRUMap[tuple[str, str], str] = LRUMap(4096)
+
+    def seen(self, thread: AssistantThread) -> None:
+        if thread.context.channel_id:
+            self._latest.put((thread.channel_id, thread.thread_ts), thread.context.channel_id)
+
+    def take(self, channel: str, thread_ts: str) -> str | None:
+        """The context not yet given to the agent for this thread, once."""
+        return self._latest.pop((channel, thread_ts))
+
+
+def with_context(text: str, context_channel: str) -> str:
+    """The person's text and, on a line of its own, the channel they are looking at."""
+    return f"{text}\n\n[Slack: the person is looking at channel {context_channel}]"
