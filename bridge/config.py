@@ -151,6 +151,8 @@ class SlackSection(_Section):
         ],
         max_length=4,
     )
+    # Feedback buttons (👍/👎) under each final answer, recorded per turn.
+    feedback: bool = False
 
     @field_validator("api_url")
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -45,6 +45,7 @@ from bridge.chat.slack.events import (
     parse_event,
     ts_to_datetime,
 )
+from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, NEGATIVE, POSITIVE
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
@@ -77,6 +78,10 @@ from bridge.core.events import (
 )
 
 log = logging.getLogger(__name__)
+
+# Records a click on an answer's feedback buttons: (thread, answer message id, who, positive,
+# when the answer was sent, as a Unix time).
+FeedbackSink = Callable[[ThreadRef, str, Author, bool, float | None], Awaitable[None]]
 
 REACTIONS: dict[Reaction, str] = {
     Reaction.INJECTED: "eyes",
@@ -117,8 +122,13 @@ class SlackAdapter:
         # Channels where Slack refused the status line for good (not a passing 429).
         self._no_status: set[str] = set()
         self._reply_settings = reply_settings or ReplySettings(
-            streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
+            streaming=config.streaming,
+            interval=reply_interval,
+            backoff=retry_backoff,
+            feedback=config.feedback,
         )
+        # Who records a click on an answer's feedback buttons (the app wires the store in).
+        self._feedback_sink: FeedbackSink | None = None
         self._ping_interval = socket_ping_interval
         self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
         self._notices = NoticeLedger()
@@ -263,6 +273,13 @@ class SlackAdapter:
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
+
+        async def on_feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            if self._tg is not None:
+                self._tg.start_soon(self._on_feedback, body, action)
+
+        app.action(FEEDBACK_ACTION_ID)(on_feedback)
         return app
 
     # ----- incoming ---------------------------------------------------------------------------
@@ -403,6 +420,37 @@ class SlackAdapter:
         session = self._session(candidate.thread, None)
         if session is not None and session.wanted:
             self._tg.start_soon(session.set, "closed")
+
+    # ----- feedback on answers ----------------------------------------------------------------
+
+    def observe_feedback(self, sink: FeedbackSink) -> None:
+        """Hand each 👍/👎 click on an answer to ``sink`` (for the app: the store, /metrics)."""
+        self._feedback_sink = sink
+
+    async def _on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        user = str((body.get("user") or {}).get("id") or "")
+        container = body.get("container") or {}
+        message = body.get("message") or {}
+        channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+        answer = str(container.get("message_ts") or message.get("ts") or "")
+        root = str(message.get("thread_ts") or container.get("thread_ts") or answer)
+        value = str(action.get("value") or "")
+        if not (user and channel and answer) or value not in (POSITIVE, NEGATIVE):
+            return
+        thread = ThreadRef(platform=PLATFORM, channel=channel, thread=root)
+        if not self._access.allows(user, channel):
+            self._notify_refused(user, channel, root)
+            return
+        if self._feedback_sink is None:
+            return
+        try:
+            who = await self._users.author(user)
+            sent = ts_to_datetime(answer)
+            sent_at = sent.timestamp() if sent is not None else None
+            await self._feedback_sink(thread, answer, who, value == POSITIVE, sent_at)
+        except Exception:
+            # A task of the adapter's group: a failure here must not stop the adapter.
+            log.exception("Slack: feedback in %s not recorded", thread.key)
 
     # ----- the assistant container -----------------------------------------------------------
 

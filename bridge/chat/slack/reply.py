@@ -52,6 +52,7 @@ from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient, retry_after
 from bridge.chat.slack.control import ControlMessage, ToolLog
 from bridge.chat.slack.events import is_dm_channel
+from bridge.chat.slack.feedback import answer_blocks, feedback_block
 from bridge.chat.slack.format import (
     SPLIT_LIMIT,
     BroadcastGuard,
@@ -108,6 +109,8 @@ class ReplySettings:
     # Slack ends a stream about five minutes after it started, text flowing or not: continue
     # in a new message before that.
     stream_max_age: float = 240.0
+    # Feedback buttons (👍/👎) under each final answer ([slack] feedback).
+    feedback: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class _Segment:
     given: int = 0  # streaming: how far the answer text has been handed to the stream
     sent: int = 0  # streaming: how far Slack has confirmed it
     shown: str | None = None  # what the message shows now, when known
+    feedback: bool = False  # whether it carries the feedback buttons
 
 
 class SlackLiveReply:
@@ -592,7 +596,12 @@ class SlackLiveReply:
         return following
 
     async def _stop_stream(
-        self, segment: _Segment, *, final: bool = False, rest: str | None = None
+        self,
+        segment: _Segment,
+        *,
+        final: bool = False,
+        rest: str | None = None,
+        feedback: bool = False,
     ) -> bool:
         """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired).
 
@@ -608,7 +617,10 @@ class SlackLiveReply:
         session_status = ("active" if final else "processing") if native else None
         try:
             await stream.stop(
-                markdown_text=rest or None, chunks=chunks or None, session_status=session_status
+                markdown_text=rest or None,
+                chunks=chunks or None,
+                session_status=session_status,
+                blocks=[feedback_block()] if feedback else None,
             )
         except (*CALL_ERRORS, Deferred) as exc:
             if api_error(exc) not in (EXPIRED, STOPPED_BY_USER):
@@ -618,6 +630,7 @@ class SlackLiveReply:
         else:
             self._tasks.sent(versions)
             segment.shown = self._text[segment.start : segment.given] + (rest or "")
+            segment.feedback = feedback
             if native and final and self._session is not None:
                 self._session.ended_by_stream()
         segment.stream = None
@@ -628,18 +641,28 @@ class SlackLiveReply:
     async def _render_final(self, final: str, *, final_failed: bool = False) -> None:
         """The whole final text over the answer's messages: rewrite, add or delete messages."""
         chunks = split_message(final)
+        last = len(chunks) - 1
+        # Feedback buttons under the last message of an answer (not under an error).
+        feedback = self._settings.feedback and not final_failed and bool(final.strip())
         self._tasks.end(failed=final_failed)
         for segment in self._segments:
             if segment.stream is not None:
-                await self._stop_stream(segment, final=True, rest=self._rest_of(segment, chunks))
+                rest = self._rest_of(segment, chunks)
+                buttons = feedback and rest is not None and self._index_of(segment) == last
+                await self._stop_stream(segment, final=True, rest=rest, feedback=buttons)
         targets = [segment for segment in self._segments if segment.ts is not None]
         for index, chunk in enumerate(chunks):
+            buttons = feedback and index == last
             if index < len(targets):
-                await self._rewrite(targets[index], chunk)
+                await self._rewrite(targets[index], chunk, feedback=buttons)
             else:
-                await self._post_final(chunk)
+                await self._post_final(chunk, feedback=buttons)
         for segment in targets[len(chunks) :]:
             await self._delete(segment)
+
+    def _index_of(self, segment: _Segment) -> int:
+        """Which message of the answer ``segment`` is (among those posted)."""
+        return [s for s in self._segments if s.ts is not None].index(segment)
 
     def _rest_of(self, segment: _Segment, chunks: list[str]) -> str | None:
         """When the last message streams the start of its final chunk, the rest of it: the
@@ -647,7 +670,7 @@ class SlackLiveReply:
         tasks)."""
         if segment is not self._segments[-1] or segment.ts is None:
             return None
-        index = [s for s in self._segments if s.ts is not None].index(segment)
+        index = self._index_of(segment)
         if index >= len(chunks):
             return None
         streamed = self._text[segment.start : segment.given]
@@ -656,15 +679,16 @@ class SlackLiveReply:
             return None
         return chunk[len(streamed) :]
 
-    async def _rewrite(self, segment: _Segment, chunk: str) -> None:
-        if segment.shown == chunk and segment.stream is None:
+    async def _rewrite(self, segment: _Segment, chunk: str, *, feedback: bool = False) -> None:
+        if segment.shown == chunk and segment.stream is None and segment.feedback == feedback:
             return
         ts = segment.ts
         assert ts is not None
+        fields = _final_fields(chunk, feedback)
         for attempt in range(2):
             try:
-                await self._calls.edit("final edit", ts, markdown_text=chunk)
-                segment.shown = chunk
+                await self._calls.edit("final edit", ts, **fields)
+                segment.shown, segment.feedback = chunk, feedback
                 return
             except CALL_ERRORS as exc:
                 # Still streaming (its stop failed earlier): stop it, then edit once more.
@@ -674,7 +698,7 @@ class SlackLiveReply:
                 break
         # The message cannot be edited (deleted, too old, stuck streaming): post the text anew
         # and take the old one away, so no partial copy stays above the answer.
-        await self._post_final(chunk)
+        await self._post_final(chunk, feedback=feedback)
         await self._delete(segment)
 
     async def _delete(self, segment: _Segment) -> None:
@@ -685,9 +709,9 @@ class SlackLiveReply:
         except CALL_ERRORS:
             pass  # logged; an outdated piece stays above the final answer
 
-    async def _post_final(self, chunk: str) -> None:
+    async def _post_final(self, chunk: str, *, feedback: bool = False) -> None:
         try:
-            await self._calls.say("final message", markdown_text=chunk)
+            await self._calls.say("final message", **_final_fields(chunk, feedback))
             self._status.cleared_by_post()
         except CALL_ERRORS:
             log.error(
@@ -695,6 +719,13 @@ class SlackLiveReply:
                 self._thread.key,
                 len(chunk),
             )
+
+
+def _final_fields(chunk: str, feedback: bool) -> dict[str, Any]:
+    """A final message's fields: its Markdown, in a block beside the feedback buttons."""
+    if feedback:
+        return {"text": chunk, "blocks": answer_blocks(chunk)}
+    return {"markdown_text": chunk}
 
 
 def _ts(response: Any) -> str | None:

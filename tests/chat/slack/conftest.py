@@ -152,6 +152,7 @@ async def running_adapter(
             control_delay=control_delay,
             status_refresh=status_refresh,
             stream_max_age=stream_max_age,
+            feedback=section.feedback,
         ),
         budget=budget,
     )

@@ -142,7 +142,9 @@ class Message:
         out: list[Rendered] = []
         for block in self.blocks or []:
             text = block.get("text")
-            if isinstance(text, dict) and text.get("type") == "mrkdwn":
+            if block.get("type") == "markdown":
+                out.append(render_markdown(str(text or "")))
+            elif isinstance(text, dict) and text.get("type") == "mrkdwn":
                 out.append(render_mrkdwn(str(text.get("text", ""))))
             elif isinstance(text, dict):
                 out.append(Rendered(str(text.get("text", ""))))
@@ -152,6 +154,16 @@ class Message:
         if self.markdown is not None:
             return [render_markdown(self.markdown)]
         return [*self._block_renders(), render_mrkdwn(self.text or "")]
+
+    @property
+    def feedback_buttons(self) -> dict[str, Any] | None:
+        """The ``feedback_buttons`` element of a ``context_actions`` block, if any."""
+        for block in self.blocks or []:
+            if block.get("type") == "context_actions":
+                for element in block.get("elements", []):
+                    if element.get("type") == "feedback_buttons":
+                        return dict(element)
+        return None
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -682,7 +694,9 @@ class FakeSlack:
         return [
             m
             for m in self.thread(channel, thread_ts)
-            if m.markdown is not None or (m.blocks is None and m.text)
+            if m.markdown is not None
+            or (m.blocks is None and m.text)
+            or any(b.get("type") == "markdown" for b in m.blocks or [])
         ]
 
     def answer_text(self, channel: str, thread_ts: str) -> str:
@@ -852,6 +866,40 @@ class FakeSlack:
                 }
             ],
         }
+
+    async def click_feedback(self, message: Message, user: str, *, positive: bool) -> str:
+        """A person clicks 👍 or 👎 under an answer (a ``feedback_buttons`` element)."""
+        element = message.feedback_buttons
+        assert element is not None, "no feedback buttons on that message"
+        button = element["positive_button" if positive else "negative_button"]
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user, "team_id": TEAM},
+            "team": {"id": TEAM},
+            "api_app_id": APP_ID,
+            "token": "verification-token-unused",
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": message.channel,
+                "thread_ts": message.thread_ts,
+                "is_ephemeral": False,
+            },
+            "trigger_id": "1.2.3",
+            "channel": {"id": message.channel, "name": "general"},
+            "message": {"ts": message.ts, "thread_ts": message.thread_ts},
+            "actions": [
+                {
+                    "type": "feedback_buttons",
+                    "action_id": element["action_id"],
+                    "block_id": "agy_bridge_feedback",
+                    "value": button["value"],
+                    "action_ts": str(time.time()),
+                }
+            ],
+        }
+        envelope = {"type": "interactive", "accepts_response_payload": True, "payload": payload}
+        return await self._push(envelope)
 
     async def click(self, message: Message, user: str, action_id: str, *, via: Any = None) -> str:
         return await self._push(
@@ -1097,6 +1145,11 @@ class FakeSlack:
         message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
         message.markdown += _chunks_text(args.get("chunks"))
         StreamChunks.apply(message, args.get("chunks"))
+        blocks = _json_list(args.get("blocks"))
+        if blocks:
+            # Rendered at the bottom of the finalized message (feedback buttons, say).
+            _check_blocks(blocks)
+            message.blocks = blocks
         message.streaming = False
         self.sessions.stream_stopped(message, args)
         return {"channel": message.channel, "ts": message.ts, "message": {"ts": message.ts}}
