@@ -173,7 +173,11 @@ class SlackLiveReply:
         # The thread's agent session: while Slack shows it (``processing``), its stop button
         # and indicator replace the status line and the control message.
         self._session = session
+        # Starting the session is optional in the rate budget (Tier 3, two calls a turn): with
+        # no token to spare the turn shows the status line meanwhile and tries again later,
+        # and a turn that ends first goes without a session (one call less).
         self._session_tried = session is None
+        self._session_due = -math.inf
         # Told once when a person stopped the answer's stream in Slack (the adapter stops the
         # turn as theirs); the reply then streams nothing more.
         self._on_user_stop = on_user_stop
@@ -329,7 +333,10 @@ class SlackLiveReply:
                     # A task of the adapter's group: never let it take the adapter down.
                     log.exception("status or Stop control of %s failed", self._thread.key)
                     self._status_due = self._control_due = math.inf
+                    self._session_tried = True
                 due = min(self._status_due, self._control_due)
+                if not self._session_tried:
+                    due = min(due, self._session_due)
                 with anyio.move_on_after(max(due - anyio.current_time(), 0.0)):
                     await self._keeper_wake.wait()
                 self._keeper_wake = anyio.Event()
@@ -337,10 +344,17 @@ class SlackLiveReply:
             self._keeper_done.set()
 
     async def _keep_once(self) -> None:
-        if not self._session_tried:
-            self._session_tried = True
+        if not self._session_tried and anyio.current_time() >= self._session_due:
             assert self._session is not None
-            if await self._session.set("processing"):
+            try:
+                with RateBudget.optional():
+                    started = await self._session.set("processing")
+            except Deferred as deferred:
+                self._session_due = anyio.current_time() + deferred.wait
+                started = False
+            else:
+                self._session_tried = True
+            if started:
                 # Slack shows the turn with its own indicator and stop button; tool lines
                 # need a message of ours only where the answer cannot stream its tasks.
                 self._status_due = math.inf

@@ -190,3 +190,31 @@ def test_doctor_shows_what_slack_answered_about_sessions(
     said = Report()
     check_chats(config, said)
     assert any("agent sessions: unavailable (missing_scope)" in line for line in said.lines)
+
+
+async def test_a_session_the_budget_cannot_start_now_does_not_hold_up_the_answer(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """Two setStatus calls a turn on a Tier 3 method: past ~25 turns a minute the budget has
+    none to spare. The turn shows the status line meanwhile; one that ends first has no
+    session at all (no end to set either)."""
+    from bridge.chat.slack.budget import RateBudget, Tier
+
+    fake_slack.agent_app = True
+    tiers = {**RateBudget().tiers, "agents.sessions.setStatus": Tier(1, window=3600.0, burst=1)}
+    budget = RateBudget(tiers=tiers)
+    assert budget.try_take("agents.sessions.setStatus") == 0  # the hour's one call, spent
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, control_delay=2.0, budget=budget
+    ) as adapter:
+        thread, ts = await mention(fake_slack, "quick one")
+        first = len(fake_slack.calls)
+        async with adapter.open_reply(thread, ts) as reply:
+            await fake_slack.wait_for(lambda: fake_slack.status_of(CHANNEL, ts) == STATUS_TEXT)
+            await reply.append("Done.")
+            with anyio.fail_after(3):
+                await reply.finish(TurnOutcome(final_text="Done."))
+        calls = [c.method for c in fake_slack.calls[first:]]
+
+    assert calls == ["assistant.threads.setStatus", "chat.postMessage"]
+    assert fake_slack.sessions.status_of(CHANNEL, ts) == ""
