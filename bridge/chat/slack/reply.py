@@ -50,7 +50,7 @@ from bridge.chat.common.pump import FlushPump
 from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient, retry_after
-from bridge.chat.slack.control import ControlMessage, ToolLog
+from bridge.chat.slack.control import ToolLog
 from bridge.chat.slack.events import is_dm_channel
 from bridge.chat.slack.feedback import answer_blocks, feedback_block
 from bridge.chat.slack.format import (
@@ -59,8 +59,8 @@ from bridge.chat.slack.format import (
     neutralise_broadcasts,
     split_message,
 )
+from bridge.chat.slack.keeper import TurnKeeper
 from bridge.chat.slack.session import AgentSession
-from bridge.chat.slack.status import StatusLine
 from bridge.chat.slack.tasks import TaskBoard
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 
@@ -170,14 +170,6 @@ class SlackLiveReply:
         session: AgentSession | None = None,
     ) -> None:
         self._client = client
-        # The thread's agent session: while Slack shows it (``processing``), its stop button
-        # and indicator replace the status line and the control message.
-        self._session = session
-        # Starting the session is optional in the rate budget (Tier 3, two calls a turn): with
-        # no token to spare the turn shows the status line meanwhile and tries again later,
-        # and a turn that ends first goes without a session (one call less).
-        self._session_tried = session is None
-        self._session_due = -math.inf
         # Told once when a person stopped the answer's stream in Slack (the adapter stops the
         # turn as theirs); the reply then streams nothing more.
         self._on_user_stop = on_user_stop
@@ -201,29 +193,23 @@ class SlackLiveReply:
         self._calls = ThreadCalls(
             client, thread, Retries(attempts=settings.attempts, backoff=settings.backoff)
         )
-        # The control message: tool lines where the stream does not carry them as tasks, and
-        # the Stop button where Slack shows none of its own.
-        self._control = ControlMessage(
+        # The session, or the status line and the control message, beside the answer.
+        self._keeper = TurnKeeper(
             client,
             thread,
             self._tools,
-            show_tools=lambda: not self._streaming,
-            with_stop=lambda: not self.native,
+            control_delay=settings.control_delay,
+            status_refresh=settings.status_refresh,
+            no_status=no_status if no_status is not None else set(),
+            session=session,
+            streaming=lambda: self._streaming,
+            control_posted=self._pump_poke,
         )
-        self._status = StatusLine(client, thread, no_status if no_status is not None else set())
         self._segments: list[_Segment] = []
         self._start_failures = 0
         self._finished = False
         self._pump = FlushPump(self._stream_flush, self._interval, name=thread.key)
         self._first_text_at: float | None = None
-        # The keeper: the status line and the control message, beside the pump.
-        self._opened_at = anyio.current_time()
-        self._status_due = self._opened_at
-        self._control_due = self._opened_at + settings.control_delay
-        self._keeper_wake = anyio.Event()
-        self._keeper_stopping = False
-        self._keeper_started = False
-        self._keeper_done = anyio.Event()
 
     @property
     def thread(self) -> ThreadRef:
@@ -232,7 +218,7 @@ class SlackLiveReply:
     @property
     def native(self) -> bool:
         """Whether Slack shows this turn as a processing agent session (its own stop)."""
-        return self._session is not None and self._session.on
+        return self._keeper.native
 
     @property
     def streaming(self) -> bool:
@@ -262,7 +248,7 @@ class SlackLiveReply:
         self._finished = True
         # Nothing optional runs any more (and no status call lands after the final post).
         await self._pump.stop()
-        await self._stop_keeper()
+        await self._keeper.stop()
         try:
             self._text += self._guard.flush()
             await self._render_final(
@@ -270,20 +256,7 @@ class SlackLiveReply:
                 final_failed=bool(outcome.error or outcome.interrupted),
             )
         finally:
-            try:
-                await self._control.finish(self._calls)
-            except CALL_ERRORS:
-                pass  # logged with the thread key by with_retries
-            await self._end_session()
-            await self._status.clear()
-
-    async def _end_session(self) -> None:
-        """Move the session off ``processing`` (Slack never does): ``active``, unless the
-        answer's ``chat.stopStream`` already did."""
-        if self._session is None or not self._session.on:
-            return
-        with anyio.move_on_after(10.0):
-            await self._session.set("active")
+            await self._keeper.finish(self._calls)
 
     def streams_stopped(self, stopped: list[str]) -> None:
         """Slack's stop button was clicked (``agent_session_stopped``): Slack stopped these
@@ -306,95 +279,18 @@ class SlackLiveReply:
     def posted_elsewhere(self) -> None:
         """Something else of ours was posted in the thread (a notice): Slack took the status
         down, so put it up again."""
-        self._after_post()
+        self._keeper.after_post()
 
     # ----- tasks ------------------------------------------------------------------------------
 
     def start(self, task_group: TaskGroup) -> None:
-        """Run the pump and the keeper (status line, control message) beside the turn."""
-        self._keeper_started = True
+        """Run the pump and the keeper (session, status line, control message) beside the
+        turn."""
         task_group.start_soon(self._pump.run)
-        task_group.start_soon(self._keep)
+        self._keeper.start(task_group)
 
-    def _after_post(self) -> None:
-        if self.native:
-            return  # no status line to put back
-        self._status.cleared_by_post()
-        self._status_due = anyio.current_time()
-        self._keeper_wake.set()
-
-    async def _keep(self) -> None:
-        """Keep the status up and post the control message once the turn has run a moment."""
-        try:
-            while not self._keeper_stopping:
-                try:
-                    await self._keep_once()
-                except Exception:
-                    # A task of the adapter's group: never let it take the adapter down.
-                    log.exception("status or Stop control of %s failed", self._thread.key)
-                    self._status_due = self._control_due = math.inf
-                    self._session_tried = True
-                due = min(self._status_due, self._control_due)
-                if not self._session_tried:
-                    due = min(due, self._session_due)
-                with anyio.move_on_after(max(due - anyio.current_time(), 0.0)):
-                    await self._keeper_wake.wait()
-                self._keeper_wake = anyio.Event()
-        finally:
-            self._keeper_done.set()
-
-    async def _keep_once(self) -> None:
-        if not self._session_tried and anyio.current_time() >= self._session_due:
-            assert self._session is not None
-            try:
-                with RateBudget.optional():
-                    started = await self._session.set("processing")
-            except Deferred as deferred:
-                self._session_due = anyio.current_time() + deferred.wait
-                started = False
-            else:
-                self._session_tried = True
-            if started:
-                # Slack shows the turn with its own indicator and stop button; tool lines
-                # need a message of ours only where the answer cannot stream its tasks.
-                self._status_due = math.inf
-                if self._streaming:
-                    self._control_due = math.inf
-                return
-        now = anyio.current_time()
-        if now >= self._status_due:
-            retry = await self._status.show()
-            if retry is not None:
-                self._status_due = now + retry
-            elif self._status.wanted:
-                self._status_due = now + self._settings.status_refresh
-            else:
-                self._status_due = math.inf
-        if self._keeper_stopping:
-            return
-        if self._control.ts is None and now >= self._control_due:
-            await self._post_control(now)
-
-    async def _post_control(self, now: float) -> None:
-        try:
-            with RateBudget.optional():
-                await self._control.post()
-        except Deferred as deferred:
-            self._control_due = now + deferred.wait
-            return
-        except CALL_ERRORS as exc:
-            log.info("no Stop control in %s: %s", self._thread.key, describe(exc))
-            self._control_due = math.inf
-            return
-        self._control_due = math.inf
-        self._after_post()
-        self._pump.poke()  # tool lines recorded while it was being posted
-
-    async def _stop_keeper(self) -> None:
-        self._keeper_stopping = True
-        self._keeper_wake.set()
-        if self._keeper_started:
-            await self._keeper_done.wait()
+    def _pump_poke(self) -> None:
+        self._pump.poke()
 
     # ----- the pump ---------------------------------------------------------------------------
 
@@ -425,7 +321,7 @@ class SlackLiveReply:
 
     async def _flush_now(self) -> float | None:
         try:
-            await self._control.update()
+            await self._keeper.update()
         except Deferred:
             pass  # no chat.update to spare now: the tool lines wait, the answer does not
         except CALL_ERRORS as exc:
@@ -469,7 +365,7 @@ class SlackLiveReply:
                 markdown_text=content,
             )
             segment.ts = _ts(response)
-            self._after_post()
+            self._keeper.after_post()
         else:
             await self._client.chat_update(
                 channel=self._thread.channel, ts=segment.ts, markdown_text=content
@@ -565,7 +461,7 @@ class SlackLiveReply:
             segment.ts = stream.ts
             if starting:
                 segment.opened_at = anyio.current_time()
-                self._after_post()
+                self._keeper.after_post()
             if full and segment.given == end:
                 segment = await self._roll_over(segment, stop=True)
         return None
@@ -645,8 +541,9 @@ class SlackLiveReply:
             self._tasks.sent(versions)
             segment.shown = self._text[segment.start : segment.given] + (rest or "")
             segment.feedback = feedback
-            if native and final and self._session is not None:
-                self._session.ended_by_stream()
+            session = self._keeper.session
+            if native and final and session is not None:
+                session.ended_by_stream()
         segment.stream = None
         return True
 
@@ -726,7 +623,7 @@ class SlackLiveReply:
     async def _post_final(self, chunk: str, *, feedback: bool = False) -> None:
         try:
             await self._calls.say("final message", **_final_fields(chunk, feedback))
-            self._status.cleared_by_post()
+            self._keeper.cleared_by_post()
         except CALL_ERRORS:
             log.error(
                 "the final answer of %s could not be posted (%d characters lost)",
