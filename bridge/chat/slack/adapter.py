@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -18,13 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
-from bridge.chat.slack.assistant import (
-    AssistantThread,
-    Contexts,
-    assistant_thread,
-    prompts,
-    with_context,
-)
+from bridge.chat.slack.assistant import AssistantPane
 from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.client import (
@@ -45,12 +39,13 @@ from bridge.chat.slack.events import (
     parse_event,
     ts_to_datetime,
 )
-from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, NEGATIVE, POSITIVE
+from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, FeedbackClicks, FeedbackSink
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
-from bridge.chat.slack.session import AgentSession, SessionSupport, session_title
+from bridge.chat.slack.session import Sessions, SessionSupport
+from bridge.chat.slack.stops import Stops
 from bridge.chat.slack.transport import (
     SlackStartError,
     check_app_token,
@@ -59,7 +54,6 @@ from bridge.chat.slack.transport import (
 )
 from bridge.chat.slack.users import UserDirectory
 from bridge.config import SlackSection
-from bridge.core.commands import parse_command
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -73,15 +67,11 @@ from bridge.core.events import (
     LiveReply,
     OutgoingFile,
     Reaction,
-    SubmitOutcome,
     ThreadRef,
 )
 
 log = logging.getLogger(__name__)
 
-# Records a click on an answer's feedback buttons: (thread, answer message id, who, positive,
-# when the answer was sent, as a Unix time).
-FeedbackSink = Callable[[ThreadRef, str, Author, bool, float | None], Awaitable[None]]
 
 REACTIONS: dict[Reaction, str] = {
     Reaction.INJECTED: "eyes",
@@ -127,8 +117,7 @@ class SlackAdapter:
             backoff=retry_backoff,
             feedback=config.feedback,
         )
-        # Who records a click on an answer's feedback buttons (the app wires the store in).
-        self._feedback_sink: FeedbackSink | None = None
+
         self._ping_interval = socket_ping_interval
         self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
         self._notices = NoticeLedger()
@@ -145,7 +134,6 @@ class SlackAdapter:
         self._hosts = FileHosts(config.api_url)
         self._bot: BotIdentity | None = None
         self._tg: TaskGroup | None = None
-        self._inbound: Inbound | None = None
         self._http_port: int | None = None
         # Who wrote a message (for stream recipients), and which marks we put on messages.
         self._writers: LRUMap[tuple[str, str], Recipient] = LRUMap(4096)
@@ -155,12 +143,25 @@ class SlackAdapter:
         )
         # The running reply of each thread (told when the adapter posts beside it).
         self._live: dict[str, SlackLiveReply] = {}
-        # Agent sessions: whether Slack has them for this app (learnt from its first answer),
-        # and each thread's first line, the title of its session.
-        self._sessions = SessionSupport(data_dir=data_dir)
-        self._titles: LRUMap[tuple[str, str], str] = LRUMap(4096)
-        # The channel each assistant-container thread's person looks at, for the next turn.
-        self._contexts = Contexts()
+        # What the adapter does beside messages and replies, each in its own module: stops,
+        # agent sessions, feedback clicks, the assistant container (the DM pane).
+        self._stops = Stops(
+            self._access,
+            self._users,
+            spawn=self._spawn,
+            refuse=self._notify_refused,
+            streams_stopped=self._streams_stopped,
+        )
+        self._sessions = Sessions(self._client, data_dir, spawn=self._spawn)
+        self._feedback = FeedbackClicks(self._access, self._users, refuse=self._notify_refused)
+        self._pane = AssistantPane(
+            config,
+            self._client,
+            self._access,
+            calls=self._calls,
+            spawn=self._spawn,
+            refuse=self._notify_refused,
+        )
 
     @property
     def budget(self) -> RateBudget:
@@ -190,7 +191,7 @@ class SlackAdapter:
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         # Token problems stop the bridge here, with a message naming the setting.
         self._bot = await self._identify()
-        self._inbound = inbound
+        self._stops.inbound = inbound
         app_token = self._config.app_token
         if self._config.transport == "socket":
             assert app_token is not None  # checked in __init__
@@ -258,27 +259,27 @@ class SlackAdapter:
         async def on_stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()
             # Interrupting can take a moment; Slack wants the click acknowledged within 3 s.
-            if self._tg is not None:
-                self._tg.start_soon(self._on_stop, inbound, body, action)
+            self._spawn(self._stops.on_button, inbound, body, action)
 
-        async def on_approval(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-            await ack()
-            if self._tg is not None:
-                self._tg.start_soon(self._approvals.on_action, inbound, body, action)
-
-        app.event("app_mention")(on_event)
-        app.event("message")(on_event)
-        self._listen_for_sessions(app, inbound)
-        self._listen_for_assistant(app)
-        app.action(STOP_ACTION_ID)(on_stop)
-        for action_id in ACTION_CHOICES:
-            app.action(action_id)(on_approval)
+        async def on_session_stopped(event: dict[str, Any]) -> None:
+            self._spawn(self._stops.on_session_stopped, inbound, event)
 
         async def on_feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()
-            if self._tg is not None:
-                self._tg.start_soon(self._on_feedback, body, action)
+            self._spawn(self._feedback.on_click, body, action)
 
+        async def on_approval(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._approvals.on_action, inbound, body, action)
+
+        app.event("app_mention")(on_event)
+        app.event("message")(on_event)
+        app.event("agent_session_stopped")(on_session_stopped)
+        app.event("assistant_thread_started")(self._pane.on_started)
+        app.event("assistant_thread_context_changed")(self._pane.on_context_changed)
+        app.action(STOP_ACTION_ID)(on_stop)
+        for action_id in ACTION_CHOICES:
+            app.action(action_id)(on_approval)
         app.action(FEEDBACK_ACTION_ID)(on_feedback)
         return app
 
@@ -305,12 +306,8 @@ class SlackAdapter:
             return
         team = candidate.org or body.get("team_id") or bot.team_id
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
-        self._note_title(candidate)
-        text = candidate.text
-        if parse_command(text) is None:
-            context = self._contexts.take(channel, candidate.thread.thread)
-            if context is not None:
-                text = with_context(text, context)
+        self._sessions.note_title(candidate)
+        text = self._pane.text_for_agent(channel, candidate.thread.thread, candidate.text)
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
@@ -323,7 +320,7 @@ class SlackAdapter:
             sent_at=ts_to_datetime(candidate.ts),
         )
         outcome = await inbound.submit(message)
-        self._after_command(outcome, candidate)
+        self._sessions.after_command(outcome, candidate)
 
     async def _concerns_agent(self, inbound: Inbound, candidate: Candidate) -> bool:
         """DMs always; in channels a mention, or a reply in a thread that is a conversation."""
@@ -331,169 +328,33 @@ class SlackAdapter:
             return True
         return candidate.in_thread and await inbound.is_conversation(candidate.thread)
 
-    async def _on_stop(
-        self, inbound: Inbound, body: dict[str, Any], action: dict[str, Any]
-    ) -> None:
-        user = str((body.get("user") or {}).get("id") or "")
-        channel = str(
-            (body.get("channel") or {}).get("id")
-            or (body.get("container") or {}).get("channel_id")
-            or ""
-        )
-        try:
-            thread = ThreadRef.from_key(str(action.get("value") or ""))
-        except ValueError:
-            return
-        if thread.platform != PLATFORM or thread.channel != channel or not user:
-            log.warning("Slack: a Stop button for another thread was ignored")
-            return
-        await self._stop_as(inbound, thread, user)
+    # ----- stops, sessions, feedback ---------------------------------------------------------
+
+    def _spawn(self, task: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``task`` in the adapter's task group (Slack wants events answered at once)."""
+        if self._tg is not None:
+            self._tg.start_soon(task, *args)
+
+    def _streams_stopped(self, thread: ThreadRef, stopped: list[str]) -> None:
+        live = self._live.get(thread.key)
+        if live is not None:
+            live.streams_stopped(stopped)
 
     def _stopped_in_slack(
         self, thread: ThreadRef, reply_to: str | None, author: Author | None
     ) -> None:
-        """A person stopped the answer's stream in Slack (``stopped_by_user``): Slack names no
-        one, and only the stream's recipient (the turn's author) sees that control, so the turn
-        stops as theirs, under the Stop button's access rules. Outside the reply's pump: the
-        stop ends the reply, which waits for the pump."""
+        """The reply's stream was stopped in Slack (``stopped_by_user``): as its recipient."""
         user = self._recipient(thread, reply_to, author).user_id or (author.id if author else "")
-        if self._tg is None or self._inbound is None:
-            return
-        if not user:
-            log.warning("Slack: %s was stopped in Slack by someone unknown", thread.key)
-            return
-        self._tg.start_soon(self._stop_as, self._inbound, thread, user)
-
-    async def _stop_as(self, inbound: Inbound, thread: ThreadRef, user: str) -> None:
-        """Stop ``thread``'s turn as ``user`` (a Stop button, Slack's own stop), if allowed."""
-        if not self._access.allows(user, thread.channel):
-            self._notify_refused(user, thread.channel, thread.thread)
-            return
-        try:
-            await inbound.stop(thread, await self._users.author(user))
-        except Exception:
-            # A task of the adapter's group: a failure here must not stop the adapter.
-            log.exception("Slack: stopping %s failed", thread.key)
-
-    # ----- agent sessions --------------------------------------------------------------------
-
-    def _listen_for_sessions(self, app: AsyncApp, inbound: Inbound) -> None:
-        async def on_session_stopped(event: dict[str, Any]) -> None:
-            # Answered at once; the stop runs in the adapter's task group.
-            if self._tg is not None:
-                self._tg.start_soon(self._on_session_stopped, inbound, event)
-
-        app.event("agent_session_stopped")(on_session_stopped)
-
-    async def _on_session_stopped(self, inbound: Inbound, event: dict[str, Any]) -> None:
-        """Slack's own stop button (``agent_session_stopped``): the same as our Stop button,
-        under the same access rules. Slack has stopped the listed streams whoever clicked."""
-        channel = str(event.get("channel") or "")
-        thread_ts = str(event.get("thread_ts") or "")
-        user = str(event.get("user") or "")
-        if not channel or not thread_ts or not user:
-            return
-        thread = ThreadRef(platform=PLATFORM, channel=channel, thread=thread_ts)
-        live = self._live.get(thread.key)
-        if live is not None:
-            stopped = event.get("streaming_message_ts") or []
-            live.streams_stopped([str(ts) for ts in stopped if ts])
-        await self._stop_as(inbound, thread, user)
-
-    def _note_title(self, candidate: Candidate) -> None:
-        """The thread's first line, for its session's title (Slack keeps the first one)."""
-        key = (candidate.thread.channel, candidate.thread.thread)
-        if candidate.ts == candidate.thread.thread or self._titles.get(key) is None:
-            self._titles.put(key, session_title(candidate.text))
-
-    def _session(self, thread: ThreadRef, initiator: str | None) -> AgentSession | None:
-        if not thread.thread:
-            return None
-        title = self._titles.get((thread.channel, thread.thread)) or ""
-        return AgentSession(self._client, thread, self._sessions, title=title, initiator=initiator)
-
-    def _after_command(self, outcome: SubmitOutcome, candidate: Candidate) -> None:
-        """``!new`` ends the thread's conversation: its session is closed."""
-        command = parse_command(candidate.text) if outcome is SubmitOutcome.COMMAND else None
-        if command is None or command.name != "new" or self._tg is None:
-            return
-        session = self._session(candidate.thread, None)
-        if session is not None and session.wanted:
-            self._tg.start_soon(session.set, "closed")
-
-    # ----- feedback on answers ----------------------------------------------------------------
+        self._stops.stream_stopped(thread, user)
 
     def observe_feedback(self, sink: FeedbackSink) -> None:
         """Hand each 👍/👎 click on an answer to ``sink`` (for the app: the store, /metrics)."""
-        self._feedback_sink = sink
-
-    async def _on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        user = str((body.get("user") or {}).get("id") or "")
-        container = body.get("container") or {}
-        message = body.get("message") or {}
-        channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
-        answer = str(container.get("message_ts") or message.get("ts") or "")
-        root = str(message.get("thread_ts") or container.get("thread_ts") or answer)
-        value = str(action.get("value") or "")
-        if not (user and channel and answer) or value not in (POSITIVE, NEGATIVE):
-            return
-        thread = ThreadRef(platform=PLATFORM, channel=channel, thread=root)
-        if not self._access.allows(user, channel):
-            self._notify_refused(user, channel, root)
-            return
-        if self._feedback_sink is None:
-            return
-        try:
-            who = await self._users.author(user)
-            sent = ts_to_datetime(answer)
-            sent_at = sent.timestamp() if sent is not None else None
-            await self._feedback_sink(thread, answer, who, value == POSITIVE, sent_at)
-        except Exception:
-            # A task of the adapter's group: a failure here must not stop the adapter.
-            log.exception("Slack: feedback in %s not recorded", thread.key)
-
-    # ----- the assistant container -----------------------------------------------------------
-
-    def _listen_for_assistant(self, app: AsyncApp) -> None:
-        async def on_started(event: dict[str, Any]) -> None:
-            thread = assistant_thread(event)
-            if thread is not None and self._tg is not None:
-                self._contexts.seen(thread)
-                self._tg.start_soon(self._greet, thread)
-
-        async def on_context_changed(event: dict[str, Any]) -> None:
-            thread = assistant_thread(event)
-            if thread is not None:
-                self._contexts.seen(thread)
-
-        app.event("assistant_thread_started")(on_started)
-        app.event("assistant_thread_context_changed")(on_context_changed)
-
-    async def _greet(self, started: AssistantThread) -> None:
-        """A new thread in the agent's DM pane: the greeting and the suggested prompts (for
-        people the agent serves there; others get the one notice)."""
-        channel, thread_ts = started.channel_id, started.thread_ts
-        if not self._access.allows(started.user_id, channel):
-            self._notify_refused(started.user_id, channel, thread_ts)
-            return
-        thread = ThreadRef(platform=PLATFORM, channel=channel, thread=thread_ts)
-        try:
-            if self._config.greeting.strip():
-                await self._calls(thread).say(
-                    "greeting", markdown_text=neutralise_broadcasts(self._config.greeting)
-                )
-            suggested = prompts(self._config.suggested_prompts)
-            if suggested:
-                await self._client.assistant_threads_setSuggestedPrompts(
-                    channel_id=channel, thread_ts=thread_ts, prompts=suggested
-                )
-        except CALL_ERRORS as exc:
-            log.info("Slack: no greeting in %s: %s", thread.key, describe(exc))
+        self._feedback.sink = sink
 
     @property
     def agent_sessions(self) -> SessionSupport:
         """Whether Slack has agent sessions for this app (learnt from its first answer)."""
-        return self._sessions
+        return self._sessions.support
 
     def _notify_refused(self, user: str, channel: str, thread_ts: str) -> None:
         """One ephemeral notice per user and channel per run, sent outside the event handler."""
@@ -529,7 +390,7 @@ class SlackAdapter:
             budget=self._budget,
             no_status=self._no_status,
             on_user_stop=functools.partial(self._stopped_in_slack, thread, reply_to, author),
-            session=self._session(thread, recipient.user_id),
+            session=self._sessions.session(thread, recipient.user_id),
         )
         # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)

@@ -19,14 +19,18 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient
-from bridge.core.events import ThreadRef
+from bridge.chat.slack.events import Candidate
+from bridge.core.commands import parse_command
+from bridge.core.events import SubmitOutcome, ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -154,3 +158,38 @@ class AgentSession:
     def ended_by_stream(self) -> None:
         """The answer's ``chat.stopStream`` carried ``session_status``: nothing left to do."""
         self.on = False
+
+
+class Sessions:
+    """The adapter's side of agent sessions: whether Slack has them (:class:`SessionSupport`),
+    each thread's title (its first line, as the bridge saw it), a session for each reply, and
+    ``!new`` closing one."""
+
+    def __init__(
+        self, client: AsyncWebClient, data_dir: Path | None, *, spawn: Callable[..., None]
+    ) -> None:
+        self._client = client
+        self.support = SessionSupport(data_dir=data_dir)
+        self._titles: LRUMap[tuple[str, str], str] = LRUMap(4096)
+        self._spawn = spawn
+
+    def note_title(self, candidate: Candidate) -> None:
+        """The thread's first line, for its session's title (Slack keeps the first one)."""
+        key = (candidate.thread.channel, candidate.thread.thread)
+        if candidate.ts == candidate.thread.thread or self._titles.get(key) is None:
+            self._titles.put(key, session_title(candidate.text))
+
+    def session(self, thread: ThreadRef, initiator: str | None) -> AgentSession | None:
+        if not thread.thread:
+            return None
+        title = self._titles.get((thread.channel, thread.thread)) or ""
+        return AgentSession(self._client, thread, self.support, title=title, initiator=initiator)
+
+    def after_command(self, outcome: SubmitOutcome, candidate: Candidate) -> None:
+        """``!new`` ends the thread's conversation: its session is closed."""
+        command = parse_command(candidate.text) if outcome is SubmitOutcome.COMMAND else None
+        if command is None or command.name != "new":
+            return
+        session = self.session(candidate.thread, None)
+        if session is not None and session.wanted:
+            self._spawn(session.set, "closed")
