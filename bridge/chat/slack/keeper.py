@@ -5,10 +5,11 @@ answer does not stream them as tasks).
 
 The :class:`TurnKeeper` runs as one task beside the reply's pump: it starts the session (an
 optional call: with no token to spare the status line shows meanwhile and the session is tried
-again later, and a turn that ends first goes without one), keeps the status line up (Slack
-clears it after two minutes and whenever the app posts) and posts the control message when it
-is due. At the end it closes the control message, moves the session off ``processing`` (unless
-the answer's last ``chat.stopStream`` did) and takes the status down.
+again once the turn has run a while, and a turn that ends first goes without one), keeps the
+status line up (Slack clears it after two minutes and whenever the app posts) and posts the
+control message when it is due. At the end it closes the control message, moves the session
+off ``processing`` (unless the answer's last ``chat.stopStream`` did) and takes the status
+down.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class TurnKeeper:
         now = anyio.current_time()
         self._status_due = now
         self._control_due = now + control_delay
+        # From when on the turn counts as long (its Stop control would go up).
+        self._long_turn = now + control_delay
         self._keeper_wake = anyio.Event()
         self._keeper_stopping = False
         self._keeper_started = False
@@ -159,7 +162,9 @@ class TurnKeeper:
                 with RateBudget.optional():
                     started = await self._session.set("processing")
             except Deferred as deferred:
-                self._session_due = anyio.current_time() + deferred.wait
+                # Not before the turn has run a while: a short answer then costs the status
+                # and the post (a session started late would add two calls to it).
+                self._session_due = max(anyio.current_time() + deferred.wait, self._long_turn)
                 started = False
             else:
                 self._session_tried = True

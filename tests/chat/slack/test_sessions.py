@@ -218,3 +218,42 @@ async def test_a_session_the_budget_cannot_start_now_does_not_hold_up_the_answer
 
     assert calls == ["assistant.threads.setStatus", "chat.postMessage"]
     assert fake_slack.sessions.status_of(CHANNEL, ts) == ""
+
+
+async def test_a_session_deferred_a_moment_comes_only_if_the_turn_runs_long(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """A token due in a tenth of a second: a short answer still costs the status and the post
+    (not four calls); a turn past the control delay gets its session then."""
+    from bridge.chat.slack.budget import RateBudget, Tier
+
+    fake_slack.agent_app = True
+    tiers = {**RateBudget().tiers, "agents.sessions.setStatus": Tier(600, burst=1)}
+    budget = RateBudget(tiers=tiers)
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, control_delay=1.0, budget=budget
+    ) as adapter:
+        for long in (False, True):
+            await anyio.sleep(0.3)  # the bucket full again (its one token)
+            assert budget.try_take("agents.sessions.setStatus") == 0  # spent the token
+            thread, ts = await mention(fake_slack, "one")
+            first = len(fake_slack.calls)
+            async with adapter.open_reply(thread, ts) as reply:
+                await fake_slack.wait_for(
+                    lambda: fake_slack.status_of(CHANNEL, ts) == STATUS_TEXT  # noqa: B023
+                )
+                await anyio.sleep(0.4)  # past the token's wait, short of the control delay
+                if long:
+                    await fake_slack.wait_for(
+                        lambda: (
+                            fake_slack.sessions.status_of(CHANNEL, ts)  # noqa: B023
+                            == "processing"
+                        )
+                    )
+                await reply.append("Done.")
+                await reply.finish(TurnOutcome(final_text="Done."))
+            calls = [c.method for c in fake_slack.calls[first:]]
+            if not long:
+                assert calls == ["assistant.threads.setStatus", "chat.postMessage"]
+            else:
+                assert fake_slack.sessions.status_of(CHANNEL, ts) == "active"
