@@ -10,7 +10,11 @@ It prints, per Web API method, the calls made, the most in any minute (any windo
 tier's length) against the tier's limit, the 429s Slack answered and the updates the budget
 held back; then whether every final answer arrived whole.
 
+Each turn is an agent session (the app declared as an agent) unless ``--no-sessions``; its
+tool calls are tasks of the answer's stream.
+
     python -m bench.slack_tiers [--threads 20] [--seconds 60] [--channels 4] [--quick]
+                                [--no-sessions]
 """
 
 from __future__ import annotations
@@ -97,7 +101,9 @@ def peak(times: Sequence[float], window: float) -> int:
     return best
 
 
-async def run(threads: int, seconds: float, channels: int, every: float) -> int:
+async def run(
+    threads: int, seconds: float, channels: int, every: float, sessions: bool = True
+) -> int:
     from tests.chat.slack.conftest import slack_section
     from tests.chat.slack.fake_slack import serve_fake_slack
 
@@ -105,6 +111,8 @@ async def run(threads: int, seconds: float, channels: int, every: float) -> int:
     logging.getLogger("bridge.chat.slack").setLevel(logging.ERROR)
     async with serve_fake_slack() as fake:
         fake.add_user(USER, "tiers")
+        # An app declared as an agent (the manifest's agent_view): each turn is a session.
+        fake.agent_app = sessions
         with tempfile.TemporaryDirectory() as data:
             adapter = SlackAdapter(slack_section(fake, allowed_users=[USER]), data_dir=Path(data))
             async with anyio.create_task_group() as tg:
@@ -200,10 +208,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channels", type=int, default=CHANNELS)
     parser.add_argument("--chunk-every", type=float, default=CHUNK_EVERY, metavar="SECONDS")
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
+    parser.add_argument(
+        "--no-sessions",
+        action="store_true",
+        help="an app without agent sessions (status line and Stop message instead)",
+    )
     args = parser.parse_args(argv)
     threads, seconds = (4, 3.0) if args.quick else (args.threads, args.seconds)
     print(machine())
-    return anyio.run(run, threads, seconds, args.channels, args.chunk_every, backend="asyncio")
+    return anyio.run(
+        run,
+        threads,
+        seconds,
+        args.channels,
+        args.chunk_every,
+        not args.no_sessions,
+        backend="asyncio",
+    )
 
 
 if __name__ == "__main__":
