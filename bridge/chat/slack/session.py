@@ -27,6 +27,7 @@ from typing import Literal
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
+from bridge.chat.slack.budget import Deferred
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient
 from bridge.chat.slack.events import Candidate
 from bridge.core.commands import parse_command
@@ -44,6 +45,8 @@ THREAD_ERRORS = frozenset(
 )
 # Slack allows at most this many characters in a session's title.
 TITLE_LIMIT = 200
+# How long a turn waits for the first call's answer before asking again.
+_PROBE_WAIT = 0.5
 # What the adapter writes to its data folder for `agy-bridge doctor`.
 STATE_FILE = "slack-agent-sessions.json"
 
@@ -63,6 +66,9 @@ class SessionSupport:
     data_dir: Path | None = None
     state: Literal["unknown", "available", "unavailable"] = "unknown"
     reason: str = ""
+    # A first call is out and Slack has not answered yet: the others wait for that answer
+    # rather than all being refused at once.
+    probing: bool = False
 
     @property
     def wanted(self) -> bool:
@@ -133,6 +139,11 @@ class AgentSession:
         refusal that concerns the app marks sessions unavailable)."""
         if not self.wanted:
             return False
+        support = self._support
+        if support.state == "unknown" and support.probing:
+            raise Deferred("agents.sessions.setStatus", _PROBE_WAIT)
+        probe = support.state == "unknown"
+        support.probing = support.probing or probe
         try:
             response = await self._client.agents_sessions_setStatus(
                 channel_id=self._thread.channel,
@@ -148,6 +159,9 @@ class AgentSession:
             else:
                 self._support.unavailable(code)
             return False
+        finally:
+            if probe:
+                support.probing = False
         warning = response.get("warning") if response is not None else None
         if warning:
             log.info("Slack warns about the agent session of %s: %s", self._thread.key, warning)
@@ -192,4 +206,11 @@ class Sessions:
             return
         session = self.session(candidate.thread, None)
         if session is not None and session.wanted:
-            self._spawn(session.set, "closed")
+            self._spawn(self._close, session)
+
+    @staticmethod
+    async def _close(session: AgentSession) -> None:
+        try:
+            await session.set("closed")
+        except Deferred:
+            pass  # Slack has not said yet whether there are sessions: nothing to close then

@@ -257,3 +257,24 @@ async def test_a_session_deferred_a_moment_comes_only_if_the_turn_runs_long(
                 assert calls == ["assistant.threads.setStatus", "chat.postMessage"]
             else:
                 assert fake_slack.sessions.status_of(CHANNEL, ts) == "active"
+
+
+async def test_turns_starting_together_ask_slack_about_sessions_once(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """bench.slack_tiers --no-sessions: 20 turns at once made 10 refused calls before the first
+    refusal came back. Now one asks; the others wait for its answer."""
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        threads = [await mention(fake_slack, f"turn {n}") for n in range(5)]
+        async with anyio.create_task_group() as tg:
+            for thread, ts in threads:
+
+                async def one(thread: ThreadRef = thread, ts: str = ts) -> None:
+                    async with adapter.open_reply(thread, ts) as reply:
+                        await anyio.sleep(0.3)
+                        await reply.finish(TurnOutcome(final_text="ok"))
+
+                tg.start_soon(one)
+
+    assert len(fake_slack.calls_to("agents.sessions.setStatus")) == 1
+    assert all(fake_slack.answer_text(CHANNEL, ts) == "ok" for _, ts in threads)
