@@ -13,7 +13,8 @@ each per round in a rotating order, so machine noise lands on all of them:
   chat adapter that only takes the time, until the core calls ``finish`` on the reply;
 - slack: a thread reply pushed over Socket Mode by the local Slack fake (running in its own
   process, as Slack would be), until the answer is visible in the fake; "settled" is when the
-  thread's status line is down again as well (Slack takes it down when the answer is posted).
+  thread's status line is down again as well (Slack takes it down when the answer is posted)
+  and its agent session no longer processing (the fake's app is declared as an agent).
   Slack turns start at most one per ``SLACK_PACE`` seconds (Slack's rate for posts in one
   channel; the pause is not measured). ``--slack-rtt`` delays every Web API answer of the
   fake, to show what a real round trip does to the turn.
@@ -136,6 +137,8 @@ async def serve_slack(rtt: float) -> None:
     # A call still waiting out its round trip when the bridge stops is cut off: not news.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     fake = SlowFakeSlack()
+    # The app is declared as an agent (the manifest's agent_view): each turn is a session.
+    fake.agent_app = True
     await fake.start()
     try:
         fake.add_user(SLACK_USER, "alice", "alice@example.org")
@@ -154,8 +157,13 @@ async def serve_slack(rtt: float) -> None:
                 return any(wanted in m.visible for m in recent if not m.deleted)
 
             def settled(ts: str = ts, root: str = root) -> bool:
-                # The answer is there and the status line is down (the final post took it).
-                return visible() and fake.status_of(SLACK_CHANNEL, root) == ""
+                # The answer is there, the status line is down (the final post took it) and
+                # the session no longer processing.
+                return (
+                    visible()
+                    and fake.status_of(SLACK_CHANNEL, root) == ""
+                    and fake.sessions.status_of(SLACK_CHANNEL, root) != "processing"
+                )
 
             first = len(fake.calls)
             started = time.perf_counter()
@@ -362,6 +370,12 @@ def report(variants: Sequence[Variant], seconds: float, rtt: float, where: str) 
             f"{percentile(before, 0.5):.0f} before the answer was visible; the last turn's, in "
             f"order (! = refused): {', '.join(slack.api_calls[-1][1])}"
         )
+        # How many turns made how many calls, and each kind's order once.
+        shapes: dict[tuple[str, ...], int] = {}
+        for _, calls in slack.api_calls:
+            shapes[tuple(calls)] = shapes.get(tuple(calls), 0) + 1
+        for calls, turns in sorted(shapes.items(), key=lambda item: -item[1]):
+            print(f"  {turns} turn(s), {len(calls)} calls: {', '.join(calls)}")
     core = by_name.get("core")
     if core is not None:
         added = (percentile(core.total, 0.5) - base50) * 1000

@@ -10,7 +10,11 @@ It prints, per Web API method, the calls made, the most in any minute (any windo
 tier's length) against the tier's limit, the 429s Slack answered and the updates the budget
 held back; then whether every final answer arrived whole.
 
+Each turn is an agent session (the app declared as an agent) unless ``--no-sessions``; its
+tool calls are tasks of the answer's stream.
+
     python -m bench.slack_tiers [--threads 20] [--seconds 60] [--channels 4] [--quick]
+                                [--no-sessions]
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ import anyio
 from bench.common import machine, percentile, table
 from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.format import split_message
+from bridge.chat.slack.tiers import Tier, scope_key
 from bridge.core.events import (
     Author,
     IncomingMessage,
@@ -96,7 +101,9 @@ def peak(times: Sequence[float], window: float) -> int:
     return best
 
 
-async def run(threads: int, seconds: float, channels: int, every: float) -> int:
+async def run(
+    threads: int, seconds: float, channels: int, every: float, sessions: bool = True
+) -> int:
     from tests.chat.slack.conftest import slack_section
     from tests.chat.slack.fake_slack import serve_fake_slack
 
@@ -104,6 +111,8 @@ async def run(threads: int, seconds: float, channels: int, every: float) -> int:
     logging.getLogger("bridge.chat.slack").setLevel(logging.ERROR)
     async with serve_fake_slack() as fake:
         fake.add_user(USER, "tiers")
+        # An app declared as an agent (the manifest's agent_view): each turn is a session.
+        fake.agent_app = sessions
         with tempfile.TemporaryDirectory() as data:
             adapter = SlackAdapter(slack_section(fake, allowed_users=[USER]), data_dir=Path(data))
             async with anyio.create_task_group() as tg:
@@ -153,24 +162,20 @@ async def run(threads: int, seconds: float, channels: int, every: float) -> int:
         return 0 if complete == threads else 1
 
 
-def report(
-    tiers: dict[str, tuple[int, float, bool]], calls: list[Any], adapter: SlackAdapter, took: float
-) -> str:
+def report(tiers: Mapping[str, Tier], calls: list[Any], adapter: SlackAdapter, took: float) -> str:
     rows = []
     methods = sorted({c.method for c in calls})
     for method in methods:
         mine = [c for c in calls if c.method == method]
         tier = tiers.get(method)
-        if tier is None:
-            limit, window, per_channel = 0, 60.0, False
-        else:
-            limit, window, per_channel = tier
+        limit, window = (tier.limit, tier.window) if tier is not None else (0, 60.0)
+        scope = tier.scope if tier is not None else "app"
         accepted = [c for c in mine if c.status != 429]
-        if per_channel:
-            by_channel: dict[str, list[float]] = {}
+        if tier is not None and scope != "app":
+            by_scope: dict[str, list[float]] = {}
             for c in accepted:
-                by_channel.setdefault(str(c.args.get("channel")), []).append(c.at)
-            most = max((peak(t, window) for t in by_channel.values()), default=0)
+                by_scope.setdefault(scope_key(tier, c.args), []).append(c.at)
+            most = max((peak(t, window) for t in by_scope.values()), default=0)
         else:
             most = peak([c.at for c in accepted], window)
         stats = adapter.budget.stats.get(method)
@@ -180,7 +185,7 @@ def report(
                 method,
                 str(len(mine)),
                 f"{per_minute:.0f}",
-                f"{most} / {window:g} s" + (" per channel" if per_channel else ""),
+                f"{most} / {window:g} s" + (f" per {scope}" if scope != "app" else ""),
                 f"{limit} / {window:g} s" if tier else "-",
                 str(sum(1 for c in mine if c.status == 429)),
                 str(stats.deferred if stats else 0),
@@ -203,10 +208,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channels", type=int, default=CHANNELS)
     parser.add_argument("--chunk-every", type=float, default=CHUNK_EVERY, metavar="SECONDS")
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
+    parser.add_argument(
+        "--no-sessions",
+        action="store_true",
+        help="an app without agent sessions (status line and Stop message instead)",
+    )
     args = parser.parse_args(argv)
     threads, seconds = (4, 3.0) if args.quick else (args.threads, args.seconds)
     print(machine())
-    return anyio.run(run, threads, seconds, args.channels, args.chunk_every, backend="asyncio")
+    return anyio.run(
+        run,
+        threads,
+        seconds,
+        args.channels,
+        args.chunk_every,
+        not args.no_sessions,
+        backend="asyncio",
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +19,7 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
+from bridge.core.feedback import answer_feedback
 from bridge.core.leases import open_leases
 from bridge.core.store import Store, store_url
 from bridge.core.stores import open_store
@@ -102,6 +104,10 @@ async def open_bridge(
             observe = getattr(adapter, "observe_retries", None)
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
+            # Feedback buttons under answers (Slack): a row per click in the store, a counter.
+            observe_feedback = getattr(adapter, "observe_feedback", None)
+            if observe_feedback is not None:
+                observe_feedback(functools.partial(answer_feedback, store, metrics))
         leases = open_leases(store, config.store.instance, config.store.lease_seconds)
         async with open_core(
             config,

@@ -144,6 +144,18 @@ class SlackSection(_Section):
     # After a reconnect and at start, threads with messages in the last this many hours are
     # read back for what the connection missed (0: never).
     catch_up_hours: float = Field(default=24.0, ge=0)
+    # A new thread in the agent's DM pane (assistant_thread_started): a short greeting and up
+    # to four suggested prompts (Slack shows no more); empty: none.
+    greeting: str = "Hi! I'm a coding agent. Ask me about the code, or to change it."
+    suggested_prompts: list[str] = Field(
+        default_factory=lambda: [
+            "What does this repository do?",
+            "Find and fix a failing test",
+        ],
+        max_length=4,
+    )
+    # Feedback buttons (👍/👎) under each final answer, recorded per turn.
+    feedback: bool = False
 
     @field_validator("api_url")
     @classmethod

@@ -33,6 +33,7 @@ from bridge.agy.sandbox import Isolation, not_isolated, state_layout, wrap
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
+from bridge.chat.slack.session import recorded_support
 from bridge.config import Config
 from bridge.core.store import store_url
 from bridge.core.stores import open_store
@@ -368,6 +369,7 @@ def check_chats(config: Config, report: Report) -> None:
             what = "app_token" if mode == "socket" else "signing_secret"
             report.bad(f"Slack {mode} mode needs [slack] {what} (or its environment variable)")
         chats.append(f"Slack ({mode} mode)")
+        check_slack_sessions(config, report)
     if config.matrix.configured:
         if config.matrix.password is None and config.matrix.access_token is None:
             report.bad("Matrix needs [matrix] password or access_token")
@@ -376,6 +378,23 @@ def check_chats(config: Config, report: Report) -> None:
         report.ok("chat platforms configured: " + ", ".join(chats))
     else:
         report.info("no chat platform configured: `agy-bridge console` still works")
+
+
+def check_slack_sessions(config: Config, report: Report) -> None:
+    """What the bridge last learnt from Slack's answer about agent sessions (it never guesses:
+    only a running bridge's first ``agents.sessions.setStatus`` tells)."""
+    seen = recorded_support(config.bridge.data_dir.resolve())
+    if seen is None:
+        report.info("Slack agent sessions: not known yet (the first turn asks Slack)")
+        return
+    state, reason, _ = seen
+    if state == "available":
+        report.ok("Slack agent sessions: available (Slack's own status and stop button)")
+    else:
+        report.warn(
+            f"Slack agent sessions: unavailable ({reason}); the bridge shows its own status "
+            "line and Stop message. Declare the app as an agent (agent_view) to change that"
+        )
 
 
 @dataclass

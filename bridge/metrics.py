@@ -78,6 +78,12 @@ class Metrics:
             ["platform", "reason"],
             registry=r,
         )
+        self._feedback = Counter(
+            PREFIX + "answer_feedback_total",
+            "Clicks on the feedback buttons under answers, by rating (positive, negative).",
+            ["platform", "rating"],
+            registry=r,
+        )
         self._bad_lines = Counter(
             PREFIX + "agy_bad_lines_total", "Unreadable lines on agy's stdout.", registry=r
         )
@@ -135,6 +141,11 @@ class Metrics:
     def chat_retry(self, platform: str, reason: str) -> None:
         """``reason``: 429, 5xx or connection."""
         self._chat_retries.labels(platform=platform, reason=reason).inc()
+
+    def feedback(self, platform: str, positive: bool) -> None:
+        self._feedback.labels(
+            platform=platform, rating="positive" if positive else "negative"
+        ).inc()
 
     def bad_line(self) -> None:
         self._bad_lines.inc()

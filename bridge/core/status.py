@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bridge.config import ApprovalsSection
 from bridge.core.approvals.rules import shown_row
+from bridge.core.feedback import feedback_counts
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.core.thread.actor import ThreadActor
@@ -46,6 +47,9 @@ async def status_text(
             f"• Usage so far: {u.input_tokens:,} input, {u.output_tokens:,} output "
             f"tokens ({u.total_tokens:,} in all)"
         )
+    rated = await feedback_counts(store, key)
+    if rated.positive or rated.negative:
+        lines.append(f"• Feedback on answers: 👍 {rated.positive}, 👎 {rated.negative}")
     return "\n".join(lines)
 
 

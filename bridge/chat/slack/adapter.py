@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
+from bridge.chat.slack.assistant import AssistantPane
 from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.catch_up import CatchUp
@@ -40,10 +41,13 @@ from bridge.chat.slack.events import (
     parse_event,
     ts_to_datetime,
 )
+from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, FeedbackClicks, FeedbackSink
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.session import Sessions, SessionSupport
+from bridge.chat.slack.stops import Stops
 from bridge.chat.slack.transport import (
     SlackStartError,
     check_app_token,
@@ -70,6 +74,7 @@ from bridge.core.events import (
 )
 
 log = logging.getLogger(__name__)
+
 
 REACTIONS: dict[Reaction, str] = {
     Reaction.INJECTED: "eyes",
@@ -110,8 +115,12 @@ class SlackAdapter:
         # Channels where Slack refused the status line for good (not a passing 429).
         self._no_status: set[str] = set()
         self._reply_settings = reply_settings or ReplySettings(
-            streaming=config.streaming, interval=reply_interval, backoff=retry_backoff
+            streaming=config.streaming,
+            interval=reply_interval,
+            backoff=retry_backoff,
+            feedback=config.feedback,
         )
+
         self._ping_interval = socket_ping_interval
         self._access = AccessPolicy(config.allowed_users, config.allowed_channels)
         self._notices = NoticeLedger()
@@ -143,6 +152,25 @@ class SlackAdapter:
         )
         # The running reply of each thread (told when the adapter posts beside it).
         self._live: dict[str, SlackLiveReply] = {}
+        # What the adapter does beside messages and replies, each in its own module: stops,
+        # agent sessions, feedback clicks, the assistant container (the DM pane).
+        self._stops = Stops(
+            self._access,
+            self._users,
+            spawn=self._spawn,
+            refuse=self._notify_refused,
+            streams_stopped=self._streams_stopped,
+        )
+        self._sessions = Sessions(self._client, data_dir, spawn=self._spawn)
+        self._feedback = FeedbackClicks(self._access, self._users, refuse=self._notify_refused)
+        self._pane = AssistantPane(
+            config,
+            self._client,
+            self._access,
+            calls=self._calls,
+            spawn=self._spawn,
+            refuse=self._notify_refused,
+        )
 
     @property
     def budget(self) -> RateBudget:
@@ -172,6 +200,7 @@ class SlackAdapter:
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         # Token problems stop the bridge here, with a message naming the setting.
         self._bot = await self._identify()
+        self._stops.inbound = inbound
         app_token = self._config.app_token
         if self._config.transport == "socket":
             assert app_token is not None  # checked in __init__
@@ -241,19 +270,28 @@ class SlackAdapter:
         async def on_stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()
             # Interrupting can take a moment; Slack wants the click acknowledged within 3 s.
-            if self._tg is not None:
-                self._tg.start_soon(self._on_stop, inbound, body, action)
+            self._spawn(self._stops.on_button, inbound, body, action)
+
+        async def on_session_stopped(event: dict[str, Any]) -> None:
+            self._spawn(self._stops.on_session_stopped, inbound, event)
+
+        async def on_feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._feedback.on_click, body, action)
 
         async def on_approval(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()
-            if self._tg is not None:
-                self._tg.start_soon(self._approvals.on_action, inbound, body, action)
+            self._spawn(self._approvals.on_action, inbound, body, action)
 
         app.event("app_mention")(on_event)
         app.event("message")(on_event)
+        app.event("agent_session_stopped")(on_session_stopped)
+        app.event("assistant_thread_started")(self._pane.on_started)
+        app.event("assistant_thread_context_changed")(self._pane.on_context_changed)
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
+        app.action(FEEDBACK_ACTION_ID)(on_feedback)
         return app
 
     # ----- incoming ---------------------------------------------------------------------------
@@ -308,6 +346,8 @@ class SlackAdapter:
             return
         team = candidate.org or body.get("team_id") or bot.team_id
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
+        self._sessions.note_title(candidate)
+        text = self._pane.text_for_agent(channel, candidate.thread.thread, candidate.text)
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
@@ -315,11 +355,12 @@ class SlackAdapter:
             # With the author's organisation: the core keeps it with the message, so a reply
             # after a restart can still address its stream to the author.
             author=(await self._users.author(candidate.user)).model_copy(update={"org": team}),
-            text=candidate.text,
+            text=text,
             attachments=candidate.attachments,
             sent_at=ts_to_datetime(candidate.ts),
         )
-        await inbound.submit(message)
+        outcome = await inbound.submit(message)
+        self._sessions.after_command(outcome, candidate)
 
     async def _on_change(self, inbound: Inbound, event: dict[str, Any], bot: BotIdentity) -> None:
         """An edit or a deletion: the core revises, withdraws or tells the agent."""
@@ -342,30 +383,33 @@ class SlackAdapter:
             return True
         return candidate.in_thread and await inbound.is_conversation(candidate.thread)
 
-    async def _on_stop(
-        self, inbound: Inbound, body: dict[str, Any], action: dict[str, Any]
+    # ----- stops, sessions, feedback ---------------------------------------------------------
+
+    def _spawn(self, task: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``task`` in the adapter's task group (Slack wants events answered at once)."""
+        if self._tg is not None:
+            self._tg.start_soon(task, *args)
+
+    def _streams_stopped(self, thread: ThreadRef, stopped: list[str]) -> None:
+        live = self._live.get(thread.key)
+        if live is not None:
+            live.streams_stopped(stopped)
+
+    def _stopped_in_slack(
+        self, thread: ThreadRef, reply_to: str | None, author: Author | None
     ) -> None:
-        user = str((body.get("user") or {}).get("id") or "")
-        channel = str(
-            (body.get("channel") or {}).get("id")
-            or (body.get("container") or {}).get("channel_id")
-            or ""
-        )
-        try:
-            thread = ThreadRef.from_key(str(action.get("value") or ""))
-        except ValueError:
-            return
-        if thread.platform != PLATFORM or thread.channel != channel or not user:
-            log.warning("Slack: a Stop button for another thread was ignored")
-            return
-        if not self._access.allows(user, channel):
-            self._notify_refused(user, channel, thread.thread)
-            return
-        try:
-            await inbound.stop(thread, await self._users.author(user))
-        except Exception:
-            # A task of the adapter's group: a failure here must not stop the adapter.
-            log.exception("Slack: stopping %s failed", thread.key)
+        """The reply's stream was stopped in Slack (``stopped_by_user``): as its recipient."""
+        user = self._recipient(thread, reply_to, author).user_id or (author.id if author else "")
+        self._stops.stream_stopped(thread, user)
+
+    def observe_feedback(self, sink: FeedbackSink) -> None:
+        """Hand each 👍/👎 click on an answer to ``sink`` (for the app: the store, /metrics)."""
+        self._feedback.sink = sink
+
+    @property
+    def agent_sessions(self) -> SessionSupport:
+        """Whether Slack has agent sessions for this app (learnt from its first answer)."""
+        return self._sessions.support
 
     def _notify_refused(self, user: str, channel: str, thread_ts: str) -> None:
         """One ephemeral notice per user and channel per run, sent outside the event handler."""
@@ -391,14 +435,17 @@ class SlackAdapter:
     ) -> AsyncIterator[LiveReply]:
         if self._tg is None:
             raise RuntimeError("the Slack adapter is not running")
+        recipient = self._recipient(thread, reply_to, author)
         reply = SlackLiveReply(
             self._client,
             thread=thread,
             reply_to=reply_to,
-            recipient=self._recipient(thread, reply_to, author),
+            recipient=recipient,
             settings=self._reply_settings,
             budget=self._budget,
             no_status=self._no_status,
+            on_user_stop=functools.partial(self._stopped_in_slack, thread, reply_to, author),
+            session=self._sessions.session(thread, recipient.user_id),
         )
         # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)

@@ -12,7 +12,8 @@ replies must share what the app may spend:
   never waits: with no token to spare it raises :class:`Deferred` at once, saying when to come
   back, and the reply's pump rests until then, so a rate limit never stalls the final answer
   behind a tool-line update;
-- a 429 blocks the method (and channel) for everyone until ``Retry-After`` has passed.
+- a 429 blocks the method (and channel) for everyone until ``Retry-After`` has passed, however
+  long Slack asked for.
 
 The buckets hold at most ``burst`` tokens and refill so that no window of a tier's length sees
 more calls than the tier allows (``burst + rate * window <= limit``).
@@ -32,47 +33,10 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from bridge.chat.slack.tiers import SLACK_TIERS, TIER_2, TIER_3, TIER_4, Tier
 
-@dataclass(frozen=True)
-class Tier:
-    """At most ``limit`` calls in any ``window`` seconds, ``burst`` of them at once."""
-
-    limit: int
-    window: float = 60.0
-    burst: float = 0.0  # 0: a quarter of the limit
-    per_channel: bool = False
-
-    @property
-    def capacity(self) -> float:
-        return self.burst or max(1.0, self.limit / 4)
-
-    @property
-    def rate(self) -> float:
-        """Tokens per second."""
-        return max(self.limit - self.capacity, 1.0) / self.window
-
-
-# Slack's published tiers (per method, workspace and app): Tier 2 ~20/min, Tier 3 ~50/min,
-# Tier 4 ~100/min; chat.postMessage about one per second per channel, with short bursts.
-TIER_2 = Tier(20)
-TIER_3 = Tier(50)
-TIER_4 = Tier(100)
-SLACK_TIERS: dict[str, Tier] = {
-    "chat.postMessage": Tier(10, window=10.0, burst=2.0, per_channel=True),
-    "chat.update": TIER_3,
-    "chat.delete": TIER_3,
-    "chat.startStream": TIER_2,
-    "chat.appendStream": TIER_4,
-    "chat.stopStream": TIER_2,
-    "chat.postEphemeral": TIER_4,
-    "assistant.threads.setStatus": TIER_3,
-    "reactions.add": TIER_3,
-    "reactions.remove": TIER_3,
-    "conversations.replies": TIER_3,
-    "conversations.history": TIER_3,
-    "users.info": TIER_4,
-    "files.info": TIER_4,
-}
+# The tiers live in one table, which the tests' fake Slack reads too.
+__all__ = ["SLACK_TIERS", "TIER_2", "TIER_3", "TIER_4", "Deferred", "RateBudget", "Tier"]
 
 # How much of a bucket optional calls leave for urgent ones (a share, at least one token).
 _RESERVE = 0.2
@@ -146,7 +110,8 @@ class RateBudget:
         tier = self.tiers.get(method)
         if tier is None:
             return None
-        key = (method, (channel or "") if tier.per_channel else "")
+        # ``channel``: the scope key the caller computed (tiers.scope_key), or a channel id.
+        key = (method, (channel or "") if tier.scope != "app" else "")
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = _Bucket(tier, tier.capacity, self.clock())

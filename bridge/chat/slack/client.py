@@ -30,6 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bridge.chat.slack.budget import RateBudget
+from bridge.chat.slack.tiers import scope_key
 from bridge.config import SlackSection
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,6 @@ TRANSIENT_ERRORS = frozenset(
 )
 # What a failed Web API call raises: Slack's answer, a request we built wrong, the network.
 CALL_ERRORS = (SlackApiError, SlackRequestError, aiohttp.ClientError, OSError, TimeoutError)
-# The longest we honour a Retry-After from Slack inside one reply operation.
-_MAX_RETRY_AFTER = 30.0
 
 
 class _ProportionalJitter(Jitter):
@@ -62,12 +61,15 @@ def retry_handlers(backoff: float = 0.5) -> list[AsyncRetryHandler]:
     ]
 
 
-def _channel_of(*bodies: Any) -> str | None:
+def _scope_of(budget: RateBudget, method: str, *bodies: Any) -> str | None:
+    """What the call counts under in the budget: its channel, or channel and thread, where the
+    method's tier counts that way (:func:`bridge.chat.slack.tiers.scope_key`)."""
+    tier = budget.tiers.get(method)
+    if tier is None:
+        return None
     for body in bodies:
-        if isinstance(body, dict):
-            channel = body.get("channel") or body.get("channel_id")
-            if channel:
-                return str(channel)
+        if isinstance(body, dict) and (body.get("channel") or body.get("channel_id")):
+            return scope_key(tier, body)
     return None
 
 
@@ -93,7 +95,7 @@ class BudgetedWebClient(AsyncWebClient):
         headers: dict[str, Any] | None = None,
         auth: dict[str, Any] | None = None,
     ) -> AsyncSlackResponse:
-        channel = _channel_of(json, data, params)
+        channel = _scope_of(self.budget, api_method, json, data, params)
         await self.budget.spend(api_method, channel)
         try:
             return await super().api_call(
@@ -194,14 +196,15 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def retry_after(exc: BaseException) -> float | None:
-    """Slack's Retry-After of a 429, in seconds (at most 30), or None."""
+    """Slack's Retry-After of a 429, in seconds (in full: calling earlier only earns another
+    429), or None."""
     if not isinstance(exc, SlackApiError):
         return None
     value = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
     if isinstance(value, list):
         value = value[0] if value else None
     try:
-        return min(float(value), _MAX_RETRY_AFTER) if value is not None else None
+        return max(float(value), 0.0) if value is not None else None
     except (TypeError, ValueError):
         return None
 

@@ -1,11 +1,15 @@
 """The control message of a running turn: "Working…", the latest tool lines, a Stop button.
 
+Where the answer streams, the tool calls are the stream's tasks instead (reply.py), and where
+Slack shows an agent session it has its own stop button: each part is left out then.
+
 It goes up only once a turn has run a moment (a short answer needs no Stop button), shows the
 tool calls as they happen, and at the end keeps only the tool log, or goes away.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,17 +53,29 @@ class ToolLog:
 class ControlMessage:
     """Posted by :meth:`post`, refreshed by :meth:`update`, closed by :meth:`finish`."""
 
-    def __init__(self, client: AsyncWebClient, thread: ThreadRef, tools: ToolLog) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        thread: ThreadRef,
+        tools: ToolLog,
+        *,
+        show_tools: Callable[[], bool] = lambda: True,
+        with_stop: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._client = client
         self._thread = thread
         self._tools = tools
+        # Asked each time: no tool lines while the answer's stream carries them as tasks, no
+        # Stop button where Slack shows its own (an agent session).
+        self._show_tools = show_tools
+        self._with_stop = with_stop
         self.ts: str | None = None
         self._shown: str | None = None
 
     def text(self, *, live: bool) -> str:
         count = LIVE_TOOL_LINES if live else FINAL_TOOL_LINES
         while True:
-            lines = self._tools.tail(count)
+            lines = self._tools.tail(count) if self._show_tools() else []
             if live:
                 lines = ["_Working…_", *lines]
             text = "\n".join(lines)
@@ -71,7 +87,7 @@ class ControlMessage:
         blocks: list[dict[str, Any]] = [
             {"type": "section", "text": {"type": "mrkdwn", "text": self.text(live=live)}}
         ]
-        if live:
+        if live and self._with_stop():
             blocks.append(
                 {
                     "type": "actions",
@@ -123,7 +139,7 @@ class ControlMessage:
         if self.ts is None:
             return
         ts, self.ts = self.ts, None
-        if self._tools.lines:
+        if self._tools.lines and self._show_tools():
             await calls.edit("tool log", ts, text="Tool activity", blocks=self.blocks(live=False))
         else:
             await calls.delete("control message removal", ts)

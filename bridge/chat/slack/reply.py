@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,28 +49,38 @@ from bridge.chat.common.outcome import render_outcome
 from bridge.chat.common.pump import FlushPump
 from bridge.chat.slack.bound import Retries, ThreadCalls
 from bridge.chat.slack.budget import Deferred, RateBudget
-from bridge.chat.slack.client import CALL_ERRORS, api_error, describe
-from bridge.chat.slack.control import ControlMessage, ToolLog
+from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient, retry_after
+from bridge.chat.slack.control import ToolLog
 from bridge.chat.slack.events import is_dm_channel
+from bridge.chat.slack.feedback import answer_blocks, feedback_block
 from bridge.chat.slack.format import (
     SPLIT_LIMIT,
     BroadcastGuard,
     neutralise_broadcasts,
     split_message,
 )
-from bridge.chat.slack.status import StatusLine
+from bridge.chat.slack.keeper import TurnKeeper
+from bridge.chat.slack.session import AgentSession
+from bridge.chat.slack.tasks import TaskBoard
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 
 log = logging.getLogger(__name__)
 
 
 EXPIRED = "message_not_in_streaming_state"
+# A person stopped the stream in Slack: no further appends are accepted.
+STOPPED_BY_USER = "stopped_by_user"
 CONFLICT = "streaming_state_conflict"
 # Room left in a live piece for a fence line added when it is cut inside a code block.
 _FENCE_ROOM = 64
 # The first text waits this long (or for this much text) before a message is started.
 FIRST_TEXT_DELAY = 0.4
 FIRST_TEXT_CHARS = 256
+# A first chat.startStream failing transiently (429, 5xx) is tried this often in all before
+# the answer is edited instead.
+START_ATTEMPTS = 3
+# The most of the final text a stream's last stop carries (chat.stopStream: 12,000 at most).
+_REST_LIMIT = 11_000
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,8 @@ class ReplySettings:
     # Slack ends a stream about five minutes after it started, text flowing or not: continue
     # in a new message before that.
     stream_max_age: float = 240.0
+    # Feedback buttons (👍/👎) under each final answer ([slack] feedback).
+    feedback: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,7 @@ class _Segment:
     given: int = 0  # streaming: how far the answer text has been handed to the stream
     sent: int = 0  # streaming: how far Slack has confirmed it
     shown: str | None = None  # what the message shows now, when known
+    feedback: bool = False  # whether it carries the feedback buttons
 
 
 class SlackLiveReply:
@@ -152,8 +166,14 @@ class SlackLiveReply:
         settings: ReplySettings,
         budget: RateBudget,
         no_status: set[str] | None = None,
+        on_user_stop: Callable[[], None] | None = None,
+        session: AgentSession | None = None,
     ) -> None:
         self._client = client
+        # Told once when a person stopped the answer's stream in Slack (the adapter stops the
+        # turn as theirs); the reply then streams nothing more.
+        self._on_user_stop = on_user_stop
+        self._user_stopped = False
         self._thread = thread
         self._reply_to = reply_to
         self._recipient = recipient
@@ -167,28 +187,38 @@ class SlackLiveReply:
         # The agent's text never pings the whole channel (see bridge.chat.slack.format).
         self._guard = BroadcastGuard()
         self._tools = ToolLog()
+        # The same calls as the stream's tasks, where the answer streams.
+        self._tasks = TaskBoard()
         # The calls that must not be lost: the final answer and the clean-up after it.
         self._calls = ThreadCalls(
             client, thread, Retries(attempts=settings.attempts, backoff=settings.backoff)
         )
-        self._control = ControlMessage(client, thread, self._tools)
-        self._status = StatusLine(client, thread, no_status if no_status is not None else set())
+        # The session, or the status line and the control message, beside the answer.
+        self._keeper = TurnKeeper(
+            client,
+            thread,
+            self._tools,
+            control_delay=settings.control_delay,
+            status_refresh=settings.status_refresh,
+            no_status=no_status if no_status is not None else set(),
+            session=session,
+            streaming=lambda: self._streaming,
+            control_posted=self._pump_poke,
+        )
         self._segments: list[_Segment] = []
+        self._start_failures = 0
         self._finished = False
         self._pump = FlushPump(self._stream_flush, self._interval, name=thread.key)
         self._first_text_at: float | None = None
-        # The keeper: the status line and the control message, beside the pump.
-        self._opened_at = anyio.current_time()
-        self._status_due = self._opened_at
-        self._control_due = self._opened_at + settings.control_delay
-        self._keeper_wake = anyio.Event()
-        self._keeper_stopping = False
-        self._keeper_started = False
-        self._keeper_done = anyio.Event()
 
     @property
     def thread(self) -> ThreadRef:
         return self._thread
+
+    @property
+    def native(self) -> bool:
+        """Whether Slack shows this turn as a processing agent session (its own stop)."""
+        return self._keeper.native
 
     @property
     def streaming(self) -> bool:
@@ -209,6 +239,7 @@ class SlackLiveReply:
         if self._finished:
             return
         self._tools.record(activity)
+        self._tasks.record(activity)
         self._pump.poke()
 
     async def finish(self, outcome: TurnOutcome) -> None:
@@ -217,16 +248,26 @@ class SlackLiveReply:
         self._finished = True
         # Nothing optional runs any more (and no status call lands after the final post).
         await self._pump.stop()
-        await self._stop_keeper()
+        await self._keeper.stop()
         try:
             self._text += self._guard.flush()
-            await self._render_final(neutralise_broadcasts(render_outcome(outcome, self._text)))
+            await self._render_final(
+                neutralise_broadcasts(render_outcome(outcome, self._text)),
+                final_failed=bool(outcome.error or outcome.interrupted),
+            )
         finally:
-            try:
-                await self._control.finish(self._calls)
-            except CALL_ERRORS:
-                pass  # logged with the thread key by with_retries
-            await self._status.clear()
+            await self._keeper.finish(self._calls)
+
+    def streams_stopped(self, stopped: list[str]) -> None:
+        """Slack's stop button was clicked (``agent_session_stopped``): Slack stopped these
+        streams. Nothing more is streamed; whether the turn stops is the adapter's call (the
+        clicker must be allowed)."""
+        self._user_stopped = True
+        for segment in self._segments:
+            if segment.ts in stopped and segment.stream is not None:
+                segment.stream = None
+                segment.given = segment.sent
+                segment.shown = None
 
     async def close(self) -> None:
         """Leaving the reply without an answer (the turn was cancelled): clear what is shown."""
@@ -238,73 +279,18 @@ class SlackLiveReply:
     def posted_elsewhere(self) -> None:
         """Something else of ours was posted in the thread (a notice): Slack took the status
         down, so put it up again."""
-        self._after_post()
+        self._keeper.after_post()
 
     # ----- tasks ------------------------------------------------------------------------------
 
     def start(self, task_group: TaskGroup) -> None:
-        """Run the pump and the keeper (status line, control message) beside the turn."""
-        self._keeper_started = True
+        """Run the pump and the keeper (session, status line, control message) beside the
+        turn."""
         task_group.start_soon(self._pump.run)
-        task_group.start_soon(self._keep)
+        self._keeper.start(task_group)
 
-    def _after_post(self) -> None:
-        self._status.cleared_by_post()
-        self._status_due = anyio.current_time()
-        self._keeper_wake.set()
-
-    async def _keep(self) -> None:
-        """Keep the status up and post the control message once the turn has run a moment."""
-        try:
-            while not self._keeper_stopping:
-                try:
-                    await self._keep_once()
-                except Exception:
-                    # A task of the adapter's group: never let it take the adapter down.
-                    log.exception("status or Stop control of %s failed", self._thread.key)
-                    self._status_due = self._control_due = math.inf
-                due = min(self._status_due, self._control_due)
-                with anyio.move_on_after(max(due - anyio.current_time(), 0.0)):
-                    await self._keeper_wake.wait()
-                self._keeper_wake = anyio.Event()
-        finally:
-            self._keeper_done.set()
-
-    async def _keep_once(self) -> None:
-        now = anyio.current_time()
-        if now >= self._status_due:
-            retry = await self._status.show()
-            if retry is not None:
-                self._status_due = now + retry
-            elif self._status.wanted:
-                self._status_due = now + self._settings.status_refresh
-            else:
-                self._status_due = math.inf
-        if self._keeper_stopping:
-            return
-        if self._control.ts is None and now >= self._control_due:
-            await self._post_control(now)
-
-    async def _post_control(self, now: float) -> None:
-        try:
-            with RateBudget.optional():
-                await self._control.post()
-        except Deferred as deferred:
-            self._control_due = now + deferred.wait
-            return
-        except CALL_ERRORS as exc:
-            log.info("no Stop control in %s: %s", self._thread.key, describe(exc))
-            self._control_due = math.inf
-            return
-        self._control_due = math.inf
-        self._after_post()
-        self._pump.poke()  # tool lines recorded while it was being posted
-
-    async def _stop_keeper(self) -> None:
-        self._keeper_stopping = True
-        self._keeper_wake.set()
-        if self._keeper_started:
-            await self._keeper_done.wait()
+    def _pump_poke(self) -> None:
+        self._pump.poke()
 
     # ----- the pump ---------------------------------------------------------------------------
 
@@ -335,20 +321,24 @@ class SlackLiveReply:
 
     async def _flush_now(self) -> float | None:
         try:
-            await self._control.update()
+            await self._keeper.update()
         except Deferred:
             pass  # no chat.update to spare now: the tool lines wait, the answer does not
         except CALL_ERRORS as exc:
             # Tool lines are a nicety: try again next time, and carry on with the answer.
             log.info("tool lines not updated in %s: %s", self._thread.key, describe(exc))
+        if self._user_stopped:
+            return None
+        if self._streaming and self._tasks.dirty:
+            # Tool progress goes into the stream at once (and may start it).
+            return await self._flush_stream()
         if not self._text.strip():
             return None
         if self._hold_first_text():
             return self._first_delay()
         if self._streaming:
-            await self._flush_stream()
-        else:
-            await self._flush(answer_pieces(self._text))
+            return await self._flush_stream()
+        await self._flush(answer_pieces(self._text))
         return None
 
     # ----- the answer, edited -----------------------------------------------------------------
@@ -375,7 +365,7 @@ class SlackLiveReply:
                 markdown_text=content,
             )
             segment.ts = _ts(response)
-            self._after_post()
+            self._keeper.after_post()
         else:
             await self._client.chat_update(
                 channel=self._thread.channel, ts=segment.ts, markdown_text=content
@@ -403,13 +393,16 @@ class SlackLiveReply:
         age = anyio.current_time() - segment.opened_at
         return segment.stream is not None and age >= self._settings.stream_max_age
 
-    async def _flush_stream(self) -> None:
+    async def _flush_stream(self) -> float | None:
+        """Stream what is new; the seconds until the next try when the first
+        ``chat.startStream`` failed transiently (then it is tried again, a few times, before the
+        answer falls back to an edited message)."""
         text = self._text
         segment = self._segments[-1] if self._segments else await self._open_stream(0)
-        if self._too_old(segment) and segment.given < len(text):
+        if self._too_old(segment) and (segment.given < len(text) or self._tasks.dirty):
             # Slack would end this stream soon (also after a long quiet tool phase).
             segment = await self._roll_over(segment, stop=True)
-        while segment.given < len(text) or segment.sent < segment.given:
+        while segment.given < len(text) or segment.sent < segment.given or self._tasks.dirty:
             if segment.stream is None:
                 segment = await self._open_stream(segment.given)
             # A message that would grow past the limit ends at a paragraph or line boundary.
@@ -417,7 +410,7 @@ class SlackLiveReply:
             end = len(text)
             if full:
                 end = max(segment.given, cut_point(text, segment.start, SPLIT_LIMIT - _FENCE_ROOM))
-            if end == segment.given and segment.sent == segment.given:
+            if full and end == segment.given and segment.sent == segment.given:
                 segment = await self._roll_over(segment, stop=True)
                 continue
             stream = segment.stream
@@ -426,15 +419,33 @@ class SlackLiveReply:
             # Handed to the SDK: a call that fails (or is deferred) keeps the text in the
             # stream's buffer, and the next append (an empty one if need be) sends it.
             piece, segment.given = text[segment.given : end], end
+            # The tool calls' tasks the stream lacks ride along.
+            chunks, versions = self._tasks.pending()
             try:
-                await stream.append(markdown_text=piece)
+                await stream.append(markdown_text=piece, chunks=chunks or None)
             except SlackApiError as exc:
+                if api_error(exc) == STOPPED_BY_USER:
+                    self._stopped_by_user(segment)
+                    return None
                 if api_error(exc) == EXPIRED and segment.ts is not None:
                     log.info("stream expired in %s; continuing in a new message", self._thread.key)
                     segment.given = segment.sent  # its buffer ends with it
                     segment = await self._roll_over(segment, stop=False)
                     continue
                 if stream.ts is None and not self._segments[:-1]:
+                    if is_transient(exc) and self._start_failures < START_ATTEMPTS - 1:
+                        # A 429 or a 5xx: Slack can stream, just not this moment.
+                        self._start_failures += 1
+                        wait = retry_after(exc)
+                        if wait is None:
+                            wait = self._settings.backoff * 2 ** (self._start_failures - 1)
+                        log.info(
+                            "starting the stream in %s failed (%s); trying again in %.1f s",
+                            self._thread.key,
+                            describe(exc),
+                            wait,
+                        )
+                        return wait
                     log.info(
                         "streaming unavailable in %s (%s); editing a message instead",
                         self._thread.key,
@@ -443,23 +454,44 @@ class SlackLiveReply:
                     self._streaming = False
                     self._segments.clear()
                     await self._flush(answer_pieces(self._text))
-                    return
+                    return None
                 raise
             segment.sent = segment.given
+            self._tasks.sent(versions)
             segment.ts = stream.ts
             if starting:
                 segment.opened_at = anyio.current_time()
-                self._after_post()
+                self._keeper.after_post()
             if full and segment.given == end:
                 segment = await self._roll_over(segment, stop=True)
+        return None
+
+    def _stopped_by_user(self, segment: _Segment) -> None:
+        """Slack refused an append with ``stopped_by_user``: the person stopped the stream.
+        Nothing more is streamed; the final rewrite edits the message; the turn is stopped."""
+        segment.stream = None
+        segment.given = segment.sent
+        segment.shown = None  # what Slack kept of it is not known exactly
+        if self._user_stopped:
+            return
+        self._user_stopped = True
+        log.info("the stream of %s was stopped in Slack", self._thread.key)
+        # With a session, Slack's stop button sends agent_session_stopped naming who clicked:
+        # that decides (the adapter checks them); without one, only the recipient could.
+        if self._on_user_stop is not None and not self.native:
+            self._on_user_stop()
 
     async def _roll_over(self, segment: _Segment, *, stop: bool) -> _Segment:
         """Continue the answer in a new stream; end ``segment``'s own (stop it, or leave it to
         the final rewrite when that cannot be done now) and show it with its fences closed."""
         following = await self._open_stream(segment.given)
         if stop and segment.stream is not None and segment.stream.ts is not None:
-            if not await self._stop_stream(segment):
+            stopped = await self._stop_stream(segment)
+            self._tasks.new_stream()
+            if not stopped:
                 return following  # still streaming: the final rewrite stops it
+        else:
+            self._tasks.new_stream()
         segment.stream = None
         content = slice_for_display(self._text, segment.start, segment.given)
         if segment.ts is not None and content != segment.shown:
@@ -473,60 +505,111 @@ class SlackLiveReply:
                 log.info("a streamed message in %s not closed yet: %s", self._thread.key, exc)
         return following
 
-    async def _stop_stream(self, segment: _Segment) -> bool:
-        """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired)."""
+    async def _stop_stream(
+        self,
+        segment: _Segment,
+        *,
+        final: bool = False,
+        rest: str | None = None,
+        feedback: bool = False,
+    ) -> bool:
+        """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired).
+
+        ``chat.stopStream`` also sets the thread's session (``active`` unless told): a stream
+        rolled over keeps it ``processing``; the final stop ends it. The stop carries the tasks
+        the stream lacks, and ``rest``: the end of the final text this message should show."""
         stream = segment.stream
         if stream is None or stream.ts is None:
             segment.stream = None
             return True
+        native = self.native
+        chunks, versions = self._tasks.pending()
+        session_status = ("active" if final else "processing") if native else None
         try:
-            await stream.stop()
+            await stream.stop(
+                markdown_text=rest or None,
+                chunks=chunks or None,
+                session_status=session_status,
+                blocks=[feedback_block()] if feedback else None,
+            )
         except (*CALL_ERRORS, Deferred) as exc:
-            if api_error(exc) != EXPIRED:
+            if api_error(exc) not in (EXPIRED, STOPPED_BY_USER):
                 log.info("stopping a stream in %s failed: %s", self._thread.key, describe(exc))
                 return False
             segment.shown = None  # ended by Slack: what it shows is not known exactly
         else:
-            segment.shown = self._text[segment.start : segment.given]
+            self._tasks.sent(versions)
+            segment.shown = self._text[segment.start : segment.given] + (rest or "")
+            segment.feedback = feedback
+            session = self._keeper.session
+            if native and final and session is not None:
+                session.ended_by_stream()
         segment.stream = None
         return True
 
     # ----- the final rewrite ------------------------------------------------------------------
 
-    async def _render_final(self, final: str) -> None:
+    async def _render_final(self, final: str, *, final_failed: bool = False) -> None:
         """The whole final text over the answer's messages: rewrite, add or delete messages."""
+        chunks = split_message(final)
+        last = len(chunks) - 1
+        # Feedback buttons under the last message of an answer (not under an error).
+        feedback = self._settings.feedback and not final_failed and bool(final.strip())
+        self._tasks.end(failed=final_failed)
         for segment in self._segments:
             if segment.stream is not None:
-                await self._stop_stream(segment)
+                rest = self._rest_of(segment, chunks)
+                buttons = feedback and rest is not None and self._index_of(segment) == last
+                await self._stop_stream(segment, final=True, rest=rest, feedback=buttons)
         targets = [segment for segment in self._segments if segment.ts is not None]
-        chunks = split_message(final)
         for index, chunk in enumerate(chunks):
+            buttons = feedback and index == last
             if index < len(targets):
-                await self._rewrite(targets[index], chunk)
+                await self._rewrite(targets[index], chunk, feedback=buttons)
             else:
-                await self._post_final(chunk)
+                await self._post_final(chunk, feedback=buttons)
         for segment in targets[len(chunks) :]:
             await self._delete(segment)
 
-    async def _rewrite(self, segment: _Segment, chunk: str) -> None:
-        if segment.shown == chunk and segment.stream is None:
+    def _index_of(self, segment: _Segment) -> int:
+        """Which message of the answer ``segment`` is (among those posted)."""
+        return [s for s in self._segments if s.ts is not None].index(segment)
+
+    def _rest_of(self, segment: _Segment, chunks: list[str]) -> str | None:
+        """When the last message streams the start of its final chunk, the rest of it: the
+        final stop then carries it, and no edit is needed (an edit would drop the stream's
+        tasks)."""
+        if segment is not self._segments[-1] or segment.ts is None:
+            return None
+        index = self._index_of(segment)
+        if index >= len(chunks):
+            return None
+        streamed = self._text[segment.start : segment.given]
+        chunk = chunks[index]
+        if not chunk.startswith(streamed) or len(chunk) - len(streamed) > _REST_LIMIT:
+            return None
+        return chunk[len(streamed) :]
+
+    async def _rewrite(self, segment: _Segment, chunk: str, *, feedback: bool = False) -> None:
+        if segment.shown == chunk and segment.stream is None and segment.feedback == feedback:
             return
         ts = segment.ts
         assert ts is not None
+        fields = _final_fields(chunk, feedback)
         for attempt in range(2):
             try:
-                await self._calls.edit("final edit", ts, markdown_text=chunk)
-                segment.shown = chunk
+                await self._calls.edit("final edit", ts, **fields)
+                segment.shown, segment.feedback = chunk, feedback
                 return
             except CALL_ERRORS as exc:
                 # Still streaming (its stop failed earlier): stop it, then edit once more.
                 if attempt == 0 and api_error(exc) == CONFLICT and segment.stream is not None:
-                    await self._stop_stream(segment)
+                    await self._stop_stream(segment, final=True)
                     continue
                 break
         # The message cannot be edited (deleted, too old, stuck streaming): post the text anew
         # and take the old one away, so no partial copy stays above the answer.
-        await self._post_final(chunk)
+        await self._post_final(chunk, feedback=feedback)
         await self._delete(segment)
 
     async def _delete(self, segment: _Segment) -> None:
@@ -537,16 +620,23 @@ class SlackLiveReply:
         except CALL_ERRORS:
             pass  # logged; an outdated piece stays above the final answer
 
-    async def _post_final(self, chunk: str) -> None:
+    async def _post_final(self, chunk: str, *, feedback: bool = False) -> None:
         try:
-            await self._calls.say("final message", markdown_text=chunk)
-            self._status.cleared_by_post()
+            await self._calls.say("final message", **_final_fields(chunk, feedback))
+            self._keeper.cleared_by_post()
         except CALL_ERRORS:
             log.error(
                 "the final answer of %s could not be posted (%d characters lost)",
                 self._thread.key,
                 len(chunk),
             )
+
+
+def _final_fields(chunk: str, feedback: bool) -> dict[str, Any]:
+    """A final message's fields: its Markdown, in a block beside the feedback buttons."""
+    if feedback:
+        return {"text": chunk, "blocks": answer_blocks(chunk)}
+    return {"markdown_text": chunk}
 
 
 def _ts(response: Any) -> str | None:

@@ -28,6 +28,7 @@ from bridge.chat.slack.adapter import SlackAdapter
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.reply import ReplySettings
 from bridge.config import SlackSection
+from bridge.core.commands import parse_command
 from bridge.core.events import Author, IncomingMessage, SubmitOutcome, ThreadRef
 from tests.chat.slack.fake_slack import (
     APP_TOKEN,
@@ -77,8 +78,10 @@ class RecordingInbound:
             self._notify()
             return SubmitOutcome.DUPLICATE
         self.submitted.append(message)
-        self.conversations.add(message.thread)
         self._notify()
+        if parse_command(message.text) is not None:
+            return SubmitOutcome.COMMAND  # as the core answers a !command
+        self.conversations.add(message.thread)
         return SubmitOutcome.ACCEPTED
 
     async def stop(self, thread: ThreadRef, by: Author) -> None:
@@ -149,6 +152,7 @@ async def running_adapter(
             control_delay=control_delay,
             status_refresh=status_refresh,
             stream_max_age=stream_max_age,
+            feedback=section.feedback,
         ),
         budget=budget,
     )

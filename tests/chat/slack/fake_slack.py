@@ -13,6 +13,18 @@ It is as strict as Slack where the bridge depends on it:
   ``chat.update`` on a message still streaming answers ``streaming_state_conflict``;
 - ``chat.startStream`` wants ``recipient_user_id`` and ``recipient_team_id`` together (both
   outside DMs) and names the one missing;
+- ``task_update`` chunks (:class:`StreamChunks`) build a stream's tasks by id, checked as
+  Slack checks them; an edit (``chat.update``) leaves a message without them;
+- a stream a person stopped in Slack (:meth:`FakeSlack.stop_stream_as_user`) answers every
+  later append and stop with ``stopped_by_user``;
+- agent sessions (:class:`AgentSessions`): ``agents.sessions.setStatus`` creates a thread's
+  session (with its title, ignored afterwards) and moves its status; ``chat.stopStream`` sets
+  the thread's session to its ``session_status``, ``active`` by default, as Slack documents;
+  Slack never moves a status by itself; :meth:`FakeSlack.press_session_stop` is a person
+  clicking Slack's own stop button (only while ``processing``): the thread's live streams stop
+  and ``agent_session_stopped`` arrives. An app not declared as an agent
+  (``agent_app = False``, the default) is refused with ``missing_scope`` (declaring an app as
+  an agent adds its ``assistant:write`` scope; Slack documents no code of its own for this);
 - ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
   clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
 
@@ -49,6 +61,8 @@ from aiohttp import web
 from markdown_it import MarkdownIt
 from slack_sdk.signature import SignatureVerifier
 
+from bridge.chat.slack.tiers import SLACK_TIERS, Tier, scope_key
+
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
 SIGNING_SECRET = "fake-signing-secret"
@@ -57,22 +71,8 @@ BOT_ID = "BBOT0001"
 TEAM = "T0FAKE01"
 APP_ID = "A0FAKE01"
 
-# Slack's rate tiers, as (calls, window in seconds, counted per channel): Tier 2 about 20 a
-# minute, Tier 3 about 50, Tier 4 about 100; chat.postMessage about one a second per channel.
-TIERS: dict[str, tuple[int, float, bool]] = {
-    "chat.postMessage": (10, 10.0, True),
-    "chat.update": (50, 60.0, False),
-    "chat.delete": (50, 60.0, False),
-    "chat.startStream": (20, 60.0, False),
-    "chat.appendStream": (100, 60.0, False),
-    "chat.stopStream": (20, 60.0, False),
-    "chat.postEphemeral": (100, 60.0, False),
-    "assistant.threads.setStatus": (50, 60.0, False),
-    "reactions.add": (50, 60.0, False),
-    "reactions.remove": (50, 60.0, False),
-    "conversations.replies": (50, 60.0, False),
-    "conversations.history": (50, 60.0, False),
-}
+# Slack's rate tiers: the one table the app's budget reads too (bridge/chat/slack/tiers.py).
+TIERS: dict[str, Tier] = dict(SLACK_TIERS)
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _TS = re.compile(r"^\d+\.\d+$")
 
@@ -101,6 +101,11 @@ class Message:
     stream_started: float = 0.0
     deleted: bool = False
     stream_args: dict[str, Any] = field(default_factory=dict)
+    # A person stopped this stream in Slack: no append or stop is accepted any more.
+    stopped_by_user: bool = False
+    # The stream's tasks (``task_update`` chunks), by id in order of arrival: each the last
+    # chunk Slack took for it (title, status, details, output).
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
     bot_id: str | None = None
     username: str | None = None
@@ -137,7 +142,9 @@ class Message:
         out: list[Rendered] = []
         for block in self.blocks or []:
             text = block.get("text")
-            if isinstance(text, dict) and text.get("type") == "mrkdwn":
+            if block.get("type") == "markdown":
+                out.append(render_markdown(str(text or "")))
+            elif isinstance(text, dict) and text.get("type") == "mrkdwn":
                 out.append(render_mrkdwn(str(text.get("text", ""))))
             elif isinstance(text, dict):
                 out.append(Rendered(str(text.get("text", ""))))
@@ -147,6 +154,16 @@ class Message:
         if self.markdown is not None:
             return [render_markdown(self.markdown)]
         return [*self._block_renders(), render_mrkdwn(self.text or "")]
+
+    @property
+    def feedback_buttons(self) -> dict[str, Any] | None:
+        """The ``feedback_buttons`` element of a ``context_actions`` block, if any."""
+        for block in self.blocks or []:
+            if block.get("type") == "context_actions":
+                for element in block.get("elements", []):
+                    if element.get("type") == "feedback_buttons":
+                        return dict(element)
+        return None
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -239,6 +256,36 @@ def _block_text(block: dict[str, Any]) -> str:
     return str(text or "")
 
 
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+
+
+class StreamChunks:
+    """The ``chunks`` of the streaming methods, kept apart from the rest of the fake: Markdown
+    text, ``task_update`` (one task by id: a later chunk updates it) and ``plan_update``. Slack
+    refuses a task without an id or title, or with a status it does not know."""
+
+    @staticmethod
+    def check(chunks: Any) -> None:
+        for chunk in _chunk_list(chunks):
+            if chunk.get("type") == "task_update":
+                if not chunk.get("id") or not chunk.get("title"):
+                    raise SlackApiFail("invalid_chunks")
+                if chunk.get("status") not in TASK_STATUSES:
+                    raise SlackApiFail("invalid_chunks")
+
+    @staticmethod
+    def apply(message: Message, chunks: Any) -> None:
+        for chunk in _chunk_list(chunks):
+            if chunk.get("type") == "task_update":
+                message.tasks[str(chunk["id"])] = dict(chunk)
+
+
+def _chunk_list(chunks: Any) -> list[dict[str, Any]]:
+    if isinstance(chunks, str):
+        chunks = json.loads(chunks)
+    return [chunk for chunk in chunks or [] if isinstance(chunk, dict)]
+
+
 def _chunks_text(chunks: Any) -> str:
     if isinstance(chunks, str):
         chunks = json.loads(chunks)
@@ -290,6 +337,156 @@ class Delivery:
     reason: str = ""  # why a retry would follow: http_timeout, http_error, connection_failed
 
 
+@dataclass
+class Session:
+    """One thread's agent session, as Slack keeps it."""
+
+    title: str | None
+    initiator: str | None
+    status: str
+
+
+SESSION_STATUSES = ("processing", "active", "suspended", "closed")
+
+
+class AgentSessions:
+    """The agent-session half of the fake (``agents.sessions.*``, Slack's stop button), kept
+    apart from the rest so other work on the fake does not collide with it."""
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        self.by_thread: dict[tuple[str, str], Session] = {}
+        # (channel, thread_ts, status) of every status Slack accepted, stopStream's included.
+        self.log: list[tuple[str, str, str]] = []
+
+    def status_of(self, channel: str, thread_ts: str) -> str:
+        session = self.by_thread.get((channel, thread_ts))
+        return session.status if session is not None else ""
+
+    def set_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not self.fake.agent_app:
+            raise SlackApiFail("missing_scope")
+        channel, thread_ts = str(args.get("channel_id") or ""), str(args.get("thread_ts") or "")
+        status = str(args.get("status") or "")
+        if status not in SESSION_STATUSES:
+            raise SlackApiFail("invalid_arguments")
+        if not _CHANNEL_ID.match(channel) or channel in self.fake.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        if not _TS.match(thread_ts):
+            raise SlackApiFail("invalid_thread_ts")
+        title = args.get("title")
+        if title is not None and len(str(title)) > 200:
+            raise SlackApiFail("invalid_arguments")
+        session = self.by_thread.get((channel, thread_ts))
+        if session is None:
+            session = Session(title, args.get("initiator_user_id"), status)
+            self.by_thread[(channel, thread_ts)] = session
+        self._move(channel, thread_ts, status)
+        return {"status": status, "title": session.title}
+
+    def rename(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not self.fake.agent_app:
+            raise SlackApiFail("missing_scope")
+        key = (str(args.get("channel_id") or ""), str(args.get("thread_ts") or ""))
+        session = self.by_thread.get(key)
+        if session is None:
+            raise SlackApiFail("session_not_found")
+        session.title = str(args.get("title") or "")
+        return {"title": session.title}
+
+    def stream_stopped(self, message: Message, args: dict[str, Any]) -> None:
+        """``chat.stopStream`` sets the session's status (``active`` unless told otherwise)."""
+        if message.thread_ts is None:
+            return
+        if (message.channel, message.thread_ts) in self.by_thread:
+            status = str(args.get("session_status") or "active")
+            self._move(message.channel, message.thread_ts, status)
+
+    def _move(self, channel: str, thread_ts: str, status: str) -> None:
+        self.by_thread[(channel, thread_ts)].status = status
+        self.log.append((channel, thread_ts, status))
+
+    async def press_stop(self, channel: str, thread_ts: str, user: str) -> str:
+        """A person clicks Slack's stop button: the thread's live streams stop (no append is
+        accepted any more) and ``agent_session_stopped`` is sent; the status stays as it is.
+        Returns the envelope id."""
+        assert self.status_of(channel, thread_ts) == "processing", "no stop button shown"
+        stopped = []
+        for message in self.fake.thread(channel, thread_ts):
+            if message.streaming:
+                message.streaming = False
+                message.stopped_by_user = True
+                stopped.append(message.ts)
+        event = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "user": user,
+            "streaming_message_ts": stopped,
+            "event_ts": self.fake.next_ts(),
+        }
+        return await self.fake.push_event(event)
+
+
+class AssistantContainer:
+    """Slack's assistant container (the agent's DM pane), kept apart from the rest of the fake:
+    ``assistant_thread_started`` when a person opens a new thread there (Slack creates its
+    root), ``assistant_thread_context_changed`` when they look at another channel, and
+    ``assistant.threads.setSuggestedPrompts`` (at most four prompts, each a title and a
+    message; Slack refuses more with ``invalid_arguments``)."""
+
+    def __init__(self, fake: FakeSlack) -> None:
+        self.fake = fake
+        # (channel, thread_ts) -> the prompts and the title shown above them.
+        self.prompts: dict[tuple[str, str], tuple[list[dict[str, Any]], str | None]] = {}
+
+    def set_prompts(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, thread_ts = str(args.get("channel_id") or ""), str(args.get("thread_ts") or "")
+        if not _CHANNEL_ID.match(channel) or channel in self.fake.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        if not _TS.match(thread_ts):
+            raise SlackApiFail("invalid_thread_ts")
+        prompts = _json_list(args.get("prompts")) or []
+        if not prompts or len(prompts) > 4:
+            raise SlackApiFail("invalid_arguments")
+        if any(not p.get("title") or not p.get("message") for p in prompts):
+            raise SlackApiFail("invalid_arguments")
+        self.prompts[(channel, thread_ts)] = (prompts, args.get("title"))
+        return {}
+
+    def _thread(
+        self, user: str, channel: str, thread_ts: str, context: str | None
+    ) -> dict[str, Any]:
+        return {
+            "user_id": user,
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+            "context": {"channel_id": context, "team_id": TEAM} if context else {},
+        }
+
+    async def start_thread(
+        self, user: str, channel: str, *, context: str | None = None
+    ) -> tuple[str, str]:
+        """A person opens a new thread in the container: (its thread ts, the envelope id)."""
+        root = Message(channel, self.fake.next_ts(), BOT_USER, text="")
+        root.deleted = True  # Slack's own root: no message of the app's to read or edit
+        self.fake.messages[root.ts] = root
+        event = {
+            "type": "assistant_thread_started",
+            "assistant_thread": self._thread(user, channel, root.ts, context),
+            "event_ts": self.fake.next_ts(),
+        }
+        return root.ts, await self.fake.push_event(event)
+
+    async def change_context(self, user: str, channel: str, thread_ts: str, context: str) -> str:
+        event = {
+            "type": "assistant_thread_context_changed",
+            "assistant_thread": self._thread(user, channel, thread_ts, context),
+            "event_ts": self.fake.next_ts(),
+        }
+        return await self.fake.push_event(event)
+
+
 class SlackApiFail(Exception):
     def __init__(self, error: str) -> None:
         super().__init__(error)
@@ -306,11 +503,17 @@ class FakeSlack:
         self.files: dict[str, StoredFile] = {}
         self.uploads: dict[str, dict[str, Any]] = {}
         self.refuse_streaming: str | None = None
+        # Whether the app is declared as an agent (agent sessions work); see AgentSessions.
+        self.agent_app = False
+        self.sessions = AgentSessions(self)
+        self.assistant = AssistantContainer(self)
         # Rate tiers, stream and status lifetimes (seconds), as Slack has them.
         self.enforce_tiers = True
         self.tiers = dict(TIERS)
         self.limited: list[Call] = []
         self._recent: dict[tuple[str, str], collections.deque[float]] = {}
+        # (method, scope) -> until when a 429's Retry-After holds.
+        self._blocked_until: dict[tuple[str, str], float] = {}
         self.stream_lifetime = 300.0
         self.status_lifetime = 120.0
         # (channel, thread_ts) -> (status text, when set); and every setStatus that worked.
@@ -381,6 +584,15 @@ class FakeSlack:
             if message.streaming:
                 message.streaming = False
                 message.expired = True
+        self._notify()
+
+    def stop_stream_as_user(self, ts: str) -> None:
+        """A person stopped the stream ``ts`` in Slack: later appends and stops answer
+        ``stopped_by_user`` (the message keeps what it showed, and may be edited)."""
+        message = self.messages[ts]
+        assert message.streaming, "only a live stream can be stopped"
+        message.streaming = False
+        message.stopped_by_user = True
         self._notify()
 
     def add_user(self, user_id: str, name: str, email: str | None = None) -> None:
@@ -486,7 +698,9 @@ class FakeSlack:
         return [
             m
             for m in self.thread(channel, thread_ts)
-            if m.markdown is not None or (m.blocks is None and m.text)
+            if m.markdown is not None
+            or (m.blocks is None and m.text)
+            or any(b.get("type") == "markdown" for b in m.blocks or [])
         ]
 
     def answer_text(self, channel: str, thread_ts: str) -> str:
@@ -657,6 +871,40 @@ class FakeSlack:
             ],
         }
 
+    async def click_feedback(self, message: Message, user: str, *, positive: bool) -> str:
+        """A person clicks 👍 or 👎 under an answer (a ``feedback_buttons`` element)."""
+        element = message.feedback_buttons
+        assert element is not None, "no feedback buttons on that message"
+        button = element["positive_button" if positive else "negative_button"]
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user, "team_id": TEAM},
+            "team": {"id": TEAM},
+            "api_app_id": APP_ID,
+            "token": "verification-token-unused",
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": message.channel,
+                "thread_ts": message.thread_ts,
+                "is_ephemeral": False,
+            },
+            "trigger_id": "1.2.3",
+            "channel": {"id": message.channel, "name": "general"},
+            "message": {"ts": message.ts, "thread_ts": message.thread_ts},
+            "actions": [
+                {
+                    "type": "feedback_buttons",
+                    "action_id": element["action_id"],
+                    "block_id": "agy_bridge_feedback",
+                    "value": button["value"],
+                    "action_ts": str(time.time()),
+                }
+            ],
+        }
+        envelope = {"type": "interactive", "accepts_response_payload": True, "payload": payload}
+        return await self._push(envelope)
+
     async def click(self, message: Message, user: str, action_id: str, *, via: Any = None) -> str:
         return await self._push(
             {
@@ -810,6 +1058,8 @@ class FakeSlack:
             failure = self._next_failure(method)
             if failure is not None:
                 call.status = failure.status
+                if failure.status == 429 and failure.retry_after:
+                    self._limited_for(method, args, failure.retry_after)
                 return _failure_response(failure)
             self._check_token(method, request)
             wait = self._over_tier(method, args)
@@ -829,22 +1079,32 @@ class FakeSlack:
             self._notify()
 
     def _over_tier(self, method: str, args: dict[str, Any]) -> int | None:
-        """Seconds until ``method`` may be called again when this call is past its tier."""
+        """Seconds until ``method`` may be called again when this call is past its tier, or
+        comes before the ``Retry-After`` of an earlier 429 has passed (Slack answers 429
+        again then)."""
         tier = self.tiers.get(method)
+        key = (method, scope_key(tier, args) if tier is not None else "")
+        now = time.monotonic()
+        blocked = self._blocked_until.get(key, -math.inf)
+        if now < blocked:
+            return max(1, math.ceil(blocked - now))
         if not self.enforce_tiers or tier is None:
             return None
-        limit, window, per_channel = tier
-        channel = str(args.get("channel") or args.get("channel_id") or "")
-        recent = self._recent.setdefault(
-            (method, channel if per_channel else ""), collections.deque()
-        )
-        now = time.monotonic()
-        while recent and now - recent[0] >= window:
+        recent = self._recent.setdefault(key, collections.deque())
+        while recent and now - recent[0] >= tier.window:
             recent.popleft()
-        if len(recent) >= limit:
-            return max(1, math.ceil(recent[0] + window - now))
+        if len(recent) >= tier.limit:
+            wait = max(1, math.ceil(recent[0] + tier.window - now))
+            self._blocked_until[key] = now + wait
+            return wait
         recent.append(now)
         return None
+
+    def _limited_for(self, method: str, args: dict[str, Any], seconds: float) -> None:
+        """A 429 a test asked for (:meth:`fail`): Slack keeps refusing until it has passed."""
+        tier = self.tiers.get(method)
+        key = (method, scope_key(tier, args) if tier is not None else "")
+        self._blocked_until[key] = time.monotonic() + seconds
 
     def _next_failure(self, method: str) -> _Failure | None:
         queue = self._failures.get(method) or []
@@ -912,6 +1172,9 @@ class FakeSlack:
         message = self._own_message(args)
         if self._still_streaming(message):
             raise SlackApiFail("streaming_state_conflict")
+        # An edit replaces what the message shows, the stream's task cards included (strict:
+        # Slack does not say they survive one).
+        message.tasks = {}
         markdown = args.get("markdown_text")
         if markdown is not None:
             if len(markdown) > 12_000:
@@ -942,6 +1205,7 @@ class FakeSlack:
         # The two go together (required outside DMs); Slack names the one that is missing.
         if (user or team or not channel.startswith("D")) and not (user and team):
             raise SlackApiFail("missing_recipient_team_id" if user else "missing_recipient_user_id")
+        StreamChunks.check(args.get("chunks"))
         message = Message(
             channel=channel,
             ts=self.next_ts(),
@@ -952,22 +1216,46 @@ class FakeSlack:
             stream_started=time.monotonic(),
             stream_args=args,
         )
+        StreamChunks.apply(message, args.get("chunks"))
         self.messages[message.ts] = message
         self._posted(message)
         return {"channel": channel, "ts": message.ts}
 
     def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._live_stream(args)
+        StreamChunks.check(args.get("chunks"))
         message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
         message.markdown += _chunks_text(args.get("chunks"))
+        StreamChunks.apply(message, args.get("chunks"))
         return {"channel": message.channel, "ts": message.ts}
 
     def _m_chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any]:
         message = self._live_stream(args)
+        StreamChunks.check(args.get("chunks"))
         message.markdown = (message.markdown or "") + str(args.get("markdown_text") or "")
         message.markdown += _chunks_text(args.get("chunks"))
+        StreamChunks.apply(message, args.get("chunks"))
+        blocks = _json_list(args.get("blocks"))
+        if blocks:
+            # Rendered at the bottom of the finalized message (feedback buttons, say).
+            _check_blocks(blocks)
+            message.blocks = blocks
         message.streaming = False
+        self.sessions.stream_stopped(message, args)
         return {"channel": message.channel, "ts": message.ts, "message": {"ts": message.ts}}
+
+    def _m_agents_sessions_setStatus(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.sessions.set_status(args)
+
+    def _m_agents_sessions_rename(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.sessions.rename(args)
+
+    def _m_assistant_threads_setSuggestedPrompts(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.assistant.set_prompts(args)
+
+    async def press_session_stop(self, channel: str, thread_ts: str, user: str) -> str:
+        """Slack's own stop button, clicked (see :meth:`AgentSessions.press_stop`)."""
+        return await self.sessions.press_stop(channel, thread_ts, user)
 
     def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any]:
         names = self.reactions.setdefault((str(args["channel"]), str(args["timestamp"])), set())
@@ -1090,6 +1378,8 @@ class FakeSlack:
 
     def _live_stream(self, args: dict[str, Any]) -> Message:
         message = self._own_message(args)
+        if message.stopped_by_user:
+            raise SlackApiFail("stopped_by_user")
         if not self._still_streaming(message):
             raise SlackApiFail("message_not_in_streaming_state")
         return message

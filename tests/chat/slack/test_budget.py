@@ -76,7 +76,7 @@ def test_a_429_blocks_the_method_for_retry_after() -> None:
 
 def test_per_channel_tiers_count_each_channel() -> None:
     clock = Clock()
-    spent = budget(clock, chat_postMessage=Tier(5, window=5.0, burst=2, per_channel=True))
+    spent = budget(clock, chat_postMessage=Tier(5, window=5.0, burst=2, scope="channel"))
     assert spent.try_take("chat.postMessage", "C1") == 0
     assert spent.try_take("chat.postMessage", "C1") > 0
     assert spent.try_take("chat.postMessage", "C2") == 0
@@ -92,3 +92,22 @@ def test_flushes_slow_down_as_a_bucket_runs_low() -> None:
     slowed = spent.interval(1.0, methods)
     assert 1.0 < slowed <= 10.0
     assert spent.interval(1.0, [("users.info", None)]) == 1.0  # no tier: no pacing
+
+
+def test_the_budget_and_the_fake_read_one_rate_table() -> None:
+    """Slack's method pages: reactions.remove is Tier 2; setStatus counts per thread."""
+    from tests.chat.slack.fake_slack import FakeSlack
+
+    tiers = RateBudget().tiers
+    assert dict(FakeSlack().tiers) == dict(tiers)
+    assert tiers["reactions.remove"].limit == 20
+    assert tiers["assistant.threads.setStatus"].scope == "thread"
+    assert tiers["agents.sessions.setStatus"].limit == 50
+
+
+def test_a_thread_scoped_tier_counts_each_thread() -> None:
+    clock = Clock()
+    spent = budget(clock, assistant_threads_setStatus=Tier(4, burst=1, scope="thread"))
+    assert spent.try_take("assistant.threads.setStatus", "C1/1.1") == 0
+    assert spent.try_take("assistant.threads.setStatus", "C1/1.1") > 0
+    assert spent.try_take("assistant.threads.setStatus", "C1/2.2") == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import anyio
 import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -71,3 +72,26 @@ async def test_the_fake_refuses_blocks_slack_refuses(fake_slack: FakeSlack) -> N
         assert failure.value.response["error"] == "invalid_blocks"
         with pytest.raises(SlackApiError):
             await client.chat_update(channel=CHANNEL, ts=ok["ts"], text="no", blocks=blocks)
+
+
+async def test_a_retry_after_over_30_seconds_is_honoured_in_full(fake_slack: FakeSlack) -> None:
+    budget = RateBudget()
+    client = BudgetedWebClient(budget=budget, token=BOT_TOKEN, base_url=fake_slack.api_url)
+    fake_slack.fail("chat.update", status=429, times=1, retry_after=45)
+    message = await client.chat_postMessage(channel="C1", markdown_text="x")
+    with pytest.raises(SlackApiError):
+        await client.chat_update(channel="C1", ts=message["ts"], markdown_text="y")
+    with RateBudget.optional(), pytest.raises(Deferred) as deferred:
+        await client.chat_update(channel="C1", ts=message["ts"], markdown_text="y")
+    assert deferred.value.wait > 40
+
+
+async def test_the_fake_keeps_refusing_until_retry_after_has_passed(fake_slack: FakeSlack) -> None:
+    client = bare_client(fake_slack)
+    fake_slack.fail("chat.postMessage", status=429, times=1, retry_after=1)
+    for _ in range(2):  # the second call comes too early: Slack answers 429 again
+        with pytest.raises(SlackApiError):
+            await client.chat_postMessage(channel="C1", markdown_text="x")
+    await anyio.sleep(1.05)
+    await client.chat_postMessage(channel="C1", markdown_text="x")
+    assert [c.status for c in fake_slack.calls_to("chat.postMessage")] == [429, 429, 200]

@@ -209,3 +209,58 @@ async def test_a_file_posted_by_the_agent_lands_in_the_thread(
         await live.answer(ts, "Tool post_file: uploaded plot.png")
         [upload] = [u for u in fake_slack.uploads.values() if u.get("thread_ts") == ts]
         assert upload["data"] == b"\x89PNG plot" and upload["title"] == "The plot"
+
+
+async def test_an_agent_session_with_its_tasks_stops_from_slacks_own_button_and_takes_feedback(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    """The whole bridge, an app declared as an agent: the turn is a processing session titled
+    with the thread's first line, its tool call a task of the streamed answer; Slack's own stop
+    button interrupts it; the answer ends the session and carries feedback buttons, whose click
+    is stored with the turn and shown by !status."""
+    fake_slack.agent_app = True
+    async with live_bridge(fake_slack, tmp_path, feedback=True) as live:
+        started, go = tmp_path / "started", tmp_path / "go"
+        ts = fake_slack.next_ts()
+        text = f"check the build [[calls 2]] [[touch {started}]] [[wait {go}]]"
+        await fake_slack.push_event(mention_event(text, ts=ts))
+        await wait_file(started)
+        await fake_slack.wait_for(
+            lambda: fake_slack.sessions.status_of(CHANNEL, ts) == "processing", 20
+        )
+        title = fake_slack.sessions.by_thread[(CHANNEL, ts)].title
+        assert title is not None and title.startswith("check the build [[calls 2]]")
+
+        def tasks() -> list[str]:
+            return [
+                str(t["title"]) for m in fake_slack.thread(CHANNEL, ts) for t in m.tasks.values()
+            ]
+
+        await fake_slack.wait_for(lambda: "run_command: echo step 1" in tasks(), 20)
+        await fake_slack.wait_ack(await fake_slack.press_session_stop(CHANNEL, ts, ALICE))
+        answer = await live.answer(ts, "Interrupted")
+        assert "Interrupted" in answer
+        await fake_slack.wait_for(lambda: fake_slack.sessions.status_of(CHANNEL, ts) == "active")
+        # No status line and no Stop message of the bridge's own.
+        assert fake_slack.calls_to("assistant.threads.setStatus") == []
+        assert all(not m.buttons for m in fake_slack.thread(CHANNEL, ts))
+
+        # A normal answer next, with its feedback buttons; Bob's 👍 is stored and shown.
+        go.touch()
+        ts2 = fake_slack.next_ts()
+        await fake_slack.push_event(
+            message_event("thanks [[reply all green]]", ts=ts2, thread_ts=ts)
+        )
+        await live.answer(ts, "all green")
+        [last] = [m for m in fake_slack.answer_messages(CHANNEL, ts) if "all green" in m.visible]
+        await fake_slack.wait_for(lambda: last.feedback_buttons is not None)
+        await fake_slack.wait_ack(await fake_slack.click_feedback(last, BOB, positive=True))
+        from bridge.core.feedback import feedback_counts
+
+        key = f"slack|{CHANNEL}|{ts}"
+        with anyio.fail_after(10):
+            while (await feedback_counts(live.bridge.store, key)).positive != 1:
+                await anyio.sleep(0.05)
+        await fake_slack.push_event(message_event("!status", ts=fake_slack.next_ts(), thread_ts=ts))
+        status = await live.answer(ts, "Feedback on answers")
+        assert "👍 1, 👎 0" in status

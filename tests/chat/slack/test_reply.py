@@ -70,18 +70,21 @@ async def test_streams_the_answer_then_finishes_with_the_whole_text(
             await fake_slack.wait_for(
                 lambda: fake_slack.answer_text(CHANNEL, ts).endswith("**good**.")
             )
+            # The tool calls are the stream's tasks, not lines in the Stop message.
+            await fake_slack.wait_for(lambda: len(streamed.tasks) == 2)
+            assert [t["status"] for t in streamed.tasks.values()] == ["complete", "error"]
+            control = control_message(fake_slack, CHANNEL, ts)
+            assert control is not None and "ls -la" not in control.visible
             final = "Looking at the repository now.\n\nAll **good**, nothing to fix."
             await reply.finish(TurnOutcome(final_text=final))
 
-            [control, answer] = fake_slack.thread(CHANNEL, ts)
+            # The Stop message goes at the end: it had no tool log to keep.
+            [answer] = fake_slack.thread(CHANNEL, ts)
 
     assert fake_slack.ok_calls("chat.startStream")
     assert fake_slack.ok_calls("chat.appendStream")
     assert answer.visible == final
     assert not answer.streaming
-    # The control message keeps only the tool log: one line per call, no Stop button.
-    assert control.buttons == []
-    assert control.visible == "› run_command `ls -la`\n› read_file `setup.cfg` — ⚠️ no such file"
     assert fake_slack.status_of(CHANNEL, ts) == ""
     assert fake_slack.calls_to("reactions.add") == []
     # The stream went to the person who asked.
@@ -325,7 +328,10 @@ async def test_a_short_answer_costs_the_status_and_one_post(
             await reply.finish(TurnOutcome(final_text="Hello!"))
         calls = [c.method for c in fake_slack.calls[first:]]
 
-    assert calls == ["assistant.threads.setStatus", "chat.postMessage"]
+    # Without agent sessions for the app (the fake's default), learnt from Slack's first
+    # refusal, which is the only one: a later turn costs the status and the post alone.
+    assert calls == ["agents.sessions.setStatus", "assistant.threads.setStatus", "chat.postMessage"]
+    assert [c.error for c in fake_slack.calls_to("agents.sessions.setStatus")] == ["missing_scope"]
     assert [m.visible for m in fake_slack.thread(CHANNEL, ts)] == ["Hello!"]
     # Slack took the status down when the answer was posted: no call needed for that.
     assert fake_slack.status_of(CHANNEL, ts) == ""
@@ -496,27 +502,25 @@ async def test_an_edited_turn_stays_within_chat_update_s_tier(
     assert fake_slack.answer_text(CHANNEL, ts) == "".join(pieces).strip()
 
 
-async def test_tool_lines_waiting_for_the_budget_do_not_hold_up_the_answer(
+async def test_tool_progress_spends_no_chat_update_while_the_answer_streams(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
-    # chat.update spent for the hour after one edit: new tool lines cannot be shown.
+    # chat.update spent for the hour after one edit: tool lines as edits could not be shown.
     budget = RateBudget(tiers={"chat.update": Tier(1, window=3600.0, burst=1)})
     first, more = "the answer streams " * 20, "and goes on " * 5
     async with running_adapter(fake_slack, inbound, tmp_path, budget=budget) as adapter:
         async with start_turn(fake_slack, adapter) as (_, ts, reply):
-            await reply.tool(ToolActivity(name="run_command", summary="step 0"))
-            await fake_slack.wait_for(lambda: len(fake_slack.ok_calls("chat.update")) == 1)
-            await reply.tool(ToolActivity(name="run_command", summary="step 1"))
+            for step in range(3):
+                await reply.tool(ToolActivity(name="run_command", summary=f"step {step}"))
             for piece, shown in ((first, first), (more, first + more)):
                 await reply.append(piece)
                 await fake_slack.wait_for(
                     lambda shown=shown: fake_slack.answer_text(CHANNEL, ts).strip() == shown.strip()
                 )
-            # The flush that streamed the rest tried the tool lines first, and was refused.
-            assert budget.stats["chat.update"].deferred > 0
-            # The final tool log is an edit too, which waits for the hour: not this test's matter.
-            with anyio.move_on_after(2):
-                await reply.finish(TurnOutcome(final_text=first + more))
+            [answer] = fake_slack.answer_messages(CHANNEL, ts)
+            assert len(answer.tasks) == 3  # the stream's own tasks
+            assert fake_slack.calls_to("chat.update") == []
+            await reply.finish(TurnOutcome(final_text=first + more))
 
     assert fake_slack.answer_text(CHANNEL, ts).strip() == (first + more).strip()
 
@@ -570,3 +574,76 @@ async def test_an_edited_answer_shows_its_pieces_while_the_turn_runs(
     assert fake_slack.calls_to("chat.startStream") == []
     # The final rewrite keeps the two messages and splits the whole text its own way.
     assert shown() == split_message(text)
+
+
+# ----- transient failures of the first chat.startStream -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "times", "retry_after"),
+    [(429, 1, 1), (500, 3, None)],  # a 429, and a 5xx outlasting the SDK's own two retries
+)
+async def test_a_transient_start_stream_failure_is_retried_before_editing(
+    fake_slack: FakeSlack,
+    inbound: RecordingInbound,
+    tmp_path: Path,
+    status: int,
+    times: int,
+    retry_after: int | None,
+) -> None:
+    fake_slack.fail("chat.startStream", status=status, times=times, retry_after=retry_after)
+    text = "x" * 300
+    # A roomier startStream bucket: after a 429 the budget otherwise rests ~8 s (Tier 2).
+    budget = RateBudget(tiers={**RateBudget().tiers, "chat.startStream": Tier(600, burst=20)})
+    async with running_adapter(fake_slack, inbound, tmp_path, budget=budget) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append(text)
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            assert isinstance(reply, SlackLiveReply) and reply.streaming
+            await reply.finish(TurnOutcome(final_text=text))
+
+    assert fake_slack.answer_text(CHANNEL, ts) == text
+    assert len(fake_slack.ok_calls("chat.startStream")) == 1
+    assert len(fake_slack.answer_messages(CHANNEL, ts)) == 1
+    assert fake_slack.ok_calls("chat.postMessage")[1:] == []  # the control message only
+
+
+async def test_start_stream_failing_on_and_on_falls_back_to_edits(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    fake_slack.fail("chat.startStream", status=500, times=1000)
+    text = "y" * 300
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append(text)
+            await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == text)
+            assert isinstance(reply, SlackLiveReply) and not reply.streaming
+            await reply.finish(TurnOutcome(final_text=text))
+
+    assert fake_slack.answer_text(CHANNEL, ts) == text
+
+
+# ----- a person stops the stream in Slack ---------------------------------------------------
+
+
+async def test_a_stream_stopped_by_the_user_stops_the_turn_as_theirs(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        async with start_turn(fake_slack, adapter) as (thread, ts, reply):
+            await reply.append("a" * 300)
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            [streamed] = fake_slack.answer_messages(CHANNEL, ts)
+            fake_slack.stop_stream_as_user(streamed.ts)
+            for _ in range(5):
+                await reply.append(" more")
+                await anyio.sleep(0.1)
+            await inbound.wait_for(lambda: bool(inbound.stops))
+            await reply.finish(TurnOutcome(final_text="a" * 300, interrupted=True))
+
+    assert [(t, by.id) for t, by in inbound.stops] == [(thread, ALICE)]
+    refused = [c for c in fake_slack.calls if c.error == "stopped_by_user"]
+    assert len(refused) == 1  # not tried again at every flush
+    [answer] = fake_slack.answer_messages(CHANNEL, ts)
+    assert answer.ts == streamed.ts
+    assert answer.visible.startswith("a" * 300)
