@@ -27,6 +27,7 @@ from bridge.config import MatrixSection
 
 from .crosssign import CrossSigner, CrossSigningError
 from .files import MatrixFiles, write_private
+from .recovery import login_device_lost, retire_device, store_lost, token_device_lost
 
 log = logging.getLogger(__name__)
 
@@ -226,16 +227,50 @@ async def open_session(config: MatrixSection, data_dir: Path) -> Session:
     files = MatrixFiles.under(data_dir)
     files.prepare()
     identity = await _identity(config, files)
-    session = _restore(config, files, identity, config.encryption and ENCRYPTION_ENABLED)
+    encryption = config.encryption and ENCRYPTION_ENABLED
+    if encryption:
+        identity, lost = await _after_a_lost_store(config, files, identity)
+        if lost:
+            log.error("Matrix: %s", lost)
+            return _restore(config, files, identity, encryption=False).with_problem(lost)
+    session = _restore(config, files, identity, encryption)
     if session.encryption_problem:
         return session
-    problem = await _cross_sign(session.client, files, config)
+    try:
+        problem = await _cross_sign(session.client, files, config)
+    except BaseException:
+        await session.client.close()
+        raise
     if not problem:
         return session
     # Without a signed device, Element neither shares its keys with the bot nor trusts what
     # the bot encrypts: say so in encrypted rooms instead of half-working there.
     await session.client.close()
     return _restore(config, files, identity, encryption=False).with_problem(problem)
+
+
+async def _after_a_lost_store(
+    config: MatrixSection, files: MatrixFiles, identity: _Identity
+) -> tuple[_Identity, str]:
+    """A new device when the store of the current one is gone (see ``recovery.py``); with
+    it, "" or else what the operator must do."""
+    probe = _new_client(config, files, identity.device_id, encryption=False)
+    probe.restore_login(identity.user_id, identity.device_id, identity.access_token)
+    try:
+        if not await store_lost(probe, files):
+            return identity, ""
+        if config.access_token is not None:
+            return identity, token_device_lost(identity.device_id)
+        if config.password is None:
+            return identity, login_device_lost(identity.device_id)
+        log.warning(
+            "Matrix: the encryption store of device %s is gone; logging in as a new device",
+            identity.device_id,
+        )
+        await retire_device(probe)
+    finally:
+        await probe.close()
+    return await _password_login(config, files, ""), ""
 
 
 async def _cross_sign(client: AsyncClient, files: MatrixFiles, config: MatrixSection) -> str:
