@@ -27,6 +27,7 @@ from bridge.config import MatrixSection
 
 from .crosssign import CrossSigner, CrossSigningError
 from .files import MatrixFiles, write_private
+from .keys import publish_fallback_key
 from .recovery import login_device_lost, retire_device, store_lost, token_device_lost
 
 log = logging.getLogger(__name__)
@@ -279,6 +280,8 @@ async def _cross_sign(client: AsyncClient, files: MatrixFiles, config: MatrixSec
         response = await client.keys_upload()
         if not isinstance(response, KeysUploadResponse):
             return f"the device keys could not be uploaded: {response}"
+    # New senders reach the bot also when its one-time keys ran out while it was down.
+    await publish_fallback_key(client)
     password = config.password.get_secret_value() if config.password is not None else None
     try:
         await CrossSigner(client, files.cross_signing, password).ensure()

@@ -1,4 +1,5 @@
-"""The one place the adapter calls a private method of nio: ``AsyncClient._send``.
+"""The one place the adapter takes private names of nio: ``AsyncClient._send``,
+``OlmAccount._account``.
 
 ``_send`` sends a request nio has already built and hands the answer to nio's own response
 handling, which is what the two callers need and no public method offers:
@@ -20,6 +21,14 @@ key request that may name the sender's device (or a public way to send a prepare
 No matrix-nio issue number is on record for either; when nio has them, this module goes and
 the callers use the public methods. Nothing else in ``bridge/`` may call ``_send``
 (``tests/test_private_names.py`` allows it here only).
+
+**The fallback key** (``keys.py``). nio uploads one-time keys only; when the 50 run out while
+the bot is down, a new sender gets no key and withholds the room key (``m.no_olm``). vodozemac's
+``Account`` can make and use a fallback key (spec v1.2), but nio's ``OlmAccount`` keeps that
+account in ``_account`` and offers no fallback methods. :func:`new_fallback_key` makes one
+there (nio's public ``mark_keys_as_published`` then marks it published); what it waits for
+upstream is fallback-key support in nio's ``OlmAccount`` and ``keys_upload`` (no matrix-nio
+issue number on record).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from typing import Any
 
 from nio import AsyncClient, MegolmEvent, RoomKeyRequestResponse, RoomSendResponse
 from nio.api import Api
+from nio.crypto import OlmAccount
 
 
 async def send_encrypted(
@@ -53,3 +63,13 @@ async def request_key_from_sender(client: AsyncClient, event: MegolmEvent) -> An
         data,
         (event.session_id, event.session_id, event.room_id, event.algorithm),
     )
+
+
+def new_fallback_key(account: OlmAccount) -> tuple[str, str]:
+    """Make a fresh fallback key in nio's account (see above): its key id and public key.
+
+    (vodozemac 0.10 has these methods; its type stubs lack them, hence ``Any``.)"""
+    inner: Any = account._account
+    inner.generate_fallback_key()
+    [(key_id, key)] = inner.fallback_key.items()
+    return str(key_id), str(key.to_base64())
