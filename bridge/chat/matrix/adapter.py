@@ -35,6 +35,7 @@ from . import media
 from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
 from .format import Renderer, with_mentions, with_relation
+from .late_keys import WaitingEvents
 from .outbox import MatrixOutbox
 from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
@@ -152,6 +153,7 @@ class MatrixAdapter:
                     rooms=rooms,
                     tuning=self._tuning.sync,
                     task_group=tg,
+                    waiting=WaitingEvents(MatrixFiles.under(self._data_dir).undecrypted),
                 )
                 self._connection = _Connection(client, outbox, tg)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)

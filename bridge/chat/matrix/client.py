@@ -28,6 +28,7 @@ from bridge.config import MatrixSection
 from .crosssign import CrossSigner, CrossSigningError
 from .files import MatrixFiles, write_private
 from .keys import publish_fallback_key
+from .nio_private import accept_forwards_from_creators
 from .recovery import login_device_lost, retire_device, store_lost, token_device_lost
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,8 @@ def _restore(
         return Session(client, reason)
     if client.olm is None:
         return Session(client, "the encryption store could not be opened")
+    # A key the bot asked the sender's device for is taken from that device.
+    accept_forwards_from_creators(client.olm)
     return Session(client, "")
 
 

@@ -2,7 +2,8 @@
 
 ``data_dir/matrix/`` holds ``login.json`` (user id, device id, access token), ``sync.json``
 (the last processed ``next_batch``), ``cross_signing.json`` (the account's cross-signing
-private keys) and ``store/`` (nio's end-to-end encryption store); all readable by the owner only.
+private keys), ``undecrypted.json`` (messages waiting for their room keys) and ``store/`` (nio's
+end-to-end encryption store); all readable by the owner only.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class MatrixFiles:
     @property
     def cross_signing(self) -> Path:
         return self.root / "cross_signing.json"
+
+    @property
+    def undecrypted(self) -> Path:
+        return self.root / "undecrypted.json"
 
     @property
     def store(self) -> Path:
