@@ -2,8 +2,9 @@
 
 ``data_dir/matrix/`` holds ``login.json`` (user id, device id, access token), ``sync.json``
 (the last processed ``next_batch``), ``cross_signing.json`` (the account's cross-signing
-private keys), ``undecrypted.json`` (messages waiting for their room keys) and ``store/`` (nio's
-end-to-end encryption store); all readable by the owner only.
+private keys), ``undecrypted.json`` (messages waiting for their room keys), ``upgrades.json``
+(which room replaced which) and ``store/`` (nio's end-to-end encryption store); all readable by
+the owner only.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class MatrixFiles:
     @property
     def undecrypted(self) -> Path:
         return self.root / "undecrypted.json"
+
+    @property
+    def upgrades(self) -> Path:
+        return self.root / "upgrades.json"
 
     @property
     def store(self) -> Path:

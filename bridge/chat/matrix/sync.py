@@ -26,6 +26,7 @@ from nio import (
     RoomLeaveResponse,
     RoomMemberEvent,
     RoomMessagesResponse,
+    RoomUpgradeEvent,
     SyncResponse,
     UnknownToDeviceEvent,
 )
@@ -61,6 +62,7 @@ from .late_keys import (
 from .nio_private import request_key_from_sender
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
+from .upgrades import RoomUpgrades
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,7 @@ class SyncWorker:
         tuning: SyncTuning,
         task_group: TaskGroup,
         waiting: WaitingEvents | None = None,
+        upgrades: RoomUpgrades | None = None,
     ) -> None:
         self._client = client
         self._inbound = inbound
@@ -176,6 +179,7 @@ class SyncWorker:
         self._tg = task_group
         self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
         self._undecrypted = waiting if waiting is not None else WaitingEvents()
+        self._upgrades = upgrades
         self._withheld: LRUMap[str, str] = LRUMap(1_000)
         self._told_no_encryption: set[str] = set()
         self._told_not_allowed: set[str] = set()
@@ -293,6 +297,8 @@ class SyncWorker:
             return
         if isinstance(response, JoinResponse):
             log.info("joined %s (invited by %s)", room_id, inviter)
+            if self._upgrades is not None:
+                await self._upgrades.joined(room_id)
         else:
             log.warning("joining %s failed: %s", room_id, response)
 
@@ -382,6 +388,10 @@ class SyncWorker:
             return
         if event.sender == self.user_id:
             self._seen.put(event_id, True)
+            return
+        if isinstance(event, RoomUpgradeEvent) and self._upgrades is not None:
+            self._seen.put(event_id, True)
+            await self._upgrades.tombstone(room, event)
             return
         allowed = self._policy.allows(event.sender, room.room_id)
         if isinstance(event, MegolmEvent):
