@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+RESET_FILE = "cross_signing_reset.json"
+
 
 @dataclass(frozen=True)
 class MatrixFiles:
@@ -33,6 +35,11 @@ class MatrixFiles:
     @property
     def cross_signing(self) -> Path:
         return self.root / "cross_signing.json"
+
+    @property
+    def cross_signing_reset(self) -> Path:
+        # Where a reset of the identity waits for the operator's approval (MAS), for doctor.
+        return self.root / RESET_FILE
 
     @property
     def undecrypted(self) -> Path:
