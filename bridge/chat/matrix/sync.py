@@ -558,8 +558,9 @@ class SyncWorker:
             room = self._client.rooms.get(pending.room_id)
             if decrypted is not None and room is not None:
                 self._seen.pop(event_id)
-                # Its batch is stored already: kept (on disk too) until the core has it.
-                await self._handle_event(room, decrypted)
+                # Its batch is stored already: kept (on disk too) until the core has it; an
+                # event that cannot be handled is skipped, not kept to fail at every start.
+                await self._handle_safely(room, decrypted)
                 del self._undecrypted[event_id]
                 continue
             withheld = self._withheld.peek(pending.event.session_id)

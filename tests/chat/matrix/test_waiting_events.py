@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
+import pytest
 from nio import MegolmEvent
 
 from bridge.chat.matrix.late_keys import Undecrypted, Verdict, WaitingEvents, verdict
+
+from .test_sync_worker import FakeOlm, encrypted, event, parsed, room_of, world
 
 ROOM = "!room:example.org"
 
@@ -68,3 +72,18 @@ def test_the_verdict_waits_tells_once_then_gives_up() -> None:
     assert at(30) is Verdict.WAIT
     assert at(86_401) is Verdict.GIVE_UP
     assert at(10, room_known=False) is Verdict.GIVE_UP
+
+
+@pytest.mark.anyio
+async def test_a_decrypted_event_that_cannot_be_handled_is_not_kept(tmp_path: Path) -> None:
+    async with world(tmp_path, olm=FakeOlm()) as w:
+        await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
+        w.client.decrypted["$e1"] = parsed(event("$e1"))
+
+        async def odd(*_: Any) -> None:
+            raise RuntimeError("an odd event")
+
+        w.worker._handle_event = odd  # type: ignore[method-assign]
+        # Kept on disk, it would fail again at every start: it is skipped instead.
+        await w.worker._retry_undecrypted()
+        assert w.worker._undecrypted == {}
