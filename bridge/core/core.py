@@ -181,6 +181,8 @@ class Core:
             with anyio.move_on_after(MOVE_WAIT):
                 while self.router.threads.get(old.key) is actor:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
+            if self.router.threads.get(old.key) is actor:
+                return False  # it did not end: its rows and directories stay its own
         if not await self.store.move_thread(old, new, self.leases.owner):
             return False
         move_places(self.config, old, new)
