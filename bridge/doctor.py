@@ -33,6 +33,8 @@ from bridge.agy.sandbox import Isolation, not_isolated, state_layout, wrap
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
 from bridge.chat.console.adapter import simulator_command
+from bridge.chat.matrix.crosssign import pending_reset_url
+from bridge.chat.matrix.files import MatrixFiles
 from bridge.chat.slack.session import recorded_support
 from bridge.config import Config
 from bridge.core.store import store_url
@@ -374,6 +376,14 @@ def check_chats(config: Config, report: Report) -> None:
         if config.matrix.password is None and config.matrix.access_token is None:
             report.bad("Matrix needs [matrix] password or access_token")
         chats.append(f"Matrix ({config.matrix.user_id})")
+        reset = pending_reset_url(MatrixFiles.under(config.bridge.data_dir).cross_signing)
+        if reset is not None:
+            report.bad(
+                "Matrix: replacing the bot's cross-signing identity waits for approval in the "
+                f"account management (MAS): open {reset} signed in as {config.matrix.user_id}, "
+                "approve the reset, then restart the bridge (until then the bot cannot read "
+                "encrypted rooms)"
+            )
     if chats:
         report.ok("chat platforms configured: " + ", ".join(chats))
     else:

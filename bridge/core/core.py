@@ -47,12 +47,15 @@ from bridge.core.thread.actor import ThreadActor
 from bridge.core.thread.machine import NOTHING_RUNNING
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.view import ThreadView
+from bridge.core.workspaces import move_places
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 # How long running turns get to end on their own at shutdown before processes are stopped.
 SHUTDOWN_GRACE = 10.0
+# How long a thread moving to another key waits for its stopped turn, then for its actor to end.
+MOVE_WAIT = 30.0
 NO_REQUEST = "No request waits for approval in this thread now; nothing changed."
 
 
@@ -161,6 +164,31 @@ class Core:
             await self._say(message.thread, not_approver_text(message.author))
         elif outcome is DecideOutcome.UNKNOWN:
             await self._say(message.thread, NO_REQUEST)
+        return True
+
+    async def move_thread(self, old: ThreadRef, new: ThreadRef, by: Author) -> bool:
+        """The conversation carries on under another key (a Matrix room upgrade by ``by``):
+        the old key's actor here ends first (its running turn stopped), then every row of the
+        thread moves in one transaction (:mod:`bridge.core.store_moves`), its directories
+        with it, and what waits starts under the new key. False when nothing moved."""
+        if (actor := self.router.threads.get(old.key)) is not None:
+            actor.tell(c.Drain())
+            actor.tell(c.Stop(by))
+            with anyio.move_on_after(MOVE_WAIT):
+                while actor.in_turn:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            actor.tell(c.EndLease())
+            with anyio.move_on_after(MOVE_WAIT):
+                while self.router.threads.get(old.key) is actor:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            if self.router.threads.get(old.key) is actor:
+                return False  # it did not end: its rows and directories stay its own
+        if not await self.store.move_thread(old, new, self.leases.owner):
+            return False
+        move_places(self.config, old, new)
+        if await self.store.has_pending(new.key):
+            if not isinstance(successor := await self.router.actor_for(new), NotHere):
+                successor.tell(c.MessageStored())
         return True
 
     async def is_conversation(self, thread: ThreadRef) -> bool:

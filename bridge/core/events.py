@@ -238,6 +238,11 @@ class Inbound(Protocol):
         """An author edited or deleted a message: a waiting one is revised or withdrawn, one
         the agent has is told to it. Stored durably, like :meth:`submit`."""
 
+    async def move_thread(self, old: ThreadRef, new: ThreadRef, by: Author) -> bool:
+        """The conversation of ``old`` carries on under ``new`` (a Matrix room upgrade by
+        ``by``): every row of the thread moves; False when nothing moved (``new`` already is a
+        conversation, or another instance runs ``old``)."""
+
     async def seen_since(self, platform: str, since: float) -> dict[str, list[str]]:
         """Per thread key: the ids of the messages stored since ``since`` (Unix time), oldest
         first (where a catch-up after a lost connection reads on from)."""

@@ -46,6 +46,21 @@ def find_workspace(config: Config, ref: ThreadRef) -> WorkspaceSection | None:
     return default
 
 
+def move_places(config: Config, old: ThreadRef, new: ThreadRef) -> None:
+    """A thread moved to another key: its session directory (agy's private state with its
+    conversation) and its own workspace follow it. A configured workspace is the same for
+    both; a worktree of one stays where it is (its branch keeps the old name) and the new key
+    starts its own."""
+    data_dir = config.bridge.data_dir.resolve()
+    folders = ["sessions"]
+    if find_workspace(config, old) is None and find_workspace(config, new) is None:
+        folders.append("workspaces")
+    for folder in folders:
+        source, dest = data_dir / folder / thread_slug(old), data_dir / folder / thread_slug(new)
+        if source.is_dir() and not source.is_symlink() and not os.path.lexists(dest):
+            os.replace(source, dest)
+
+
 def place_for(config: Config, ref: ThreadRef) -> Place:
     data_dir = config.bridge.data_dir.resolve()  # once: resolving reads every path component
     slug = thread_slug(ref)

@@ -35,11 +35,13 @@ from . import media
 from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
 from .format import Renderer, with_mentions, with_relation
+from .late_keys import WaitingEvents
 from .outbox import MatrixOutbox
 from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
 from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
+from .upgrades import FollowingRule, RoomUpgrades, Successions
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +137,20 @@ class MatrixAdapter:
             log.warning("Matrix end-to-end encryption is off: %s", session.encryption_problem)
         try:
             async with anyio.create_task_group() as tg:
-                self._policy = await self._resolve_rooms(client, self._policy)
+                successions = Successions(MatrixFiles.under(self._data_dir).upgrades)
+                self._policy = FollowingRule.following(
+                    await self._resolve_rooms(client, self._policy), successions
+                )
                 rooms = RoomDirectory(client)
                 outbox = MatrixOutbox(client, self._queue, rooms.known_room)
+                upgrades = RoomUpgrades(
+                    client,
+                    inbound=inbound,
+                    policy=self._policy,
+                    successions=successions,
+                    outbox=outbox,
+                    task_group=tg,
+                )
                 worker = SyncWorker(
                     client,
                     inbound=inbound,
@@ -152,6 +165,8 @@ class MatrixAdapter:
                     rooms=rooms,
                     tuning=self._tuning.sync,
                     task_group=tg,
+                    waiting=WaitingEvents(MatrixFiles.under(self._data_dir).undecrypted),
+                    upgrades=upgrades,
                 )
                 self._connection = _Connection(client, outbox, tg)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)

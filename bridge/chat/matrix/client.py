@@ -27,6 +27,9 @@ from bridge.config import MatrixSection
 
 from .crosssign import CrossSigner, CrossSigningError
 from .files import MatrixFiles, write_private
+from .keys import publish_fallback_key
+from .nio_private import accept_forwards_from_creators
+from .recovery import login_device_lost, retire_device, store_lost, token_device_lost
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +217,8 @@ def _restore(
         return Session(client, reason)
     if client.olm is None:
         return Session(client, "the encryption store could not be opened")
+    # A key the bot asked the sender's device for is taken from that device.
+    accept_forwards_from_creators(client.olm)
     return Session(client, "")
 
 
@@ -226,10 +231,20 @@ async def open_session(config: MatrixSection, data_dir: Path) -> Session:
     files = MatrixFiles.under(data_dir)
     files.prepare()
     identity = await _identity(config, files)
-    session = _restore(config, files, identity, config.encryption and ENCRYPTION_ENABLED)
+    encryption = config.encryption and ENCRYPTION_ENABLED
+    if encryption:
+        identity, lost = await _after_a_lost_store(config, files, identity)
+        if lost:
+            log.error("Matrix: %s", lost)
+            return _restore(config, files, identity, encryption=False).with_problem(lost)
+    session = _restore(config, files, identity, encryption)
     if session.encryption_problem:
         return session
-    problem = await _cross_sign(session.client, files, config)
+    try:
+        problem = await _cross_sign(session.client, files, config)
+    except BaseException:
+        await session.client.close()
+        raise
     if not problem:
         return session
     # Without a signed device, Element neither shares its keys with the bot nor trusts what
@@ -238,12 +253,38 @@ async def open_session(config: MatrixSection, data_dir: Path) -> Session:
     return _restore(config, files, identity, encryption=False).with_problem(problem)
 
 
+async def _after_a_lost_store(
+    config: MatrixSection, files: MatrixFiles, identity: _Identity
+) -> tuple[_Identity, str]:
+    """A new device when the store of the current one is gone (see ``recovery.py``); with
+    it, "" or else what the operator must do."""
+    probe = _new_client(config, files, identity.device_id, encryption=False)
+    probe.restore_login(identity.user_id, identity.device_id, identity.access_token)
+    try:
+        if not await store_lost(probe, files):
+            return identity, ""
+        if config.access_token is not None:
+            return identity, token_device_lost(identity.device_id)
+        if config.password is None:
+            return identity, login_device_lost(identity.device_id)
+        log.warning(
+            "Matrix: the encryption store of device %s is gone; logging in as a new device",
+            identity.device_id,
+        )
+        await retire_device(probe)
+    finally:
+        await probe.close()
+    return await _password_login(config, files, ""), ""
+
+
 async def _cross_sign(client: AsyncClient, files: MatrixFiles, config: MatrixSection) -> str:
     """Publish the device keys and the cross-signing identity; "" when done, else why not."""
     if client.should_upload_keys:
         response = await client.keys_upload()
         if not isinstance(response, KeysUploadResponse):
             return f"the device keys could not be uploaded: {response}"
+    # New senders reach the bot also when its one-time keys ran out while it was down.
+    await publish_fallback_key(client)
     password = config.password.get_secret_value() if config.password is not None else None
     try:
         await CrossSigner(client, files.cross_signing, password).ensure()

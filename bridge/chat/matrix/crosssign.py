@@ -36,7 +36,7 @@ from nio import AsyncClient
 from nio.api import Api
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .files import write_private
+from .files import RESET_FILE, write_private
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,43 @@ NEEDS_PASSWORD = (
     "cross-signing is not set up: the homeserver asks for the account's password to publish "
     "the bot's keys: " + _ONE_TIME_STEP
 )
+
+
+# The user-interactive stage of a homeserver whose logins Matrix Authentication Service (MAS)
+# handles: the reset is approved in MAS's account page, then the same upload goes through.
+_OAUTH_STAGES = ("m.oauth", "org.matrix.cross_signing_reset")
+
+
+def oauth_reset_url(answer: Any) -> str | None:
+    """The approval URL of an ``m.oauth`` stage (or its unstable name, MSC4312) in a 401."""
+    if not isinstance(answer, dict):
+        return None
+    params = answer.get("params")
+    for stage in _OAUTH_STAGES:
+        entry = params.get(stage) if isinstance(params, dict) else None
+        url = entry.get("url") if isinstance(entry, dict) else None
+        if isinstance(url, str) and url.startswith("https://"):
+            return url
+    return None
+
+
+def needs_approval(url: str) -> str:
+    return (
+        "cross-signing is not set up: the homeserver's account management (Matrix "
+        "Authentication Service) must approve replacing the bot's cross-signing identity: "
+        f"open {url} signed in as the bot, approve the reset, then restart the bridge within "
+        "the time it allows (the password does not help here; see docs/matrix.md, Encryption)"
+    )
+
+
+def pending_reset_url(key_file: Path) -> str | None:
+    """The approval URL the last start was given, while the reset waits (for doctor)."""
+    try:
+        data = json.loads(key_file.with_name(RESET_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    url = data.get("url") if isinstance(data, dict) else None
+    return url if isinstance(url, str) else None
 
 
 class CrossSigningError(Exception):
@@ -254,6 +291,7 @@ class CrossSigner:
             keys.self_signing
         ):
             await self._upload_keys(keys, replacing=published.master is not None)
+            self._key_file.with_name(RESET_FILE).unlink(missing_ok=True)
             log.info(
                 "Matrix: cross-signing keys published for %s (master key %s)",
                 self._user_id,
@@ -285,6 +323,7 @@ class CrossSigner:
         session = answer.get("session") if isinstance(answer, dict) else None
         if status != 401 or not isinstance(session, str):
             raise CrossSigningError(f"uploading the cross-signing keys failed (HTTP {status})")
+        self._stop_at_oauth(answer)
         if self._password is None:
             raise CrossSigningError(NEEDS_PASSWORD_TO_REPLACE if replacing else NEEDS_PASSWORD)
         body["auth"] = {
@@ -299,6 +338,15 @@ class CrossSigner:
             raise CrossSigningError(
                 f"the homeserver refused the cross-signing keys (HTTP {status} {code})".strip()
             )
+
+    def _stop_at_oauth(self, answer: Any) -> None:
+        """MAS answers with an ``m.oauth`` stage: only the operator can approve the reset."""
+        url = oauth_reset_url(answer)
+        if url is None:
+            return
+        log.error("Matrix cross-signing: approve the identity reset at %s, then restart", url)
+        write_private(self._key_file.with_name(RESET_FILE), json.dumps({"url": url}))
+        raise CrossSigningError(needs_approval(url))
 
     async def _sign_device(self, keys: CrossSigningKeys, device: dict[str, Any]) -> None:
         signed = {k: v for k, v in device.items() if k not in ("signatures", "unsigned")}

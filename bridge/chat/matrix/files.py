@@ -2,7 +2,9 @@
 
 ``data_dir/matrix/`` holds ``login.json`` (user id, device id, access token), ``sync.json``
 (the last processed ``next_batch``), ``cross_signing.json`` (the account's cross-signing
-private keys) and ``store/`` (nio's end-to-end encryption store); all readable by the owner only.
+private keys), ``undecrypted.json`` (messages waiting for their room keys), ``upgrades.json``
+(which room replaced which) and ``store/`` (nio's end-to-end encryption store); all readable by
+the owner only.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+RESET_FILE = "cross_signing_reset.json"
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,19 @@ class MatrixFiles:
     @property
     def cross_signing(self) -> Path:
         return self.root / "cross_signing.json"
+
+    @property
+    def cross_signing_reset(self) -> Path:
+        # Where a reset of the identity waits for the operator's approval (MAS), for doctor.
+        return self.root / RESET_FILE
+
+    @property
+    def undecrypted(self) -> Path:
+        return self.root / "undecrypted.json"
+
+    @property
+    def upgrades(self) -> Path:
+        return self.root / "upgrades.json"
 
     @property
     def store(self) -> Path:

@@ -26,6 +26,7 @@ from nio import (
     RoomLeaveResponse,
     RoomMemberEvent,
     RoomMessagesResponse,
+    RoomUpgradeEvent,
     SyncResponse,
     UnknownToDeviceEvent,
 )
@@ -48,9 +49,20 @@ from bridge.core.events import (
 from .approvals import approval_answer
 from .client import SyncTokenStore
 from .events import author_of, content_of, stop_target, thread_ref, thread_root, to_incoming
+from .late_keys import (
+    KEY_WAIT,
+    Undecrypted,
+    Verdict,
+    WaitingEvents,
+    never_readable_notice,
+    now,
+    still_waiting_notice,
+    verdict,
+)
 from .nio_private import request_key_from_sender
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
+from .upgrades import RoomUpgrades
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +78,8 @@ class SyncTuning:
     backfill_max: int = 500
     # How long an undecryptable message waits for its key before the room is told.
     decrypt_grace: float = 20.0
+    # How long it waits at most (across restarts) before the room is told it stays unread.
+    key_wait: float = KEY_WAIT
     backoff_max: float = 60.0
     remembered_events: int = 20_000
 
@@ -118,13 +132,6 @@ class SubmitFailed(Exception):
     """The core did not take a message: the batch is fetched again, its token not stored."""
 
 
-@dataclass
-class _Undecrypted:
-    room_id: str
-    event: MegolmEvent
-    since: float
-
-
 def _sync_filter(timeline_limit: int) -> dict[str, Any]:
     return {
         "presence": {"not_types": ["*"]},
@@ -154,6 +161,8 @@ class SyncWorker:
         rooms: RoomDirectory,
         tuning: SyncTuning,
         task_group: TaskGroup,
+        waiting: WaitingEvents | None = None,
+        upgrades: RoomUpgrades | None = None,
     ) -> None:
         self._client = client
         self._inbound = inbound
@@ -169,7 +178,8 @@ class SyncWorker:
         self._tuning = tuning
         self._tg = task_group
         self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
-        self._undecrypted: dict[str, _Undecrypted] = {}
+        self._undecrypted = waiting if waiting is not None else WaitingEvents()
+        self._upgrades = upgrades
         self._withheld: LRUMap[str, str] = LRUMap(1_000)
         self._told_no_encryption: set[str] = set()
         self._told_not_allowed: set[str] = set()
@@ -287,6 +297,8 @@ class SyncWorker:
             return
         if isinstance(response, JoinResponse):
             log.info("joined %s (invited by %s)", room_id, inviter)
+            if self._upgrades is not None:
+                await self._upgrades.joined(room_id)
         else:
             log.warning("joining %s failed: %s", room_id, response)
 
@@ -376,6 +388,10 @@ class SyncWorker:
             return
         if event.sender == self.user_id:
             self._seen.put(event_id, True)
+            return
+        if isinstance(event, RoomUpgradeEvent) and self._upgrades is not None:
+            self._seen.put(event_id, True)
+            await self._upgrades.tombstone(room, event)
             return
         allowed = self._policy.allows(event.sender, room.room_id)
         if isinstance(event, MegolmEvent):
@@ -509,7 +525,7 @@ class SyncWorker:
                 )
             return
         event.room_id = room.room_id
-        self._undecrypted[event.event_id] = _Undecrypted(room.room_id, event, anyio.current_time())
+        self._undecrypted[event.event_id] = Undecrypted(room.room_id, event, now())
         await self._request_key(event)
 
     async def _request_key(self, event: MegolmEvent) -> None:
@@ -536,38 +552,46 @@ class SyncWorker:
             self._withheld.put(str(content["session_id"]), withheld_reason(content))
 
     async def _retry_undecrypted(self) -> None:
-        now = anyio.current_time()
+        at = now()
         for event_id, pending in list(self._undecrypted.items()):
             decrypted = self._try_decrypt(pending.event)
             room = self._client.rooms.get(pending.room_id)
             if decrypted is not None and room is not None:
-                del self._undecrypted[event_id]
                 self._seen.pop(event_id)
-                try:
-                    await self._handle_event(room, decrypted)
-                except SubmitFailed:
-                    # Its batch is stored already: keep it here to hand over later.
-                    self._undecrypted[event_id] = pending
-                    raise
+                # Its batch is stored already: kept (on disk too) until the core has it; an
+                # event that cannot be handled is skipped, not kept to fail at every start.
+                await self._handle_safely(room, decrypted)
+                del self._undecrypted[event_id]
                 continue
             withheld = self._withheld.peek(pending.event.session_id)
+            sender, root = pending.event.sender, thread_root(content_of(pending.event))
             if withheld is not None:
                 del self._undecrypted[event_id]
                 self._tg.start_soon(
                     self._outbox.notice,
                     pending.room_id,
-                    f"🔒 I could not decrypt a message from {pending.event.sender}: their client "
+                    f"🔒 I could not decrypt a message from {sender}: their client "
                     f"withheld the key ({withheld}).",
+                    root,
                 )
-            elif now - pending.since > self._tuning.decrypt_grace or room is None:
+                continue
+            action = verdict(
+                pending,
+                at,
+                grace=self._tuning.decrypt_grace,
+                key_wait=self._tuning.key_wait,
+                room_known=room is not None,
+            )
+            if action is Verdict.GIVE_UP:
                 del self._undecrypted[event_id]
-                self._tg.start_soon(
-                    self._outbox.notice,
-                    pending.room_id,
-                    f"🔒 I could not decrypt a message from {pending.event.sender}: its key "
-                    "never reached me. Sending it again may help; if it keeps happening, "
-                    "verify the bot in your client (see the bridge's Matrix guide).",
-                )
+                text = never_readable_notice(sender)
+            elif action is Verdict.TELL_WAITING:
+                pending.told = True
+                self._undecrypted.save()
+                text = still_waiting_notice(sender)
+            else:
+                continue
+            self._tg.start_soon(self._outbox.notice, pending.room_id, text, root)
 
     async def crypto_housekeeping(self) -> None:
         """What nio's sync_forever does between syncs: keys up, keys queried, sessions made."""

@@ -94,6 +94,7 @@ class RecordingInbound:
     messages: list[IncomingMessage] = field(default_factory=list)
     stops: list[tuple[ThreadRef, Author]] = field(default_factory=list)
     conversations: set[str] = field(default_factory=set)
+    moves: list[tuple[ThreadRef, ThreadRef, Author]] = field(default_factory=list)
     fail_next: int = 0
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -116,6 +117,11 @@ class RecordingInbound:
 
     async def is_conversation(self, thread: ThreadRef) -> bool:
         return thread.key in self.conversations
+
+    async def move_thread(self, old: ThreadRef, new: ThreadRef, by: Author) -> bool:
+        self.moves.append((old, new, by))
+        self._notify()
+        return True
 
     async def wait_for(
         self, predicate: Callable[[RecordingInbound], bool], within: float = WAIT

@@ -18,6 +18,7 @@ from bridge.chat.matrix import MatrixAdapter
 from bridge.config import build_config
 from tests.chat.matrix.conftest import FAST_TUNING, Human
 from tests.chat.matrix.synapse import Synapse, start_synapse, synapse_python
+from tests.chat.matrix.test_upgrades import upgrade
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
@@ -183,3 +184,22 @@ async def test_an_answer_made_while_synapse_is_down_arrives_once_it_is_back(
             assert len(replies) == 2, [r.source.get("content", {}).get("body") for r in replies]
     finally:
         synapse.stop()
+
+
+async def test_an_upgraded_room_carries_on_with_the_same_conversation(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    async with live_bridge(synapse, tmp_path) as live:
+        await live.human.say(live.room, "before the upgrade")
+        await live.human.wait_event(live.room, from_bot_with(live, "before the upgrade"), within=60)
+        old_key = f"matrix|{live.room}|"
+        conversation = (await live.bridge.store.thread(old_key)).conversation_id
+        assert conversation
+        new = upgrade(synapse, live.human.user, live.room)
+        await live.human.client.room_invite(new, live.bot)
+        await live.human.wait_joined(new, live.bot)
+        await live.human.say(new, "after the upgrade")
+        await live.human.wait_event(new, from_bot_with(live, "after the upgrade"), within=60)
+        moved = await live.bridge.store.thread(f"matrix|{new}|")
+        assert moved.conversation_id == conversation
+        assert (await live.bridge.store.thread(old_key)).conversation_id is None

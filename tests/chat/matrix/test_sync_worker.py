@@ -1153,9 +1153,20 @@ async def test_a_key_that_never_comes_is_reported_after_the_grace_time(tmp_path:
         w.worker._undecrypted["$e1"].since -= 1
         await w.worker._retry_undecrypted()
         await w.settle()
+        # Told once that the bot keeps waiting (the key may still come, for a day)...
         [(room, text, _)] = w.outbox.notices
         assert room == ROOM
-        assert text.startswith(f"🔒 I could not decrypt a message from {ALICE}: its key never")
+        assert text.startswith(f"🔒 I could not decrypt a message from {ALICE} yet: its key has")
+        assert "$e1" in w.worker._undecrypted
+        await w.worker._retry_undecrypted()
+        await w.settle()
+        assert len(w.outbox.notices) == 1
+        # ... and, once the day is over, that the message stays unread.
+        w.worker._undecrypted["$e1"].since -= tuning.key_wait
+        await w.worker._retry_undecrypted()
+        await w.settle()
+        assert len(w.outbox.notices) == 2
+        assert "will stay unread" in w.outbox.notices[1][1]
         assert w.worker._undecrypted == {}
 
 

@@ -1,0 +1,72 @@
+"""A thread's rows move to another key in one step (store_moves), on both databases."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.store_moves import THREAD_TABLES
+from bridge.core.stores import open_store
+
+pytestmark = pytest.mark.anyio
+OLD = ThreadRef(platform="matrix", channel="!old:x", thread="")
+NEW = ThreadRef(platform="matrix", channel="!new:x", thread="")
+ALICE = Author(id="@alice:x", display_name="Alice")
+
+
+def msg(event: str, where: ThreadRef = OLD) -> IncomingMessage:
+    return IncomingMessage(thread=where, event_id=event, message_id=event, author=ALICE, text="hi")
+
+
+async def counts(store: object, key: str) -> dict[str, int]:
+    db = store.database  # type: ignore[attr-defined]
+    found = {}
+    for table in THREAD_TABLES:
+        rows = await db.fetch(f"SELECT count(*) AS n FROM {table} WHERE thread_key = ?", (key,))
+        found[table] = int(rows[0]["n"])
+    return found
+
+
+async def test_every_row_of_the_thread_moves_together(store_where: str) -> None:
+    async with open_store(store_where) as store:
+        await store.add_message(msg("e1"), record_thread=True)
+        await store.set_conversation(OLD.key, "conv-1")
+        await store.add_approval("a1", OLD.key, "run_command", {"cmd": "ls"}, "ls", ALICE)
+        await store.add_allowed(OLD.key, "git status", ALICE)
+        await store.add_process(4242, OLD.key, "marker", owner="me")
+        await store.take_turn(OLD.key, "conv-1")
+        await store.database.execute(
+            "INSERT INTO leases (thread_key, owner, expires_at) VALUES (?, ?, ?)",
+            (OLD.key, "me", time.time() + 60),
+        )
+        assert all((await counts(store, OLD.key)).values())
+        assert await store.move_thread(OLD, NEW, "me")
+        assert not any((await counts(store, OLD.key)).values())
+        assert all((await counts(store, NEW.key)).values())
+        moved = await store.thread(NEW.key)
+        assert moved.conversation_id == "conv-1"
+        assert (await store.thread(OLD.key)).conversation_id is None
+        assert await store.allow_list(NEW.key) == ["git status"]
+        # A later message of the new room joins the moved conversation.
+        await store.add_message(msg("e2", NEW), record_thread=True)
+        assert (await store.thread(NEW.key)).conversation_id == "conv-1"
+
+
+async def test_nothing_moves_onto_a_conversation_or_away_from_another_instance(
+    store_where: str,
+) -> None:
+    async with open_store(store_where) as store:
+        await store.add_message(msg("e1"), record_thread=True)
+        await store.add_message(msg("e2", NEW), record_thread=True)
+        assert not await store.move_thread(OLD, NEW, "me")
+        assert (await counts(store, OLD.key))["inbox"] == 1
+        other = ThreadRef(platform="matrix", channel="!other:x")
+        await store.database.execute(
+            "INSERT INTO leases (thread_key, owner, expires_at) VALUES (?, ?, ?)",
+            (OLD.key, "another instance", time.time() + 60),
+        )
+        assert not await store.move_thread(OLD, other, "me")
+        assert (await counts(store, OLD.key))["inbox"] == 1
+        assert not await store.move_thread(OLD, OLD, "me")
