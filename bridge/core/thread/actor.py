@@ -178,7 +178,7 @@ class ThreadActor:
             if not work.interrupt(effect.by) and effect.tell:
                 self._post(e.Say(NOTHING_RUNNING))
         elif isinstance(effect, e.SetIdle):
-            work.set_idle(effect.idle)
+            work.slot.set_idle(effect.idle)
         elif isinstance(effect, e.RunTurn):
             work.start_turn()
         elif isinstance(effect, e.StartIdleTimer):
@@ -201,12 +201,12 @@ class ThreadActor:
         elif isinstance(effect, e.CheckInbox):
             self.tell(c.InboxChecked(await work.has_pending()))
         elif isinstance(effect, e.AcquireSlot):
-            if work.take_slot_now():
+            if work.slot.take_now():
                 self.tell(c.SlotGranted())
             else:
-                self._spawn(work.hold_slot, "slot")
+                self._spawn(work.slot.hold, "slot")
         elif isinstance(effect, e.ReleaseSlot):
-            work.release_slot()
+            work.slot.release()
         elif isinstance(effect, e.StartProcess):
             self._spawn(work.run_process, "agy")
         elif isinstance(effect, e.CloseProcess):

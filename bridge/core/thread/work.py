@@ -28,6 +28,7 @@ from bridge.core.thread import commands as c
 from bridge.core.thread import failures
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.place import cleanup_workdir, ensure_saved, hidden_paths, prepare_workdir
+from bridge.core.thread.slot import ThreadSlot
 from bridge.core.turn import TurnResult, TurnRunner
 from bridge.core.workspaces import Place, place_for
 from bridge.core.worktrees import WorktreeError
@@ -58,8 +59,7 @@ class ThreadWork:
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
         self._scopes: set[anyio.CancelScope] = set()
-        self._slot_release = anyio.Event()
-        self._slot_taken = False  # taken at once (given back by hand), not held by a task
+        self.slot = ThreadSlot(self.key, parts.slots, tell, self._tell_queued)
         # The running process's turn requests (closed: let agy go).
         self._turns: MemoryObjectSendStream[None] | None = None
         self._start_error: AgyStartError | None = None
@@ -82,9 +82,7 @@ class ThreadWork:
 
     async def close(self) -> None:
         """The actor ends: the session's listener, then (when so configured) the worktree."""
-        if self._slot_taken:  # cancelled while holding a slot taken at once
-            self._slot_taken = False
-            self.parts.slots.give_back(self.key)
+        self.slot.give_back_if_taken()
         if self._session is not None:
             await self._session.close()
         await cleanup_workdir(self.place, self.parts.runtime.isolation.sandbox, self.key)
@@ -159,30 +157,7 @@ class ThreadWork:
     async def has_pending(self) -> bool:
         return await self.parts.store.has_pending(self.key)
 
-    # --- the slot and the process -----------------------------------------------------------
-
-    def take_slot_now(self) -> bool:
-        """A free slot taken at once (most of the time): no task waits in line for it."""
-        self._slot_taken = self.parts.slots.take_now(self.key, lambda: self._tell(c.Evicted()))
-        return self._slot_taken
-
-    async def hold_slot(self) -> None:
-        """Wait in line for a slot, and hold it until released."""
-        self._slot_release = release = anyio.Event()
-        slots = self.parts.slots
-        async with slots.hold(self.key, self._tell_queued, lambda: self._tell(c.Evicted())):
-            self._tell(c.SlotGranted())
-            await release.wait()
-
-    def release_slot(self) -> None:
-        if self._slot_taken:
-            self._slot_taken = False
-            self.parts.slots.give_back(self.key)
-        else:
-            self._slot_release.set()
-
-    def set_idle(self, idle: bool) -> None:
-        self.parts.slots.set_idle(self.key, idle)
+    # --- the process ----------------------------------------------------------------------
 
     async def run_process(self) -> None:
         """Start agy and run its turns, one at a time, as they are asked for, until closed."""
