@@ -1,9 +1,9 @@
 """Feedback on the agent's answers (👍/👎 buttons under a final answer): one row per person and
 answer, tied to the turn that wrote it, in the store's database.
 
-A small query module beside the store modules, with its own table (created when first
-needed, in SQL both SQLite and PostgreSQL take): the store's schema and its migrations are left
-alone. A person's later click on the same answer replaces their earlier one.
+Its table is the store's (migration 7, :mod:`bridge.core.store_schema`); these queries are
+written for SQLite and PostgreSQL alike. A person's later click on the same answer replaces
+their earlier one.
 """
 
 from __future__ import annotations
@@ -15,27 +15,11 @@ from bridge.core.events import Author, ThreadRef
 from bridge.core.store import Store
 from bridge.metrics import Metrics
 
-_TABLE = """
-CREATE TABLE IF NOT EXISTS answer_feedback (
-    thread_key TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    turn_id INTEGER,
-    positive INTEGER NOT NULL,
-    at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (thread_key, message_id, user_id)
-)
-"""
-
 
 @dataclass(frozen=True)
 class FeedbackCounts:
     positive: int = 0
     negative: int = 0
-
-
-async def _ensure(store: Store) -> None:
-    await store.database.execute(_TABLE)
 
 
 async def record_feedback(
@@ -49,7 +33,6 @@ async def record_feedback(
 ) -> int | None:
     """Record one person's rating of one answer; returns the turn it belongs to (the thread's
     last turn started before the answer was sent, ``sent_at``; else its last turn), if any."""
-    await _ensure(store)
     db = store.database
     rows = await db.fetch(
         "SELECT MAX(id) AS id FROM turns WHERE thread_key = ? AND started_at <= ?",
@@ -67,7 +50,6 @@ async def record_feedback(
 
 async def feedback_counts(store: Store, thread_key: str | None = None) -> FeedbackCounts:
     """How many answers got 👍 and 👎 (in one thread, or everywhere)."""
-    await _ensure(store)
     where, params = ("WHERE thread_key = ?", (thread_key,)) if thread_key else ("", ())
     rows = await store.database.fetch(
         f"SELECT positive, COUNT(*) AS n FROM answer_feedback {where} GROUP BY positive",

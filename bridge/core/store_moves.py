@@ -15,7 +15,15 @@ from bridge.core.events import ThreadRef
 from bridge.core.store_model import StoreBase
 
 # The tables whose rows belong to a thread through their ``thread_key`` column.
-THREAD_TABLES = ("inbox", "turns", "approvals", "approval_allow", "leases", "processes")
+THREAD_TABLES = (
+    "inbox",
+    "turns",
+    "approvals",
+    "approval_allow",
+    "leases",
+    "processes",
+    "answer_feedback",
+)
 
 
 class MoveQueries(StoreBase):

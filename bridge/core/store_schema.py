@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -120,6 +120,19 @@ _MIGRATIONS: dict[int, str] = {
     # catch-up reads where each thread was last seen.
     6: """
     CREATE INDEX inbox_message ON inbox (thread_key, message_id, id)
+    """,
+    # People's ratings of the agent's answers (Slack's feedback buttons): one row per person
+    # and answer, tied to the turn that wrote it.
+    7: """
+    CREATE TABLE answer_feedback (
+        thread_key TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        turn_id INTEGER,
+        positive INTEGER NOT NULL,
+        at {real} NOT NULL,
+        PRIMARY KEY (thread_key, message_id, user_id)
+    )
     """,
 }
 

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.feedback import record_feedback
 from bridge.core.store_moves import THREAD_TABLES
 from bridge.core.stores import open_store
 
@@ -41,6 +42,7 @@ async def test_every_row_of_the_thread_moves_together(store_where: str) -> None:
             "INSERT INTO leases (thread_key, owner, expires_at) VALUES (?, ?, ?)",
             (OLD.key, "me", time.time() + 60),
         )
+        await record_feedback(store, OLD.key, "2.0", ALICE.id, True)
         assert all((await counts(store, OLD.key)).values())
         assert await store.move_thread(OLD, NEW, "me")
         assert not any((await counts(store, OLD.key)).values())

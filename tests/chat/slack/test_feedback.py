@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.config import ApprovalsSection
 from bridge.core.events import Author, ThreadRef, ToolActivity, TurnOutcome
 from bridge.core.feedback import answer_feedback, feedback_counts, record_feedback
 from bridge.core.stores import open_store
@@ -108,5 +109,7 @@ async def test_status_shows_the_threads_feedback(tmp_path: Path) -> None:
     async with open_store(tmp_path / "store.sqlite3") as store:
         await store.ensure_thread(thread)
         await record_feedback(store, thread.key, "1.1", ALICE, True)
-        text = await status_text(store, thread.key, None, ProcessSlots(2), "•", "", "•")
+        text = await status_text(
+            store, thread.key, None, ProcessSlots(2), "•", "", "•", ApprovalsSection()
+        )
     assert "• Feedback on answers: 👍 1, 👎 0" in text
