@@ -34,6 +34,7 @@ from nio.api import RoomPreset
 from nio.events import Event, ToDeviceEvent
 
 from bridge.chat.matrix import MatrixAdapter, MatrixTuning
+from bridge.chat.matrix.crosssign import CrossSigner, CrossSigningKeys
 from bridge.chat.matrix.ratelimit import RetryPolicy
 from bridge.chat.matrix.reply import ReplyTuning
 from bridge.chat.matrix.sync import SyncTuning
@@ -262,6 +263,12 @@ class Human:
         return self.client.rooms[room_id]
 
 
+async def cross_sign(human: Human, key_file: Path) -> CrossSigningKeys:
+    """Give ``human`` a cross-signing identity (new keys unless ``key_file`` holds some) and
+    sign their device with it, as Element does when a person sets up or verifies a session."""
+    return await CrossSigner(human.client, key_file, human.user.password).ensure()
+
+
 # -- the bot ---------------------------------------------------------------------------------
 
 FAST_TUNING = MatrixTuning(
@@ -348,6 +355,9 @@ async def matrix_world(
     adapter = MatrixAdapter(config, data_dir=data_dir, tuning=tuning)
     inbound = RecordingInbound()
     async with Human.connect(synapse, alice, store) as human:
+        if encrypted:
+            # Element's users have a cross-signing identity and a signed device.
+            await cross_sign(human, tmp_path / f"alice-cross-signing-{secrets.token_hex(3)}.json")
         room_id = await human.create_room([bot_user.user_id], encrypted=encrypted)
         async with running_adapter(adapter, inbound):
             await human.wait_joined(room_id, bot_user.user_id)
