@@ -11,8 +11,9 @@ The SQL is written once for both databases (``?`` placeholders, ``ON CONFLICT``,
 
 :class:`Store` is composed of one class per concern, each in its own module:
 :mod:`bridge.core.store_inbox` (the inbox and messages), :mod:`bridge.core.store_threads`
-(threads, turns and processes) and :mod:`bridge.core.store_approvals` (approvals and the allow
-list); the rows, enums and protocols are in :mod:`bridge.core.store_model` and the schema in
+(threads, turns and processes), :mod:`bridge.core.store_approvals` (approvals and the allow
+list) and :mod:`bridge.core.store_identities` (pinned Matrix identities); the rows, enums and
+protocols are in :mod:`bridge.core.store_model` and the schema in
 :mod:`bridge.core.store_schema`. They are re-exported here, so ``from bridge.core.store import
 X`` keeps working.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 from bridge.config import Config
 from bridge.core.store_approvals import ApprovalQueries
 from bridge.core.store_changes import ChangeQueries
+from bridge.core.store_identities import IdentityPin, IdentityQueries
 from bridge.core.store_inbox import InboxQueries
 from bridge.core.store_model import (
     ApprovalRow,
@@ -46,6 +48,7 @@ __all__ = [
     "ApprovalRow",
     "ApprovalState",
     "Database",
+    "IdentityPin",
     "MessageState",
     "ProcessRow",
     "Row",
@@ -69,7 +72,7 @@ __all__ = [
 # share one database, one transaction helper (``StoreBase._write``) and one memory of recorded
 # threads (a message can record its thread in its own transaction) through methods on their
 # common base, never by reaching into each other.
-class Store(InboxQueries, ChangeQueries, ThreadQueries, ApprovalQueries):
+class Store(InboxQueries, ChangeQueries, ThreadQueries, ApprovalQueries, IdentityQueries):
     # The PostgreSQL channel that carries the thread key of a message stored for a thread the
     # storing instance does not run.
     INBOX_CHANNEL = "agy_bridge_inbox"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -120,6 +120,18 @@ _MIGRATIONS: dict[int, str] = {
     # catch-up reads where each thread was last seen.
     6: """
     CREATE INDEX inbox_message ON inbox (thread_key, message_id, id)
+    """,
+    # Matrix device trust (issue 31): each allowed user's cross-signing master key, pinned the
+    # first time it is seen (trust on first use), and a different key seen since, which stays
+    # untrusted until the operator acknowledges it (`agy-bridge matrix trust @user:server`).
+    7: """
+    CREATE TABLE identity_pins (
+        user_id TEXT PRIMARY KEY,
+        master_key TEXT NOT NULL,
+        pinned_at {real} NOT NULL,
+        changed_key TEXT,
+        changed_at {real}
+    )
     """,
 }
 

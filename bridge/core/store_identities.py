@@ -1,0 +1,80 @@
+"""Pinned chat identities (issue 31): trust on first use of a Matrix user's master key.
+
+The first master key seen for a user is pinned. A different key seen later is kept beside the
+pin as ``changed_key`` and is not trusted: only :meth:`IdentityQueries.acknowledge_identity`
+(``agy-bridge matrix trust @user:server``) makes it the pin. Every instance of a bridge reads
+the same rows, so an acknowledgement made with the bridge running counts at once.
+
+Plain SQL, for SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from bridge.core.store_model import Row, StoreBase
+
+
+@dataclass(frozen=True)
+class IdentityPin:
+    user_id: str
+    master_key: str
+    pinned_at: float
+    # A master key seen since the pin and not acknowledged (None: none).
+    changed_key: str | None
+    changed_at: float | None
+
+
+def _pin(row: Row) -> IdentityPin:
+    return IdentityPin(
+        user_id=row["user_id"],
+        master_key=row["master_key"],
+        pinned_at=row["pinned_at"],
+        changed_key=row["changed_key"],
+        changed_at=row["changed_at"],
+    )
+
+
+class IdentityQueries(StoreBase):
+    """The store's pinned identities."""
+
+    async def check_identity(self, user_id: str, master_key: str) -> IdentityPin:
+        """Pin ``master_key`` for ``user_id`` if nothing is pinned yet; note it as a change
+        when another key is pinned. The pin as it stands afterwards (trusted when its
+        ``master_key`` is ``master_key``)."""
+        now = time.time()
+        async with self._db.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO identity_pins (user_id, master_key, pinned_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (user_id) DO NOTHING",
+                (user_id, master_key, now),
+            )
+            # The pinned key again: a change noted before (and since undone) is forgotten.
+            await tx.execute(
+                "UPDATE identity_pins SET changed_key = NULL, changed_at = NULL"
+                " WHERE user_id = ? AND master_key = ? AND changed_key IS NOT NULL",
+                (user_id, master_key),
+            )
+            await tx.execute(
+                "UPDATE identity_pins SET changed_key = ?, changed_at = ?"
+                " WHERE user_id = ? AND master_key <> ?"
+                " AND (changed_key IS NULL OR changed_key <> ?)",
+                (master_key, now, user_id, master_key, master_key),
+            )
+            rows = await tx.fetch("SELECT * FROM identity_pins WHERE user_id = ?", (user_id,))
+        return _pin(rows[0])
+
+    async def acknowledge_identity(self, user_id: str) -> IdentityPin | None:
+        """Make the changed key seen for ``user_id`` the pin; None when no change waits."""
+        rows = await self._db.execute_returning(
+            "UPDATE identity_pins SET master_key = changed_key, pinned_at = ?,"
+            " changed_key = NULL, changed_at = NULL"
+            " WHERE user_id = ? AND changed_key IS NOT NULL RETURNING *",
+            (time.time(), user_id),
+        )
+        return _pin(rows[0]) if rows else None
+
+    async def identity_pins(self) -> list[IdentityPin]:
+        rows = await self._db.fetch("SELECT * FROM identity_pins ORDER BY user_id")
+        return [_pin(row) for row in rows]
