@@ -102,6 +102,10 @@ async def open_bridge(
             observe = getattr(adapter, "observe_retries", None)
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
+            # Matrix pins its allowed users' identities in the store (issue 31).
+            use_pins = getattr(adapter, "use_identity_pins", None)
+            if use_pins is not None:
+                use_pins(store)
         leases = open_leases(store, config.store.instance, config.store.lease_seconds)
         async with open_core(
             config,

@@ -35,11 +35,13 @@ from . import media
 from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
 from .format import Renderer, with_mentions, with_relation
+from .obeying import TrustGate
 from .outbox import MatrixOutbox
 from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
 from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
+from .trust import DeviceTrust, IdentityPins, MemoryPins
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,12 @@ class MatrixAdapter:
         self._approvals = MatrixApprovals(
             self._renderer, self._tuning.reply.limits, self._tuning.remembered_events
         )
+        # Pinned identities: the bridge's store (use_identity_pins), else this run's memory.
+        self._pins: IdentityPins = MemoryPins()
+
+    def use_identity_pins(self, pins: IdentityPins) -> None:
+        """Pin the identities of allowed users in ``pins`` (the store), shared by instances."""
+        self._pins = pins
 
     # -- running --------------------------------------------------------------------------
 
@@ -133,11 +141,18 @@ class MatrixAdapter:
         self.user_id = client.user_id
         if session.encryption_problem:
             log.warning("Matrix end-to-end encryption is off: %s", session.encryption_problem)
+        if self._config.trust == "any":
+            log.warning(
+                '⚠️ Matrix: [matrix] trust = "any": every device of an allowed user commands '
+                "the agent and gets room keys, also one its owner never verified (anyone with "
+                "the password, or a server admin, can add one)"
+            )
         try:
             async with anyio.create_task_group() as tg:
                 self._policy = await self._resolve_rooms(client, self._policy)
                 rooms = RoomDirectory(client)
-                outbox = MatrixOutbox(client, self._queue, rooms.known_room)
+                trust = self._device_trust(client)
+                outbox = MatrixOutbox(client, self._queue, rooms.known_room, trust=trust)
                 worker = SyncWorker(
                     client,
                     inbound=inbound,
@@ -152,6 +167,9 @@ class MatrixAdapter:
                     rooms=rooms,
                     tuning=self._tuning.sync,
                     task_group=tg,
+                    gate=TrustGate(
+                        trust, outbox, tg, require_encryption=self._config.require_encryption
+                    ),
                 )
                 self._connection = _Connection(client, outbox, tg)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)
@@ -160,6 +178,18 @@ class MatrixAdapter:
             self._connection = None
             with anyio.CancelScope(shield=True):
                 await client.close()
+
+    def _device_trust(self, client: AsyncClient) -> DeviceTrust | None:
+        if client.olm is None:
+            return None
+        policy = self._policy
+        return DeviceTrust(
+            client,
+            self._pins,
+            # Pinned: everyone the bot obeys (with no allowed_users, whoever is allowed).
+            pinned=lambda user: not policy.users or user in policy.users,
+            any_device=self._config.trust == "any",
+        )
 
     async def _open_session(self) -> Session:
         """Log in, waiting for a homeserver that cannot be reached yet (bad credentials raise)."""

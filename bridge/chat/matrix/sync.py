@@ -49,6 +49,7 @@ from .approvals import approval_answer
 from .client import SyncTokenStore
 from .events import author_of, content_of, stop_target, thread_ref, thread_root, to_incoming
 from .nio_private import request_key_from_sender
+from .obeying import TrustGate
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
 
@@ -154,6 +155,7 @@ class SyncWorker:
         rooms: RoomDirectory,
         tuning: SyncTuning,
         task_group: TaskGroup,
+        gate: TrustGate,
     ) -> None:
         self._client = client
         self._inbound = inbound
@@ -168,6 +170,7 @@ class SyncWorker:
         self._rooms = rooms
         self._tuning = tuning
         self._tg = task_group
+        self._gate = gate
         self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
         self._undecrypted: dict[str, _Undecrypted] = {}
         self._withheld: LRUMap[str, str] = LRUMap(1_000)
@@ -384,20 +387,30 @@ class SyncWorker:
             self._seen.put(event_id, True)
             return
         answer = approval_answer(event)
+        target = stop_target(event) if answer is None else None
+        message = (
+            to_incoming(event, room, threads=self._threads)
+            if answer is None and target is None
+            else None
+        )
+        if answer is None and target is None and message is None:
+            self._seen.put(event_id, True)
+            return
+        if allowed and await self._gate.refuses(room, event):
+            # A device its owner did not sign, an identity not acknowledged, plaintext in an
+            # encrypted room: nothing of it reaches the core (the room was told why, once).
+            self._seen.put(event_id, True)
+            return
         if answer is not None:
             self._seen.put(event_id, True)
             await self._answer(room, answer, author_of(room, event.sender), allowed)
             return
-        target = stop_target(event)
         if target is not None:
             self._seen.put(event_id, True)
             if allowed:
                 await self._stop(room, target, author_of(room, event.sender))
             return
-        message = to_incoming(event, room, threads=self._threads)
-        if message is None:
-            self._seen.put(event_id, True)
-            return
+        assert message is not None
         if not allowed:
             log.info("ignoring a message from %s in %s (not allowed)", event.sender, room.room_id)
             self._seen.put(event_id, True)
@@ -580,20 +593,12 @@ class SyncWorker:
             if client.should_upload_keys:
                 await client.keys_upload()
             if client.should_query_keys:
+                changed = set(client.users_for_key_query)
                 await client.keys_query()
-                self._trust_allowed_devices()
+                # Their devices or identities changed: checked afresh at their next event.
+                if self._gate.trust is not None:
+                    self._gate.trust.forget(changed)
             if client.should_claim_keys:
                 await client.keys_claim(client.get_users_for_key_claiming())
         except (LocalProtocolError, *_NETWORK_ERRORS) as exc:
             log.warning("Matrix key maintenance failed: %s", type(exc).__name__)
-
-    def _trust_allowed_devices(self) -> None:
-        """Mark the devices of allowed users as trusted (the bot cannot verify interactively)."""
-        client = self._client
-        olm = client.olm
-        if olm is None:
-            return
-        for user_id in self._policy.users:
-            for device in client.device_store.active_user_devices(user_id):
-                if not olm.is_device_verified(device):
-                    client.verify_device(device)
