@@ -1,4 +1,4 @@
-"""The ``agy-bridge`` command: ``run``, ``console`` and ``doctor``."""
+"""The ``agy-bridge`` command: ``run``, ``console``, ``doctor`` and ``matrix trust``."""
 
 from __future__ import annotations
 
@@ -46,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--live", action="store_true", help="also run one short real turn through the plugin"
     )
+    matrix = sub.add_parser("matrix", help="the operator's Matrix commands")
+    matrix_sub = matrix.add_subparsers(dest="matrix_command", required=True)
+    trust = matrix_sub.add_parser(
+        "trust",
+        help="acknowledge a Matrix user's changed identity (without a user: list the pins)",
+    )
+    trust.add_argument("--config", type=Path, required=True, help="the TOML config file")
+    trust.add_argument("user", nargs="?", help="the Matrix id, @user:server")
     return parser
 
 
@@ -66,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             return anyio.run(_run, config, backend="asyncio")
         if args.command == "console":
             return anyio.run(_console, config, args.thread, args.user, backend="asyncio")
+        if args.command == "matrix":
+            return anyio.run(_matrix_trust, config, args.user, backend="asyncio")
     except ConfigError as exc:
         # Found at start, e.g. isolation = "bwrap" on a host where bubblewrap cannot work.
         print(f"agy-bridge: {exc}", file=sys.stderr)
@@ -73,6 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     from bridge.doctor import doctor
 
     return anyio.run(doctor, config, args.live, backend="asyncio")
+
+
+async def _matrix_trust(config: Config, user: str | None) -> int:
+    from bridge.chat.matrix.operator import trust
+
+    status, text = await trust(config, user)
+    print(text, file=sys.stdout if status == 0 else sys.stderr)
+    return status
 
 
 async def _run(config: Config) -> int:

@@ -103,13 +103,20 @@ class TrustGate:
         if problem is None:
             return False
         reason = problem.value if isinstance(problem, Problem) else problem
+        hint = (
+            f" (if {event.sender} reset it, acknowledge it: `agy-bridge matrix trust "
+            f"{event.sender}`; their devices get no room keys until then)"
+            if problem is Problem.IDENTITY_CHANGED
+            else ""
+        )
         log.warning(
-            "Matrix: ignoring %s from %s%s in %s: %s",
+            "Matrix: ignoring %s from %s%s in %s: %s%s",
             event.event_id,
             event.sender,
             f" (device {device_id})" if device_id else "",
             room.room_id,
             reason,
+            hint,
         )
         key = (room.room_id, event.sender, f"{reason}|{device_id}")
         if key not in self._told:

@@ -14,12 +14,17 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 from nio import MegolmEvent, RoomMessageNotice, RoomMessageText, UnknownToDeviceEvent
 from nio.events import Event
 
 from bridge.chat.matrix import MatrixAdapter
+from bridge.chat.matrix.crosssign import public_b64
+from bridge.chat.matrix.trust import IdentityPins
+from bridge.cli import main as cli_main
 from bridge.core.events import ThreadRef
+from bridge.core.stores import open_store
 
 from .conftest import (
     FAST_TUNING,
@@ -57,12 +62,14 @@ class TrustWorld:
 
 @asynccontextmanager
 async def trust_world(
-    synapse: Synapse, tmp_path: Path, adapter_for: type[MatrixAdapter] = MatrixAdapter
+    synapse: Synapse, tmp_path: Path, pins: IdentityPins | None = None
 ) -> AsyncIterator[TrustWorld]:
     alice = synapse.register("alice", displayname="Alice Liddell")
     bot = synapse.register("bot", displayname="Agy Bot")
     config = bot_config(synapse, bot, allowed_users=[alice.user_id])
-    adapter = adapter_for(config, data_dir=tmp_path / "bridge", tuning=FAST_TUNING)
+    adapter = MatrixAdapter(config, data_dir=tmp_path / "bridge", tuning=FAST_TUNING)
+    if pins is not None:
+        adapter.use_identity_pins(pins)
     inbound = RecordingInbound()
     async with Human.connect(synapse, alice, tmp_path / "alice-signed") as signed:
         await cross_sign(signed, tmp_path / "alice-cross-signing.json")
@@ -147,3 +154,72 @@ async def test_an_unsigned_device_of_an_allowed_user_commands_nothing_and_reads_
                 c.get("code") == "m.unverified" and c.get("session_id") == answer.session_id
                 for c in withheld
             ), withheld
+
+
+async def test_a_changed_identity_commands_nothing_until_the_operator_acknowledges_it(
+    synapse: Synapse,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    data_dir = tmp_path / "bridge"
+    config_file = tmp_path / "config.toml"
+    async with (
+        open_store(f"sqlite:///{data_dir / 'bridge.sqlite3'}") as store,
+        trust_world(synapse, tmp_path, pins=store) as world,
+    ):
+        config_file.write_text(
+            f'[bridge]\ndata_dir = "{data_dir}"\n\n[matrix]\n'
+            f'homeserver = "{synapse.base_url}"\nuser_id = "{world.bot.user_id}"\n'
+        )
+        room = world.room_id
+        alice = world.signed.user
+        await world.signed.say(room, "before the reset")
+        await world.inbound.wait_for(lambda i: "before the reset" in i.texts())
+        [pinned] = await store.identity_pins()
+        assert pinned.user_id == alice.user_id and pinned.changed_key is None
+
+        # Someone with the password resets Alice's identity from a new login and signs that
+        # device with the new keys (as Element's "Reset identity" does).
+        async with Human.connect(
+            synapse, synapse.login(alice), tmp_path / "alice-new-login"
+        ) as new_login:
+            new_keys = await cross_sign(new_login, tmp_path / "alice-new-identity.json")
+            new_master = public_b64(new_keys.master)
+            assert new_master != pinned.master_key
+            await new_login.say(room, "after the reset")
+            # The bot's notice goes out, but no device of Alice's gets its key any more (as
+            # the spec asks of a verified identity that changed): the operator is told in the
+            # log, and `matrix trust` lists the change.
+            notice = await world.signed.wait_event(
+                room, lambda e: e.sender == world.bot.user_id and isinstance(e, MegolmEvent)
+            )
+            assert isinstance(notice, MegolmEvent)
+            assert any(
+                f"agy-bridge matrix trust {alice.user_id}" in r.getMessage() for r in caplog.records
+            )
+            assert "after the reset" not in world.inbound.texts()
+            [changed] = await store.identity_pins()
+            assert (changed.master_key, changed.changed_key) == (pinned.master_key, new_master)
+
+            # Listing shows the change; acknowledging it (with the bridge running) trusts it.
+            assert (
+                await anyio.to_thread.run_sync(
+                    cli_main, ["matrix", "trust", "--config", str(config_file)]
+                )
+                == 0
+            )
+            assert "CHANGED" in capsys.readouterr().out
+            status = await anyio.to_thread.run_sync(
+                cli_main, ["matrix", "trust", "--config", str(config_file), alice.user_id]
+            )
+            assert status == 0
+            assert new_master in capsys.readouterr().out
+            await new_login.say(room, "after the acknowledgement")
+            await world.inbound.wait_for(lambda i: "after the acknowledgement" in i.texts())
+            assert "after the reset" not in world.inbound.texts()
+            # Nothing waits any more.
+            status = await anyio.to_thread.run_sync(
+                cli_main, ["matrix", "trust", "--config", str(config_file), alice.user_id]
+            )
+            assert status == 1
