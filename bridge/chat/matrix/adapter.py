@@ -41,7 +41,7 @@ from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
 from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
-from .trust import DeviceTrust, IdentityPins, MemoryPins
+from .trust import DeviceTrust, IdentityPins, MemoryPins, log_users_without_identity
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,8 @@ class MatrixAdapter:
                 self._policy = await self._resolve_rooms(client, self._policy)
                 rooms = RoomDirectory(client)
                 trust = self._device_trust(client)
+                if trust is not None and not trust.any_device:
+                    await log_users_without_identity(client, self._policy.users)
                 outbox = MatrixOutbox(client, self._queue, rooms.known_room, trust=trust)
                 worker = SyncWorker(
                     client,

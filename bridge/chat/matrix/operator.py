@@ -1,4 +1,5 @@
-"""The operator's Matrix commands: ``agy-bridge matrix trust [@user:server]``.
+"""The operator's Matrix commands (``agy-bridge matrix trust [@user:server]``) and doctor's
+Matrix check.
 
 They work on the bridge's store, so they work with the bridge running (also with several
 instances on one PostgreSQL): a running bridge reads the pins at the next event.
@@ -8,10 +9,19 @@ from __future__ import annotations
 
 import time
 
+from aiohttp import ClientError
+from nio import AsyncClient
+from pydantic import ValidationError
+
 from bridge.config import Config
 from bridge.core.store import store_url
 from bridge.core.store_identities import IdentityPin
 from bridge.core.stores import open_store
+
+from .client import StoredLogin
+from .crosssign import CrossSigningError
+from .files import MatrixFiles
+from .trust import without_identity
 
 
 def _when(at: float | None) -> str:
@@ -49,3 +59,27 @@ async def trust(config: Config, user_id: str | None) -> tuple[int, str]:
             known[user_id]
         )
     return 1, f"{user_id}: the bridge has not seen this user's identity"
+
+
+async def allowed_without_identity(config: Config) -> tuple[list[str], str]:
+    """For ``doctor``: the allowed users with no cross-signing identity, asked of the
+    homeserver with the bot's token (configured, or the stored login); ``""`` or why not."""
+    matrix = config.matrix
+    token = matrix.access_token.get_secret_value() if matrix.access_token else None
+    if token is None:
+        files = MatrixFiles.under(config.bridge.data_dir)
+        try:
+            stored = StoredLogin.model_validate_json(files.login.read_text(encoding="utf-8"))
+        except (OSError, ValidationError):
+            return [], "the bot has not logged in yet (no stored login)"
+        if stored.homeserver != matrix.homeserver or stored.user_id != matrix.user_id:
+            return [], "the stored login is for another account"
+        token = stored.access_token
+    client = AsyncClient(matrix.homeserver.rstrip("/"), matrix.user_id)
+    client.access_token = token
+    try:
+        return await without_identity(client, matrix.allowed_users), ""
+    except (CrossSigningError, ClientError, TimeoutError, OSError) as exc:
+        return [], f"the homeserver could not be asked ({exc or type(exc).__name__})"
+    finally:
+        await client.close()

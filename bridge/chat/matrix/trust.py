@@ -244,3 +244,30 @@ class DeviceTrust:
                 )
             except _NETWORK_ERRORS as exc:
                 log.warning("Matrix: sending %s failed: %s", WITHHELD, type(exc).__name__)
+
+
+async def without_identity(client: AsyncClient, user_ids: Iterable[str]) -> list[str]:
+    """Which of ``user_ids`` have no cross-signing identity (so, with ``trust =
+    "cross-signed"``, command nothing in an encrypted room); raises
+    :class:`CrossSigningError` or a network error when the homeserver cannot say."""
+    users = sorted({u for u in user_ids if u.startswith("@")})
+    if not users:
+        return []
+    found = await query_identities(client, users)
+    return [u for u in users if found[u].master is None or found[u].self_signing is None]
+
+
+async def log_users_without_identity(client: AsyncClient, user_ids: Iterable[str]) -> None:
+    """At start: name the allowed users whose encrypted messages the bot will not obey."""
+    try:
+        missing = await without_identity(client, user_ids)
+    except (CrossSigningError, *_NETWORK_ERRORS) as exc:
+        log.warning("Matrix: could not check the allowed users' identities: %s", exc)
+        return
+    if missing:
+        log.warning(
+            "Matrix: allowed users without a cross-signing identity (their messages in "
+            "encrypted rooms reach nobody until they set one up in their client, see "
+            "docs/matrix.md, Trust): %s",
+            ", ".join(missing),
+        )

@@ -23,8 +23,10 @@ from bridge.chat.matrix import MatrixAdapter
 from bridge.chat.matrix.crosssign import public_b64
 from bridge.chat.matrix.trust import IdentityPins
 from bridge.cli import main as cli_main
+from bridge.config import Config
 from bridge.core.events import ThreadRef
 from bridge.core.stores import open_store
+from bridge.doctor import Report, check_matrix_identities
 
 from .conftest import (
     FAST_TUNING,
@@ -223,3 +225,29 @@ async def test_a_changed_identity_commands_nothing_until_the_operator_acknowledg
                 cli_main, ["matrix", "trust", "--config", str(config_file), alice.user_id]
             )
             assert status == 1
+
+
+async def test_allowed_users_without_an_identity_are_named_at_start_and_by_doctor(
+    synapse: Synapse, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = synapse.register("alice")
+    bob = synapse.register("bob")
+    bot = synapse.register("bot")
+    data_dir = tmp_path / "bridge"
+    section = bot_config(synapse, bot, allowed_users=[alice.user_id, bob.user_id])
+    async with Human.connect(synapse, alice, tmp_path / "alice") as human:
+        await cross_sign(human, tmp_path / "alice-cross-signing.json")
+        adapter = MatrixAdapter(section, data_dir=data_dir, tuning=FAST_TUNING)
+        async with running_adapter(adapter, RecordingInbound()):
+            pass
+    [line] = [r.getMessage() for r in caplog.records if "without a cross-signing" in r.getMessage()]
+    assert bob.user_id in line and alice.user_id not in line
+
+    # doctor asks the homeserver with the stored login.
+    config = Config.model_validate(
+        {"bridge": {"data_dir": str(data_dir)}, "matrix": section.model_dump(mode="python")}
+    )
+    report = Report()
+    await check_matrix_identities(config, report)
+    [warning] = report.lines
+    assert warning.startswith("⚠") and bob.user_id in warning and alice.user_id not in warning
