@@ -71,6 +71,7 @@ class _Connection:
     client: AsyncClient
     outbox: MatrixOutbox
     task_group: TaskGroup
+    gate: TrustGate
     # Asked of /versions at the first download.
     authenticated_media: bool | None = None
 
@@ -155,6 +156,9 @@ class MatrixAdapter:
                 if trust is not None and not trust.any_device:
                     await log_users_without_identity(client, self._policy.users)
                 outbox = MatrixOutbox(client, self._queue, rooms.known_room, trust=trust)
+                gate = TrustGate(
+                    trust, outbox, tg, require_encryption=self._config.require_encryption
+                )
                 worker = SyncWorker(
                     client,
                     inbound=inbound,
@@ -169,11 +173,9 @@ class MatrixAdapter:
                     rooms=rooms,
                     tuning=self._tuning.sync,
                     task_group=tg,
-                    gate=TrustGate(
-                        trust, outbox, tg, require_encryption=self._config.require_encryption
-                    ),
+                    gate=gate,
                 )
-                self._connection = _Connection(client, outbox, tg)
+                self._connection = _Connection(client, outbox, tg, gate)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)
                 await worker.run(started)
         finally:
@@ -334,4 +336,7 @@ class MatrixAdapter:
         )
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
-        return await history_module.history(self._connected().client, thread, limit, self._policy)
+        connection = self._connected()
+        return await history_module.history(
+            connection.client, thread, limit, self._policy, refused=connection.gate.refused_quietly
+        )

@@ -81,7 +81,9 @@ class TrustGate:
         self._require_encryption = require_encryption
         self._told: set[tuple[str, str, str]] = set()
 
-    async def _problem(self, room: MatrixRoom, event: Event) -> tuple[Problem | str | None, str]:
+    async def problem(self, room: MatrixRoom, event: Event) -> tuple[Problem | str | None, str]:
+        """Why ``event`` (of an allowed user) must not act, and the device; ``None`` when it
+        may."""
         if "state_key" in event.source or isinstance(event, MegolmEvent):
             return None, ""
         if getattr(event, "decrypted", False):
@@ -97,9 +99,14 @@ class TrustGate:
             return _ROOM_NOT_ENCRYPTED, ""
         return None, ""
 
+    async def refused_quietly(self, room: MatrixRoom, event: Event) -> bool:
+        """Whether ``event`` would be refused (for the history the agent reads): no notice."""
+        problem, _ = await self.problem(room, event)
+        return problem is not None
+
     async def refuses(self, room: MatrixRoom, event: Event) -> bool:
         """Whether ``event`` must not act; if so, its room hears why once per cause."""
-        problem, device_id = await self._problem(room, event)
+        problem, device_id = await self.problem(room, event)
         if problem is None:
             return False
         reason = problem.value if isinstance(problem, Problem) else problem
