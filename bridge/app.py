@@ -102,10 +102,11 @@ async def open_bridge(
             observe = getattr(adapter, "observe_retries", None)
             if observe is not None:
                 observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
-            # Matrix pins its allowed users' identities in the store (issue 31).
-            use_pins = getattr(adapter, "use_identity_pins", None)
-            if use_pins is not None:
-                use_pins(store)
+            # Matrix pins its allowed users' identities, and keeps verifications waiting for
+            # the operator, in the store (issue 31).
+            use_store = getattr(adapter, "use_trust_store", None)
+            if use_store is not None:
+                use_store(store)
         leases = open_leases(store, config.store.instance, config.store.lease_seconds)
         async with open_core(
             config,

@@ -1,4 +1,5 @@
-"""The ``agy-bridge`` command: ``run``, ``console``, ``doctor`` and ``matrix trust``."""
+"""The ``agy-bridge`` command: ``run``, ``console``, ``doctor``, ``matrix trust`` and ``matrix
+verify``."""
 
 from __future__ import annotations
 
@@ -54,6 +55,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     trust.add_argument("--config", type=Path, required=True, help="the TOML config file")
     trust.add_argument("user", nargs="?", help="the Matrix id, @user:server")
+    verify = matrix_sub.add_parser(
+        "verify",
+        help="list the verifications of the bot waiting for you (with the bot's emoji), "
+        "or answer one",
+    )
+    verify.add_argument("--config", type=Path, required=True, help="the TOML config file")
+    answer = verify.add_mutually_exclusive_group()
+    answer.add_argument("--confirm", metavar="ID", help="the emoji match: verify")
+    answer.add_argument("--reject", metavar="ID", help="the emoji differ: cancel")
     return parser
 
 
@@ -74,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             return anyio.run(_run, config, backend="asyncio")
         if args.command == "console":
             return anyio.run(_console, config, args.thread, args.user, backend="asyncio")
+        if args.command == "matrix" and args.matrix_command == "verify":
+            return anyio.run(_matrix_verify, config, args.confirm, args.reject, backend="asyncio")
         if args.command == "matrix":
             return anyio.run(_matrix_trust, config, args.user, backend="asyncio")
     except ConfigError as exc:
@@ -89,6 +101,14 @@ async def _matrix_trust(config: Config, user: str | None) -> int:
     from bridge.chat.matrix.operator import trust
 
     status, text = await trust(config, user)
+    print(text, file=sys.stdout if status == 0 else sys.stderr)
+    return status
+
+
+async def _matrix_verify(config: Config, confirm: str | None, reject: str | None) -> int:
+    from bridge.chat.matrix.operator import verify
+
+    status, text = await verify(config, confirm, reject)
     print(text, file=sys.stdout if status == 0 else sys.stderr)
     return status
 

@@ -78,3 +78,66 @@ class IdentityQueries(StoreBase):
     async def identity_pins(self) -> list[IdentityPin]:
         rows = await self._db.fetch("SELECT * FROM identity_pins ORDER BY user_id")
         return [_pin(row) for row in rows]
+
+
+# -- verifications waiting for the operator ----------------------------------------------------
+
+VERIFICATION_WAITING = "waiting"
+VERIFICATION_CONFIRMED = "confirmed"
+VERIFICATION_REJECTED = "rejected"
+VERIFICATION_ENDED = "ended"
+
+
+@dataclass(frozen=True)
+class VerificationRow:
+    id: str
+    user_id: str
+    device_id: str
+    # The seven emoji, space-separated, as the bot computed them.
+    emoji: str
+    state: str
+    created_at: float
+
+
+def _verification(row: Row) -> VerificationRow:
+    return VerificationRow(
+        id=row["id"],
+        user_id=row["user_id"],
+        device_id=row["device_id"],
+        emoji=row["emoji"],
+        state=row["state"],
+        created_at=row["created_at"],
+    )
+
+
+class VerificationQueries(StoreBase):
+    """A person's verification of the bot, waiting for the operator to compare the emoji."""
+
+    async def add_verification(
+        self, verification_id: str, user_id: str, device_id: str, emoji: str
+    ) -> None:
+        await self._write(
+            "INSERT INTO verifications (id, user_id, device_id, emoji, state, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (verification_id, user_id, device_id, emoji, VERIFICATION_WAITING, time.time()),
+        )
+
+    async def verifications(self, state: str = VERIFICATION_WAITING) -> list[VerificationRow]:
+        rows = await self._db.fetch(
+            "SELECT * FROM verifications WHERE state = ? ORDER BY created_at", (state,)
+        )
+        return [_verification(row) for row in rows]
+
+    async def answer_verification(self, verification_id: str, state: str) -> bool:
+        """The operator's answer (or the bot's end of it); False when it no longer waits."""
+        return (
+            await self._write(
+                "UPDATE verifications SET state = ?, answered_at = ? WHERE id = ? AND state = ?",
+                (state, time.time(), verification_id, VERIFICATION_WAITING),
+            )
+            == 1
+        )
+
+    async def verification(self, verification_id: str) -> VerificationRow | None:
+        rows = await self._db.fetch("SELECT * FROM verifications WHERE id = ?", (verification_id,))
+        return _verification(rows[0]) if rows else None

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -132,6 +132,21 @@ _MIGRATIONS: dict[int, str] = {
         changed_key TEXT,
         changed_at {real}
     )
+    """,
+    # Matrix verification (issue 31): a person's request to verify the bot waits here, with
+    # the bot's seven emoji, for the operator's answer (`agy-bridge matrix verify`), which the
+    # instance running the Matrix adapter reads back.
+    8: """
+    CREATE TABLE verifications (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        device_id TEXT NOT NULL,
+        emoji TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at {real} NOT NULL,
+        answered_at {real}
+    );
+    CREATE INDEX verifications_state ON verifications (state)
     """,
 }
 

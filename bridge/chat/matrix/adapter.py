@@ -34,6 +34,7 @@ from . import history as history_module
 from . import media
 from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
+from .crosssign import CrossSigningKeys
 from .format import Renderer, with_mentions, with_relation
 from .obeying import TrustGate
 from .outbox import MatrixOutbox
@@ -42,6 +43,7 @@ from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
 from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
 from .trust import DeviceTrust, IdentityPins, MemoryPins, log_users_without_identity
+from .verification import VerificationStore, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ class MatrixTuning:
     sync: SyncTuning = field(default_factory=SyncTuning)
     pacing: PacingTuning = field(default_factory=PacingTuning)
     remembered_events: int = 20_000
+    # How often the operator's answers to verifications are read from the store.
+    verification_poll: float = 2.0
 
 
 class NotConnected(RuntimeError):
@@ -102,12 +106,16 @@ class MatrixAdapter:
         self._approvals = MatrixApprovals(
             self._renderer, self._tuning.reply.limits, self._tuning.remembered_events
         )
-        # Pinned identities: the bridge's store (use_identity_pins), else this run's memory.
+        # Pinned identities: the bridge's store (use_trust_store), else this run's memory.
         self._pins: IdentityPins = MemoryPins()
+        # Verifications of the bot wait for the operator here (none without the store).
+        self._verifications: VerificationStore | None = None
 
-    def use_identity_pins(self, pins: IdentityPins) -> None:
-        """Pin the identities of allowed users in ``pins`` (the store), shared by instances."""
-        self._pins = pins
+    def use_trust_store(self, store: VerificationStore) -> None:
+        """Pin the identities of allowed users, and keep the verifications waiting for the
+        operator, in ``store`` (the bridge's store, shared by instances)."""
+        self._pins = store
+        self._verifications = store
 
     # -- running --------------------------------------------------------------------------
 
@@ -174,6 +182,7 @@ class MatrixAdapter:
                     tuning=self._tuning.sync,
                     task_group=tg,
                     gate=gate,
+                    verifier=self._verifier(client, outbox, tg),
                 )
                 self._connection = _Connection(client, outbox, tg, gate)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)
@@ -182,6 +191,30 @@ class MatrixAdapter:
             self._connection = None
             with anyio.CancelScope(shield=True):
                 await client.close()
+
+    def _verifier(
+        self, client: AsyncClient, outbox: MatrixOutbox, tg: TaskGroup
+    ) -> Verifier | None:
+        """People verify the bot when encryption works and the store keeps their requests."""
+        store = self._verifications
+        if client.olm is None or store is None:
+            return None
+        keys = CrossSigningKeys.load(
+            MatrixFiles.under(self._data_dir).cross_signing, str(client.user_id)
+        )
+        if keys is None:
+            return None
+        verifier = Verifier(client, keys, store, outbox.send_event, outbox.notice)
+        tg.start_soon(self._poll_verifications, verifier)
+        return verifier
+
+    async def _poll_verifications(self, verifier: Verifier) -> None:
+        while True:
+            await anyio.sleep(self._tuning.verification_poll)
+            try:
+                await verifier.poll()
+            except Exception:
+                log.exception("Matrix: answering a verification failed")
 
     def _device_trust(self, client: AsyncClient) -> DeviceTrust | None:
         if client.olm is None:

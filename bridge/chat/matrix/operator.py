@@ -1,5 +1,5 @@
-"""The operator's Matrix commands (``agy-bridge matrix trust [@user:server]``) and doctor's
-Matrix check.
+"""The operator's Matrix commands (``agy-bridge matrix trust [@user:server]``, ``agy-bridge
+matrix verify [--confirm ID | --reject ID]``) and doctor's Matrix check.
 
 They work on the bridge's store, so they work with the bridge running (also with several
 instances on one PostgreSQL): a running bridge reads the pins at the next event.
@@ -15,13 +15,18 @@ from pydantic import ValidationError
 
 from bridge.config import Config
 from bridge.core.store import store_url
-from bridge.core.store_identities import IdentityPin
+from bridge.core.store_identities import (
+    VERIFICATION_CONFIRMED,
+    VERIFICATION_REJECTED,
+    IdentityPin,
+)
 from bridge.core.stores import open_store
 
 from .client import StoredLogin
 from .crosssign import CrossSigningError
 from .files import MatrixFiles
 from .trust import without_identity
+from .verification import emoji_names
 
 
 def _when(at: float | None) -> str:
@@ -83,3 +88,22 @@ async def allowed_without_identity(config: Config) -> tuple[list[str], str]:
         return [], f"the homeserver could not be asked ({exc or type(exc).__name__})"
     finally:
         await client.close()
+
+
+async def verify(config: Config, confirm: str | None, reject: str | None) -> tuple[int, str]:
+    """List the verifications of the bot waiting for the operator (one line each: the id, the
+    person, their device, the bot's seven emoji), or answer one."""
+    async with open_store(store_url(config)) as store:
+        answer_id = confirm or reject
+        if answer_id is not None:
+            state = VERIFICATION_CONFIRMED if confirm else VERIFICATION_REJECTED
+            if await store.answer_verification(answer_id, state):
+                what = "confirmed" if confirm else "rejected"
+                return 0, f"{answer_id}: {what}; the bridge finishes the verification"
+            return 1, f"{answer_id}: no such verification waits"
+        waiting = await store.verifications()
+    if not waiting:
+        return 0, "no verification of the bot is waiting"
+    return 0, "\n".join(
+        f"{row.id}  {row.user_id}  {row.device_id}  {emoji_names(row.emoji)}" for row in waiting
+    )

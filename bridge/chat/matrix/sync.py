@@ -52,6 +52,7 @@ from .nio_private import request_key_from_sender
 from .obeying import TrustGate
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
+from .verification import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,7 @@ class SyncWorker:
         tuning: SyncTuning,
         task_group: TaskGroup,
         gate: TrustGate,
+        verifier: Verifier | None = None,
     ) -> None:
         self._client = client
         self._inbound = inbound
@@ -171,6 +173,7 @@ class SyncWorker:
         self._tuning = tuning
         self._tg = task_group
         self._gate = gate
+        self._verifier = verifier
         self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
         self._undecrypted: dict[str, _Undecrypted] = {}
         self._withheld: LRUMap[str, str] = LRUMap(1_000)
@@ -381,6 +384,12 @@ class SyncWorker:
             self._seen.put(event_id, True)
             return
         allowed = self._policy.allows(event.sender, room.room_id)
+        if self._verifier is not None and self._verifier.handles(event):
+            # A person verifying the bot (the operator compares the emoji out of band).
+            self._seen.put(event_id, True)
+            if allowed:
+                await self._verifier.on_room_event(room, event)
+            return
         if isinstance(event, MegolmEvent):
             if allowed:
                 await self._undecryptable(room, event)

@@ -21,7 +21,7 @@ from nio.events import Event
 
 from bridge.chat.matrix import MatrixAdapter
 from bridge.chat.matrix.crosssign import public_b64
-from bridge.chat.matrix.trust import IdentityPins
+from bridge.chat.matrix.verification import VerificationStore
 from bridge.cli import main as cli_main
 from bridge.config import Config
 from bridge.core.events import ThreadRef
@@ -64,14 +64,14 @@ class TrustWorld:
 
 @asynccontextmanager
 async def trust_world(
-    synapse: Synapse, tmp_path: Path, pins: IdentityPins | None = None
+    synapse: Synapse, tmp_path: Path, pins: VerificationStore | None = None
 ) -> AsyncIterator[TrustWorld]:
     alice = synapse.register("alice", displayname="Alice Liddell")
     bot = synapse.register("bot", displayname="Agy Bot")
     config = bot_config(synapse, bot, allowed_users=[alice.user_id])
     adapter = MatrixAdapter(config, data_dir=tmp_path / "bridge", tuning=FAST_TUNING)
     if pins is not None:
-        adapter.use_identity_pins(pins)
+        adapter.use_trust_store(pins)
     inbound = RecordingInbound()
     async with Human.connect(synapse, alice, tmp_path / "alice-signed") as signed:
         await cross_sign(signed, tmp_path / "alice-cross-signing.json")
