@@ -245,6 +245,7 @@ class SyncWorker:
 
     async def _process(self, response: SyncResponse, *, since: str | None, history: bool) -> None:
         self._note_withheld(response)
+        await self._to_device_verifications(response)
         await self._handle_invites(response)
         for room_id, info in response.rooms.join.items():
             room = self._client.rooms.get(room_id)
@@ -264,6 +265,16 @@ class SyncWorker:
             # One odd event must not stop the bridge (nor, replayed, every later start).
             log.exception("skipping event %s in %s", event.event_id, room.room_id)
             self._seen.put(event.event_id, True)
+
+    async def _to_device_verifications(self, response: SyncResponse) -> None:
+        if self._verifier is None:
+            return
+        policy = self._policy
+        for event in response.to_device_events:
+            # No room here: whoever the bot serves somewhere may verify it.
+            if not policy.closed and (not policy.users or event.sender in policy.users):
+                await self._verifier.on_to_device(event)
+        self._verifier.quiet_nio()
 
     # -- invites --------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A person verifies the bot (issue 31): the in-room SAS verification Element's *Verify* starts.
+"""A person verifies the bot (issue 31): the SAS verification Element's *Verify* starts.
 
 nio has only the legacy to-device SAS messages (matrix-nio #430, #344), so the flow is built
 here on vodozemac's SAS: the person's client sends ``m.key.verification.request`` in a room
@@ -11,7 +11,9 @@ bot sends its ``mac`` (its device key and master key), checks the person's (thei
 and master key), says ``done``, signs the person's master key with its user-signing key and
 pins it as their identity (a changed identity the person verifies counts as acknowledged).
 
-The to-device variant of the same flow (Element's *Verify session* on a device) is not built.
+The same flow also runs to-device (Element's *Verify session*; events named by their
+``transaction_id``, sent to the one device that asked); nio's own legacy SAS, which would answer
+such a ``start`` or ``key`` itself, is kept out of it (:meth:`Verifier.quiet_nio`).
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import vodozemac
-from nio import AsyncClient, MatrixRoom
+from nio import AsyncClient, MatrixRoom, ToDeviceMessage, ToDeviceResponse
 from nio.api import Api
 from nio.crypto.sas import Sas
-from nio.events import Event
+from nio.events import Event, ToDeviceEvent
 
 from bridge.core.store_identities import (
     VERIFICATION_CONFIRMED,
@@ -143,6 +145,14 @@ class Verifier:
         return kind_of(event) is not None
 
     async def _reply(self, flow: _Flow, kind: str, content: dict[str, Any]) -> None:
+        if not flow.room_id:
+            # To-device: to the one device that asked, the flow named by its transaction id.
+            content["transaction_id"] = flow.id
+            message = ToDeviceMessage(PREFIX + kind, flow.user_id, flow.device_id, content)
+            response = await self._client.to_device(message)
+            if not isinstance(response, ToDeviceResponse):
+                log.warning("Matrix: sending %s%s failed: %s", PREFIX, kind, response)
+            return
         content["m.relates_to"] = {"rel_type": "m.reference", "event_id": flow.id}
         await self._send(flow.room_id, PREFIX + kind, content)
 
@@ -156,12 +166,52 @@ class Verifier:
         kind = kind_of(event)
         content = event.source.get("content") or {}
         if kind == "request":
-            await self._on_request(room, event, content)
+            user_id = self._me[0]
+            if content.get("to") == user_id and isinstance(content.get("from_device"), str):
+                asked = _Flow(event.event_id, room.room_id, event.sender, content["from_device"])
+                await self._on_request(asked, content)
             return
         relation = content.get("m.relates_to") or {}
         flow = self._flows.get(str(relation.get("event_id", "")))
-        if flow is None or event.sender != flow.user_id:
+        if flow is not None and event.sender == flow.user_id and flow.room_id == room.room_id:
+            await self._on_step(flow, str(kind), content)
+
+    async def on_to_device(self, event: ToDeviceEvent) -> None:
+        """A verification event sent to the bot's device (Element: *Verify session*)."""
+        event_type = event.source.get("type")
+        content = event.source.get("content")
+        if not isinstance(event_type, str) or not event_type.startswith(PREFIX):
             return
+        if not isinstance(content, dict) or not isinstance(content.get("transaction_id"), str):
+            return
+        kind = event_type.removeprefix(PREFIX)
+        transaction = content["transaction_id"]
+        if kind == "request":
+            if isinstance(content.get("from_device"), str) and transaction not in self._flows:
+                await self._on_request(
+                    _Flow(transaction, "", event.sender, content["from_device"]), content
+                )
+            return
+        flow = self._flows.get(transaction)
+        if flow is not None and not flow.room_id and event.sender == flow.user_id:
+            await self._on_step(flow, kind, content)
+
+    def quiet_nio(self) -> None:
+        """nio answers to-device ``start``/``key`` events with its own legacy SAS (it would
+        send a key or a cancel of its own): forget what it made of ours."""
+        olm = self._client.olm
+        if olm is None:
+            return
+        ours = {flow.id for flow in self._flows.values() if not flow.room_id}
+        for transaction in ours:
+            olm.key_verifications.pop(transaction, None)
+        self._client.outgoing_to_device_messages[:] = [
+            m
+            for m in self._client.outgoing_to_device_messages
+            if not (m.type.startswith(PREFIX) and m.content.get("transaction_id") in ours)
+        ]
+
+    async def _on_step(self, flow: _Flow, kind: str, content: dict[str, Any]) -> None:
         try:
             if kind == "start":
                 await self._on_start(flow, content)
@@ -177,20 +227,19 @@ class Verifier:
         except (vodozemac.SasException, ValueError, KeyError, TypeError) as exc:
             await self.cancel(flow, "m.unexpected_message", f"malformed {kind}: {exc}")
 
-    async def _on_request(self, room: MatrixRoom, event: Event, content: dict[str, Any]) -> None:
-        user_id, device_id = self._me
+    async def _on_request(self, flow: _Flow, content: dict[str, Any]) -> None:
+        device_id = self._me[1]
         methods = content.get("methods") or []
-        if content.get("to") != user_id or not isinstance(content.get("from_device"), str):
-            return
-        flow = _Flow(event.event_id, room.room_id, event.sender, content["from_device"])
         if "m.sas.v1" not in methods:
             await self.cancel(flow, "m.unknown_method", "the bot verifies with emoji only")
             return
         self._flows[flow.id] = flow
         log.info("Matrix: %s (%s) asks to verify the bot", flow.user_id, flow.device_id)
         await self._reply(flow, "ready", {"from_device": device_id, "methods": ["m.sas.v1"]})
+        if not flow.room_id:
+            return
         await self._notice(
-            room.room_id,
+            flow.room_id,
             "🔐 A verification of the bot is waiting for its operator, who compares the emoji "
             "your client shows with the bot's (shown to the operator only, with "
             "`agy-bridge matrix verify`). Keep your client's verification open until then.",

@@ -53,8 +53,9 @@ async def _lines(stream: Any, into: list[dict[str, Any]], changed: list[anyio.Ev
                 changed[0] = anyio.Event()
 
 
+@pytest.mark.parametrize("mode", ["room", "to-device"])
 async def test_a_person_verifies_the_bot_through_the_operators_emoji(
-    synapse: Synapse, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    synapse: Synapse, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
 ) -> None:
     node = _node()
     person = synapse.register("carol", displayname="Carol")
@@ -92,6 +93,7 @@ async def test_a_person_verifies_the_bot_through_the_operators_emoji(
         "USER_ID": person.user_id,
         "PASSWORD": person.password,
         "BOT": bot.user_id,
+        "MODE": mode,
         "PATH": "/usr/bin:/bin",
     }
     async with (
@@ -112,6 +114,13 @@ async def test_a_person_verifies_the_bot_through_the_operators_emoji(
                     await anyio.sleep(0.5)
             [line] = out.strip().splitlines()
             request_id, user_id, device_id, *_ = line.split()
+            requested = await wait_for("requested")
+            # The way the request came: to the bot's device, or as an event in the DM.
+            assert requested["to_device"] is (mode == "to-device")
+            if mode == "to-device":
+                assert request_id == requested["transaction_id"]
+            else:
+                assert request_id.startswith("$")
             assert user_id == person.user_id
             assert device_id == next(s for s in said if s["event"] == "room")["device_id"]
             # The bot's emoji, out of band, are the ones the person's client shows.

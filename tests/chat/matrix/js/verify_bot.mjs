@@ -1,8 +1,9 @@
 // A person verifying the bot from an independent client: matrix-js-sdk with its Rust crypto.
 //
-// Environment: HS (homeserver URL), USER_ID, PASSWORD, BOT (the bot's user id). Logs in,
-// sets up cross-signing, creates an encrypted DM with the bot, waits for it to join, requests
-// verification in the DM (as Element's "Verify" does), starts SAS, prints the emoji it shows
+// Environment: HS (homeserver URL), USER_ID, PASSWORD, BOT (the bot's user id), MODE ("room"
+// or "to-device"). Logs in, sets up cross-signing, creates an encrypted DM with the bot, waits
+// for it to join, requests verification in the DM (as Element's "Verify" on a person does) or
+// to the bot's device (as "Verify session" does), starts SAS, prints the emoji it shows
 // and confirms them (the person saw the same as the operator), and waits until the
 // verification is done. One JSON object per line on stdout: {"event": "room" | "sas" |
 // "done" | "status" | "error", ...}.
@@ -79,7 +80,16 @@ try {
     await until(client, "RoomMember.membership", (ev, member) => member.roomId === roomId && member.userId === BOT && member.membership === "join");
   }
 
-  const request = await crypto.requestVerificationDM(BOT, roomId);
+  let request;
+  if (process.env.MODE === "to-device") {
+    // As Element's "Verify session" on the bot's device: to-device, to that one device.
+    const devices = (await crypto.getUserDeviceInfo([BOT], true)).get(BOT);
+    const [botDevice] = [...devices.keys()];
+    request = await crypto.requestDeviceVerification(BOT, botDevice);
+  } else {
+    request = await crypto.requestVerificationDM(BOT, roomId);
+  }
+  say({ event: "requested", to_device: !request.roomId, transaction_id: request.transactionId ?? null });
   if (request.phase !== VerificationPhase.Ready) {
     await until(request, VerificationRequestEvent.Change, () => request.phase === VerificationPhase.Ready || request.phase === VerificationPhase.Cancelled);
   }
