@@ -138,6 +138,14 @@ class VerificationQueries(StoreBase):
             == 1
         )
 
+    async def end_waiting_verifications(self) -> int:
+        """At the Matrix adapter's start: the verifications of an earlier run cannot finish
+        (their keys lived in its memory); none of them is offered to the operator any more."""
+        return await self._write(
+            "UPDATE verifications SET state = ?, answered_at = ? WHERE state = ?",
+            (VERIFICATION_ENDED, time.time(), VERIFICATION_WAITING),
+        )
+
     async def verification(self, verification_id: str) -> VerificationRow | None:
         rows = await self._db.fetch("SELECT * FROM verifications WHERE id = ?", (verification_id,))
         return _verification(rows[0]) if rows else None

@@ -209,6 +209,10 @@ class MatrixAdapter:
         return verifier
 
     async def _poll_verifications(self, verifier: Verifier) -> None:
+        try:
+            await verifier.start()
+        except Exception:
+            log.exception("Matrix: ending the verifications of an earlier run failed")
         while True:
             await anyio.sleep(self._tuning.verification_poll)
             try:

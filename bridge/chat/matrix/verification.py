@@ -22,6 +22,7 @@ import base64
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 PREFIX = "m.key.verification."
 REQUEST = PREFIX + "request"
 _SIGNATURES = "/_matrix/client/v3/keys/signatures/upload"
+# A verification ends after ten minutes (the spec's timeout; clients cancel then too).
+TIMEOUT = 600.0
 _AGREEMENT = "curve25519-hkdf-sha256"
 # Preferred first: the fixed base64 of the v2 MAC, then the old one Element still accepts.
 _MACS = ("hkdf-hmac-sha256.v2", "hkdf-hmac-sha256")
@@ -62,6 +65,8 @@ class VerificationStore(Protocol):
     async def verification(self, verification_id: str) -> VerificationRow | None: ...
 
     async def answer_verification(self, verification_id: str, state: str) -> bool: ...
+
+    async def end_waiting_verifications(self) -> int: ...
 
     async def check_identity(self, user_id: str, master_key: str) -> IdentityPin: ...
 
@@ -115,7 +120,7 @@ class _Flow:
     their_mac: dict[str, Any] | None = None
     confirmed: bool = False
     waiting: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
 
 
 class Verifier:
@@ -306,8 +311,17 @@ class Verifier:
 
     # -- the operator's answer ------------------------------------------------------------
 
+    async def start(self) -> None:
+        """Verifications an earlier run left waiting cannot finish: not offered any more."""
+        if ended := await self._store.end_waiting_verifications():
+            log.info("Matrix: %d verification(s) of an earlier run ended", ended)
+
     async def poll(self) -> None:
-        """Read the operator's answers to the verifications waiting here."""
+        """Read the operator's answers to the verifications waiting here; end those past the
+        spec's ten minutes."""
+        now = time.monotonic()
+        for flow in [f for f in self._flows.values() if now - f.started > TIMEOUT]:
+            await self.cancel(flow, "m.timeout", "the verification took more than ten minutes")
         for flow in [f for f in self._flows.values() if f.waiting and not f.confirmed]:
             row = await self._store.verification(flow.id)
             if row is None:
