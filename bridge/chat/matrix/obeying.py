@@ -99,6 +99,18 @@ class TrustGate:
             return _ROOM_NOT_ENCRYPTED, ""
         return None, ""
 
+    async def _tell(
+        self, room_id: str, problem: Problem | str, name: str, event: Event, device_id: str
+    ) -> None:
+        # In the clear: the device (or identity, or plain-text client) it is about gets no
+        # room keys from the bot, and it is the one that must read this. Nothing secret in it.
+        await self._outbox.notice(
+            room_id,
+            _what_to_do(problem, name, event.sender, device_id),
+            thread_root(content_of(event)),
+            in_the_clear=True,
+        )
+
     async def refused_quietly(self, room: MatrixRoom, event: Event) -> bool:
         """Whether ``event`` would be refused (for the history the agent reads): no notice."""
         problem, _ = await self.problem(room, event)
@@ -129,10 +141,5 @@ class TrustGate:
         if key not in self._told:
             self._told.add(key)
             name = author_of(room, event.sender).display_name or event.sender
-            self._tg.start_soon(
-                self._outbox.notice,
-                room.room_id,
-                _what_to_do(problem, name, event.sender, device_id),
-                thread_root(content_of(event)),
-            )
+            self._tg.start_soon(self._tell, room.room_id, problem, name, event, device_id)
         return True

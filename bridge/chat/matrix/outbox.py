@@ -26,7 +26,7 @@ from nio.exceptions import (
 )
 
 from .format import edit_content, with_mentions, with_relation
-from .nio_private import send_encrypted
+from .nio_private import send_encrypted, send_in_the_clear
 from .pacing import Priority
 from .ratelimit import RoomSendQueue, retry_after
 from .reply import RateLimited, SendFailed
@@ -77,6 +77,8 @@ class MatrixOutbox:
         event_type: str,
         content: dict[str, Any],
         priority: Priority = Priority.ORDINARY,
+        *,
+        in_the_clear: bool = False,
     ) -> str:
         client = self._client
         if self._known_room is not None and not await self._known_room(room_id):
@@ -87,6 +89,8 @@ class MatrixOutbox:
         tx_id = str(uuid.uuid4())
 
         async def call() -> Any:
+            if in_the_clear:
+                return await send_in_the_clear(client, room_id, event_type, content, tx_id)
             if not self.encrypts(room_id):
                 return await client.room_send(room_id, event_type, content, tx_id=tx_id)
             with anyio.fail_after(self._send_deadline):
@@ -231,12 +235,17 @@ class MatrixOutbox:
         if not isinstance(response, RoomReadMarkersResponse):
             log.debug("read receipt in %s failed: %s", room_id, response)
 
-    async def notice(self, room_id: str, text: str, thread_root: str = "") -> None:
+    async def notice(
+        self, room_id: str, text: str, thread_root: str = "", *, in_the_clear: bool = False
+    ) -> None:
         """A short bridge notice (``m.notice``), best effort but patient (it may say that an
-        answer was lost). It mentions nobody."""
+        answer was lost). It mentions nobody. ``in_the_clear``: unencrypted also in an
+        encrypted room (for a device the bot shares no keys with; nothing secret in it)."""
         content: dict[str, Any] = with_mentions({"msgtype": "m.notice", "body": text})
         with_relation(content, thread_root=thread_root)
         try:
-            await self.send(room_id, content, Priority.FINAL)
+            await self.send_event(
+                room_id, "m.room.message", content, Priority.FINAL, in_the_clear=in_the_clear
+            )
         except SendFailed as exc:
             log.warning("notice in %s failed: %s", room_id, exc)
