@@ -36,7 +36,7 @@ from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
 from .crosssign import CrossSigningKeys
 from .format import Renderer, with_mentions, with_relation
-from .obeying import TrustGate
+from .obeying import IdentityNotices, TrustGate
 from .outbox import MatrixOutbox
 from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
@@ -161,8 +161,11 @@ class MatrixAdapter:
                 self._policy = await self._resolve_rooms(client, self._policy)
                 rooms = RoomDirectory(client)
                 trust = self._device_trust(client)
-                if trust is not None and not trust.any_device:
+                missing = (
                     await log_users_without_identity(client, self._policy.users)
+                    if trust is not None and not trust.any_device
+                    else []
+                )
                 outbox = MatrixOutbox(client, self._queue, rooms.known_room, trust=trust)
                 gate = TrustGate(
                     trust, outbox, tg, require_encryption=self._config.require_encryption
@@ -186,7 +189,15 @@ class MatrixAdapter:
                 )
                 self._connection = _Connection(client, outbox, tg, gate)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)
-                await worker.run(started)
+                notices = IdentityNotices(client, outbox, self._data_dir)
+
+                def synced() -> None:
+                    # The rooms are known now: their members without an identity hear why.
+                    if missing:
+                        tg.start_soon(notices.tell, missing)
+                    started()
+
+                await worker.run(synced)
         finally:
             self._connection = None
             with anyio.CancelScope(shield=True):

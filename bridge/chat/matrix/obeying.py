@@ -9,13 +9,16 @@ obeys nothing in an unencrypted room.
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 from anyio.abc import TaskGroup
-from nio import MatrixRoom, MegolmEvent
+from nio import AsyncClient, MatrixRoom, MegolmEvent
 from nio.events import Event
 
 from .events import author_of, content_of, thread_root
+from .files import MatrixFiles, write_private
 from .outbox import MatrixOutbox
 from .trust import DeviceTrust, Problem
 
@@ -143,3 +146,38 @@ class TrustGate:
             name = author_of(room, event.sender).display_name or event.sender
             self._tg.start_soon(self._tell, room.room_id, problem, name, event, device_id)
         return True
+
+
+class IdentityNotices:
+    """Once, in each encrypted room they share with the bot, tell the allowed users without a
+    cross-signing identity that the bot obeys none of their devices there (what changed with
+    device trust, and what to do). Remembered in ``data_dir/matrix/identity_notices.json``."""
+
+    def __init__(self, client: AsyncClient, outbox: MatrixOutbox, data_dir: Path) -> None:
+        self._client = client
+        self._outbox = outbox
+        self._file = MatrixFiles.under(data_dir).root / "identity_notices.json"
+
+    def _told(self) -> set[tuple[str, str]]:
+        try:
+            data = json.loads(self._file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return set()
+        return {(u, r) for u, r in data if isinstance(u, str) and isinstance(r, str)}
+
+    async def tell(self, missing: list[str]) -> None:
+        told = self._told()
+        for room in list(self._client.rooms.values()):
+            if not room.encrypted:
+                continue
+            for user_id in missing:
+                if user_id not in room.users or (user_id, room.room_id) in told:
+                    continue
+                told.add((user_id, room.room_id))
+                name = author_of(room, user_id).display_name or user_id
+                await self._outbox.notice(
+                    room.room_id,
+                    _what_to_do(Problem.NO_IDENTITY, name, user_id, ""),
+                    in_the_clear=True,
+                )
+                write_private(self._file, json.dumps(sorted(told)))

@@ -257,13 +257,14 @@ async def without_identity(client: AsyncClient, user_ids: Iterable[str]) -> list
     return [u for u in users if found[u].master is None or found[u].self_signing is None]
 
 
-async def log_users_without_identity(client: AsyncClient, user_ids: Iterable[str]) -> None:
-    """At start: name the allowed users whose encrypted messages the bot will not obey."""
+async def log_users_without_identity(client: AsyncClient, user_ids: Iterable[str]) -> list[str]:
+    """At start: name the allowed users whose encrypted messages the bot will not obey (and
+    return them)."""
     try:
         missing = await without_identity(client, user_ids)
     except (CrossSigningError, *_NETWORK_ERRORS) as exc:
         log.warning("Matrix: could not check the allowed users' identities: %s", exc)
-        return
+        return []
     if missing:
         log.warning(
             "Matrix: allowed users without a cross-signing identity (their messages in "
@@ -271,3 +272,4 @@ async def log_users_without_identity(client: AsyncClient, user_ids: Iterable[str
             "docs/matrix.md, Trust): %s",
             ", ".join(missing),
         )
+    return missing

@@ -247,13 +247,40 @@ async def test_allowed_users_without_an_identity_are_named_at_start_and_by_docto
     bot = synapse.register("bot")
     data_dir = tmp_path / "bridge"
     section = bot_config(synapse, bot, allowed_users=[alice.user_id, bob.user_id])
-    async with Human.connect(synapse, alice, tmp_path / "alice") as human:
+    async with (
+        Human.connect(synapse, alice, tmp_path / "alice") as human,
+        Human.connect(synapse, bob) as bobs_client,
+    ):
         await cross_sign(human, tmp_path / "alice-cross-signing.json")
+        room = await human.create_room([bot.user_id, bob.user_id], encrypted=True)
+        await bobs_client.join(room)
+        # The run before the upgrade: the bot joins the room.
         adapter = MatrixAdapter(section, data_dir=data_dir, tuning=FAST_TUNING)
         async with running_adapter(adapter, RecordingInbound()):
-            pass
-    [line] = [r.getMessage() for r in caplog.records if "without a cross-signing" in r.getMessage()]
-    assert bob.user_id in line and alice.user_id not in line
+            await human.wait_joined(room, bot.user_id)
+
+        def told_bob() -> list[str]:
+            return [
+                e.body
+                for e in bobs_client.timeline.get(room, [])
+                if isinstance(e, RoomMessageNotice)
+                and e.sender == bot.user_id
+                and "no cross-signing identity" in e.body
+            ]
+
+        # The next starts name Bob in the log, and the room hears it once (in the clear: no
+        # device of Bob's gets the bot's keys), however often the bridge starts.
+        for _ in range(2):
+            inbound = RecordingInbound()
+            adapter = MatrixAdapter(section, data_dir=data_dir, tuning=FAST_TUNING)
+            async with running_adapter(adapter, inbound):
+                await bobs_client.wait_event(room, lambda e: bool(told_bob()))
+                await human.say(room, "are you there?")
+                await inbound.wait_for(lambda i: "are you there?" in i.texts())
+        await bobs_client.sync(0)
+        assert len(told_bob()) == 1
+    lines = [r.getMessage() for r in caplog.records if "without a cross-signing" in r.getMessage()]
+    assert lines and all(bob.user_id in line and alice.user_id not in line for line in lines)
 
     # doctor asks the homeserver with the stored login.
     config = Config.model_validate(
