@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -64,18 +65,23 @@ class TrustWorld:
 
 @asynccontextmanager
 async def trust_world(
-    synapse: Synapse, tmp_path: Path, pins: VerificationStore | None = None
+    synapse: Synapse,
+    tmp_path: Path,
+    pins: VerificationStore | None = None,
+    *,
+    encrypted: bool = True,
+    **settings: Any,
 ) -> AsyncIterator[TrustWorld]:
     alice = synapse.register("alice", displayname="Alice Liddell")
     bot = synapse.register("bot", displayname="Agy Bot")
-    config = bot_config(synapse, bot, allowed_users=[alice.user_id])
+    config = bot_config(synapse, bot, allowed_users=[alice.user_id]).model_copy(update=settings)
     adapter = MatrixAdapter(config, data_dir=tmp_path / "bridge", tuning=FAST_TUNING)
     if pins is not None:
         adapter.use_trust_store(pins)
     inbound = RecordingInbound()
     async with Human.connect(synapse, alice, tmp_path / "alice-signed") as signed:
         await cross_sign(signed, tmp_path / "alice-cross-signing.json")
-        room_id = await signed.create_room([bot.user_id], encrypted=True)
+        room_id = await signed.create_room([bot.user_id], encrypted=encrypted)
         async with running_adapter(adapter, inbound):
             await signed.wait_joined(room_id, bot.user_id)
             yield TrustWorld(synapse, bot, signed, adapter, inbound, room_id, tmp_path)
@@ -290,3 +296,34 @@ async def test_allowed_users_without_an_identity_are_named_at_start_and_by_docto
     await check_matrix_identities(config, report)
     [warning] = report.lines
     assert warning.startswith("⚠") and bob.user_id in warning and alice.user_id not in warning
+
+
+async def test_trust_any_obeys_every_device_and_says_so_at_start(
+    synapse: Synapse, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with trust_world(synapse, tmp_path, trust="any") as world:
+        assert any('trust = "any"' in r.getMessage() for r in caplog.records)
+        stolen = synapse.login(world.signed.user)
+        async with Human.connect(synapse, stolen, tmp_path / "other-device") as other:
+            await other.say(world.room_id, "from a device nobody verified")
+            await world.inbound.wait_for(lambda i: "from a device nobody verified" in i.texts())
+
+
+async def test_require_encryption_answers_only_in_encrypted_rooms(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    async with trust_world(synapse, tmp_path, encrypted=False, require_encryption=True) as world:
+        await world.signed.say(world.room_id, "in the clear")
+        await world.signed.wait_event(
+            world.room_id,
+            lambda e: (
+                isinstance(e, RoomMessageNotice)
+                and e.sender == world.bot.user_id
+                and "only in encrypted rooms" in e.body
+            ),
+        )
+        encrypted_room = await world.signed.create_room([world.bot.user_id], encrypted=True)
+        await world.signed.wait_joined(encrypted_room, world.bot.user_id)
+        await world.signed.say(encrypted_room, "encrypted")
+        await world.inbound.wait_for(lambda i: "encrypted" in i.texts())
+        assert "in the clear" not in world.inbound.texts()
