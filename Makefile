@@ -15,7 +15,7 @@ SYNAPSE_VENV ?= .venv-synapse
 SYNAPSE_STAMP := $(SYNAPSE_VENV)/.installed
 CONFIG ?= config.toml
 
-.PHONY: run test lint typecheck venv synapse postgres lock clean bench bubblewrap
+.PHONY: run test lint typecheck venv synapse postgres lock clean bench bubblewrap js-client
 
 $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
@@ -62,6 +62,17 @@ bubblewrap:
 		echo "the sandbox tests will not run (pytest lists them as skipped, with the reason)"; \
 	fi
 
+# The independent Matrix client of the verification test (matrix-js-sdk with its Rust crypto,
+# pinned in tests/chat/matrix/js/package-lock.json), installed from npm when Node is here;
+# elsewhere that test says why it did not run.
+JS_CLIENT = tests/chat/matrix/js
+js-client:
+	@if [ -d $(JS_CLIENT)/node_modules/matrix-js-sdk ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+		(cd $(JS_CLIENT) && npm ci --no-audit --no-fund -q) \
+			|| echo "matrix-js-sdk could not be installed: the verification test will not run"; \
+	else echo "Node/npm are missing: the Matrix verification test will not run"; fi
+
 # The tests start their own PostgreSQL (tests/pg.py) from the server's binaries. A fresh Debian
 # machine (CI runs as root) gets Debian's package; elsewhere without them those tests say they
 # did not run (and fail under CI=true).
@@ -82,7 +93,7 @@ PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --duration
 
 test:
 	@$(MAKE) --no-print-directory -j2 venv synapse
-	@$(MAKE) --no-print-directory bubblewrap postgres lint typecheck
+	@$(MAKE) --no-print-directory bubblewrap postgres js-client lint typecheck
 	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
@@ -92,7 +103,7 @@ lock:
 	@echo "Regenerate: install the dependencies from pyproject.toml in a clean venv and pip freeze."
 
 clean:
-	rm -rf $(VENV) $(SYNAPSE_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SYNAPSE_VENV) $(JS_CLIENT)/node_modules .pytest_cache .mypy_cache .ruff_cache
 
 # Mutation testing of the modules that carry the bridge's promises (not part of CI): one slice
 # at a time under a time budget, in a scratch copy (.mutate/). `make mutate SLICE=list` lists

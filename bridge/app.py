@@ -108,6 +108,11 @@ async def open_bridge(
             observe_feedback = getattr(adapter, "observe_feedback", None)
             if observe_feedback is not None:
                 observe_feedback(functools.partial(answer_feedback, store, metrics))
+            # Matrix pins its allowed users' identities, and keeps verifications waiting for
+            # the operator, in the store (issue 31).
+            use_store = getattr(adapter, "use_trust_store", None)
+            if use_store is not None:
+                use_store(store)
         leases = open_leases(store, config.store.instance, config.store.lease_seconds)
         async with open_core(
             config,

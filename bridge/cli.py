@@ -1,4 +1,5 @@
-"""The ``agy-bridge`` command: ``run``, ``console`` and ``doctor``."""
+"""The ``agy-bridge`` command: ``run``, ``console``, ``doctor``, ``matrix trust`` and ``matrix
+verify``."""
 
 from __future__ import annotations
 
@@ -46,6 +47,23 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--live", action="store_true", help="also run one short real turn through the plugin"
     )
+    matrix = sub.add_parser("matrix", help="the operator's Matrix commands")
+    matrix_sub = matrix.add_subparsers(dest="matrix_command", required=True)
+    trust = matrix_sub.add_parser(
+        "trust",
+        help="acknowledge a Matrix user's changed identity (without a user: list the pins)",
+    )
+    trust.add_argument("--config", type=Path, required=True, help="the TOML config file")
+    trust.add_argument("user", nargs="?", help="the Matrix id, @user:server")
+    verify = matrix_sub.add_parser(
+        "verify",
+        help="list the verifications of the bot waiting for you (with the bot's emoji), "
+        "or answer one",
+    )
+    verify.add_argument("--config", type=Path, required=True, help="the TOML config file")
+    answer = verify.add_mutually_exclusive_group()
+    answer.add_argument("--confirm", metavar="ID", help="the emoji match: verify")
+    answer.add_argument("--reject", metavar="ID", help="the emoji differ: cancel")
     return parser
 
 
@@ -66,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             return anyio.run(_run, config, backend="asyncio")
         if args.command == "console":
             return anyio.run(_console, config, args.thread, args.user, backend="asyncio")
+        if args.command == "matrix" and args.matrix_command == "verify":
+            return anyio.run(_matrix_verify, config, args.confirm, args.reject, backend="asyncio")
+        if args.command == "matrix":
+            return anyio.run(_matrix_trust, config, args.user, backend="asyncio")
     except ConfigError as exc:
         # Found at start, e.g. isolation = "bwrap" on a host where bubblewrap cannot work.
         print(f"agy-bridge: {exc}", file=sys.stderr)
@@ -73,6 +95,22 @@ def main(argv: list[str] | None = None) -> int:
     from bridge.doctor import doctor
 
     return anyio.run(doctor, config, args.live, backend="asyncio")
+
+
+async def _matrix_trust(config: Config, user: str | None) -> int:
+    from bridge.chat.matrix.operator import trust
+
+    status, text = await trust(config, user)
+    print(text, file=sys.stdout if status == 0 else sys.stderr)
+    return status
+
+
+async def _matrix_verify(config: Config, confirm: str | None, reject: str | None) -> int:
+    from bridge.chat.matrix.operator import verify
+
+    status, text = await verify(config, confirm, reject)
+    print(text, file=sys.stdout if status == 0 else sys.stderr)
+    return status
 
 
 async def _run(config: Config) -> int:

@@ -180,6 +180,12 @@ class MatrixSection(_Section):
     allowed_rooms: list[str] = Field(default_factory=list)
     threads: bool = False
     encryption: bool = True
+    # Which devices of a user the bot obeys and shares room keys with in encrypted rooms:
+    # "cross-signed" (those their owner signed, the owner's identity pinned on first use) or
+    # "any" (every device: for servers and clients without cross-signing).
+    trust: Literal["cross-signed", "any"] = "cross-signed"
+    # Answer only in encrypted rooms (a stolen password alone then commands nothing).
+    require_encryption: bool = False
 
     @property
     def configured(self) -> bool:

@@ -407,6 +407,27 @@ def check_slack_sessions(config: Config, report: Report) -> None:
         )
 
 
+async def check_matrix_identities(config: Config, report: Report) -> None:
+    """With ``[matrix] trust = "cross-signed"``, allowed users without a cross-signing
+    identity command nothing in encrypted rooms: name them (issue 31)."""
+    matrix = config.matrix
+    if not matrix.configured or not matrix.encryption or matrix.trust != "cross-signed":
+        return
+    from bridge.chat.matrix.operator import allowed_without_identity
+
+    missing, why_not = await allowed_without_identity(config)
+    if why_not:
+        report.info(f"Matrix: allowed users' identities not checked: {why_not}")
+    elif missing:
+        report.warn(
+            "Matrix: allowed users without a cross-signing identity (in encrypted rooms the "
+            "bot obeys none of their devices until they set one up; docs/matrix.md, Trust): "
+            + ", ".join(missing)
+        )
+    else:
+        report.ok("Matrix: every allowed user has a cross-signing identity")
+
+
 @dataclass
 class LiveSeen:
     hooks: list[str] = field(default_factory=list)
@@ -599,6 +620,7 @@ async def doctor(config: Config, live: bool) -> int:
     await check_thread_login(config, report, isolation)
     check_environment(config, report, os.environ)
     check_chats(config, report)
+    await check_matrix_identities(config, report)
     if live:
         if report.failed:
             report.info("skipping the live turn until the problems above are fixed")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_trees import parse
+
 LIMIT = 300
 CORE = Path(__file__).resolve().parents[1] / "bridge" / "core"
 
@@ -14,7 +16,7 @@ CORE = Path(__file__).resolve().parents[1] / "bridge" / "core"
 def sizes(root: Path) -> dict[str, int]:
     found = {}
     for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
                 name = f"{path.relative_to(root.parent.parent)}:{node.name}"
                 found[name] = node.end_lineno - node.lineno + 1

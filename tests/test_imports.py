@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_trees import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 # The one circle left: the cluster reaches into the core that owns it. The thread actor issue
 # (a router between them) removes it; then this set is empty, and the test says so.
@@ -28,7 +30,7 @@ def modules() -> dict[str, Path]:
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The bridge modules ``name`` imports (``from pkg import sub`` counts ``pkg.sub``)."""
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

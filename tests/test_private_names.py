@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_trees import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # (module path, name): the few uses that stay, each for its reason.
@@ -56,7 +58,7 @@ def hits() -> dict[tuple[str, str], list[str]]:
     out: dict[tuple[str, str], list[str]] = {}
     for path in sorted((ROOT / "bridge").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        for line, name, code in taken(ast.parse(path.read_text(encoding="utf-8"))):
+        for line, name, code in taken(parse(path)):
             out.setdefault((relative, name), []).append(f"{relative}:{line}: {code}")
     return out
 

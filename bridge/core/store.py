@@ -12,8 +12,9 @@ The SQL is written once for both databases (``?`` placeholders, ``ON CONFLICT``,
 :class:`Store` is composed of one class per concern, each in its own module:
 :mod:`bridge.core.store_inbox` (the inbox and messages), :mod:`bridge.core.store_threads`
 (threads, turns and processes), :mod:`bridge.core.store_approvals` (approvals and the allow
-list) and :mod:`bridge.core.store_moves` (a thread's rows moved to another key); the rows,
-enums and protocols are in :mod:`bridge.core.store_model` and the schema in
+list), :mod:`bridge.core.store_moves` (a thread's rows moved to another key) and
+:mod:`bridge.core.store_identities` (pinned Matrix identities, verifications); the rows, enums
+and protocols are in :mod:`bridge.core.store_model` and the schema in
 :mod:`bridge.core.store_schema`. They are re-exported here, so ``from bridge.core.store import
 X`` keeps working.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 from bridge.config import Config
 from bridge.core.store_approvals import ApprovalQueries
 from bridge.core.store_changes import ChangeQueries
+from bridge.core.store_identities import IdentityPin, IdentityQueries, VerificationQueries
 from bridge.core.store_inbox import InboxQueries
 from bridge.core.store_model import (
     ApprovalRow,
@@ -48,6 +50,7 @@ __all__ = [
     "ApprovalRow",
     "ApprovalState",
     "Database",
+    "IdentityPin",
     "MessageState",
     "ProcessRow",
     "Row",
@@ -71,7 +74,15 @@ __all__ = [
 # share one database, one transaction helper (``StoreBase._write``) and one memory of recorded
 # threads (a message can record its thread in its own transaction) through methods on their
 # common base, never by reaching into each other.
-class Store(InboxQueries, ChangeQueries, ThreadQueries, ApprovalQueries, MoveQueries):
+class Store(
+    InboxQueries,
+    ChangeQueries,
+    ThreadQueries,
+    ApprovalQueries,
+    MoveQueries,
+    IdentityQueries,
+    VerificationQueries,
+):
     # The PostgreSQL channel that carries the thread key of a message stored for a thread the
     # storing instance does not run.
     INBOX_CHANNEL = "agy_bridge_inbox"

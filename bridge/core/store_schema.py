@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 9
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -133,6 +133,33 @@ _MIGRATIONS: dict[int, str] = {
         at {real} NOT NULL,
         PRIMARY KEY (thread_key, message_id, user_id)
     )
+    """,
+    # Matrix device trust (issue 31): each allowed user's cross-signing master key, pinned the
+    # first time it is seen (trust on first use), and a different key seen since, which stays
+    # untrusted until the operator acknowledges it (`agy-bridge matrix trust @user:server`).
+    8: """
+    CREATE TABLE identity_pins (
+        user_id TEXT PRIMARY KEY,
+        master_key TEXT NOT NULL,
+        pinned_at {real} NOT NULL,
+        changed_key TEXT,
+        changed_at {real}
+    )
+    """,
+    # Matrix verification (issue 31): a person's request to verify the bot waits here, with
+    # the bot's seven emoji, for the operator's answer (`agy-bridge matrix verify`), which the
+    # instance running the Matrix adapter reads back.
+    9: """
+    CREATE TABLE verifications (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        device_id TEXT NOT NULL,
+        emoji TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at {real} NOT NULL,
+        answered_at {real}
+    );
+    CREATE INDEX verifications_state ON verifications (state)
     """,
 }
 

@@ -34,14 +34,18 @@ from . import history as history_module
 from . import media
 from .approvals import MatrixApprovals
 from .client import MatrixFiles, Session, SyncTokenStore, open_session
+from .crosssign import CrossSigningKeys
 from .format import Renderer, with_mentions, with_relation
 from .late_keys import WaitingEvents
+from .obeying import IdentityNotices, TrustGate
 from .outbox import MatrixOutbox
 from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
 from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
+from .trust import DeviceTrust, IdentityPins, MemoryPins, log_users_without_identity
 from .upgrades import FollowingRule, RoomUpgrades, Successions
+from .verification import VerificationStore, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,8 @@ class MatrixTuning:
     sync: SyncTuning = field(default_factory=SyncTuning)
     pacing: PacingTuning = field(default_factory=PacingTuning)
     remembered_events: int = 20_000
+    # How often the operator's answers to verifications are read from the store.
+    verification_poll: float = 2.0
 
 
 class NotConnected(RuntimeError):
@@ -71,6 +77,7 @@ class _Connection:
     client: AsyncClient
     outbox: MatrixOutbox
     task_group: TaskGroup
+    gate: TrustGate
     # Asked of /versions at the first download.
     authenticated_media: bool | None = None
 
@@ -101,6 +108,16 @@ class MatrixAdapter:
         self._approvals = MatrixApprovals(
             self._renderer, self._tuning.reply.limits, self._tuning.remembered_events
         )
+        # Pinned identities: the bridge's store (use_trust_store), else this run's memory.
+        self._pins: IdentityPins = MemoryPins()
+        # Verifications of the bot wait for the operator here (none without the store).
+        self._verifications: VerificationStore | None = None
+
+    def use_trust_store(self, store: VerificationStore) -> None:
+        """Pin the identities of allowed users, and keep the verifications waiting for the
+        operator, in ``store`` (the bridge's store, shared by instances)."""
+        self._pins = store
+        self._verifications = store
 
     # -- running --------------------------------------------------------------------------
 
@@ -135,6 +152,12 @@ class MatrixAdapter:
         self.user_id = client.user_id
         if session.encryption_problem:
             log.warning("Matrix end-to-end encryption is off: %s", session.encryption_problem)
+        if self._config.trust == "any":
+            log.warning(
+                '⚠️ Matrix: [matrix] trust = "any": every device of an allowed user commands '
+                "the agent and gets room keys, also one its owner never verified (anyone with "
+                "the password, or a server admin, can add one)"
+            )
         try:
             async with anyio.create_task_group() as tg:
                 successions = Successions(MatrixFiles.under(self._data_dir).upgrades)
@@ -142,7 +165,16 @@ class MatrixAdapter:
                     await self._resolve_rooms(client, self._policy), successions
                 )
                 rooms = RoomDirectory(client)
-                outbox = MatrixOutbox(client, self._queue, rooms.known_room)
+                trust = self._device_trust(client)
+                missing = (
+                    await log_users_without_identity(client, self._policy.users)
+                    if trust is not None and not trust.any_device
+                    else []
+                )
+                outbox = MatrixOutbox(client, self._queue, rooms.known_room, trust=trust)
+                gate = TrustGate(
+                    trust, outbox, tg, require_encryption=self._config.require_encryption
+                )
                 upgrades = RoomUpgrades(
                     client,
                     inbound=inbound,
@@ -167,14 +199,64 @@ class MatrixAdapter:
                     task_group=tg,
                     waiting=WaitingEvents(MatrixFiles.under(self._data_dir).undecrypted),
                     upgrades=upgrades,
+                    gate=gate,
+                    verifier=self._verifier(client, outbox, tg),
                 )
-                self._connection = _Connection(client, outbox, tg)
+                self._connection = _Connection(client, outbox, tg, gate)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)
-                await worker.run(started)
+                notices = IdentityNotices(client, outbox, self._data_dir)
+
+                def synced() -> None:
+                    # The rooms are known now: their members without an identity hear why.
+                    if missing:
+                        tg.start_soon(notices.tell, missing)
+                    started()
+
+                await worker.run(synced)
         finally:
             self._connection = None
             with anyio.CancelScope(shield=True):
                 await client.close()
+
+    def _verifier(
+        self, client: AsyncClient, outbox: MatrixOutbox, tg: TaskGroup
+    ) -> Verifier | None:
+        """People verify the bot when encryption works and the store keeps their requests."""
+        store = self._verifications
+        if client.olm is None or store is None:
+            return None
+        keys = CrossSigningKeys.load(
+            MatrixFiles.under(self._data_dir).cross_signing, str(client.user_id)
+        )
+        if keys is None:
+            return None
+        verifier = Verifier(client, keys, store, outbox.send_event, outbox.notice)
+        tg.start_soon(self._poll_verifications, verifier)
+        return verifier
+
+    async def _poll_verifications(self, verifier: Verifier) -> None:
+        try:
+            await verifier.start()
+        except Exception:
+            log.exception("Matrix: ending the verifications of an earlier run failed")
+        while True:
+            await anyio.sleep(self._tuning.verification_poll)
+            try:
+                await verifier.poll()
+            except Exception:
+                log.exception("Matrix: answering a verification failed")
+
+    def _device_trust(self, client: AsyncClient) -> DeviceTrust | None:
+        if client.olm is None:
+            return None
+        policy = self._policy
+        return DeviceTrust(
+            client,
+            self._pins,
+            # Pinned: everyone the bot obeys (with no allowed_users, whoever is allowed).
+            pinned=lambda user: not policy.users or user in policy.users,
+            any_device=self._config.trust == "any",
+        )
 
     async def _open_session(self) -> Session:
         """Log in, waiting for a homeserver that cannot be reached yet (bad credentials raise)."""
@@ -317,4 +399,7 @@ class MatrixAdapter:
         )
 
     async def history(self, thread: ThreadRef, limit: int) -> list[HistoryEntry]:
-        return await history_module.history(self._connected().client, thread, limit, self._policy)
+        connection = self._connected()
+        return await history_module.history(
+            connection.client, thread, limit, self._policy, refused=connection.gate.refused_quietly
+        )

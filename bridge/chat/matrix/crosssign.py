@@ -232,6 +232,107 @@ class PublishedIdentity:
     device: dict[str, Any] | None
 
 
+async def call(
+    client: AsyncClient, method: str, path: str, body: dict[str, Any]
+) -> tuple[int, Any]:
+    """One authenticated JSON request nio has no method for: the status and the answer."""
+    headers = {
+        "Authorization": f"Bearer {client.access_token}",
+        "Content-Type": "application/json",
+    }
+    response: ClientResponse = await client.send(
+        method, path, json.dumps(body), headers=headers, timeout=60
+    )
+    try:
+        try:
+            payload = await response.json(content_type=None)
+        except (ValueError, json.JSONDecodeError):
+            payload = {}
+        return response.status, payload
+    finally:
+        response.release()
+
+
+# -- other users' identities (device trust, issue 31) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class UserIdentity:
+    """A user's cross-signing identity and devices as ``/keys/query`` gave them.
+
+    ``self_signing`` is set only when the master key's signature on it verifies; ``devices``
+    holds the device key objects whose own signature verifies, by device id.
+    """
+
+    user_id: str
+    master: str | None
+    self_signing: str | None
+    devices: dict[str, dict[str, Any]]
+
+    def device_by_curve(self, curve25519: str) -> str | None:
+        """The id of the device whose identity key is ``curve25519``."""
+        for device_id, device in self.devices.items():
+            if device.get("keys", {}).get(f"curve25519:{device_id}") == curve25519:
+                return device_id
+        return None
+
+    def device_ed25519(self, device_id: str) -> str | None:
+        key = self.devices.get(device_id, {}).get("keys", {}).get(f"ed25519:{device_id}")
+        return key if isinstance(key, str) else None
+
+    def signed(self, device_id: str) -> bool:
+        """Whether the owner's self-signing key signed this device."""
+        device = self.devices.get(device_id)
+        return (
+            device is not None
+            and self.self_signing is not None
+            and verify(device, self.self_signing, self.user_id)
+        )
+
+
+def _usage_key(obj: Any, user_id: str, usage: str) -> str | None:
+    if not isinstance(obj, dict) or obj.get("user_id") != user_id:
+        return None
+    if usage not in (obj.get("usage") or []):
+        return None
+    return _only_key(obj)
+
+
+def user_identity(answer: dict[str, Any], user_id: str) -> UserIdentity:
+    """The identity of ``user_id`` in a ``/keys/query`` answer, every signature checked."""
+    master = _usage_key(answer.get("master_keys", {}).get(user_id), user_id, "master")
+    ssk_object = answer.get("self_signing_keys", {}).get(user_id)
+    ssk = _usage_key(ssk_object, user_id, "self_signing")
+    if master is None or ssk is None or not verify(ssk_object, master, user_id):
+        ssk = None
+    devices: dict[str, dict[str, Any]] = {}
+    listed = answer.get("device_keys", {}).get(user_id)
+    for device_id, device in (listed if isinstance(listed, dict) else {}).items():
+        if not isinstance(device, dict) or device.get("device_id") != device_id:
+            continue
+        if device.get("user_id") != user_id:
+            continue
+        own = device.get("keys", {}).get(f"ed25519:{device_id}")
+        # The device signs its own keys with its ed25519 key, named by its device id.
+        signature = device.get("signatures", {}).get(user_id, {}).get(f"ed25519:{device_id}")
+        if isinstance(own, str) and isinstance(signature, str):
+            renamed = {
+                **device,
+                "signatures": {user_id: {f"ed25519:{own}": signature}},
+            }
+            if verify(renamed, own, user_id):
+                devices[device_id] = device
+    return UserIdentity(user_id, master, ssk, devices)
+
+
+async def query_identities(client: AsyncClient, user_ids: list[str]) -> dict[str, UserIdentity]:
+    """``/keys/query`` for ``user_ids``; raises :class:`CrossSigningError` when it fails."""
+    status, body = await call(client, "POST", _QUERY, {"device_keys": {u: [] for u in user_ids}})
+    if status != 200 or not isinstance(body, dict):
+        raise CrossSigningError(f"/keys/query failed (HTTP {status})")
+    return {user_id: user_identity(body, user_id) for user_id in user_ids}
+
+
 class CrossSigner:
     """Sets up cross-signing for one logged-in client (device keys already uploaded)."""
 
@@ -245,21 +346,7 @@ class CrossSigner:
         return str(self._client.user_id)
 
     async def _call(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        headers = {
-            "Authorization": f"Bearer {self._client.access_token}",
-            "Content-Type": "application/json",
-        }
-        response: ClientResponse = await self._client.send(
-            method, path, json.dumps(body), headers=headers, timeout=60
-        )
-        try:
-            try:
-                payload = await response.json(content_type=None)
-            except (ValueError, json.JSONDecodeError):
-                payload = {}
-            return response.status, payload
-        finally:
-            response.release()
+        return await call(self._client, method, path, body)
 
     async def published(self) -> PublishedIdentity:
         status, body = await self._call("POST", _QUERY, {"device_keys": {self._user_id: []}})

@@ -4,7 +4,7 @@ whether its sender is someone the access lists serve here (or the bot itself).""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -109,9 +109,11 @@ def entries(
     bundled: dict[str, str] | None = None,
     *,
     listed: Callable[[str], bool] = lambda sender: False,
+    untrusted: frozenset[str] = frozenset(),
 ) -> list[HistoryEntry]:
     """Messages among ``events`` (oldest first) as history, each with its newest edit;
-    ``listed(sender)`` says whose words are a teammate's."""
+    ``listed(sender)`` says whose words are a teammate's, except for the events in
+    ``untrusted`` (sent from a device the bot does not obey)."""
     bundled = bundled or {}
     edits: dict[tuple[str, str], str] = {}
     for event in events:
@@ -134,7 +136,7 @@ def entries(
                 author=author_of(room, event.sender),
                 text=text,
                 at=datetime.fromtimestamp(event.server_timestamp / 1000, tz=UTC),
-                listed=listed(event.sender),
+                listed=listed(event.sender) and event.event_id not in untrusted,
             )
         )
     return out[-limit:] if limit > 0 else []
@@ -189,8 +191,14 @@ async def thread_history(
 
 
 async def history(
-    client: AsyncClient, thread: ThreadRef, limit: int, policy: AccessRule
+    client: AsyncClient,
+    thread: ThreadRef,
+    limit: int,
+    policy: AccessRule,
+    refused: Callable[[MatrixRoom, Event], Awaitable[bool]] | None = None,
 ) -> list[HistoryEntry]:
+    """The thread's messages; with ``refused``, those it says the bot would not obey (device
+    trust) are not a teammate's words."""
     room = client.rooms.get(thread.channel)
     if room is None or limit <= 0:
         return []
@@ -208,4 +216,9 @@ async def history(
     def listed(sender: str) -> bool:
         return sender == own or policy.allows(sender, room.room_id)
 
-    return entries(room, events, limit, bundled, listed=listed)
+    untrusted: set[str] = set()
+    for event in events:
+        if refused is not None and event.sender != own and listed(event.sender):
+            if await refused(room, event):
+                untrusted.add(event.event_id)
+    return entries(room, events, limit, bundled, listed=listed, untrusted=frozenset(untrusted))

@@ -2,7 +2,7 @@
 ``OlmAccount._account``, ``Olm._should_accept_forward``.
 
 ``_send`` sends a request nio has already built and hands the answer to nio's own response
-handling, which is what the two callers need and no public method offers:
+handling, which is what the three callers need and no public method offers:
 
 - **An encrypted event we prepared ourselves** (``outbox.py``). nio's public ``room_send``
   waits on the room's "key sharing" mark, and ``share_group_session`` claims one-time keys
@@ -11,6 +11,10 @@ handling, which is what the two callers need and no public method offers:
   drops such a stale mark, encrypts every event type and puts a deadline on each send; then
   only the send of the ready event is left, and ``_send`` makes nio read its answer as for
   ``room_send``.
+- **A notice in the clear in an encrypted room** (``outbox.py``, issue 31). The notices that
+  tell a person their device or identity is not trusted must be readable by exactly that
+  device, which gets no room keys from the bot; nio's ``room_send`` always encrypts in an
+  encrypted room. They say nothing secret.
 - **A room-key request to the device that encrypted an event** (``sync.py``). nio's public
   ``request_room_key`` asks our own devices, and the bot has no other device that could hold
   the key. Sent through ``_send``, nio records the request and accepts the forwarded key when
@@ -64,6 +68,15 @@ async def send_encrypted(
     """Send an event already encrypted for ``room_id``; nio's answer as ``room_send`` gives it
     (a :class:`RoomSendResponse` or an error response)."""
     method, path, data = Api.room_send(client.access_token, room_id, kind, encrypted, tx_id)
+    return await client._send(RoomSendResponse, method, path, data, (room_id,))
+
+
+async def send_in_the_clear(
+    client: AsyncClient, room_id: str, event_type: str, content: dict[str, Any], tx_id: str
+) -> Any:
+    """Send an event unencrypted, also to an encrypted room; nio's answer as for
+    ``room_send``."""
+    method, path, data = Api.room_send(client.access_token, room_id, event_type, content, tx_id)
     return await client._send(RoomSendResponse, method, path, data, (room_id,))
 
 

@@ -18,13 +18,19 @@ from typing import Any
 import anyio
 from aiohttp import ClientError
 from nio import AsyncClient, RoomReadMarkersResponse, RoomRedactResponse, RoomSendResponse
-from nio.exceptions import GroupEncryptionError, LocalProtocolError, MembersSyncError
+from nio.exceptions import (
+    GroupEncryptionError,
+    LocalProtocolError,
+    MembersSyncError,
+    OlmUnverifiedDeviceError,
+)
 
 from .format import edit_content, with_mentions, with_relation
-from .nio_private import send_encrypted
+from .nio_private import send_encrypted, send_in_the_clear
 from .pacing import Priority
 from .ratelimit import RoomSendQueue, retry_after
 from .reply import RateLimited, SendFailed
+from .trust import DeviceTrust
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +56,15 @@ class MatrixOutbox:
         known_room: Callable[[str], Awaitable[bool]] | None = None,
         outage_patience: float = 300.0,
         send_deadline: float = 90.0,
+        trust: DeviceTrust | None = None,
     ) -> None:
         self._client = client
         self._queue = queue
         self._known_room = known_room
         self._outage_patience = outage_patience
         self._send_deadline = send_deadline
+        # Which devices get room keys (None: every device, as nio's "ignore unverified").
+        self._trust = trust
 
     def encrypts(self, room_id: str) -> bool:
         """Whether events sent to ``room_id`` are encrypted."""
@@ -68,6 +77,8 @@ class MatrixOutbox:
         event_type: str,
         content: dict[str, Any],
         priority: Priority = Priority.ORDINARY,
+        *,
+        in_the_clear: bool = False,
     ) -> str:
         client = self._client
         if self._known_room is not None and not await self._known_room(room_id):
@@ -78,6 +89,8 @@ class MatrixOutbox:
         tx_id = str(uuid.uuid4())
 
         async def call() -> Any:
+            if in_the_clear:
+                return await send_in_the_clear(client, room_id, event_type, content, tx_id)
             if not self.encrypts(room_id):
                 return await client.room_send(room_id, event_type, content, tx_id=tx_id)
             with anyio.fail_after(self._send_deadline):
@@ -108,6 +121,9 @@ class MatrixOutbox:
         client = self._client
         olm = client.olm
         assert olm is not None
+        # Devices marked verified or blacklisted first: a device whose trust changed makes nio
+        # start a new room key, which the devices it no longer trusts never get.
+        refused = await self._trust.prepare_share(room_id) if self._trust is not None else []
         if not olm.should_share_group_session(room_id):
             return
         pending = client.sharing_session.get(room_id)
@@ -116,16 +132,30 @@ class MatrixOutbox:
             await pending.wait()
             return
         try:
-            # Devices we could not verify still get the keys: going silent in an encrypted
-            # room helps nobody (Element decides what to show for the bot's signed device).
-            await client.share_group_session(room_id, ignore_unverified_devices=True)
+            # With device trust, every device is verified or blacklisted by now, so none is
+            # merely "ignored" (nio sends ignored devices the key too).
+            try:
+                await client.share_group_session(
+                    room_id, ignore_unverified_devices=self._trust is None
+                )
+            except OlmUnverifiedDeviceError:
+                # A device appeared (a key query) since they were marked: mark again.
+                self._drop_mark(room_id)
+                assert self._trust is not None
+                refused = await self._trust.prepare_share(room_id)
+                await client.share_group_session(room_id)
         except BaseException:
             # The claim of one-time keys runs outside nio's try/finally: drop a mark it left,
             # and wake whoever waits on it, so the next try can share again.
-            stale = client.sharing_session.pop(room_id, None)
-            if stale is not None:
-                stale.set()
+            self._drop_mark(room_id)
             raise
+        if refused and self._trust is not None:
+            await self._trust.withhold(room_id, refused)
+
+    def _drop_mark(self, room_id: str) -> None:
+        stale = self._client.sharing_session.pop(room_id, None)
+        if stale is not None:
+            stale.set()
 
     async def _through_outages(
         self, room_id: str, call: Callable[[], Awaitable[Any]], priority: Priority
@@ -205,12 +235,17 @@ class MatrixOutbox:
         if not isinstance(response, RoomReadMarkersResponse):
             log.debug("read receipt in %s failed: %s", room_id, response)
 
-    async def notice(self, room_id: str, text: str, thread_root: str = "") -> None:
+    async def notice(
+        self, room_id: str, text: str, thread_root: str = "", *, in_the_clear: bool = False
+    ) -> None:
         """A short bridge notice (``m.notice``), best effort but patient (it may say that an
-        answer was lost). It mentions nobody."""
+        answer was lost). It mentions nobody. ``in_the_clear``: unencrypted also in an
+        encrypted room (for a device the bot shares no keys with; nothing secret in it)."""
         content: dict[str, Any] = with_mentions({"msgtype": "m.notice", "body": text})
         with_relation(content, thread_root=thread_root)
         try:
-            await self.send(room_id, content, Priority.FINAL)
+            await self.send_event(
+                room_id, "m.room.message", content, Priority.FINAL, in_the_clear=in_the_clear
+            )
         except SendFailed as exc:
             log.warning("notice in %s failed: %s", room_id, exc)

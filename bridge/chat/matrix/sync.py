@@ -60,9 +60,11 @@ from .late_keys import (
     verdict,
 )
 from .nio_private import request_key_from_sender
+from .obeying import TrustGate
 from .outbox import MatrixOutbox
 from .ratelimit import RoomSendQueue, retry_after
 from .upgrades import RoomUpgrades
+from .verification import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,8 @@ class SyncWorker:
         rooms: RoomDirectory,
         tuning: SyncTuning,
         task_group: TaskGroup,
+        gate: TrustGate,
+        verifier: Verifier | None = None,
         waiting: WaitingEvents | None = None,
         upgrades: RoomUpgrades | None = None,
     ) -> None:
@@ -177,6 +181,8 @@ class SyncWorker:
         self._rooms = rooms
         self._tuning = tuning
         self._tg = task_group
+        self._gate = gate
+        self._verifier = verifier
         self._seen: LRUMap[str, bool] = LRUMap(tuning.remembered_events)
         self._undecrypted = waiting if waiting is not None else WaitingEvents()
         self._upgrades = upgrades
@@ -249,6 +255,7 @@ class SyncWorker:
 
     async def _process(self, response: SyncResponse, *, since: str | None, history: bool) -> None:
         self._note_withheld(response)
+        await self._to_device_verifications(response)
         await self._handle_invites(response)
         for room_id, info in response.rooms.join.items():
             room = self._client.rooms.get(room_id)
@@ -268,6 +275,16 @@ class SyncWorker:
             # One odd event must not stop the bridge (nor, replayed, every later start).
             log.exception("skipping event %s in %s", event.event_id, room.room_id)
             self._seen.put(event.event_id, True)
+
+    async def _to_device_verifications(self, response: SyncResponse) -> None:
+        if self._verifier is None:
+            return
+        policy = self._policy
+        for event in response.to_device_events:
+            # No room here: whoever the bot serves somewhere may verify it.
+            if not policy.closed and (not policy.users or event.sender in policy.users):
+                await self._verifier.on_to_device(event)
+        self._verifier.quiet_nio()
 
     # -- invites --------------------------------------------------------------------------
 
@@ -394,26 +411,42 @@ class SyncWorker:
             await self._upgrades.tombstone(room, event)
             return
         allowed = self._policy.allows(event.sender, room.room_id)
+        if self._verifier is not None and self._verifier.handles(event):
+            # A person verifying the bot (the operator compares the emoji out of band).
+            self._seen.put(event_id, True)
+            if allowed:
+                await self._verifier.on_room_event(room, event)
+            return
         if isinstance(event, MegolmEvent):
             if allowed:
                 await self._undecryptable(room, event)
             self._seen.put(event_id, True)
             return
         answer = approval_answer(event)
+        target = stop_target(event) if answer is None else None
+        message = (
+            to_incoming(event, room, threads=self._threads)
+            if answer is None and target is None
+            else None
+        )
+        if answer is None and target is None and message is None:
+            self._seen.put(event_id, True)
+            return
+        if allowed and await self._gate.refuses(room, event):
+            # A device its owner did not sign, an identity not acknowledged, plaintext in an
+            # encrypted room: nothing of it reaches the core (the room was told why, once).
+            self._seen.put(event_id, True)
+            return
         if answer is not None:
             self._seen.put(event_id, True)
             await self._answer(room, answer, author_of(room, event.sender), allowed)
             return
-        target = stop_target(event)
         if target is not None:
             self._seen.put(event_id, True)
             if allowed:
                 await self._stop(room, target, author_of(room, event.sender))
             return
-        message = to_incoming(event, room, threads=self._threads)
-        if message is None:
-            self._seen.put(event_id, True)
-            return
+        assert message is not None
         if not allowed:
             log.info("ignoring a message from %s in %s (not allowed)", event.sender, room.room_id)
             self._seen.put(event_id, True)
@@ -604,20 +637,12 @@ class SyncWorker:
             if client.should_upload_keys:
                 await client.keys_upload()
             if client.should_query_keys:
+                changed = set(client.users_for_key_query)
                 await client.keys_query()
-                self._trust_allowed_devices()
+                # Their devices or identities changed: checked afresh at their next event.
+                if self._gate.trust is not None:
+                    self._gate.trust.forget(changed)
             if client.should_claim_keys:
                 await client.keys_claim(client.get_users_for_key_claiming())
         except (LocalProtocolError, *_NETWORK_ERRORS) as exc:
             log.warning("Matrix key maintenance failed: %s", type(exc).__name__)
-
-    def _trust_allowed_devices(self) -> None:
-        """Mark the devices of allowed users as trusted (the bot cannot verify interactively)."""
-        client = self._client
-        olm = client.olm
-        if olm is None:
-            return
-        for user_id in self._policy.users:
-            for device in client.device_store.active_user_devices(user_id):
-                if not olm.is_device_verified(device):
-                    client.verify_device(device)

@@ -11,6 +11,7 @@ which an allowed human and the bot (a running :class:`MatrixAdapter`) are both j
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -34,6 +35,7 @@ from nio.api import RoomPreset
 from nio.events import Event, ToDeviceEvent
 
 from bridge.chat.matrix import MatrixAdapter, MatrixTuning
+from bridge.chat.matrix.crosssign import CrossSigner, CrossSigningKeys
 from bridge.chat.matrix.ratelimit import RetryPolicy
 from bridge.chat.matrix.reply import ReplyTuning
 from bridge.chat.matrix.sync import SyncTuning
@@ -268,6 +270,12 @@ class Human:
         return self.client.rooms[room_id]
 
 
+async def cross_sign(human: Human, key_file: Path) -> CrossSigningKeys:
+    """Give ``human`` a cross-signing identity (new keys unless ``key_file`` holds some) and
+    sign their device with it, as Element does when a person sets up or verifies a session."""
+    return await CrossSigner(human.client, key_file, human.user.password).ensure()
+
+
 # -- the bot ---------------------------------------------------------------------------------
 
 FAST_TUNING = MatrixTuning(
@@ -354,7 +362,27 @@ async def matrix_world(
     adapter = MatrixAdapter(config, data_dir=data_dir, tuning=tuning)
     inbound = RecordingInbound()
     async with Human.connect(synapse, alice, store) as human:
+        if encrypted:
+            # Element's users have a cross-signing identity and a signed device.
+            await cross_sign(human, tmp_path / f"alice-cross-signing-{secrets.token_hex(3)}.json")
         room_id = await human.create_room([bot_user.user_id], encrypted=encrypted)
         async with running_adapter(adapter, inbound):
             await human.wait_joined(room_id, bot_user.user_id)
             yield MatrixWorld(synapse, bot_user, human, adapter, inbound, room_id, data_dir)
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """``agy-bridge``'s own command run in the test's process sets up logging for a process
+    (the root logger's handlers and level, quieter third-party loggers): put it back, or later
+    tests in the same worker would log nowhere pytest sees."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for name, value in levels.items():
+            logging.getLogger(name).setLevel(value)

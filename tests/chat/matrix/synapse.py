@@ -115,6 +115,24 @@ class Synapse:
             device_id=answer["device_id"],
         )
 
+    def login(self, user: MatrixUser) -> MatrixUser:
+        """Another login of ``user`` with the password: a new device, as a second client."""
+        answer = _request_json(
+            "POST",
+            f"{self.base_url}/_matrix/client/v3/login",
+            {
+                "type": "m.login.password",
+                "identifier": {"type": "m.id.user", "user": user.user_id},
+                "password": user.password,
+            },
+        )
+        return MatrixUser(
+            user_id=answer["user_id"],
+            password=user.password,
+            access_token=answer["access_token"],
+            device_id=answer["device_id"],
+        )
+
     def log_tail(self, lines: int = 60) -> str:
         return _log_tail(self.workdir, lines)
 

@@ -9,7 +9,7 @@ from nio import RoomMemberEvent
 
 from bridge.chat.matrix import MatrixAdapter
 
-from .conftest import FAST_TUNING, Human, RecordingInbound, bot_config, running_adapter
+from .conftest import FAST_TUNING, Human, RecordingInbound, bot_config, cross_sign, running_adapter
 from .synapse import Synapse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.synapse]
@@ -31,6 +31,8 @@ async def test_first_message_of_a_lazy_dm_is_answered_once(
         pass
     store = tmp_path / "alice-store" if encrypted else None
     async with Human.connect(synapse, alice_user, store) as alice:
+        if encrypted:
+            await cross_sign(alice, tmp_path / "alice-cross-signing.json")
         # Element creates the DM with the invite and sends the first message at once, before
         # the bot has joined (here: while the bridge is down, so the order is certain).
         room_id = await alice.create_room([bot.user_id], encrypted=encrypted)

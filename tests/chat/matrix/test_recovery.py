@@ -17,7 +17,7 @@ from bridge.chat.matrix.crosssign import CrossSigner, CrossSigningKeys, public_b
 from bridge.config import MatrixSection
 from bridge.core.events import Reaction, ThreadRef
 
-from .conftest import FAST_TUNING, Human, RecordingInbound, bot_config, running_adapter
+from .conftest import FAST_TUNING, Human, RecordingInbound, bot_config, cross_sign, running_adapter
 from .synapse import Synapse
 from .test_crosssign import assert_cross_signed, keys_of
 
@@ -33,6 +33,8 @@ async def test_a_lost_store_with_the_login_kept_comes_back_as_a_new_signed_devic
     data_dir = tmp_path / "bridge"
     files = MatrixFiles.under(data_dir)
     async with Human.connect(synapse, alice, tmp_path / "alice-store") as human:
+        # Element's users have a cross-signing identity and a signed device.
+        await cross_sign(human, tmp_path / "alice-cross-signing.json")
         room_id = await human.create_room([bot.user_id], encrypted=True)
         inbound = RecordingInbound()
         adapter = MatrixAdapter(config, data_dir=data_dir, tuning=FAST_TUNING)
