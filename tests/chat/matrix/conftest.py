@@ -276,6 +276,16 @@ async def cross_sign(human: Human, key_file: Path) -> CrossSigningKeys:
     return await CrossSigner(human.client, key_file, human.user.password).ensure()
 
 
+@asynccontextmanager
+async def element_user(synapse: Synapse, user: MatrixUser, tmp_path: Path) -> AsyncIterator[Human]:
+    """A person on an Element-grade client: an encrypting device of its own, signed by their
+    cross-signing identity (the bot obeys no other)."""
+    name = user.user_id[1:].split(":", 1)[0]
+    async with Human.connect(synapse, user, tmp_path / f"{name}-store") as human:
+        await cross_sign(human, tmp_path / f"{name}-cross-signing.json")
+        yield human
+
+
 # -- the bot ---------------------------------------------------------------------------------
 
 FAST_TUNING = MatrixTuning(

@@ -15,7 +15,14 @@ from nio.api import Api
 
 from bridge.chat.matrix import MatrixAdapter, MatrixTuning
 
-from .conftest import FAST_TUNING, Human, RecordingInbound, bot_config, cross_sign, running_adapter
+from .conftest import (
+    FAST_TUNING,
+    Human,
+    RecordingInbound,
+    bot_config,
+    element_user,
+    running_adapter,
+)
 from .synapse import MatrixUser, Synapse
 from .test_crosssign import _post
 
@@ -54,9 +61,7 @@ async def test_one_time_keys_used_up_while_the_bot_is_down_do_not_stop_a_new_sen
     bot = synapse.register("bot")
     config = bot_config(synapse, bot, allowed_users=[alice.user_id])
     data_dir = tmp_path / "bridge"
-    async with Human.connect(synapse, alice, tmp_path / "alice-store") as human:
-        # Element's users have a cross-signing identity and a signed device.
-        await cross_sign(human, tmp_path / "alice-cross-signing.json")
+    async with element_user(synapse, alice, tmp_path) as human:
         room_id = await human.create_room([bot.user_id], encrypted=True)
         adapter = MatrixAdapter(config, data_dir=data_dir, tuning=FAST_TUNING)
         async with running_adapter(adapter, RecordingInbound()):
@@ -163,10 +168,9 @@ async def test_a_key_forwarded_by_its_sender_after_a_restart_brings_the_message_
     config = bot_config(synapse, bot, allowed_users=[alice.user_id])
     data_dir = tmp_path / "bridge"
     async with (
-        Human.connect(synapse, alice, tmp_path / "alice-store") as human,
+        element_user(synapse, alice, tmp_path) as human,
         Human.connect(synapse, mallory, tmp_path / "mallory-store") as other,
     ):
-        await cross_sign(human, tmp_path / "alice-cross-signing.json")
         room_id = await human.create_room([bot.user_id, mallory.user_id], encrypted=True)
         await other.join(room_id)
         inbound = RecordingInbound()
@@ -215,9 +219,7 @@ async def test_a_message_whose_key_never_comes_is_told_to_its_thread_after_a_res
     bot = synapse.register("bot")
     config = bot_config(synapse, bot, allowed_users=[alice.user_id])
     data_dir = tmp_path / "bridge"
-    async with Human.connect(synapse, alice, tmp_path / "alice-store") as human:
-        # Element's users have a cross-signing identity and a signed device.
-        await cross_sign(human, tmp_path / "alice-cross-signing.json")
+    async with element_user(synapse, alice, tmp_path) as human:
         room_id = await human.create_room([bot.user_id], encrypted=True)
         adapter = MatrixAdapter(config, data_dir=data_dir, tuning=FAST_TUNING)
         async with running_adapter(adapter, RecordingInbound()):

@@ -17,7 +17,7 @@ from bridge.chat.matrix.crosssign import CrossSigner, CrossSigningKeys, public_b
 from bridge.config import MatrixSection
 from bridge.core.events import Reaction, ThreadRef
 
-from .conftest import FAST_TUNING, Human, RecordingInbound, bot_config, cross_sign, running_adapter
+from .conftest import FAST_TUNING, RecordingInbound, bot_config, element_user, running_adapter
 from .synapse import Synapse
 from .test_crosssign import assert_cross_signed, keys_of
 
@@ -32,9 +32,7 @@ async def test_a_lost_store_with_the_login_kept_comes_back_as_a_new_signed_devic
     config = bot_config(synapse, bot, allowed_users=[alice.user_id])
     data_dir = tmp_path / "bridge"
     files = MatrixFiles.under(data_dir)
-    async with Human.connect(synapse, alice, tmp_path / "alice-store") as human:
-        # Element's users have a cross-signing identity and a signed device.
-        await cross_sign(human, tmp_path / "alice-cross-signing.json")
+    async with element_user(synapse, alice, tmp_path) as human:
         room_id = await human.create_room([bot.user_id], encrypted=True)
         inbound = RecordingInbound()
         adapter = MatrixAdapter(config, data_dir=data_dir, tuning=FAST_TUNING)

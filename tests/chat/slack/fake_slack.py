@@ -844,6 +844,24 @@ class FakeSlack:
     def block_action(self, message: Message, user: str, action_id: str) -> dict[str, Any]:
         """The ``block_actions`` payload of ``user`` clicking a button of ``message``."""
         button = next(b for b in message.buttons if b.get("action_id") == action_id)
+        action = {
+            "type": "button",
+            "action_id": action_id,
+            "block_id": "agy_bridge_controls",
+            "value": button.get("value"),
+        }
+        return self._block_actions(message, user, action, {"blocks": message.blocks})
+
+    def _block_actions(
+        self,
+        message: Message,
+        user: str,
+        action: dict[str, Any],
+        seen: dict[str, Any],
+        container: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A ``block_actions`` payload around one ``action`` on ``message``; ``seen``: what the
+        payload's ``message`` carries besides its ts."""
         return {
             "type": "block_actions",
             "user": {"id": user, "team_id": TEAM},
@@ -854,21 +872,14 @@ class FakeSlack:
                 "type": "message",
                 "message_ts": message.ts,
                 "channel_id": message.channel,
+                **(container or {}),
                 "is_ephemeral": False,
             },
             "trigger_id": "1.2.3",
             "channel": {"id": message.channel, "name": "general"},
-            "message": {"ts": message.ts, "blocks": message.blocks},
+            "message": {"ts": message.ts, **seen},
             "response_url": f"{self.url}/response",
-            "actions": [
-                {
-                    "type": "button",
-                    "action_id": action_id,
-                    "block_id": "agy_bridge_controls",
-                    "value": button.get("value"),
-                    "action_ts": str(time.time()),
-                }
-            ],
+            "actions": [{**action, "action_ts": str(time.time())}],
         }
 
     async def click_feedback(self, message: Message, user: str, *, positive: bool) -> str:
@@ -876,32 +887,14 @@ class FakeSlack:
         element = message.feedback_buttons
         assert element is not None, "no feedback buttons on that message"
         button = element["positive_button" if positive else "negative_button"]
-        payload = {
-            "type": "block_actions",
-            "user": {"id": user, "team_id": TEAM},
-            "team": {"id": TEAM},
-            "api_app_id": APP_ID,
-            "token": "verification-token-unused",
-            "container": {
-                "type": "message",
-                "message_ts": message.ts,
-                "channel_id": message.channel,
-                "thread_ts": message.thread_ts,
-                "is_ephemeral": False,
-            },
-            "trigger_id": "1.2.3",
-            "channel": {"id": message.channel, "name": "general"},
-            "message": {"ts": message.ts, "thread_ts": message.thread_ts},
-            "actions": [
-                {
-                    "type": "feedback_buttons",
-                    "action_id": element["action_id"],
-                    "block_id": "agy_bridge_feedback",
-                    "value": button["value"],
-                    "action_ts": str(time.time()),
-                }
-            ],
+        action = {
+            "type": "feedback_buttons",
+            "action_id": element["action_id"],
+            "block_id": "agy_bridge_feedback",
+            "value": button["value"],
         }
+        thread = {"thread_ts": message.thread_ts}
+        payload = self._block_actions(message, user, action, thread, thread)
         envelope = {"type": "interactive", "accepts_response_payload": True, "payload": payload}
         return await self._push(envelope)
 
