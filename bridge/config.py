@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -26,6 +27,7 @@ from pydantic import (
 )
 
 from bridge.core.approvals.rules import RuleError, parse_rule
+from bridge.team_settings import BudgetSection, PricingSection
 
 # The key of the validation context that carries the file a config was read from.
 SOURCE_CONTEXT = "source"
@@ -72,6 +74,21 @@ class BridgeSection(_Section):
     # thread_history posts by authors the access lists do not serve (other people, apps,
     # webhooks): "mark" shows them marked as such, "omit" leaves them out.
     unlisted_history: Literal["mark", "omit"] = "mark"
+    # Budget periods are calendar days, weeks and months in this time zone (an IANA name).
+    timezone: str = "UTC"
+    # The audit trail keeps this many days (pruned daily, a checkpoint keeps it verifiable).
+    audit_days: int = Field(default=90, gt=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone `{name}` (an IANA name such as Europe/Paris)"
+            ) from None
+        return name
 
 
 class AgySection(_Section):
@@ -295,6 +312,8 @@ class Config(_Section):
     admin: AdminSection = Field(default_factory=AdminSection)
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     store: StoreSection = Field(default_factory=StoreSection)
+    pricing: PricingSection = Field(default_factory=PricingSection)
+    budgets: list[BudgetSection] = Field(default_factory=list)
 
     # The file this config was read from (None: defaults and environment only); agy's sandbox
     # hides it and its folder.
@@ -312,6 +331,13 @@ class Config(_Section):
         source = context.get(SOURCE_CONTEXT)
         if isinstance(source, Path):
             self._source = source
+        return self
+
+    @model_validator(mode="after")
+    def _budget_names(self) -> Config:
+        labels = [budget.label for budget in self.budgets]
+        if twice := sorted({label for label in labels if labels.count(label) > 1}):
+            raise ValueError(f"budgets need distinct names: {', '.join(twice)} (set `name`)")
         return self
 
     @model_validator(mode="after")

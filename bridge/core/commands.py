@@ -13,9 +13,11 @@ Commands in this thread:
 • `!status`: process, conversation, queue and usage of this thread
 • `!approvals`: requests waiting for approval and this thread's allow list
 • `!approvals reset`: clear this thread's allow list
+• `!usage`: your, this thread's and this channel's usage (`!usage day|week|month`)
+• `!budget`: the budgets that apply to you here; `!budget extend <name> <amount>` (approvers)
 • `!help`: this list
 Anything else is a message for the agent."""
-NAMES = ("stop", "model", "new", "status", "help", "approvals")
+NAMES = ("stop", "model", "new", "status", "help", "approvals", "usage", "budget")
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,13 @@ from bridge.core.events import (
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
 from bridge.core.router import NotHere, Routed, Router
 from bridge.core.scrub import Scrubber
-from bridge.core.scrubbed import scrubbed
 from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.status import approvals_text, status_text
+from bridge.core.team import commands as team_commands
+from bridge.core.team.audit import AuditLog, prune_daily
+from bridge.core.team.audited import audited
+from bridge.core.team.controls import TeamControls
 from bridge.core.thread import commands as c
 from bridge.core.thread.actor import ThreadActor
 from bridge.core.thread.machine import NOTHING_RUNNING
@@ -70,8 +73,10 @@ class Core:
         slots: ProcessSlots,
         metrics: Metrics,
         task_group: anyio.abc.TaskGroup,
+        team: TeamControls | None = None,
     ):
         self.config = config
+        self.team = team
         self.store = store
         self.runtime = runtime
         self.adapters = adapters
@@ -88,6 +93,8 @@ class Core:
             "new": self._new,
             "status": self._status,
             "approvals": self._approvals,
+            "usage": self._usage,
+            "budget": self._budget,
         }
 
     @property
@@ -106,6 +113,14 @@ class Core:
         if command is not None:
             if await self.store.add_message(message, state=st.MessageState.COMMAND) is None:
                 return SubmitOutcome.DUPLICATE
+            if self.team is not None and command.name not in ("stop", "unknown"):
+                await self.team.audit.append(
+                    "command",
+                    thread=message.thread,
+                    person=message.author,
+                    command=command.name,
+                    arg=command.arg,
+                )
             await self._commands.get(command.name, self._unknown)(message, command)
             return SubmitOutcome.COMMAND
         # The message and its thread's record as a conversation: one transaction.
@@ -118,6 +133,8 @@ class Core:
         return SubmitOutcome.ACCEPTED
 
     async def stop(self, thread: ThreadRef, by: Author) -> None:
+        if self.team is not None:
+            await self.team.audit.append("command", thread=thread, person=by, command="stop")
         if await self.router.send(thread, c.Stop(by)) is Routed.NOWHERE:
             await self._say(thread, NOTHING_RUNNING)
 
@@ -267,6 +284,7 @@ class Core:
     async def _status(self, message: IncomingMessage, _: Command) -> None:
         thread = message.thread
         actor = self.router.local(thread.key)
+        team = self.team
         text = await status_text(
             self.store,
             thread.key,
@@ -276,7 +294,26 @@ class Core:
             self.config.agy.model,
             self.runtime.isolation_status(),
             self.config.approvals,
+            (await team_commands.status_line(team, thread),) if team is not None else (),
         )
+        await self._say(thread, text)
+
+    async def _usage(self, message: IncomingMessage, command: Command) -> None:
+        if self.team is not None:
+            text = await team_commands.usage_text(
+                self.team, message.thread, message.author, command.arg
+            )
+            await self._say(message.thread, text)
+
+    async def _budget(self, message: IncomingMessage, command: Command) -> None:
+        if self.team is None:
+            return
+        thread, who = message.thread, message.author
+        if command.arg:
+            approver = who.id in self.config.approvals.approvers
+            text = await team_commands.extend(self.team, thread, who, command.arg, approver)
+        else:
+            text = await team_commands.budget_text(self.team, thread, who)
         await self._say(thread, text)
 
     async def _say(self, thread: ThreadRef, text: str) -> None:
@@ -326,8 +363,12 @@ async def open_core(
 ) -> AsyncIterator[Core]:
     metrics = metrics or Metrics()
     leases = leases or LocalLeases("local")
-    # Every text posted outside a turn's stream is scrubbed here.
-    chats = scrubbed(adapters, Scrubber(config.secret_values()))
+    # Every text posted outside a turn's stream is scrubbed here; approvals and posted files
+    # reach the audit trail here (docs/team-controls.md).
+    scrub = Scrubber(config.secret_values())
+    audit = AuditLog(store.database, leases.name, scrub)
+    team = TeamControls(store.database, config, audit, metrics)
+    chats = audited(adapters, scrub, audit)
     slots = ProcessSlots(config.agy.max_processes)
     async with anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
@@ -345,6 +386,7 @@ async def open_core(
                 owner=leases.owner,
                 instance=leases.name,
                 mcp_servers=mcp_servers,
+                team=team,
             )
 
         cluster = Cluster(leases, store, config.approvals.approvers)
@@ -358,7 +400,8 @@ async def open_core(
             limit=slots.limit,
             shared_agy_state=config.store.shared_agy_state,
         )
-        core = Core(config, store, runtime, chats, router, slots, metrics, tg)
+        core = Core(config, store, runtime, chats, router, slots, metrics, tg, team)
+        tg.start_soon(prune_daily, audit, config.bridge.audit_days, name="audit-prune")
         metrics.set_sources(live_processes=lambda: slots.live, queued_threads=lambda: slots.queued)
         try:
             yield core

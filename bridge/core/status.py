@@ -19,6 +19,7 @@ async def status_text(
     default_model: str,
     isolation_line: str,
     approvals: ApprovalsSection,
+    extra: tuple[str, ...] = (),
 ) -> str:
     row = await store.thread(key)
     pending = await store.pending(key)
@@ -38,6 +39,7 @@ async def status_text(
         f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
         isolation_line,
         approvals_line(approvals),
+        *extra,
     ]
     if (place := slots.position(key)) is not None:
         lines.append(f"• This thread is number {place} in line")

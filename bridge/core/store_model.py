@@ -31,6 +31,7 @@ class MessageState(StrEnum):
     COMMAND = "command"  # a !command, handled by the core itself
     FAILED = "failed"  # agy could not take it; the thread was told
     WITHDRAWN = "withdrawn"  # its author deleted it before agy read it
+    REFUSED = "refused"  # over a budget: kept, never sent to agy (docs/team-controls.md)
 
 
 class TurnState(StrEnum):
@@ -48,6 +49,9 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    # Inside output (thinking) and beside input (cache reads), as agy reports them.
+    thinking_tokens: int = 0
+    cache_read_tokens: int = 0
 
 
 class ApprovalState(StrEnum):

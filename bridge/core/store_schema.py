@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -160,6 +160,68 @@ _MIGRATIONS: dict[int, str] = {
         answered_at {real}
     );
     CREATE INDEX verifications_state ON verifications (state)
+    """,
+    # Team controls (issue 43, docs/team-controls.md). usage_shares: each turn's usage (the
+    # difference of agy's cumulative counts), one row per person it is attributed to; the
+    # primary key makes recording a turn twice (a retry, a second instance) count it once.
+    # budget_notices: the warning told once per budget, subject, period and thread.
+    # budget_extensions: an approver's `!budget extend` for one period. audit: the trail, one
+    # hash chain over the whole store (seq is contiguous; each row carries its predecessor's
+    # hash).
+    10: """
+    CREATE TABLE usage_shares (
+        turn_id INTEGER NOT NULL,
+        person TEXT NOT NULL,
+        person_name TEXT NOT NULL,
+        thread_key TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        model TEXT NOT NULL,
+        at {real} NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        thinking_tokens INTEGER NOT NULL,
+        cache_read_tokens INTEGER NOT NULL,
+        total_tokens INTEGER NOT NULL,
+        cost {real},
+        PRIMARY KEY (turn_id, person)
+    );
+    CREATE INDEX usage_person ON usage_shares (person, at);
+    CREATE INDEX usage_channel ON usage_shares (channel, at);
+    CREATE INDEX usage_thread ON usage_shares (thread_key, at);
+    CREATE INDEX usage_at ON usage_shares (at);
+    CREATE TABLE budget_notices (
+        budget TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        period TEXT NOT NULL,
+        thread_key TEXT NOT NULL,
+        at {real} NOT NULL,
+        PRIMARY KEY (budget, subject, period, thread_key)
+    );
+    CREATE TABLE budget_extensions (
+        id {id},
+        budget TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        period TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        cost {real} NOT NULL,
+        by_json TEXT NOT NULL,
+        at {real} NOT NULL
+    );
+    CREATE INDEX budget_extensions_period ON budget_extensions (budget, period);
+    CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY,
+        at {real} NOT NULL,
+        instance TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        thread_key TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        person TEXT NOT NULL,
+        detail_json TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    CREATE INDEX audit_at ON audit (at)
     """,
 }
 

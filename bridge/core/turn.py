@@ -29,6 +29,7 @@ from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.signals import Marks
 from bridge.core.store import Store
 from bridge.core.store_model import MessageState, StoredMessage, StoreError, TurnState, Usage
+from bridge.core.team.controls import TeamControls
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class RunningTurn:
     # Those of the latest hook call.
     last_injection: list[int] = field(default_factory=list)
     author: Author | None = None  # who asked for this turn (its last message's author)
+    # Each tool call agy finished or failed, for the audit trail.
+    on_tool: Callable[[ToolUpdate], Awaitable[object]] | None = None
     _reply: LiveReply | None = None
 
     async def reply(self) -> LiveReply:
@@ -84,6 +87,8 @@ class RunningTurn:
                 await self._show_text(event.text)
             elif isinstance(event, ToolUpdate):
                 await self._show_text("")
+                if self.on_tool is not None and event.state != "ACTIVE":
+                    await self.on_tool(event)
                 await (await self.reply()).tool(
                     ToolActivity(
                         name=event.name,
@@ -125,8 +130,10 @@ class TurnRunner:
         finishing: Callable[[], None] = lambda: None,
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
+        team: TeamControls | None = None,
     ):
         self.ref = ref
+        self.team = team
         self.key = ref.key
         self.adapter = adapter
         self.store = store
@@ -183,10 +190,13 @@ class TurnRunner:
     async def _take_and_run(self, proc: AgyHandle) -> TurnResult | None:
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
+        await self._screen(injecting=False)
         taken = await self.store.take_turn(self.key, proc.conversation_id, owner=self.owner)
         if taken is None:
             return None
         turn_id, messages = taken
+        if self.team is not None:
+            await self.team.turn_started(self.ref, turn_id, proc.conversation_id, messages)
         messages = [await self._save(m) for m in messages]
         last = messages[-1]
         async with AsyncExitStack() as replies:
@@ -200,6 +210,7 @@ class TurnRunner:
                 ),
                 self.scrub.stream(),
                 author=last.author,
+                on_tool=self._tool_audit(turn_id),
             )
             self._proc = proc
             self.current = turn
@@ -337,6 +348,24 @@ class TurnRunner:
 
     async def _record(self, turn: RunningTurn, result: Classified, end: TurnEnd | None) -> None:
         await record_turn(self.store, self.metrics, self.adapter, self.ref, turn.id, result, end)
+        if self.team is not None:
+            await self.team.turn_ended(self.ref, turn.id, result.state, result.outcome.error)
+
+    # --- the team controls (docs/team-controls.md) ---------------------------------------
+
+    async def _screen(self, *, injecting: bool) -> None:
+        """Refuse what waits over a budget, before it becomes a turn or an injection."""
+        if self.team is not None and self.team.budgets.enabled:
+            pending = await self.store.pending(self.key)
+            await self.team.screen(
+                self.ref, pending, self.adapter.post_message, injecting=injecting
+            )
+
+    def _tool_audit(self, turn_id: int) -> Callable[[ToolUpdate], Awaitable[object]] | None:
+        team = self.team
+        if team is None:
+            return None
+        return lambda tool: team.tool_call(self.ref, turn_id, tool)
 
     # --- the PreInvocation hook -----------------------------------------------------------
 
@@ -348,11 +377,14 @@ class TurnRunner:
         if turn is None or conversation_id != turn.conversation_id:
             return []
         self.session.clear_pending()
+        await self._screen(injecting=True)
         taken = await self.store.take_pending(
             self.key, MessageState.INJECTED, turn.id, ready_only=True
         )
         if not taken:
             return []
+        if self.team is not None:
+            await self.team.injected(self.ref, turn.id, taken)
         turn.unconfirmed.extend(m.id for m in taken)
         turn.last_injection = [m.id for m in taken]
         self.metrics.injected(self.ref.platform, len(taken))
@@ -383,6 +415,8 @@ async def record_turn(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             total_tokens=usage.total_tokens,
+            thinking_tokens=usage.thinking_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
         )
         if usage is not None
         else None

@@ -151,6 +151,7 @@ class ThreadWork:
             finishing=lambda: self._tell(c.TurnFinishing()),
             requeued=lambda: self._tell(c.MessageStored()),
             scrub=self.scrub,
+            team=parts.team,
         )
         self._runner.context = self._context
 
