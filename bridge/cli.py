@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from bridge import __version__
+from bridge import __version__, audit_cli
 from bridge.admin import open_admin
 from bridge.app import Bridge, chat_adapters, open_bridge, start_adapters
 from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator_command
@@ -64,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     answer = verify.add_mutually_exclusive_group()
     answer.add_argument("--confirm", metavar="ID", help="the emoji match: verify")
     answer.add_argument("--reject", metavar="ID", help="the emoji differ: cancel")
+    audit_cli.add_parser(sub)
     return parser
 
 
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             return anyio.run(_matrix_verify, config, args.confirm, args.reject, backend="asyncio")
         if args.command == "matrix":
             return anyio.run(_matrix_trust, config, args.user, backend="asyncio")
+        if args.command == "audit":
+            return anyio.run(audit_cli.run, config, args, sys.stdout, sys.stderr, backend="asyncio")
     except ConfigError as exc:
         # Found at start, e.g. isolation = "bwrap" on a host where bubblewrap cannot work.
         print(f"agy-bridge: {exc}", file=sys.stderr)

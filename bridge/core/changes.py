@@ -49,6 +49,7 @@ async def apply_change(store: Store, change: MessageChange) -> tuple[ChangeOutco
         MessageState.COMMAND,
         MessageState.FAILED,
         MessageState.WITHDRAWN,
+        MessageState.REFUSED,
     ):
         # Not one the agent gets. Still recorded, so a later redelivery costs no lookup twice.
         await store.add_message(seen, state=MessageState.COMMAND)
