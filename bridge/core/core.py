@@ -46,6 +46,7 @@ from bridge.core.thread import commands as c
 from bridge.core.thread.actor import ThreadActor
 from bridge.core.thread.machine import NOTHING_RUNNING
 from bridge.core.thread.parts import ThreadParts
+from bridge.core.thread.turn_policy import TurnPolicy, policy_for
 from bridge.core.thread.view import ThreadView
 from bridge.core.workspaces import move_places
 from bridge.metrics import Metrics
@@ -323,8 +324,10 @@ async def open_core(
     metrics: Metrics | None = None,
     leases: Leases | None = None,
     open_process: ProcessOpener = open_agy,
+    turn_policy: TurnPolicy | None = None,
 ) -> AsyncIterator[Core]:
     metrics = metrics or Metrics()
+    policy = turn_policy if turn_policy is not None else policy_for(config)
     leases = leases or LocalLeases("local")
     # Every text posted outside a turn's stream is scrubbed here.
     chats = scrubbed(adapters, Scrubber(config.secret_values()))
@@ -345,6 +348,7 @@ async def open_core(
                 owner=leases.owner,
                 instance=leases.name,
                 mcp_servers=mcp_servers,
+                policy=policy,
             )
 
         cluster = Cluster(leases, store, config.approvals.approvers)

@@ -22,6 +22,7 @@ from bridge.agy import turn as agy_turn
 from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
+from bridge.core import turn_verdicts as verdicts
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
@@ -29,6 +30,7 @@ from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.signals import Marks
 from bridge.core.store import Store
 from bridge.core.store_model import MessageState, StoredMessage, StoreError, TurnState, Usage
+from bridge.core.thread.turn_policy import GO, Ask, Go, Verdict
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -121,7 +123,8 @@ class TurnRunner:
         turn_timeout: float,
         owner: str,
         save: Callable[[StoredMessage], Awaitable[StoredMessage]],
-        began: Callable[[], None] = lambda: None,
+        began: Callable[[Ask], None] = lambda ask: None,
+        ask_inject: Callable[[Ask], None] = lambda ask: None,
         finishing: Callable[[], None] = lambda: None,
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
@@ -139,6 +142,12 @@ class TurnRunner:
         self._save = save
         # Tell the thread that its turn runs, and that messages wait again (put back).
         self._began = began
+        self._ask_inject = ask_inject
+        # The turn policy's answer to the last ask (set by the thread's machine through
+        # :meth:`answer`, synchronously inside ``began`` / ``ask_inject``).
+        self._verdict: Verdict | None = None
+        # The thread's conversation so far, as agy last reported it (shown to the policy).
+        self.usage: Usage | None = None
         self._finishing = finishing
         self._wake = requeued
         self._proc: AgyHandle | None = None
@@ -159,6 +168,20 @@ class TurnRunner:
     def requester(self) -> Author | None:
         """Who asked for the running turn (None when none runs)."""
         return self.current.author if self.current is not None else None
+
+    def answer(self, verdict: Verdict) -> None:
+        self._verdict = verdict
+
+    def _ask(self, ask: Ask, via: Callable[[Ask], None]) -> Verdict:
+        """The machine's verdict on ``ask`` (none given: it no longer runs this thread's turns,
+        whose work is being cancelled; go on as before)."""
+        self._verdict = None
+        via(ask)
+        verdict, self._verdict = self._verdict, None
+        return verdict if verdict is not None else GO
+
+    def _verdicts(self) -> verdicts.Parts:
+        return verdicts.Parts(self.ref, self.store, self.marks, self.adapter, self.scrub)
 
     def interrupt(self, by: str) -> bool:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
@@ -203,8 +226,14 @@ class TurnRunner:
             )
             self._proc = proc
             self.current = turn
-            self._began()
+            ask = Ask("turn", tuple(m.author for m in messages), self.ref, self.usage, last.author)
             try:
+                verdict = self._ask(ask, self._began)
+                if not isinstance(verdict, Go):
+                    self.current = None
+                    self._finishing()
+                    await verdicts.not_run(self._verdicts(), turn.id, messages, verdict)
+                    return TurnResult(TurnState.ERROR)
                 return await self._run(proc, turn, messages)
             finally:
                 self.current = None
@@ -336,6 +365,12 @@ class TurnRunner:
             log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
 
     async def _record(self, turn: RunningTurn, result: Classified, end: TurnEnd | None) -> None:
+        if end is not None and end.usage is not None:
+            self.usage = Usage(
+                input_tokens=end.usage.input_tokens,
+                output_tokens=end.usage.output_tokens,
+                total_tokens=end.usage.total_tokens,
+            )
         await record_turn(self.store, self.metrics, self.adapter, self.ref, turn.id, result, end)
 
     # --- the PreInvocation hook -----------------------------------------------------------
@@ -351,6 +386,14 @@ class TurnRunner:
         taken = await self.store.take_pending(
             self.key, MessageState.INJECTED, turn.id, ready_only=True
         )
+        if not taken:
+            return []
+        others = [m for m in taken if turn.author is None or m.author.id != turn.author.id]
+        if others:
+            ask = Ask("inject", tuple(m.author for m in others), self.ref, self.usage, turn.author)
+            verdict = self._ask(ask, self._ask_inject)
+            if not isinstance(verdict, Go):
+                taken = await verdicts.set_aside(self._verdicts(), taken, others, verdict)
         if not taken:
             return []
         turn.unconfirmed.extend(m.id for m in taken)

@@ -13,6 +13,7 @@ from bridge.core.events import ChatAdapter
 from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
+from bridge.core.thread.turn_policy import OPEN, TurnPolicy
 from bridge.core.thread.view import ThreadView
 from bridge.metrics import Metrics
 
@@ -32,3 +33,5 @@ class ThreadParts:
     instance: str
     # The MCP servers a thread's agy gets (the chat tools), built per thread.
     mcp_servers: Callable[[ThreadView], dict[str, Any]] | None = None
+    # Asked by the state machine before a turn runs (bridge/core/thread/turn_policy.py).
+    policy: TurnPolicy = OPEN
