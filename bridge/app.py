@@ -23,6 +23,7 @@ from bridge.core.feedback import answer_feedback
 from bridge.core.leases import open_leases
 from bridge.core.store import Store, store_url
 from bridge.core.stores import open_store
+from bridge.core.thread.turn_policy import TurnPolicy
 from bridge.core.tools import chat_tools_factory
 from bridge.isolation import resolve_isolation
 from bridge.leader import SINGLE_INSTANCE, run_as_leader
@@ -73,8 +74,10 @@ async def open_bridge(
     command: list[str] | None = None,
     caps: Capabilities | None = None,
     open_process: ProcessOpener = open_agy,
+    turn_policy: TurnPolicy | None = None,
 ) -> AsyncIterator[Bridge]:
-    """Everything but the adapters' connections: yields once the core is ready."""
+    """Everything but the adapters' connections: yields once the core is ready
+    (``turn_policy``: instead of the configuration's, :func:`policy_for`)."""
     data_dir = config.bridge.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = launch_settings(config, command)
@@ -123,6 +126,7 @@ async def open_bridge(
             metrics,
             leases,
             open_process=open_process,
+            turn_policy=turn_policy,
         ) as core:
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 

@@ -49,6 +49,7 @@ from bridge.core.thread import commands as c
 from bridge.core.thread.actor import ThreadActor
 from bridge.core.thread.machine import NOTHING_RUNNING
 from bridge.core.thread.parts import ThreadParts
+from bridge.core.thread.turn_policy import Chain, TurnPolicy, policy_for
 from bridge.core.thread.view import ThreadView
 from bridge.core.workspaces import move_places
 from bridge.metrics import Metrics
@@ -360,8 +361,10 @@ async def open_core(
     metrics: Metrics | None = None,
     leases: Leases | None = None,
     open_process: ProcessOpener = open_agy,
+    turn_policy: TurnPolicy | None = None,
 ) -> AsyncIterator[Core]:
     metrics = metrics or Metrics()
+    policy = turn_policy if turn_policy is not None else policy_for(config)
     leases = leases or LocalLeases("local")
     # Every text posted outside a turn's stream is scrubbed here; approvals and posted files
     # reach the audit trail here (docs/team-controls.md).
@@ -369,6 +372,8 @@ async def open_core(
     audit = AuditLog(store.database, leases.name, scrub)
     team = TeamControls(store.database, config, audit, metrics)
     chats = audited(adapters, scrub, audit)
+    if team.budgets.enabled:
+        policy = Chain((policy, team.policy))
     slots = ProcessSlots(config.agy.max_processes)
     async with anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
@@ -387,6 +392,7 @@ async def open_core(
                 instance=leases.name,
                 mcp_servers=mcp_servers,
                 team=team,
+                policy=policy,
             )
 
         cluster = Cluster(leases, store, config.approvals.approvers)

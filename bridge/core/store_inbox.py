@@ -198,6 +198,18 @@ class InboxQueries(StoreBase):
                 )
             return count
 
+    async def fail_taken(self, message_ids: Sequence[int]) -> int:
+        """Mark messages a turn or a hook call took as refused (the turn policy refused them:
+        kept, never sent to agy)."""
+        async with self._db.transaction() as tx:
+            count = 0
+            for i in message_ids:
+                count += await tx.execute(
+                    "UPDATE inbox SET state = ? WHERE id = ? AND state IN (?, ?)",
+                    (MessageState.REFUSED, i, MessageState.IN_TURN, MessageState.INJECTED),
+                )
+            return count
+
     async def set_saved(self, message_id: int, saved: Sequence[str]) -> None:
         await self._write(
             "UPDATE inbox SET saved_json = ? WHERE id = ?", (json.dumps(list(saved)), message_id)

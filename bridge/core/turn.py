@@ -22,6 +22,7 @@ from bridge.agy import turn as agy_turn
 from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
+from bridge.core import turn_verdicts as verdicts
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
@@ -30,6 +31,8 @@ from bridge.core.signals import Marks
 from bridge.core.store import Store
 from bridge.core.store_model import MessageState, StoredMessage, StoreError, TurnState, Usage
 from bridge.core.team.controls import TeamControls
+from bridge.core.team.policy import Reading
+from bridge.core.thread.turn_policy import GO, Ask, Go, Verdict
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -126,7 +129,8 @@ class TurnRunner:
         turn_timeout: float,
         owner: str,
         save: Callable[[StoredMessage], Awaitable[StoredMessage]],
-        began: Callable[[], None] = lambda: None,
+        began: Callable[[Ask], None] = lambda ask: None,
+        ask_inject: Callable[[Ask], None] = lambda ask: None,
         finishing: Callable[[], None] = lambda: None,
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
@@ -146,6 +150,12 @@ class TurnRunner:
         self._save = save
         # Tell the thread that its turn runs, and that messages wait again (put back).
         self._began = began
+        self._ask_inject = ask_inject
+        # The turn policy's answer to the last ask (set by the thread's machine through
+        # :meth:`answer`, synchronously inside ``began`` / ``ask_inject``).
+        self._verdict: Verdict | None = None
+        # The thread's conversation so far, as agy last reported it (shown to the policy).
+        self.usage: Usage | None = None
         self._finishing = finishing
         self._wake = requeued
         self._proc: AgyHandle | None = None
@@ -166,6 +176,20 @@ class TurnRunner:
     def requester(self) -> Author | None:
         """Who asked for the running turn (None when none runs)."""
         return self.current.author if self.current is not None else None
+
+    def answer(self, verdict: Verdict) -> None:
+        self._verdict = verdict
+
+    def _ask(self, ask: Ask, via: Callable[[Ask], None]) -> Verdict:
+        """The machine's verdict on ``ask`` (none given: it no longer runs this thread's turns,
+        whose work is being cancelled; go on as before)."""
+        self._verdict = None
+        via(ask)
+        verdict, self._verdict = self._verdict, None
+        return verdict if verdict is not None else GO
+
+    def _verdicts(self) -> verdicts.Parts:
+        return verdicts.Parts(self.ref, self.store, self.marks, self.adapter, self.scrub)
 
     def interrupt(self, by: str) -> bool:
         """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
@@ -190,15 +214,14 @@ class TurnRunner:
     async def _take_and_run(self, proc: AgyHandle) -> TurnResult | None:
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
-        await self._screen(injecting=False)
         taken = await self.store.take_turn(self.key, proc.conversation_id, owner=self.owner)
         if taken is None:
             return None
         turn_id, messages = taken
-        if self.team is not None:
-            await self.team.turn_started(self.ref, turn_id, proc.conversation_id, messages)
         messages = [await self._save(m) for m in messages]
         last = messages[-1]
+        ask = Ask("turn", tuple(m.author for m in messages), self.ref, self.usage, last.author)
+        judged = await self._prepare(ask)
         async with AsyncExitStack() as replies:
             turn = RunningTurn(
                 turn_id,
@@ -214,8 +237,17 @@ class TurnRunner:
             )
             self._proc = proc
             self.current = turn
-            self._began()
             try:
+                verdict = self._ask(ask, self._began)
+                if self.team is not None:
+                    await self.team.judged(
+                        self.ref, judged, verdict, messages, turn_id, proc.conversation_id
+                    )
+                if not isinstance(verdict, Go):
+                    self.current = None
+                    self._finishing()
+                    await verdicts.not_run(self._verdicts(), turn.id, messages, verdict)
+                    return TurnResult(TurnState.ERROR)
                 return await self._run(proc, turn, messages)
             finally:
                 self.current = None
@@ -347,19 +379,21 @@ class TurnRunner:
             log.exception("could not post the end of a turn", extra={"chat_thread": self.key})
 
     async def _record(self, turn: RunningTurn, result: Classified, end: TurnEnd | None) -> None:
+        if end is not None and end.usage is not None:
+            self.usage = Usage(
+                input_tokens=end.usage.input_tokens,
+                output_tokens=end.usage.output_tokens,
+                total_tokens=end.usage.total_tokens,
+            )
         await record_turn(self.store, self.metrics, self.adapter, self.ref, turn.id, result, end)
         if self.team is not None:
             await self.team.turn_ended(self.ref, turn.id, result.state, result.outcome.error)
 
-    # --- the team controls (docs/team-controls.md) ---------------------------------------
-
-    async def _screen(self, *, injecting: bool) -> None:
-        """Refuse what waits over a budget, before it becomes a turn or an injection."""
-        if self.team is not None and self.team.budgets.enabled:
-            pending = await self.store.pending(self.key)
-            await self.team.screen(
-                self.ref, pending, self.adapter.post_message, injecting=injecting
-            )
+    async def _prepare(self, ask: Ask) -> Reading | None:
+        """The team controls read the budgets the turn policy judges ``ask`` by."""
+        if self.team is None:
+            return None
+        return await self.team.prepare(ask, self.adapter.post_message)
 
     def _tool_audit(self, turn_id: int) -> Callable[[ToolUpdate], Awaitable[object]] | None:
         team = self.team
@@ -377,10 +411,20 @@ class TurnRunner:
         if turn is None or conversation_id != turn.conversation_id:
             return []
         self.session.clear_pending()
-        await self._screen(injecting=True)
         taken = await self.store.take_pending(
             self.key, MessageState.INJECTED, turn.id, ready_only=True
         )
+        if not taken:
+            return []
+        others = [m for m in taken if turn.author is None or m.author.id != turn.author.id]
+        if others:
+            ask = Ask("inject", tuple(m.author for m in others), self.ref, self.usage, turn.author)
+            judged = await self._prepare(ask)
+            verdict = self._ask(ask, self._ask_inject)
+            if self.team is not None:
+                await self.team.judged(self.ref, judged, verdict, others, turn.id)
+            if not isinstance(verdict, Go):
+                taken = await verdicts.set_aside(self._verdicts(), taken, others, verdict)
         if not taken:
             return []
         if self.team is not None:

@@ -24,6 +24,7 @@ from bridge.agy.process import AgyOutput, AgyStartError, ProcessExit, ProcessSpe
 from bridge.app import Bridge, open_bridge
 from bridge.config import build_config
 from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.thread.turn_policy import TurnPolicy
 from tests.doubles import RecordingAdapter
 
 
@@ -180,7 +181,7 @@ class World:
     adapter: RecordingAdapter
     agys: ScriptedAgys
 
-    async def say(self, text: str, thread: str = "t1") -> str:
+    async def say(self, text: str, thread: str = "t1", author: Author | None = None) -> str:
         self.adapter.sent += 1
         mid = f"m{self.adapter.sent}"
         await self.bridge.core.submit(
@@ -188,7 +189,7 @@ class World:
                 thread=ThreadRef(platform="test", channel="room", thread=thread),
                 event_id=mid,
                 message_id=mid,
-                author=Author(id="@alice:test", display_name="Alice"),
+                author=author or Author(id="@alice:test", display_name="Alice"),
                 text=text,
             )
         )
@@ -197,7 +198,10 @@ class World:
 
 @asynccontextmanager
 async def world(
-    tmp_path: Path, sections: dict[str, Any] | None = None, **agy: Any
+    tmp_path: Path,
+    sections: dict[str, Any] | None = None,
+    turn_policy: TurnPolicy | None = None,
+    **agy: Any,
 ) -> AsyncIterator[World]:
     """``agy``: the [agy] settings; ``sections``: other sections of the config."""
     # No agy state directory: the scripted agy keeps none (and a missing ~/.gemini would stop
@@ -216,7 +220,9 @@ async def world(
     adapter = RecordingAdapter()
     agys = ScriptedAgys()
     caps = Capabilities(probed=False)
-    async with open_bridge(config, {"test": adapter}, caps=caps, open_process=agys) as bridge:
+    async with open_bridge(
+        config, {"test": adapter}, caps=caps, open_process=agys, turn_policy=turn_policy
+    ) as bridge:
         yield World(bridge, adapter, agys)
 
 

@@ -17,12 +17,14 @@ from typing import Any
 from bridge.agy.turn import ToolUpdate
 from bridge.config import Config
 from bridge.core.events import Author, ThreadRef
-from bridge.core.store_model import Database, MessageState, StoredMessage, StoreError
+from bridge.core.store_model import Database, StoredMessage, StoreError
 from bridge.core.team.audit import AuditLog
 from bridge.core.team.budgets import Budgets, Standing
 from bridge.core.team.metrics import UsageMetrics
-from bridge.core.team.texts import refused_text, warning_text
+from bridge.core.team.policy import BudgetPolicy, Reading
+from bridge.core.team.texts import warning_text
 from bridge.core.team.usage import TurnUsage, UsageBook
+from bridge.core.thread.turn_policy import Ask, Go, Refuse, Verdict
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ class TeamControls:
             db, self.book, config.budgets, config.pricing, config.bridge.timezone
         )
         self.metrics = UsageMetrics(metrics)
+        self.policy = BudgetPolicy(config.pricing.currency)
 
     @property
     def currency(self) -> str:
@@ -47,60 +50,66 @@ class TeamControls:
 
     # --- before a turn, before an injection -----------------------------------------------
 
-    async def screen(
-        self, ref: ThreadRef, pending: list[StoredMessage], say: Say, *, injecting: bool
-    ) -> set[int]:
-        """Refuse the waiting messages whose author is over a budget; the ids refused."""
-        if not self.budgets.enabled or not pending:
-            return set()
+    async def prepare(self, ask: Ask, say: Say) -> Reading | None:
+        """Read where the budgets of ``ask``'s authors stand, for the turn policy to judge;
+        tell the thread once per period about a budget past its warning level."""
+        if not self.budgets.enabled:
+            return None
         now = time.time()
-        refused: set[int] = set()
-        verdicts: dict[str, list[Standing]] = {}
-        for message in pending:
-            author = message.author
-            if author.id not in verdicts:
-                verdicts[author.id] = await self.budgets.check(author, ref, now)
-            over = next((s for s in verdicts[author.id] if s.over), None)
-            if over is None:
-                continue
-            if await self._refuse(message.id):
-                refused.add(message.id)
-                await self._told_refused(ref, message, over, say, injecting=injecting)
-        for author_id, standings in verdicts.items():
-            if any(s.over for s in standings):
-                continue
-            for s in standings:
-                if s.warned and await self.budgets.first_notice(s, ref.key):
-                    who = next(m.author for m in pending if m.author.id == author_id)
-                    await say(ref, warning_text(_name(who), s, self.currency))
-        return refused
+        standings: dict[str, tuple[Standing, ...]] = {}
+        for author in ask.who:
+            if author.id not in standings:
+                standings[author.id] = tuple(await self.budgets.check(author, ask.where, now))
+        reading = Reading(ask, standings)
+        for author in dict.fromkeys(ask.who):
+            if any(s.over for s in standings[author.id]):
+                continue  # refused, and told so
+            for s in standings[author.id]:
+                if s.warned and await self.budgets.first_notice(s, ask.where.key):
+                    await say(ask.where, warning_text(_name(author), s, self.currency))
+        self.policy.expect(reading)
+        return reading
 
-    async def _refuse(self, row_id: int) -> bool:
-        changed = await self._db.execute(
-            "UPDATE inbox SET state = ?, delivered_at = ? WHERE id = ? AND state = ?",
-            (MessageState.REFUSED, time.time(), row_id, MessageState.PENDING),
-        )
-        return changed > 0
-
-    async def _told_refused(
-        self, ref: ThreadRef, message: StoredMessage, s: Standing, say: Say, *, injecting: bool
+    async def judged(
+        self,
+        ref: ThreadRef,
+        reading: Reading | None,
+        verdict: Verdict,
+        messages: list[StoredMessage],
+        turn_id: int,
+        conversation: str | None = None,
     ) -> None:
+        """The policy answered: a refusal over a budget, or a turn that starts, is audited."""
+        if isinstance(verdict, Refuse) and reading is not None:
+            over = reading.over()
+            for message in messages:
+                standing = next(
+                    (s for s in reading.standings.get(message.author.id, ()) if s.over),
+                    over[0][1] if over else None,  # else refused with the turn it was in
+                )
+                if standing is not None:
+                    await self._refused(reading.ask, message, standing, turn_id)
+        elif isinstance(verdict, Go) and conversation is not None:
+            await self.turn_started(ref, turn_id, conversation, messages)
+
+    async def _refused(self, ask: Ask, message: StoredMessage, s: Standing, turn_id: int) -> None:
         self.metrics.refused(s.budget.label)
         await self.audit.append(
             "budget_refused",
-            thread=ref,
+            thread=ask.where,
             person=message.author,
+            turn=turn_id,
             message=message.message_id,
             text=message.text,
             budget=s.budget.label,
+            subject=s.subject,
             period=s.period.key,
             used_tokens=s.used.tokens.total,
             used_cost=s.used.cost,
             limit_tokens=s.limit_tokens,
             limit_cost=s.limit_cost,
-            into_running_turn=injecting,
+            into_running_turn=ask.kind == "inject",
         )
-        await say(ref, refused_text(_name(message.author), s, self.currency))
 
     # --- what a turn did, for the trail ------------------------------------------------------
 

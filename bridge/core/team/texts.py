@@ -44,7 +44,7 @@ def whose(s: Standing, name: str = "") -> str:
 
 def refused_text(who: str, s: Standing, currency: str) -> str:
     return (
-        f"⛔ {who}: your message was not sent to the agent. Budget `{s.budget.label}` "
+        f"{who}: your message was not sent to the agent. Budget `{s.budget.label}` "
         f"({whose(s, who)} {s.budget.period}ly budget) has used {used_text(s, currency)} "
         f"{s.period.label}; it resets {s.period.resets()}. Your message is kept; an approver "
         f"can raise the limit for this period with `!budget extend {s.budget.label} <amount>`."

@@ -45,6 +45,7 @@ class ThreadActor:
         self.ref = ref
         self.key = ref.key
         self.state = State()
+        self._policy = parts.policy
         self._on_exit = on_exit
         # The mailbox: effects in order, and a wake-up for the actor's task when it waits.
         self._mailbox: deque[e.Effect] = deque()
@@ -78,7 +79,7 @@ class ThreadActor:
 
     def tell(self, command: c.Command) -> None:
         """Hand the thread a command: the transition now, its effects at once or in order."""
-        self.state, effects = handle(self.state, command)
+        self.state, effects = handle(self.state, command, self._policy)
         for effect in effects:
             if isinstance(effect, e.Immediate):
                 self._now(effect)
@@ -170,7 +171,9 @@ class ThreadActor:
 
     def _now(self, effect: e.Effect) -> None:
         work = self.work
-        if isinstance(effect, e.FlagHook):
+        if isinstance(effect, e.Answer):
+            work.answer(effect.verdict)
+        elif isinstance(effect, e.FlagHook):
             work.flag_hook()
         elif isinstance(effect, e.MarkQueued):
             work.mark(effect.message_id, Reaction.QUEUED)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bridge.core.events import ApprovalChoice, Author
+from bridge.core.thread.turn_policy import Ask
 
 # --- asked of a thread (local or forwarded) -----------------------------------------------------
 
@@ -156,7 +157,23 @@ class ProcessClosed:
 
 @dataclass(frozen=True)
 class TurnBegan:
-    """The turn took its messages and runs (a Stop now interrupts it)."""
+    """The turn took its messages: the turn policy is asked about ``ask``, and on ``Go`` the
+    turn runs (a Stop now interrupts it); the answer goes back as ``effects.Answer``."""
+
+    ask: Ask
+
+
+@dataclass(frozen=True)
+class InjectAsked:
+    """agy's hook took messages of someone other than the running turn's requester: may they
+    join it? Answered with ``effects.Answer``."""
+
+    ask: Ask
+
+
+@dataclass(frozen=True)
+class PolicyChanged:
+    """What the turn policy reads changed (a budget raised): ask again about held messages."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +233,8 @@ Command = (
     | StartFailed
     | ProcessClosed
     | TurnBegan
+    | InjectAsked
+    | PolicyChanged
     | TurnFinishing
     | TurnEnded
     | IdleTimeout

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bridge.core.thread.turn_policy import Verdict
+
 
 @dataclass(frozen=True)
 class Prepare:
@@ -48,6 +50,14 @@ class CloseProcess:
 @dataclass(frozen=True)
 class RunTurn:
     """Take everything pending as one turn: ``TurnBegan``, then ``TurnEnded``."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The turn policy's verdict on what was just asked (``TurnBegan``, ``InjectAsked``), for
+    the turn that waits on it: go, refuse (the messages fail) or hold (they wait)."""
+
+    verdict: Verdict
 
 
 @dataclass(frozen=True)
@@ -131,7 +141,8 @@ class Exit:
 # Carried out the moment they are decided, by whoever told the actor (no I/O, no wait): the
 # hook's flag must be up before ``submit`` returns, an interrupt must not queue behind a post.
 Immediate = (
-    FlagHook
+    Answer
+    | FlagHook
     | MarkQueued
     | Interrupt
     | SetIdle
@@ -152,6 +163,7 @@ Effect = (
     | ReportStartFailure
     | CloseProcess
     | RunTurn
+    | Answer
     | FlagHook
     | MarkQueued
     | FetchAttachments

@@ -15,6 +15,12 @@ The phases, in the order a thread usually meets them::
     any -> GONE (nothing waits, the lease is lost or ended, the thread failed)
 
 docs/architecture.md has the whole table.
+
+Before a turn runs and before someone else's messages join a running turn the machine asks the
+thread's :class:`~bridge.core.thread.turn_policy.TurnPolicy` (``handle``'s ``policy``), and acts
+on its verdict: go, refuse (the messages fail) or hold (they wait, and an idle thread does not
+take them again until a new message or ``PolicyChanged`` comes). See
+:mod:`bridge.core.thread.turn_policy` for the interface and how to plug a policy in.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from bridge.core.thread import commands as c
 from bridge.core.thread import effects as e
+from bridge.core.thread import turn_policy as tp
 
 NOTHING_RUNNING = "Nothing is running in this thread."
 SHUTTING_DOWN = "the bridge shutting down"
@@ -72,6 +79,8 @@ class State:
     spell: int = 0
     # How the actor ended: cleanly (it ran out of work) or not (failed, lease lost).
     clean: bool = False
+    # The turn policy held what waits: only a new message or PolicyChanged takes it again.
+    held: bool = False
 
     @property
     def in_turn(self) -> bool:
@@ -101,13 +110,18 @@ def _set(state: State, **changes: Any) -> State:
     return State(**{**state.__dict__, **changes})
 
 
-def handle(state: State, command: c.Command) -> Step:
-    """The one transition function."""
+def handle(state: State, command: c.Command, policy: tp.TurnPolicy = tp.OPEN) -> Step:
+    """The one transition function (``policy``: the turn policy, asked before a turn runs and
+    before someone else's messages join a running turn)."""
     if state.gone:
         # Only remember a late message (the router may start a successor for it).
-        if isinstance(command, c.MessageStored):
+        if isinstance(command, c.MessageStored | c.PolicyChanged):
             return _set(state, signalled=True), []
         return state, []
+    if isinstance(command, c.TurnBegan):
+        return _turn_began(state, command, policy)
+    if isinstance(command, c.InjectAsked):
+        return _inject_asked(state, command, policy)
     step = _TABLE.get(type(command))
     if step is None:
         raise TypeError(f"a thread has no transition for {type(command).__name__}")
@@ -144,8 +158,9 @@ def _ready(state: State, woken: bool) -> Step:
     """agy is alive and no turn runs: restart, take a turn, or idle."""
     if state.restart:
         return _close(state, AfterClose.START)
-    # Something stored since the last look counts too (it came after that look's read).
-    if (woken or state.signalled) and not state.draining:
+    # Something stored since the last look counts too (it came after that look's read); what
+    # the policy held waits for something new.
+    if ((woken and not state.held) or state.signalled) and not state.draining:
         return _take(state)
     return _idle(state)
 
@@ -181,7 +196,7 @@ def _inbox_checked(state: State, command: c.InboxChecked) -> Step:
     if state.phase is Phase.CHECKING:
         if state.draining:
             return _gone(state, True)
-        if command.pending:
+        if command.pending and (not state.held or state.signalled):
             return _set(state, phase=Phase.QUEUED), [e.AcquireSlot()]
         if state.signalled:
             return _check(state)  # stored while we looked: look again
@@ -220,14 +235,39 @@ def _process_closed(state: State, _: c.ProcessClosed) -> Step:
     return _check(state, e.ReleaseSlot())
 
 
-def _turn_began(state: State, _: c.TurnBegan) -> Step:
+def _turn_began(state: State, command: c.TurnBegan, policy: tp.TurnPolicy) -> Step:
     if state.phase is not Phase.TAKING:
         return state, []
+    verdict = policy.judge(command.ask)
     stop_by = state.stop_by
-    state = _set(state, phase=Phase.RUNNING, stop_by=None)
+    if not isinstance(verdict, tp.Go):
+        # Nothing runs: the turn puts its messages back (held) or fails them (refused), then
+        # ends as a turn does. A Stop meanwhile has nothing to stop.
+        held = isinstance(verdict, tp.Hold)
+        return _set(state, phase=Phase.FINISHING, stop_by=None, held=held), [e.Answer(verdict)]
+    state = _set(state, phase=Phase.RUNNING, stop_by=None, held=False)
     if stop_by is None:
-        return state, []
-    return _end_turn(state, stop_by, tell=False)
+        return state, [e.Answer(verdict)]
+    state, effects = _end_turn(state, stop_by, tell=False)
+    return state, [e.Answer(verdict), *effects]
+
+
+def _inject_asked(state: State, command: c.InjectAsked, policy: tp.TurnPolicy) -> Step:
+    if state.phase is not Phase.RUNNING:
+        # No turn to join any more: they wait for the next one.
+        return _set(state, signalled=True), [e.Answer(tp.Hold(""))]
+    verdict = policy.judge(command.ask)
+    if isinstance(verdict, tp.Hold):
+        # Put back for the next turn, which asks again (no hook flag: not into this one).
+        return _set(state, signalled=True), [e.Answer(verdict)]
+    return state, [e.Answer(verdict)]
+
+
+def _policy_changed(state: State, _: c.PolicyChanged) -> Step:
+    state = _set(state, held=False, signalled=state.signalled or state.held)
+    if state.phase is Phase.IDLE and state.signalled and not state.draining:
+        return _take(state, e.StopIdleTimer())
+    return state, []
 
 
 def _turn_finishing(state: State, _: c.TurnFinishing) -> Step:
@@ -249,8 +289,9 @@ def _turn_ended(state: State, command: c.TurnEnded) -> Step:
         return _close(state, AfterClose.START)
     if not state.signalled or state.draining:
         return _idle(state)
-    if not command.taken:
-        return _take(state)  # stored while the inbox was found empty: try again
+    if state.held or not command.taken:
+        # Held, and a message came since: the policy is asked again with it.
+        return _take(state)  # or stored while the inbox was found empty: try again
     # Stored during the turn: it may have been injected already, and a read is cheaper
     # than a turn's write transaction.
     return _set(state, phase=Phase.READING, signalled=False), [e.CheckInbox()]
@@ -270,7 +311,8 @@ def _evicted(state: State, _: c.Evicted) -> Step:
 
 
 def _message_stored(state: State, command: c.MessageStored) -> Step:
-    state = _set(state, signalled=True)
+    # Something new: what the policy held is asked about again with it.
+    state = _set(state, signalled=True, held=False)
     if state.phase is Phase.IDLE:
         if state.draining:
             return state, []
@@ -356,7 +398,7 @@ _TABLE: dict[type, Callable[[State, Any], Step]] = {
     c.ProcessReady: _process_ready,
     c.StartFailed: _start_failed,
     c.ProcessClosed: _process_closed,
-    c.TurnBegan: _turn_began,
+    c.PolicyChanged: _policy_changed,
     c.TurnFinishing: _turn_finishing,
     c.TurnEnded: _turn_ended,
     c.IdleTimeout: _idle_timeout,

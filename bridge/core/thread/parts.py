@@ -14,6 +14,7 @@ from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.core.team.controls import TeamControls
+from bridge.core.thread.turn_policy import OPEN, TurnPolicy
 from bridge.core.thread.view import ThreadView
 from bridge.metrics import Metrics
 
@@ -35,3 +36,5 @@ class ThreadParts:
     mcp_servers: Callable[[ThreadView], dict[str, Any]] | None = None
     # Budgets, usage and the audit trail (docs/team-controls.md).
     team: TeamControls | None = None
+    # Asked by the state machine before a turn runs (bridge/core/thread/turn_policy.py).
+    policy: TurnPolicy = OPEN

@@ -29,6 +29,7 @@ from bridge.core.thread import failures
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.place import cleanup_workdir, ensure_saved, hidden_paths, prepare_workdir
 from bridge.core.thread.slot import ThreadSlot
+from bridge.core.thread.turn_policy import Verdict
 from bridge.core.turn import TurnResult, TurnRunner
 from bridge.core.workspaces import Place, place_for
 from bridge.core.worktrees import WorktreeError
@@ -147,7 +148,8 @@ class ThreadWork:
             turn_timeout=config.agy.turn_timeout,
             owner=parts.owner,
             save=self._ensure_saved,
-            began=lambda: self._tell(c.TurnBegan()),
+            began=lambda ask: self._tell(c.TurnBegan(ask)),
+            ask_inject=lambda ask: self._tell(c.InjectAsked(ask)),
             finishing=lambda: self._tell(c.TurnFinishing()),
             requeued=lambda: self._tell(c.MessageStored()),
             scrub=self.scrub,
@@ -181,6 +183,8 @@ class ThreadWork:
             )
             try:
                 self.proc = proc
+                if self._runner is not None:
+                    self._runner.usage = thread.usage  # what the turn policy is shown
                 if proc.conversation_id != thread.conversation_id:
                     await parts.store.set_conversation(
                         self.key, proc.conversation_id, instance=parts.instance
@@ -243,6 +247,11 @@ class ThreadWork:
         if self.gate is not None:
             await self.gate.abandon()  # agy is past any request it made
         return c.TurnEnded(taken=result is not None, after=await after_turn(proc, result))
+
+    def answer(self, verdict: Verdict) -> None:
+        """The turn policy's verdict, for the turn that asked (it waits on it)."""
+        if self._runner is not None:
+            self._runner.answer(verdict)
 
     def interrupt(self, by: str) -> bool:
         return self._runner is not None and self._runner.interrupt(by)
