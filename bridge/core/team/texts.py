@@ -10,6 +10,8 @@ from bridge.core.team.periods import Period
 from bridge.core.team.usage import Sum
 from bridge.team_settings import PricingSection
 
+_ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}
+
 
 def tokens_text(count: int) -> str:
     if count >= 1_000_000:
@@ -45,7 +47,7 @@ def whose(s: Standing, name: str = "") -> str:
 def refused_text(who: str, s: Standing, currency: str) -> str:
     return (
         f"{who}: your message was not sent to the agent. Budget `{s.budget.label}` "
-        f"({whose(s, who)} {s.budget.period}ly budget) has used {used_text(s, currency)} "
+        f"({whose(s, who)} {_ADJECTIVE[s.budget.period]} budget) has used {used_text(s, currency)} "
         f"{s.period.label}; it resets {s.period.resets()}. Your message is kept; an approver "
         f"can raise the limit for this period with `!budget extend {s.budget.label} <amount>`."
     )
@@ -53,7 +55,7 @@ def refused_text(who: str, s: Standing, currency: str) -> str:
 
 def warning_text(who: str, s: Standing, currency: str) -> str:
     return (
-        f"⚠️ Budget `{s.budget.label}` ({whose(s, who)} {s.budget.period}ly budget) is at "
+        f"⚠️ Budget `{s.budget.label}` ({whose(s, who)} {_ADJECTIVE[s.budget.period]} budget) is at "
         f"{s.fraction:.0%}: {used_text(s, currency)} used {s.period.label}. It resets "
         f"{s.period.resets()}."
     )
