@@ -95,6 +95,14 @@ async def shares(h: Harness) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
+async def recorded(h: Harness, count: int) -> list[dict[str, Any]]:
+    """The usage rows, once ``count`` turns are recorded (a turn's answer is posted first)."""
+    with anyio.fail_after(30):
+        while len(rows := await shares(h)) < count:
+            await anyio.sleep(0.05)
+    return rows
+
+
 async def turn_totals(h: Harness) -> dict[int, int]:
     rows = await h.bridge.store.database.fetch(
         "SELECT id, usage_json FROM turns WHERE usage_json IS NOT NULL"
@@ -106,7 +114,7 @@ async def test_two_instances_count_one_budget(tmp_path: Path, postgres: Postgres
     async with two(tmp_path, postgres.new_database()) as (a, b):
         await say(a, "t1", "a first question", "e1")
         await until(lambda: answers(a, b) == 1)
-        [row] = await shares(b)  # what instance a's turn used, as instance b reads it
+        [row] = await recorded(b, 1)  # what instance a's turn used, as instance b reads it
         assert row["person"] == ALICE.id and row["total_tokens"] > 1
         # Another thread, at the other instance: her budget is spent there too.
         await say(b, "t2", "another thread, same person", "e2")
@@ -132,10 +140,7 @@ async def test_two_turns_racing_at_the_limit_are_each_counted_once(
         for _, go_on in held:
             go_on.set()
         await until(lambda: answers(a, b) == 2)
-        with anyio.fail_after(30):
-            while len(await shares(a)) < 2:
-                await anyio.sleep(0.05)
-        rows = await shares(a)
+        rows = await recorded(a, 2)
         totals = await turn_totals(a)
         # Each turn once, with exactly what agy reported for it (new conversations each).
         assert sorted(r["turn_id"] for r in rows) == sorted(totals)
