@@ -13,7 +13,7 @@ import csv
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TextIO
@@ -33,10 +33,9 @@ class TimeError(ValueError):
     pass
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    audit = sub.add_parser(
-        "audit", help="export the audit trail (`audit verify`: check its hash chain)"
-    )
+def add_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """The ``audit`` command, added with ``add`` (a subparsers' ``add_parser``)."""
+    audit = add("audit", help="export the audit trail (`audit verify`: check its hash chain)")
     audit.add_argument("action", nargs="?", choices=["export", "verify"], default="export")
     audit.add_argument("--config", type=Path, required=True, help="the TOML config file")
     audit.add_argument("--since", help="from this time: 2026-12-01, 2026-12-01T09:00, or 7d")

@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     answer = verify.add_mutually_exclusive_group()
     answer.add_argument("--confirm", metavar="ID", help="the emoji match: verify")
     answer.add_argument("--reject", metavar="ID", help="the emoji differ: cancel")
-    audit_cli.add_parser(sub)
+    audit_cli.add_parser(sub.add_parser)
     return parser
 
 

@@ -31,7 +31,7 @@ from bridge.core.signals import Marks
 from bridge.core.store import Store
 from bridge.core.store_model import MessageState, StoredMessage, StoreError, TurnState, Usage
 from bridge.core.team.controls import TeamControls
-from bridge.core.team.policy import Reading
+from bridge.core.team.hooks import TeamHooks
 from bridge.core.thread.turn_policy import GO, Ask, Go, Verdict
 from bridge.metrics import Metrics
 
@@ -137,7 +137,7 @@ class TurnRunner:
         team: TeamControls | None = None,
     ):
         self.ref = ref
-        self.team = team
+        self.team = TeamHooks(team, ref, adapter.post_message)
         self.key = ref.key
         self.adapter = adapter
         self.store = store
@@ -221,7 +221,7 @@ class TurnRunner:
         messages = [await self._save(m) for m in messages]
         last = messages[-1]
         ask = Ask("turn", tuple(m.author for m in messages), self.ref, self.usage, last.author)
-        judged = await self._prepare(ask)
+        judged = await self.team.prepare(ask)
         async with AsyncExitStack() as replies:
             turn = RunningTurn(
                 turn_id,
@@ -233,16 +233,13 @@ class TurnRunner:
                 ),
                 self.scrub.stream(),
                 author=last.author,
-                on_tool=self._tool_audit(turn_id),
+                on_tool=self.team.on_tool(turn_id),
             )
             self._proc = proc
             self.current = turn
             try:
                 verdict = self._ask(ask, self._began)
-                if self.team is not None:
-                    await self.team.judged(
-                        self.ref, judged, verdict, messages, turn_id, proc.conversation_id
-                    )
+                await self.team.judged(judged, verdict, messages, turn_id, proc.conversation_id)
                 if not isinstance(verdict, Go):
                     self.current = None
                     self._finishing()
@@ -386,20 +383,7 @@ class TurnRunner:
                 total_tokens=end.usage.total_tokens,
             )
         await record_turn(self.store, self.metrics, self.adapter, self.ref, turn.id, result, end)
-        if self.team is not None:
-            await self.team.turn_ended(self.ref, turn.id, result.state, result.outcome.error)
-
-    async def _prepare(self, ask: Ask) -> Reading | None:
-        """The team controls read the budgets the turn policy judges ``ask`` by."""
-        if self.team is None:
-            return None
-        return await self.team.prepare(ask, self.adapter.post_message)
-
-    def _tool_audit(self, turn_id: int) -> Callable[[ToolUpdate], Awaitable[object]] | None:
-        team = self.team
-        if team is None:
-            return None
-        return lambda tool: team.tool_call(self.ref, turn_id, tool)
+        await self.team.ended(turn.id, result.state, result.outcome.error)
 
     # --- the PreInvocation hook -----------------------------------------------------------
 
@@ -419,16 +403,14 @@ class TurnRunner:
         others = [m for m in taken if turn.author is None or m.author.id != turn.author.id]
         if others:
             ask = Ask("inject", tuple(m.author for m in others), self.ref, self.usage, turn.author)
-            judged = await self._prepare(ask)
+            judged = await self.team.prepare(ask)
             verdict = self._ask(ask, self._ask_inject)
-            if self.team is not None:
-                await self.team.judged(self.ref, judged, verdict, others, turn.id)
+            await self.team.judged(judged, verdict, others, turn.id)
             if not isinstance(verdict, Go):
                 taken = await verdicts.set_aside(self._verdicts(), taken, others, verdict)
         if not taken:
             return []
-        if self.team is not None:
-            await self.team.injected(self.ref, turn.id, taken)
+        await self.team.injected(turn.id, taken)
         turn.unconfirmed.extend(m.id for m in taken)
         turn.last_injection = [m.id for m in taken]
         self.metrics.injected(self.ref.platform, len(taken))
