@@ -176,12 +176,10 @@ class Core:
             actor.tell(c.Drain())
             actor.tell(c.Stop(by))
             with anyio.move_on_after(MOVE_WAIT):
-                while actor.in_turn:  # noqa: ASYNC110
-                    await anyio.sleep(0.05)
+                await actor.wait_until(lambda state: not state.in_turn)
             actor.tell(c.EndLease())
             with anyio.move_on_after(MOVE_WAIT):
-                while self.router.threads.get(old.key) is actor:  # noqa: ASYNC110
-                    await anyio.sleep(0.05)
+                await actor.wait_ended()
             if self.router.threads.get(old.key) is actor:
                 return False  # it did not end: its rows and directories stay its own
         if not await self.store.move_thread(old, new, self.leases.owner):

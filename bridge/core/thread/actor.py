@@ -54,6 +54,11 @@ class ThreadActor:
         self._idle: tuple[float, int] | None = None
         self.work = ThreadWork(ref, parts, self.tell, context or [], report_takeover)
         self._tg: TaskGroup | None = None
+        # Set at the next transition, for whoever waits on one (made only when someone does).
+        self._changed: anyio.Event | None = None
+        # Set once the actor's task has ended and the router has let it go.
+        self._ended: anyio.Event | None = None
+        self._over = False
 
     # --- what the rest of the bridge sees ---------------------------------------------------
 
@@ -80,6 +85,9 @@ class ThreadActor:
     def tell(self, command: c.Command) -> None:
         """Hand the thread a command: the transition now, its effects at once or in order."""
         self.state, effects = handle(self.state, command, self._policy)
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
         for effect in effects:
             if isinstance(effect, e.Immediate):
                 self._now(effect)
@@ -89,6 +97,22 @@ class ThreadActor:
     def _post(self, effect: e.Queued) -> None:
         self._mailbox.append(effect)
         self._arrived.set()
+
+    async def wait_until(self, predicate: Callable[[State], bool]) -> None:
+        """Until the thread's state satisfies ``predicate`` (it changes only in :meth:`tell`,
+        and when the actor ends)."""
+        while not predicate(self.state):
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    async def wait_ended(self) -> None:
+        """Until the actor's task has ended (its session closed, the router told)."""
+        if self._over:
+            return
+        if self._ended is None:
+            self._ended = anyio.Event()
+        await self._ended.wait()
 
     async def decide(self, command: c.Decide) -> DecideOutcome:
         """An approval answer, to the gate that holds the request."""
@@ -120,6 +144,10 @@ class ThreadActor:
                 self.state = State(phase=Phase.GONE)
             self._mailbox.clear()  # gone: no transition has effects any more
             self._on_exit(self)
+            self._over = True
+            for event in (self._changed, self._ended):
+                if event is not None:
+                    event.set()
             log.info("thread worker stopped", extra={"chat_thread": self.key})
 
     async def _next(self) -> e.Queued:
