@@ -17,6 +17,12 @@ from bridge.agy.listener import Listener, open_listener
 from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
+from bridge.core.capabilities import (
+    CollectsFeedback,
+    KeepsTrust,
+    ObservesRetries,
+    single_instance,
+)
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.feedback import answer_feedback
@@ -26,7 +32,7 @@ from bridge.core.stores import open_store
 from bridge.core.thread.turn_policy import TurnPolicy
 from bridge.core.tools import chat_tools_factory
 from bridge.isolation import resolve_isolation
-from bridge.leader import SINGLE_INSTANCE, run_as_leader
+from bridge.leader import run_as_leader
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -104,18 +110,16 @@ async def open_bridge(
             log.info("removed %d shared plugin file(s) no session uses", removed)
         metrics = Metrics()
         for name, adapter in adapters.items():
-            observe = getattr(adapter, "observe_retries", None)
-            if observe is not None:
-                observe(lambda reason, platform=name: metrics.chat_retry(platform, reason))
+            # The adapters' optional capabilities (bridge/core/capabilities.py), wired once.
+            if isinstance(adapter, ObservesRetries):
+                adapter.observe_retries(functools.partial(metrics.chat_retry, name))
             # Feedback buttons under answers (Slack): a row per click in the store, a counter.
-            observe_feedback = getattr(adapter, "observe_feedback", None)
-            if observe_feedback is not None:
-                observe_feedback(functools.partial(answer_feedback, store, metrics))
+            if isinstance(adapter, CollectsFeedback):
+                adapter.observe_feedback(functools.partial(answer_feedback, store, metrics))
             # Matrix pins its allowed users' identities, and keeps verifications waiting for
             # the operator, in the store (issue 31).
-            use_store = getattr(adapter, "use_trust_store", None)
-            if use_store is not None:
-                use_store(store)
+            if isinstance(adapter, KeepsTrust):
+                adapter.use_trust_store(store)
         leases = open_leases(store, config.store.instance, config.store.lease_seconds)
         async with open_core(
             config,
@@ -136,7 +140,7 @@ async def start_adapters(bridge: Bridge, tg: anyio.abc.TaskGroup) -> None:
     shared = bridge.core.cluster.shared
     for name, adapter in bridge.adapters.items():
         started = anyio.Event()
-        if shared and name in SINGLE_INSTANCE:
+        if shared and single_instance(adapter):
             tg.start_soon(
                 run_as_leader,
                 adapter,

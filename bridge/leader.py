@@ -21,9 +21,9 @@ import anyio
 
 from bridge.core.core import Core
 from bridge.core.events import ChatAdapter
-from bridge.core.leases import SINGLE_INSTANCE, Lease, leader_key
+from bridge.core.leases import Lease, leader_key
 
-__all__ = ["SINGLE_INSTANCE", "run_as_leader"]
+__all__ = ["run_as_leader"]
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import anyio
 
+from bridge.core.capabilities import Opened
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -142,6 +143,8 @@ class RecordingAdapter:
         # Approval requests asked (their handles are req-1, req-2, ...) and how each ended.
         self.requests: list[ApprovalRequest] = []
         self.settled: dict[str, ApprovalResult] = {}
+        self.opened = 0  # threads opened (open_thread)
+        self.resets: list[str] = []  # thread keys whose conversation was reset (!new)
 
     # --- ChatAdapter --------------------------------------------------------------------------
 
@@ -167,6 +170,21 @@ class RecordingAdapter:
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         self.calls["post_message"] += 1
         self.notices.append((thread.key, text))
+        self.changes.touch()
+
+    async def open_thread(self, channel: str, text: str) -> Opened:
+        """A new thread whose root message is ``text`` (kept in ``notices`` under its key)."""
+        self.calls["open_thread"] += 1
+        self.opened += 1
+        root = f"root{self.opened}"
+        thread = ThreadRef(platform=self.platform, channel=channel, thread=root)
+        self.notices.append((thread.key, text))
+        self.changes.touch()
+        return Opened(thread, root)
+
+    async def conversation_reset(self, thread: ThreadRef) -> None:
+        self.calls["conversation_reset"] += 1
+        self.resets.append(thread.key)
         self.changes.touch()
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:

@@ -16,7 +16,7 @@ import anyio
 
 from bridge.core.approvals.gate import may_approve
 from bridge.core.events import DecideOutcome, ThreadRef
-from bridge.core.leases import SINGLE_INSTANCE, Claim, Lease, Leases, leader_key
+from bridge.core.leases import Claim, Lease, Leases, leader_key
 from bridge.core.store import Store
 from bridge.core.thread import commands as c
 from bridge.core.thread import wire
@@ -25,10 +25,18 @@ log = logging.getLogger(__name__)
 
 
 class Cluster:
-    def __init__(self, leases: Leases, store: Store, approvers: list[str]):
+    def __init__(
+        self,
+        leases: Leases,
+        store: Store,
+        approvers: list[str],
+        single_instance: frozenset[str] = frozenset(),
+    ):
         self.leases = leases
         self.store = store
         self.approvers = approvers
+        # Platforms whose adapter runs on one instance at a time (the adapter declares it).
+        self.single_instance = single_instance
         self.draining = False
         # Leader leases this instance holds (``leader|matrix``): their chats run here only.
         self.leading: dict[str, Lease] = {}
@@ -48,7 +56,7 @@ class Cluster:
         """A chat that runs on one instance at a time has its threads run there too."""
         return (
             not self.shared
-            or platform not in SINGLE_INSTANCE
+            or platform not in self.single_instance
             or leader_key(platform) in self.leading
         )
 

@@ -21,6 +21,7 @@ from bridge.core import recovery
 from bridge.core import store as st
 from bridge.core.approvals.replies import parse_reply
 from bridge.core.approvals.texts import not_approver_text
+from bridge.core.capabilities import HearsResets, OpensThreads, single_instance
 from bridge.core.changes import apply_change, withdrawn_text
 from bridge.core.cluster import Cluster
 from bridge.core.commands import HELP, Command, parse_command
@@ -28,6 +29,7 @@ from bridge.core.events import (
     ApprovalChoice,
     Author,
     ChangeOutcome,
+    ChannelRef,
     ChatAdapter,
     DecideOutcome,
     IncomingMessage,
@@ -63,6 +65,11 @@ MOVE_WAIT = 30.0
 NO_REQUEST = "No request waits for approval in this thread now; nothing changed."
 
 
+def opening_text(author: Author, text: str) -> str:
+    """The root message of a thread the bridge opens: who asks, then what."""
+    return f"**{author.label}** asks:\n\n{text}"
+
+
 class Core:
     def __init__(
         self,
@@ -87,6 +94,8 @@ class Core:
         self.slots = slots
         self.metrics = metrics
         self._tg = task_group
+        # Adapters told when a thread's conversation is reset (they post nothing then).
+        self.hearing: dict[str, HearsResets] = {}
         self._commands: dict[str, Callable[[IncomingMessage, Command], Awaitable[None]]] = {
             "stop": lambda m, _: self.stop(m.thread, m.author),
             "help": lambda m, _: self._say(m.thread, HELP),
@@ -132,6 +141,34 @@ class Core:
         if not isinstance(actor, NotHere):  # else another instance runs it, or will
             actor.tell(c.MessageStored(message.message_id, row_id, bool(message.attachments)))
         return SubmitOutcome.ACCEPTED
+
+    async def start_thread(self, place: ChannelRef, text: str, author: Author) -> ThreadRef:
+        """A turn no chat message started (``author``: a schedule, a forge event, the bridge):
+        a new thread in ``place``, opened by a root message saying who asks what, whose turn
+        then runs as any other (it streams, asks approvals, obeys ``!stop``). The thread's key.
+
+        Raises ValueError when the platform has no adapter or its adapter cannot open threads
+        (:class:`bridge.core.capabilities.OpensThreads`)."""
+        chat = self.adapters.get(place.platform)
+        if chat is None:
+            raise ValueError(f"no chat adapter for platform {place.platform!r}")
+        if not isinstance(chat, OpensThreads):
+            raise ValueError(f"the {place.platform} adapter cannot open threads")
+        opened = await chat.open_thread(place.channel, opening_text(author, text))
+        message = IncomingMessage(
+            thread=opened.thread,
+            event_id=opened.message_id,
+            message_id=opened.message_id,
+            author=author,
+            text=text,
+        )
+        row_id = await self.store.add_message(message, record_thread=True)
+        if row_id is not None:
+            actor = await self.router.actor_for(opened.thread)
+            if not isinstance(actor, NotHere):
+                actor.tell(c.MessageStored(message.message_id, row_id))
+        log.info("thread started by %s", author.label, extra={"chat_thread": opened.thread.key})
+        return opened.thread
 
     async def stop(self, thread: ThreadRef, by: Author) -> None:
         if self.team is not None:
@@ -193,12 +230,10 @@ class Core:
             actor.tell(c.Drain())
             actor.tell(c.Stop(by))
             with anyio.move_on_after(MOVE_WAIT):
-                while actor.in_turn:  # noqa: ASYNC110
-                    await anyio.sleep(0.05)
+                await actor.wait_until(lambda state: not state.in_turn)
             actor.tell(c.EndLease())
             with anyio.move_on_after(MOVE_WAIT):
-                while self.router.threads.get(old.key) is actor:  # noqa: ASYNC110
-                    await anyio.sleep(0.05)
+                await actor.wait_ended()
             if self.router.threads.get(old.key) is actor:
                 return False  # it did not end: its rows and directories stay its own
         if not await self.store.move_thread(old, new, self.leases.owner):
@@ -281,6 +316,9 @@ class Core:
         await self.store.reset_conversation(message.thread.key)
         await self.router.send(message.thread, c.NewConversation(message.author))
         await self._say(message.thread, "Starting a fresh conversation from the next message.")
+        chat = self.hearing.get(message.thread.platform)
+        if chat is not None:
+            await chat.conversation_reset(message.thread)
 
     async def _status(self, message: IncomingMessage, _: Command) -> None:
         thread = message.thread
@@ -395,7 +433,12 @@ async def open_core(
                 policy=policy,
             )
 
-        cluster = Cluster(leases, store, config.approvals.approvers)
+        cluster = Cluster(
+            leases,
+            store,
+            config.approvals.approvers,
+            frozenset(name for name, adapter in adapters.items() if single_instance(adapter)),
+        )
         router = Router(
             parts_for,
             cluster,
@@ -407,6 +450,7 @@ async def open_core(
             shared_agy_state=config.store.shared_agy_state,
         )
         core = Core(config, store, runtime, chats, router, slots, metrics, tg, team)
+        core.hearing = {n: a for n, a in adapters.items() if isinstance(a, HearsResets)}
         tg.start_soon(prune_daily, audit, config.bridge.audit_days, name="audit-prune")
         metrics.set_sources(live_processes=lambda: slots.live, queued_threads=lambda: slots.queued)
         try:

@@ -11,9 +11,15 @@ import enum
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 
 class _Model(BaseModel):
@@ -42,6 +48,23 @@ class ThreadRef(_Model):
         return cls(platform=platform, channel=channel, thread=thread)
 
 
+class ChannelRef(_Model):
+    """A Slack channel, a Matrix room, the console: where a new thread can be opened."""
+
+    platform: str
+    channel: str
+
+
+class AuthorKind(enum.Enum):
+    """Who asked: a person in the chat, or something that starts turns without a chat message
+    (:meth:`bridge.core.core.Core.start_thread`)."""
+
+    PERSON = "person"
+    BRIDGE = "bridge"  # the bridge itself
+    SCHEDULE = "schedule"  # a scheduled prompt
+    FORGE = "forge"  # a forge event: a pull request, a CI result, a review comment
+
+
 class Author(_Model):
     id: str
     display_name: str = ""
@@ -49,13 +72,42 @@ class Author(_Model):
     # The author's organisation where the platform has one (Slack: team id, or the enterprise
     # id on Enterprise Grid); adapters need it to address a reply to the author.
     org: str | None = None
+    kind: AuthorKind = AuthorKind.PERSON
 
     @property
     def label(self) -> str:
         """ "Alice (@alice:example.org)", or the id alone when there is no name."""
+        if self.kind is not AuthorKind.PERSON:
+            return self.display_name or self.id
         if self.display_name and self.display_name != self.id:
             return f"{self.display_name} ({self.id})"
         return self.id
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A person is stored and sent as before the kinds came (older instances read it).
+        data: dict[str, Any] = handler(self)
+        if self.kind is AuthorKind.PERSON:
+            data.pop("kind", None)
+        return data
+
+    @property
+    def person(self) -> bool:
+        return self.kind is AuthorKind.PERSON
+
+    @classmethod
+    def bridge(cls) -> Author:
+        return cls(id="bridge", display_name="the bridge", kind=AuthorKind.BRIDGE)
+
+    @classmethod
+    def schedule(cls, name: str) -> Author:
+        """A scheduled prompt called ``name``."""
+        return cls(id=f"schedule:{name}", display_name=f"schedule {name}", kind=AuthorKind.SCHEDULE)
+
+    @classmethod
+    def forge(cls, source: str, event: str) -> Author:
+        """A forge's event: ``source`` (a repository), ``event`` ("CI failed on #12")."""
+        return cls(id=f"forge:{source}", display_name=f"{source}: {event}", kind=AuthorKind.FORGE)
 
 
 class OutgoingFile(_Model):

@@ -41,11 +41,6 @@ NOTIFY_LIMIT = 7900
 _NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
 
 
-# Chats whose client state is local files (the Matrix encryption store): one instance at a time
-# runs them, the one holding their leader lease (see bridge/leader.py).
-SINGLE_INSTANCE = frozenset({"matrix"})
-
-
 def leader_key(platform: str) -> str:
     return f"leader|{platform}"
 

@@ -272,13 +272,13 @@ class Router:
         with anyio.move_on_after(deadline):
             # ``in_turn``, not ``busy``: a turn that has just taken its messages is not yet
             # busy, and ending its lease then would leave them taken and never answered.
-            while any(a.in_turn for a in self.threads.values()):  # noqa: ASYNC110
-                await anyio.sleep(0.05)
+            while turns := [a for a in self.threads.values() if a.in_turn]:
+                await turns[0].wait_until(lambda state: not state.in_turn)
         for actor in list(self.threads.values()):
             actor.tell(c.EndLease())
         with anyio.move_on_after(deadline):
-            while self.threads:  # noqa: ASYNC110
-                await anyio.sleep(0.05)
+            while self.threads:
+                await next(iter(self.threads.values())).wait_ended()
         with anyio.CancelScope(shield=True):
             await self.cluster.leases.release_all()
 
@@ -289,5 +289,5 @@ class Router:
         for actor in actors:
             actor.tell(c.Shutdown())
         with anyio.move_on_after(grace):
-            while any(a.busy for a in actors):  # noqa: ASYNC110
-                await anyio.sleep(0.05)
+            while busy := [a for a in actors if a.busy]:
+                await busy[0].wait_until(lambda state: not state.busy)

@@ -6,14 +6,21 @@ The turn scrubs its streamed answer itself (a secret may straddle two pieces, se
 the agent's ``post_message`` and ``post_file`` titles, approval requests (the command the agent
 wants to run, its preview) and their decisions, and the bridge's own notices (which quote
 commands, patterns and agy's errors). One place, so no new posting path can forget it.
+
+There is no forwarding of other attributes: what the core may call on a chat is the
+:class:`~bridge.core.events.ChatAdapter` protocol and the capabilities of
+:mod:`bridge.core.capabilities` that post text (``open_thread``), each written out here; the
+capabilities that post nothing are used on the adapter itself, where ``app.py`` wires them.
+``tests/core/test_scrub_posting.py`` calls every method here that takes text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
+from bridge.core.capabilities import Opened, OpensThreads
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -31,16 +38,12 @@ from bridge.core.scrub import Scrubber
 
 
 class ScrubbedAdapter:
-    """``inner`` with every posted text scrubbed; anything else passes through unchanged."""
+    """``inner`` with every posted text scrubbed; what posts nothing passes through."""
 
     def __init__(self, inner: ChatAdapter, scrub: Scrubber) -> None:
         self.inner = inner
         self.platform = inner.platform
         self._scrub = scrub
-
-    def __getattr__(self, name: str) -> Any:
-        # Adapter-specific extras (observe_retries, test hooks) stay reachable.
-        return getattr(self.inner, name)
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         await self.inner.run(inbound, started)
@@ -87,5 +90,23 @@ class ScrubbedAdapter:
         )
 
 
+class ScrubbedOpener(ScrubbedAdapter):
+    """A chat that opens threads (:class:`~bridge.core.capabilities.OpensThreads`), scrubbed."""
+
+    def __init__(self, inner: ChatAdapter, opener: OpensThreads, scrub: Scrubber) -> None:
+        super().__init__(inner, scrub)
+        self._opener = opener
+
+    async def open_thread(self, channel: str, text: str) -> Opened:
+        return await self._opener.open_thread(channel, self._scrub(text))
+
+
 def scrubbed(adapters: dict[str, ChatAdapter], scrub: Scrubber) -> dict[str, ChatAdapter]:
-    return {name: ScrubbedAdapter(adapter, scrub) for name, adapter in adapters.items()}
+    """Each adapter behind the scrubber, with the posting capabilities it has."""
+    chats: dict[str, ChatAdapter] = {}
+    for name, adapter in adapters.items():
+        if isinstance(adapter, OpensThreads):
+            chats[name] = ScrubbedOpener(adapter, adapter, scrub)
+        else:
+            chats[name] = ScrubbedAdapter(adapter, scrub)
+    return chats

@@ -159,19 +159,12 @@ class TurnRunner:
         self._finishing = finishing
         self._wake = requeued
         self._proc: AgyHandle | None = None
-        # From just before a turn takes its messages until the turn has ended: the only time
-        # agy makes hook calls, so the only time a new message needs the hook's flag.
-        self.in_turn = False
         self._requeued_last = False
         self.current: RunningTurn | None = None
         # The turn before, for a hook answer that turns out undelivered after its turn ended.
         self._previous: RunningTurn | None = None
         # Blocks sent ahead of the next turn's messages, once (a thread's history on a handover).
         self.context: list[str] = []
-
-    @property
-    def busy(self) -> bool:
-        return self.current is not None
 
     def requester(self) -> Author | None:
         """Who asked for the running turn (None when none runs)."""
@@ -205,13 +198,6 @@ class TurnRunner:
 
     async def run(self, proc: AgyHandle) -> TurnResult | None:
         """Run one turn on everything pending; None when nothing was pending after all."""
-        self.in_turn = True
-        try:
-            return await self._take_and_run(proc)
-        finally:
-            self.in_turn = False
-
-    async def _take_and_run(self, proc: AgyHandle) -> TurnResult | None:
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
         taken = await self.store.take_turn(self.key, proc.conversation_id, owner=self.owner)

@@ -23,6 +23,7 @@ import anyio
 
 from bridge.chat.common.outcome import outcome_lines
 from bridge.core.approvals.texts import visible
+from bridge.core.capabilities import Opened
 from bridge.core.events import (
     ApprovalChoice,
     ApprovalRequest,
@@ -142,6 +143,7 @@ class ConsoleAdapter:
         self.eof = anyio.Event()
         self._run_id = uuid.uuid4().hex[:12]
         self._asking: str | None = None  # the handle of the request waiting for an answer
+        self._opened = 0  # turns the bridge started (start_thread)
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         started()
@@ -204,6 +206,13 @@ class ConsoleAdapter:
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         self._notice(text.rstrip("\n"))
+
+    async def open_thread(self, channel: str, text: str) -> Opened:
+        """The terminal is one conversation: a turn the bridge starts runs in it, after the
+        opening text (so a typed ``!stop`` stops it)."""
+        self._opened += 1
+        self._notice(text.rstrip("\n"))
+        return Opened(self.thread, f"{self._run_id}:opened:{self._opened}")
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         self._notice(

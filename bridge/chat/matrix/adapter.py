@@ -17,6 +17,7 @@ from nio import AsyncClient, RoomResolveAliasResponse
 from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
 from bridge.config import MatrixSection
+from bridge.core.capabilities import Opened
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -86,6 +87,8 @@ class MatrixAdapter:
     """Implements :class:`bridge.core.events.ChatAdapter` for Matrix."""
 
     platform = "matrix"
+    # One sync and one encryption store per device: one bridge instance runs it at a time.
+    single_instance = True
 
     def __init__(
         self, config: MatrixSection, *, data_dir: Path, tuning: MatrixTuning | None = None
@@ -344,6 +347,28 @@ class MatrixAdapter:
             with_relation(with_mentions(content), thread_root=root, latest=latest)
             latest = await outbox.send(thread.channel, content)
             remember(latest)
+
+    async def open_thread(self, channel: str, text: str) -> Opened:
+        """A conversation the bridge opens in room ``channel``: ``text`` as a new root message,
+        the Matrix thread under it the conversation (the room, with ``threads = false``)."""
+        outbox = self._connected().outbox
+        root: str | None = None
+        latest: str | None = None
+        for content in self._renderer.pieces(
+            text, self._tuning.reply.limits, encrypted=outbox.encrypts(channel)
+        ):
+            with_mentions(content)
+            if root is not None:
+                with_relation(content, thread_root=root, latest=latest)
+            latest = await outbox.send(channel, content)
+            root = root or latest
+        assert root is not None
+        thread = ThreadRef(platform=self.platform, channel=channel, thread=root)
+        if not self._config.threads:
+            thread = ThreadRef(platform=self.platform, channel=channel)
+            self._turn_root.put(thread.key, root)
+        self._thread_of_event.put(root, thread)
+        return Opened(thread, root)
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         connection = self._connected()

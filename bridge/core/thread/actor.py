@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, assert_never
 
 import anyio
 from anyio.abc import TaskGroup
@@ -22,7 +22,7 @@ from bridge.agy.turn import TurnStatus
 from bridge.core.events import DecideOutcome, Reaction, ThreadRef
 from bridge.core.thread import commands as c
 from bridge.core.thread import effects as e
-from bridge.core.thread.machine import NOTHING_RUNNING, Phase, State, handle
+from bridge.core.thread.machine import Phase, State, handle
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.work import ThreadWork
 
@@ -48,12 +48,17 @@ class ThreadActor:
         self._policy = parts.policy
         self._on_exit = on_exit
         # The mailbox: effects in order, and a wake-up for the actor's task when it waits.
-        self._mailbox: deque[e.Effect] = deque()
+        self._mailbox: deque[e.Queued] = deque()
         self._arrived = anyio.Event()
         # The idle spell's timer: when it rings, and which spell it is for.
         self._idle: tuple[float, int] | None = None
         self.work = ThreadWork(ref, parts, self.tell, context or [], report_takeover)
         self._tg: TaskGroup | None = None
+        # Set at the next transition, for whoever waits on one (made only when someone does).
+        self._changed: anyio.Event | None = None
+        # Set once the actor's task has ended and the router has let it go.
+        self._ended: anyio.Event | None = None
+        self._over = False
 
     # --- what the rest of the bridge sees ---------------------------------------------------
 
@@ -80,15 +85,34 @@ class ThreadActor:
     def tell(self, command: c.Command) -> None:
         """Hand the thread a command: the transition now, its effects at once or in order."""
         self.state, effects = handle(self.state, command, self._policy)
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
         for effect in effects:
             if isinstance(effect, e.Immediate):
                 self._now(effect)
             else:
                 self._post(effect)
 
-    def _post(self, effect: e.Effect) -> None:
+    def _post(self, effect: e.Queued) -> None:
         self._mailbox.append(effect)
         self._arrived.set()
+
+    async def wait_until(self, predicate: Callable[[State], bool]) -> None:
+        """Until the thread's state satisfies ``predicate`` (it changes only in :meth:`tell`,
+        and when the actor ends)."""
+        while not predicate(self.state):
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    async def wait_ended(self) -> None:
+        """Until the actor's task has ended (its session closed, the router told)."""
+        if self._over:
+            return
+        if self._ended is None:
+            self._ended = anyio.Event()
+        await self._ended.wait()
 
     async def decide(self, command: c.Decide) -> DecideOutcome:
         """An approval answer, to the gate that holds the request."""
@@ -98,8 +122,7 @@ class ThreadActor:
         return await gate.resolve(command.handle, command.choice, command.by, command.reason)
 
     def waiting_approval(self) -> bool:
-        gate = self.work.gate
-        return gate is not None and gate.waiting is not None
+        return self.state.asking
 
     # --- the task ---------------------------------------------------------------------------
 
@@ -121,9 +144,13 @@ class ThreadActor:
                 self.state = State(phase=Phase.GONE)
             self._mailbox.clear()  # gone: no transition has effects any more
             self._on_exit(self)
+            self._over = True
+            for event in (self._changed, self._ended):
+                if event is not None:
+                    event.set()
             log.info("thread worker stopped", extra={"chat_thread": self.key})
 
-    async def _next(self) -> e.Effect:
+    async def _next(self) -> e.Queued:
         """The next effect; meanwhile, the idle timer rings when its time comes (here, so that
         an idle thread costs no task of its own)."""
         while not self._mailbox:
@@ -167,69 +194,76 @@ class ThreadActor:
 
         self._tg.start_soon(guarded, name=f"{name} {self.key}")
 
-    # --- effects ----------------------------------------------------------------------------
+    # --- effects: every one of effects.Effect, checked by the type checker --------------------
 
-    def _now(self, effect: e.Effect) -> None:
+    def _now(self, effect: e.Immediate) -> None:
         work = self.work
-        if isinstance(effect, e.Answer):
-            work.answer(effect.verdict)
-        elif isinstance(effect, e.FlagHook):
-            work.flag_hook()
-        elif isinstance(effect, e.MarkQueued):
-            work.mark(effect.message_id, Reaction.QUEUED)
-        elif isinstance(effect, e.Interrupt):
-            if not work.interrupt(effect.by) and effect.tell:
-                self._post(e.Say(NOTHING_RUNNING))
-        elif isinstance(effect, e.SetIdle):
-            work.slot.set_idle(effect.idle)
-        elif isinstance(effect, e.RunTurn):
-            work.start_turn()
-        elif isinstance(effect, e.StartIdleTimer):
-            self._idle = (anyio.current_time() + work.idle_timeout, effect.spell)
-            self._arrived.set()  # the waiting task looks at the new time
-        elif isinstance(effect, e.StopIdleTimer):
-            self._idle = None
-        elif isinstance(effect, e.ForgetAllowList):
-            if work.gate is not None:
-                work.gate.forget_allow_list()
-        elif isinstance(effect, e.CancelWork):
-            if effect.lost:
-                log.warning("lease lost to another instance", extra={"chat_thread": self.key})
-            work.cancel()
+        match effect:
+            case e.Answer(verdict):
+                work.answer(verdict)
+            case e.FlagHook():
+                work.flag_hook()
+            case e.MarkQueued(message_id):
+                work.mark(message_id, Reaction.QUEUED)
+            case e.Interrupt(by):
+                if not work.interrupt(by):
+                    # The machine asks only while a turn runs, and the runner runs it then.
+                    log.warning("no turn to interrupt", extra={"chat_thread": self.key})
+            case e.SetIdle(idle):
+                work.slot.set_idle(idle)
+            case e.RunTurn():
+                work.start_turn()
+            case e.StartIdleTimer(spell):
+                self._idle = (anyio.current_time() + work.idle_timeout, spell)
+                self._arrived.set()  # the waiting task looks at the new time
+            case e.StopIdleTimer():
+                self._idle = None
+            case e.ForgetAllowList():
+                if work.gate is not None:
+                    work.gate.forget_allow_list()
+            case e.CancelWork(lost):
+                if lost:
+                    log.warning("lease lost to another instance", extra={"chat_thread": self.key})
+                work.cancel()
+            case _:
+                assert_never(effect)
 
-    async def _carry_out(self, effect: e.Effect) -> None:
+    async def _carry_out(self, effect: e.Queued) -> None:
         work = self.work
-        if isinstance(effect, e.Prepare):
-            self.tell(await work.prepare())
-        elif isinstance(effect, e.CheckInbox):
-            self.tell(c.InboxChecked(await work.has_pending()))
-        elif isinstance(effect, e.AcquireSlot):
-            if work.slot.take_now():
-                self.tell(c.SlotGranted())
-            else:
-                self._spawn(work.slot.hold, "slot")
-        elif isinstance(effect, e.ReleaseSlot):
-            work.slot.release()
-        elif isinstance(effect, e.StartProcess):
-            self._spawn(work.run_process, "agy")
-        elif isinstance(effect, e.CloseProcess):
-            work.close_process()
-        elif isinstance(effect, e.FetchAttachments):
-            self._spawn(lambda: work.fetch_in_background(effect.row_id), "files")
-        elif isinstance(effect, e.DropConversation):
-            await work.drop_conversation()
-        elif isinstance(effect, e.ReportStartFailure):
-            await work.report_start_failure()
-        elif isinstance(effect, e.DenyAndInterrupt):
-            if not await work.deny_and_interrupt(effect.by) and not work.interrupt(effect.by):
-                await work.say(NOTHING_RUNNING)
-        elif isinstance(effect, e.Say):
-            await work.say(effect.text)
-        elif isinstance(effect, e.FailPending):
-            with anyio.CancelScope(shield=True):
-                await work.fail_pending(effect.reason)
-        else:
-            self._now(effect)
+        match effect:
+            case e.Prepare():
+                self.tell(await work.prepare())
+            case e.CheckInbox():
+                self.tell(c.InboxChecked(await work.has_pending()))
+            case e.AcquireSlot():
+                if work.slot.take_now():
+                    self.tell(c.SlotGranted())
+                else:
+                    self._spawn(work.slot.hold, "slot")
+            case e.ReleaseSlot():
+                work.slot.release()
+            case e.StartProcess():
+                self._spawn(work.run_process, "agy")
+            case e.CloseProcess():
+                work.close_process()
+            case e.FetchAttachments(row_id):
+                self._spawn(lambda: work.fetch_in_background(row_id), "files")
+            case e.DropConversation():
+                await work.drop_conversation()
+            case e.ReportStartFailure():
+                await work.report_start_failure()
+            case e.DenyAndInterrupt(by):
+                if not await work.deny_and_interrupt(by):
+                    self.tell(c.NoRequestWaited(by))  # answered meanwhile: the machine decides
+            case e.Say(text):
+                await work.say(text)
+            case e.FailPending(reason):
+                with anyio.CancelScope(shield=True):
+                    await work.fail_pending(reason)
+            case e.Exit():
+                pass  # the loop ends on it before it gets here
+            case _:
+                assert_never(effect)
 
 
 __all__ = ["ThreadActor", "TurnStatus"]

@@ -205,6 +205,14 @@ class IdleTimeout:
 
 
 @dataclass(frozen=True)
+class NoRequestWaited:
+    """A Stop came to deny a waiting request, but it had been answered meanwhile: stop the
+    turn as a Stop does."""
+
+    by: str
+
+
+@dataclass(frozen=True)
 class Asking:
     """An approval request waits (True) or was settled (False)."""
 
@@ -238,5 +246,6 @@ Command = (
     | TurnFinishing
     | TurnEnded
     | IdleTimeout
+    | NoRequestWaited
     | Asking
 )

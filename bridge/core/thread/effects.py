@@ -81,15 +81,15 @@ class FetchAttachments:
 
 @dataclass(frozen=True)
 class Interrupt:
-    """SIGINT the running turn. ``tell``: say so in the thread when nothing runs after all."""
+    """SIGINT the running turn (the machine asks only while one runs)."""
 
     by: str
-    tell: bool = True
 
 
 @dataclass(frozen=True)
 class DenyAndInterrupt:
-    """A request waits: deny it, with the turn interrupted before agy reads the deny."""
+    """A request waits: deny it, with the turn interrupted before agy reads the deny (none
+    waits by then, answered meanwhile: ``NoRequestWaited``)."""
 
     by: str
 
@@ -153,7 +153,8 @@ Immediate = (
     | CancelWork
 )
 
-Effect = (
+# Carried out in order by the actor's task (they wait on I/O).
+Queued = (
     Prepare
     | CheckInbox
     | AcquireSlot
@@ -162,19 +163,11 @@ Effect = (
     | DropConversation
     | ReportStartFailure
     | CloseProcess
-    | RunTurn
-    | Answer
-    | FlagHook
-    | MarkQueued
     | FetchAttachments
-    | Interrupt
     | DenyAndInterrupt
     | Say
-    | SetIdle
-    | StartIdleTimer
-    | StopIdleTimer
-    | ForgetAllowList
     | FailPending
-    | CancelWork
     | Exit
 )
+
+Effect = Immediate | Queued

@@ -335,12 +335,16 @@ def _end_turn(state: State, by: str, tell: bool) -> Step:
     if state.phase is Phase.RUNNING:
         if state.asking:
             return state, [e.DenyAndInterrupt(by)]
-        return state, [e.Interrupt(by, tell=tell)]
+        return state, [e.Interrupt(by)]
     return state, [e.Say(NOTHING_RUNNING)] if tell else []
 
 
 def _stop(state: State, command: c.Stop) -> Step:
     return _end_turn(state, command.by.label, tell=True)
+
+
+def _no_request_waited(state: State, command: c.NoRequestWaited) -> Step:
+    return _end_turn(_set(state, asking=False), command.by, tell=True)
 
 
 def _restart_when_idle(state: State) -> Step:
@@ -372,7 +376,7 @@ def _shutdown(state: State, _: c.Shutdown) -> Step:
     state = _set(state, draining=True)
     if state.phase is Phase.RUNNING:
         # Interrupted, not denied: a request still waiting expires with the turn.
-        return state, [e.Interrupt(SHUTTING_DOWN, tell=False)]
+        return state, [e.Interrupt(SHUTTING_DOWN)]
     return _end_turn(state, SHUTTING_DOWN, tell=False)
 
 
@@ -415,4 +419,5 @@ _TABLE: dict[type, Callable[[State, Any], Step]] = {
     c.EndLease: _lease_ended,
     c.LeaseLost: _lease_ended,
     c.Asking: _asking,
+    c.NoRequestWaited: _no_request_waited,
 }

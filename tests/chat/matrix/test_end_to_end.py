@@ -16,6 +16,7 @@ import pytest
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.chat.matrix import MatrixAdapter
 from bridge.config import build_config
+from bridge.core.events import Author, ChannelRef, ThreadRef
 from tests.chat.matrix.conftest import FAST_TUNING, Human
 from tests.chat.matrix.synapse import Synapse, start_synapse, synapse_python
 from tests.chat.matrix.test_upgrades import upgrade
@@ -203,3 +204,21 @@ async def test_an_upgraded_room_carries_on_with_the_same_conversation(
         moved = await live.bridge.store.thread(f"matrix|{new}|")
         assert moved.conversation_id == conversation
         assert (await live.bridge.store.thread(old_key)).conversation_id is None
+
+
+async def test_a_turn_the_bridge_starts_opens_a_thread_in_the_room(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    """``Core.start_thread`` (a schedule's prompt): a root message in the room, the answer
+    under it, as for a person's message."""
+    async with live_bridge(synapse, tmp_path) as live:
+        place = ChannelRef(platform="matrix", channel=live.room)
+        thread = await live.bridge.core.start_thread(
+            place, "nightly report [[long 5]]", Author.schedule("nightly")
+        )
+        assert thread == ThreadRef(platform="matrix", channel=live.room), "threads = false"
+        opening = await live.human.wait_event(
+            live.room, from_bot_with(live, "schedule nightly"), within=30
+        )
+        assert "nightly report" in content(opening)["body"]
+        await live.human.wait_event(live.room, from_bot_with(live, "line 5"), within=60)

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from bridge.core.store_model import MessageState
+from bridge.core.thread import commands as c
 from tests.core.scripted import (
     World,
     delta,
@@ -227,3 +228,28 @@ async def test_a_shutdown_mid_turn_leaves_what_waits_for_the_next_start(tmp_path
         assert "late" in "\n".join(blocks), "the waiting message runs at the next start"
         agy.say(result(response="done"))
         await again.adapter.wait_finished(1)
+
+
+async def test_waiting_on_a_thread_follows_its_transitions_without_polling(
+    tmp_path: Path,
+) -> None:
+    """``wait_until`` wakes at the transition that makes its predicate true, ``wait_ended``
+    once the actor has gone; the core waits this way (no sleep loops watch an actor)."""
+    async with world(tmp_path) as w:
+        await w.say("one")
+        actor = w.bridge.core.threads[ref().key]
+        with anyio.fail_after(5):
+            await actor.wait_until(lambda state: state.busy)
+        agy = await w.agys.nth(1)
+        agy.say(result(response="done"))
+        with anyio.fail_after(5):
+            await actor.wait_until(lambda state: not state.in_turn)
+        await w.adapter.wait_finished(1)
+        actor.tell(c.EndLease())
+        with anyio.fail_after(5):
+            await actor.wait_ended()
+        assert ref().key not in w.bridge.core.threads
+        await actor.wait_ended()  # at once, once over
+    core = Path(__file__).resolve().parents[3] / "bridge" / "core"
+    polled = [p for p in core.rglob("*.py") if "ASYNC110" in p.read_text()]
+    assert polled == [], "a sleep loop watches state that changes in one place"
