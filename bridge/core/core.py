@@ -8,7 +8,7 @@ its actor's (:mod:`bridge.core.thread.actor`); restart recovery is :mod:`bridge.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,7 +24,7 @@ from bridge.core.approvals.texts import not_approver_text
 from bridge.core.capabilities import HearsResets, OpensThreads, single_instance
 from bridge.core.changes import apply_change, withdrawn_text
 from bridge.core.cluster import Cluster
-from bridge.core.commands import HELP, Command, parse_command
+from bridge.core.commands import parse_command, run_command
 from bridge.core.events import (
     ApprovalChoice,
     Author,
@@ -42,8 +42,6 @@ from bridge.core.router import NotHere, Routed, Router
 from bridge.core.scrub import Scrubber
 from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
-from bridge.core.status import approvals_text, status_text
-from bridge.core.team import commands as team_commands
 from bridge.core.team.audit import AuditLog, prune_daily
 from bridge.core.team.audited import audited
 from bridge.core.team.controls import TeamControls
@@ -96,16 +94,6 @@ class Core:
         self._tg = task_group
         # Adapters told when a thread's conversation is reset (they post nothing then).
         self.hearing: dict[str, HearsResets] = {}
-        self._commands: dict[str, Callable[[IncomingMessage, Command], Awaitable[None]]] = {
-            "stop": lambda m, _: self.stop(m.thread, m.author),
-            "help": lambda m, _: self._say(m.thread, HELP),
-            "model": self._model,
-            "new": self._new,
-            "status": self._status,
-            "approvals": self._approvals,
-            "usage": self._usage,
-            "budget": self._budget,
-        }
 
     @property
     def threads(self) -> Mapping[str, ThreadActor]:
@@ -123,15 +111,9 @@ class Core:
         if command is not None:
             if await self.store.add_message(message, state=st.MessageState.COMMAND) is None:
                 return SubmitOutcome.DUPLICATE
-            if self.team is not None and command.name not in ("stop", "unknown"):
-                await self.team.audit.append(
-                    "command",
-                    thread=message.thread,
-                    person=message.author,
-                    command=command.name,
-                    arg=command.arg,
-                )
-            await self._commands.get(command.name, self._unknown)(message, command)
+            if self.team is not None and command.name != "stop":  # core.stop records it
+                await self.team.command(message.thread, message.author, command.name, command.arg)
+            await run_command(self, message, command)
             return SubmitOutcome.COMMAND
         # The message and its thread's record as a conversation: one transaction.
         row_id = await self.store.add_message(message, record_thread=True)
@@ -172,9 +154,9 @@ class Core:
 
     async def stop(self, thread: ThreadRef, by: Author) -> None:
         if self.team is not None:
-            await self.team.audit.append("command", thread=thread, person=by, command="stop")
+            await self.team.command(thread, by, "stop")
         if await self.router.send(thread, c.Stop(by)) is Routed.NOWHERE:
-            await self._say(thread, NOTHING_RUNNING)
+            await self.say(thread, NOTHING_RUNNING)
 
     async def decide(
         self,
@@ -191,7 +173,7 @@ class Core:
             return await self.router.decide(thread, command)
         except CommandTooLong:
             # Told here, in the thread: the adapter has nothing to add.
-            await self._say(
+            await self.say(
                 thread,
                 f"{command.by.label}: that answer is too long to hand to the bridge instance "
                 "running this thread; nothing changed. Shorten the reason and answer again.",
@@ -216,9 +198,9 @@ class Core:
             message.thread, c.Decide(None, reply.choice, message.author, reply.reason)
         )
         if outcome is DecideOutcome.NOT_APPROVER:
-            await self._say(message.thread, not_approver_text(message.author))
+            await self.say(message.thread, not_approver_text(message.author))
         elif outcome is DecideOutcome.UNKNOWN:
-            await self._say(message.thread, NO_REQUEST)
+            await self.say(message.thread, NO_REQUEST)
         return True
 
     async def move_thread(self, old: ThreadRef, new: ThreadRef, by: Author) -> bool:
@@ -266,7 +248,7 @@ class Core:
             raise ValueError(f"no chat adapter for platform {change.thread.platform!r}")
         outcome, row_id = await apply_change(self.store, change)
         if outcome is ChangeOutcome.WITHDRAWN:
-            await self._say(change.thread, withdrawn_text(change))
+            await self.say(change.thread, withdrawn_text(change))
         elif outcome is ChangeOutcome.TOLD:
             # Handed over like a message: the running turn's next model call, or the next turn.
             actor = await self.router.actor_for(change.thread)
@@ -274,88 +256,16 @@ class Core:
                 actor.tell(c.MessageStored(change.message_id, row_id))
         return outcome
 
-    # --- commands ------------------------------------------------------------------------------
+    # --- what chat commands use (bridge/core/commands/) ----------------------------------------
 
-    async def _unknown(self, message: IncomingMessage, command: Command) -> None:
-        await self._say(message.thread, f"Unknown command `!{command.word}`.\n{HELP}")
-
-    async def _approvals(self, message: IncomingMessage, command: Command) -> None:
-        thread, arg = message.thread, command.arg
-        if arg.lower() == "reset":
-            removed = await self.store.clear_allowed(thread.key)
-            await self.router.send(thread, c.ForgetAllowList())
-            await self._say(
-                thread,
-                f"This thread's allow list is cleared ({removed} pattern(s) removed); "
-                "those commands ask again.",
-            )
-        elif arg:
-            await self._say(thread, "`!approvals` lists; `!approvals reset` clears the list.")
-        else:
-            mode = self.config.approvals.mode
-            await self._say(thread, await approvals_text(self.store, thread.key, mode))
-
-    async def _model(self, message: IncomingMessage, command: Command) -> None:
-        thread, model = message.thread, command.arg
-        if not model:
-            row = await self.store.thread(thread.key)
-            current = row.model or self.config.agy.model or "agy's default model"
-            await self._say(thread, f"Model for this thread: `{current}`.")
-            return
-        if any(ch.isspace() for ch in model) or len(model) > 200:
-            await self._say(thread, "A model id is one word, as `agy models` lists it.")
-            return
-        await self.store.ensure_thread(thread)
-        await self.store.set_model(thread.key, model)
-        await self.router.send(thread, c.SetModel(model, message.author))
-        await self._say(
-            thread, f"Model for this thread is now `{model}` (same conversation, from next turn)."
-        )
-
-    async def _new(self, message: IncomingMessage, _: Command) -> None:
-        await self.store.reset_conversation(message.thread.key)
-        await self.router.send(message.thread, c.NewConversation(message.author))
-        await self._say(message.thread, "Starting a fresh conversation from the next message.")
-        chat = self.hearing.get(message.thread.platform)
+    async def conversation_reset(self, thread: ThreadRef) -> None:
+        """Tell the thread's adapter, if it keeps a view of the conversation, that it was
+        reset."""
+        chat = self.hearing.get(thread.platform)
         if chat is not None:
-            await chat.conversation_reset(message.thread)
+            await chat.conversation_reset(thread)
 
-    async def _status(self, message: IncomingMessage, _: Command) -> None:
-        thread = message.thread
-        actor = self.router.local(thread.key)
-        team = self.team
-        text = await status_text(
-            self.store,
-            thread.key,
-            actor,
-            self.slots,
-            await self.cluster.status_line(thread, actor is not None),
-            self.config.agy.model,
-            self.runtime.isolation_status(),
-            self.config.approvals,
-            (await team_commands.status_line(team, thread),) if team is not None else (),
-        )
-        await self._say(thread, text)
-
-    async def _usage(self, message: IncomingMessage, command: Command) -> None:
-        if self.team is not None:
-            text = await team_commands.usage_text(
-                self.team, message.thread, message.author, command.arg
-            )
-            await self._say(message.thread, text)
-
-    async def _budget(self, message: IncomingMessage, command: Command) -> None:
-        if self.team is None:
-            return
-        thread, who = message.thread, message.author
-        if command.arg:
-            approver = who.id in self.config.approvals.approvers
-            text = await team_commands.extend(self.team, thread, who, command.arg, approver)
-        else:
-            text = await team_commands.budget_text(self.team, thread, who)
-        await self._say(thread, text)
-
-    async def _say(self, thread: ThreadRef, text: str) -> None:
+    async def say(self, thread: ThreadRef, text: str) -> None:
         await self.router.say(thread, text)
 
     # --- start and stop --------------------------------------------------------------------------

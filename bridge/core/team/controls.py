@@ -111,6 +111,11 @@ class TeamControls:
             into_running_turn=ask.kind == "inject",
         )
 
+    async def command(self, thread: ThreadRef, by: Author, name: str, arg: str = "") -> None:
+        """A chat command typed (or a Stop clicked), for the trail."""
+        if name != "unknown":
+            await self.audit.append("command", thread=thread, person=by, command=name, arg=arg)
+
     # --- what a turn did, for the trail ------------------------------------------------------
 
     async def turn_started(
