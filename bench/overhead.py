@@ -57,6 +57,7 @@ from aiohttp import web
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from bench import budget_check
 from bench.common import (
     ROOT,
     SIMULATOR,
@@ -659,11 +660,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="add a second bridge whose store runs with synchronous=NORMAL",
     )
+    parser.add_argument(
+        "--budget-check",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only time the budget check before a turn, N times (bench/budget_check.py)",
+    )
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
     parser.add_argument("--serve-slack", type=float, metavar="RTT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_slack is not None:
         anyio.run(serve_slack, args.serve_slack, backend="asyncio")
+        return 0
+    if args.budget_check:
+        print(anyio.run(budget_check.run, args.budget_check, backend="asyncio"))
         return 0
     turns, warmup = (3, 1) if args.quick else (args.turns, args.warmup)
     options = Options(

@@ -164,6 +164,7 @@ _MIGRATIONS: dict[int, str] = {
     # Team controls (issue 43, docs/team-controls.md). usage_shares: each turn's usage (the
     # difference of agy's cumulative counts), one row per person it is attributed to; the
     # primary key makes recording a turn twice (a retry, a second instance) count it once.
+    # The budget check is on every turn's path: its sums read covering indexes only.
     # budget_notices: the warning told once per budget, subject, period and thread.
     # budget_extensions: an approver's `!budget extend` for one period. audit: the trail, one
     # hash chain over the whole store (seq is contiguous; each row carries its predecessor's
@@ -186,10 +187,10 @@ _MIGRATIONS: dict[int, str] = {
         cost {real},
         PRIMARY KEY (turn_id, person)
     );
-    CREATE INDEX usage_person ON usage_shares (person, at);
-    CREATE INDEX usage_channel ON usage_shares (channel, at);
+    CREATE INDEX usage_person ON usage_shares (person, at, total_tokens, cost);
+    CREATE INDEX usage_channel ON usage_shares (channel, at, total_tokens, cost);
     CREATE INDEX usage_thread ON usage_shares (thread_key, at);
-    CREATE INDEX usage_at ON usage_shares (at);
+    CREATE INDEX usage_at ON usage_shares (at, total_tokens, cost);
     CREATE TABLE budget_notices (
         budget TEXT NOT NULL,
         subject TEXT NOT NULL,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bridge.core.events import Author, ThreadRef
 from bridge.core.store_model import Database
 from bridge.core.team.periods import Period, period_of
-from bridge.core.team.usage import Filter, Sum, UsageBook
+from bridge.core.team.usage import Filter, Sum, Tokens, UsageBook
 from bridge.team_settings import BudgetSection, PricingSection
 
 # The subject of a budget every person or channel shares (scope "all"), and of an extension
@@ -124,32 +124,60 @@ class Budgets:
     async def standing(
         self, budget: BudgetSection, subject: str, now: float | None = None
     ) -> Standing:
-        period = period_of(budget.period, time.time() if now is None else now, self.zone)
-        used = await self.book.sum(counted(budget, subject), period.start, period.end)
-        rows = await self._db.fetch(
-            "SELECT COALESCE(SUM(tokens), 0) AS t, COALESCE(SUM(cost), 0) AS c"
-            " FROM budget_extensions WHERE budget = ? AND period = ? AND subject IN (?, ?)",
-            (budget.label, period.key, subject, EVERYONE),
-        )
-        extra_tokens, extra_cost = int(rows[0]["t"]), float(rows[0]["c"])
-        return Standing(
-            budget,
-            subject,
-            period,
-            used,
-            budget.limit_tokens + extra_tokens if budget.limit_tokens is not None else None,
-            budget.limit_cost + extra_cost if budget.limit_cost is not None else None,
-        )
+        [found] = await self._standings([(budget, subject)], now)
+        return found
 
     async def check(
         self, author: Author, ref: ThreadRef, now: float | None = None
     ) -> list[Standing]:
-        """Every budget that applies to ``author`` writing in ``ref``, where it stands."""
+        """Every budget that applies to ``author`` writing in ``ref``, where it stands: one
+        query for them all (it is on every turn's path)."""
+        wanted = [
+            (budget, subject)
+            for budget in self.budgets
+            if (subject := subject_of(budget, author.id, ref)) is not None
+        ]
+        return await self._standings(wanted, now) if wanted else []
+
+    async def _standings(
+        self, wanted: list[tuple[BudgetSection, str]], now: float | None
+    ) -> list[Standing]:
+        moment = time.time() if now is None else now
+        periods = [period_of(budget.period, moment, self.zone) for budget, _ in wanted]
+        # One row: for each budget, its usage (tokens, cost) and extensions (tokens, cost) in
+        # its period, as scalar subqueries (each served by a covering index).
+        columns: list[str] = []
+        params: list[object] = []
+        for n, ((budget, subject), period) in enumerate(zip(wanted, periods, strict=True)):
+            clause, where = counted(budget, subject).where()
+            usage = " FROM usage_shares WHERE at >= ? AND at < ?" + clause
+            extension = (
+                " FROM budget_extensions WHERE budget = ? AND period = ? AND subject IN (?, ?)"
+            )
+            columns += [
+                f"(SELECT COALESCE(SUM(total_tokens), 0){usage}) AS t{n}",
+                f"(SELECT COALESCE(SUM(cost), 0){usage}) AS c{n}",
+                f"(SELECT COALESCE(SUM(tokens), 0){extension}) AS et{n}",
+                f"(SELECT COALESCE(SUM(cost), 0){extension}) AS ec{n}",
+            ]
+            ext = [budget.label, period.key, subject, EVERYONE]
+            params += [period.start, period.end, *where, period.start, period.end, *where]
+            params += [*ext, *ext]
+        [row] = await self._db.fetch("SELECT " + ", ".join(columns), params)
         found = []
-        for budget in self.budgets:
-            subject = subject_of(budget, author.id, ref)
-            if subject is not None:
-                found.append(await self.standing(budget, subject, now))
+        for n, ((budget, subject), period) in enumerate(zip(wanted, periods, strict=True)):
+            used = Sum(Tokens(total=int(row[f"t{n}"])), float(row[f"c{n}"]))
+            extra_tokens, extra_cost = int(row[f"et{n}"]), float(row[f"ec{n}"])
+            found.append(
+                Standing(
+                    budget,
+                    subject,
+                    period,
+                    used,
+                    budget.limit_tokens + extra_tokens if budget.limit_tokens is not None else None,
+                    budget.limit_cost + extra_cost if budget.limit_cost is not None else None,
+                )
+            )
         return found
 
     async def first_notice(self, standing: Standing, thread_key: str) -> bool:
