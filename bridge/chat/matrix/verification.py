@@ -33,7 +33,7 @@ from nio.api import Api
 from nio.crypto.sas import Sas
 from nio.events import Event, ToDeviceEvent
 
-from bridge.core.store_identities import (
+from bridge.core.store.identities import (
     VERIFICATION_CONFIRMED,
     VERIFICATION_ENDED,
     VERIFICATION_REJECTED,
