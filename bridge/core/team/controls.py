@@ -52,23 +52,38 @@ class TeamControls:
 
     async def prepare(self, ask: Ask, say: Say) -> Reading | None:
         """Read where the budgets of ``ask``'s authors stand, for the turn policy to judge;
-        tell the thread once per period about a budget past its warning level."""
+        tell the thread once per period about a budget past its warning level.
+
+        A store that cannot be read lets the turn go (logged): the turn has taken its messages
+        already, and a budget is not worth losing them over."""
         if not self.budgets.enabled:
             return None
         now = time.time()
         standings: dict[str, tuple[Standing, ...]] = {}
-        for author in ask.who:
-            if author.id not in standings:
-                standings[author.id] = tuple(await self.budgets.check(author, ask.where, now))
+        try:
+            for author in ask.who:
+                if author.id not in standings:
+                    standings[author.id] = tuple(await self.budgets.check(author, ask.where, now))
+        except StoreError as exc:
+            log.error("could not read the budgets: %s", exc, extra={"chat_thread": ask.where.key})
+            return None
         reading = Reading(ask, standings)
-        for author in dict.fromkeys(ask.who):
-            if any(s.over for s in standings[author.id]):
-                continue  # refused, and told so
-            for s in standings[author.id]:
-                if s.warned and await self.budgets.first_notice(s, ask.where.key):
-                    await say(ask.where, warning_text(_name(author), s, self.currency))
         self.policy.expect(reading)
+        for author in dict.fromkeys(ask.who):
+            if not any(s.over for s in standings[author.id]):  # else refused, and told so
+                await self._warn(ask.where, author, standings[author.id], say)
         return reading
+
+    async def _warn(
+        self, ref: ThreadRef, author: Author, standings: tuple[Standing, ...], say: Say
+    ) -> None:
+        """The warning, once per budget, subject, period and thread."""
+        for s in standings:
+            try:
+                if s.warned and await self.budgets.first_notice(s, ref.key):
+                    await say(ref, warning_text(_name(author), s, self.currency))
+            except Exception:
+                log.exception("could not tell a budget's warning", extra={"chat_thread": ref.key})
 
     async def judged(
         self,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bridge.core.events import Reaction
+from bridge.core.store.rows import StoreError
 from bridge.core.team.audit import AuditLog
 from bridge.core.team.budgets import amount
 from bridge.core.team.periods import period_of
@@ -190,3 +191,18 @@ async def test_a_channel_budget_with_a_cost_limit(tmp_path: Path) -> None:
         usage = await h.adapter.wait_notice("**This month")
         assert "• You: " in usage and " EUR" in usage and "**Last month" in usage
         assert thread().channel == "room"
+
+
+async def test_a_store_that_cannot_be_read_lets_the_turn_go(tmp_path: Path) -> None:
+    async with running(tmp_path, extra=settings(PER_PERSON)) as h:
+        team = h.bridge.core.team
+        assert team is not None
+
+        async def broken(*args: Any) -> Any:
+            raise StoreError("disk I/O error")
+
+        team.budgets.check = broken  # type: ignore[method-assign]
+        await spend(h, "@alice:test", 5000)
+        await h.say("still answered", who="alice")
+        await finished(h, 1)
+        assert not notices(h, "was not sent")
