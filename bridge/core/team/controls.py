@@ -136,14 +136,26 @@ class TeamControls:
     async def turn_started(
         self, ref: ThreadRef, turn_id: int, conversation: str, messages: list[StoredMessage]
     ) -> None:
-        """Who asked, with their messages (queued for this turn, or typed while it was idle)."""
+        """Who asked, with their messages: each ``queued`` (written while the thread's turn
+        before ran, and not injected into it) or ``new`` (written since)."""
+        try:
+            rows = await self._db.fetch(
+                "SELECT MAX(ended_at) AS ended FROM turns WHERE thread_key = ? AND id < ?",
+                (ref.key, turn_id),
+            )
+            before = rows[0]["ended"] if rows else None
+        except StoreError:
+            before = None
         await self.audit.append(
             "turn_started",
             thread=ref,
             person=messages[-1].author if messages else None,
             turn=turn_id,
             conversation=conversation,
-            messages=[_message(m, "turn") for m in messages],
+            messages=[
+                _message(m, "queued" if before is not None and m.received_at < before else "new")
+                for m in messages
+            ],
         )
 
     async def injected(self, ref: ThreadRef, turn_id: int, messages: list[StoredMessage]) -> None:
