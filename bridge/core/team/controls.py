@@ -1,10 +1,10 @@
 """The team controls a thread's turns go through: budgets before, usage and audit after.
 
-:meth:`TeamControls.screen` is the budget check on every turn's path: before a turn takes the
-inbox and before a hook call injects into a running turn, each waiting message's author is
-checked against the budgets that apply; a message over a limit leaves ``pending`` as
-``refused`` (kept, never sent), and the thread is told which budget, what was used and when it
-resets. A running turn is never cut. With no ``[[budgets]]`` it costs nothing.
+:meth:`TeamControls.prepare` is the budget check on every turn's path: before the turn policy
+is asked about a turn or about messages joining someone else's running turn, it reads from the
+store where each author's budgets stand and hands that reading to the policy
+(:mod:`bridge.core.team.policy`), which refuses what is over a limit. With no ``[[budgets]]``
+it costs nothing. The rest records what the turn did: usage when it ends, and the audit trail.
 """
 
 from __future__ import annotations
@@ -94,18 +94,33 @@ class TeamControls:
         turn_id: int,
         conversation: str | None = None,
     ) -> None:
-        """The policy answered: a refusal over a budget, or a turn that starts, is audited."""
-        if isinstance(verdict, Refuse) and reading is not None:
-            over = reading.over()
+        """The turn policy answered (``conversation``: for a turn; None: an injection): a turn
+        that starts, a refusal over a budget, or another policy's refusal or hold, for the
+        trail."""
+        if isinstance(verdict, Go):
+            if conversation is not None:
+                await self.turn_started(ref, turn_id, conversation, messages)
+            return
+        over = reading.over() if reading is not None else []
+        if isinstance(verdict, Refuse) and reading is not None and over:
             for message in messages:
                 standing = next(
                     (s for s in reading.standings.get(message.author.id, ()) if s.over),
-                    over[0][1] if over else None,  # else refused with the turn it was in
+                    over[0][1],  # else refused with the turn it was in
                 )
-                if standing is not None:
-                    await self._refused(reading.ask, message, standing, turn_id)
-        elif isinstance(verdict, Go) and conversation is not None:
-            await self.turn_started(ref, turn_id, conversation, messages)
+                await self._refused(reading.ask, message, standing, turn_id)
+            return
+        for message in messages:
+            await self.audit.append(
+                "turn_refused" if isinstance(verdict, Refuse) else "turn_held",
+                thread=ref,
+                person=message.author,
+                turn=turn_id,
+                message=message.message_id,
+                text=message.text,
+                reason=verdict.reason,
+                into_running_turn=conversation is None,
+            )
 
     async def _refused(self, ask: Ask, message: StoredMessage, s: Standing, turn_id: int) -> None:
         self.metrics.refused(s.budget.label)
