@@ -230,7 +230,7 @@ async def test_two_instances_appending_at_once_keep_one_chain(postgres: Postgres
 async def test_a_message_queued_behind_a_turn_is_recorded_as_queued(tmp_path: Path) -> None:
     async with running(tmp_path) as h:
         started = h.flag("started")
-        await h.say(f"one call [[touch {started}]] [[sleep 1]]", who="alice")
+        await h.say(f"one call [[touch {started}]] [[sleep 3]]", who="alice")
         with anyio.fail_after(20):
             while not started.exists():
                 await anyio.sleep(0.02)
