@@ -18,7 +18,7 @@ from bridge.agy.turn import ToolUpdate
 from bridge.config import Config
 from bridge.core.events import Author, ThreadRef
 from bridge.core.store.rows import Database, StoredMessage, StoreError
-from bridge.core.team.audit import AuditLog
+from bridge.core.team.audit import AuditLog, Entry
 from bridge.core.team.budgets import Budgets, Standing
 from bridge.core.team.metrics import UsageMetrics
 from bridge.core.team.policy import BudgetPolicy, Reading
@@ -174,15 +174,19 @@ class TeamControls:
         )
 
     async def injected(self, ref: ThreadRef, turn_id: int, messages: list[StoredMessage]) -> None:
-        for message in messages:
-            await self.audit.append(
-                "message_injected",
-                thread=ref,
-                person=message.author,
-                turn=turn_id,
-                message=message.message_id,
-                text=message.text,
-            )
+        """Messages a hook call handed to the running turn: one commit for them all (the hook's
+        answer waits for it)."""
+        await self.audit.append_all(
+            [
+                Entry(
+                    "message_injected",
+                    ref,
+                    m.author,
+                    {"turn": turn_id, "message": m.message_id, "text": m.text},
+                )
+                for m in messages
+            ]
+        )
 
     async def tool_call(self, ref: ThreadRef, turn_id: int, tool: ToolUpdate) -> None:
         outcome = "denied" if tool.denied else ("error" if tool.state == "ERROR" else "done")
