@@ -97,6 +97,16 @@ async def test_warned_once_then_refused_and_kept(tmp_path: Path) -> None:
         assert refusal.person == "@alice:test" and refusal.detail["budget"] == "daily"
         assert refusal.detail["text"] == "third question"
         assert refusal.detail["into_running_turn"] is False
+        registry = h.bridge.metrics.registry
+        refused_count = registry.get_sample_value(
+            "agy_bridge_budget_refusals_total", {"budget": "daily"}
+        )
+        assert refused_count == 1
+        tokens = registry.get_sample_value(
+            "agy_bridge_usage_tokens_total",
+            {"model": "default", "channel": "room", "person": "@alice:test"},
+        )
+        assert tokens is not None and tokens > 0
 
 
 async def test_a_refused_message_injected_into_anothers_turn(tmp_path: Path) -> None:
