@@ -28,18 +28,17 @@ def settings(*budgets: dict[str, Any]) -> dict[str, Any]:
 
 
 async def spend(h: Harness, person: str, tokens: int, channel: str = "room") -> None:
-    """``tokens`` already used today by ``person`` (a turn of another thread, another time)."""
-    spend.turn -= 1  # type: ignore[attr-defined]
-    await h.bridge.store.database.execute(
+    """``tokens`` already used today by ``person`` (a turn of another thread, another time:
+    numbered below every turn there is)."""
+    db = h.bridge.store.database
+    [row] = await db.fetch("SELECT COALESCE(MIN(turn_id), 0) - 1 AS turn FROM usage_shares")
+    await db.execute(
         "INSERT INTO usage_shares (turn_id, person, person_name, thread_key, platform, channel,"
         " model, at, input_tokens, output_tokens, thinking_tokens, cache_read_tokens,"
         " total_tokens, cost) VALUES (?, ?, ?, 'test|room|other', 'test', ?, 'default', ?,"
         " ?, 0, 0, 0, ?, NULL)",
-        (spend.turn, person, person, channel, time.time(), tokens, tokens),  # type: ignore[attr-defined]
+        (min(int(row["turn"]), -1), person, person, channel, time.time(), tokens, tokens),
     )
-
-
-spend.turn = 0  # type: ignore[attr-defined]
 
 
 async def states(h: Harness) -> dict[str, str]:
