@@ -72,12 +72,14 @@ async def fill(store: Store, turns: int, seed: int = 7) -> None:
 
 
 @asynccontextmanager
-async def controls(folder: Path, history: int) -> AsyncIterator[TeamControls]:
+async def controls(
+    folder: Path, history: int, url: str | None = None
+) -> AsyncIterator[TeamControls]:
     config = build_config(
         {"bridge": {"data_dir": str(folder)}, "budgets": BUDGETS, "pricing": PRICING},
         environ={},
     )
-    async with open_store(f"sqlite:///{folder / 'bridge.sqlite3'}") as store:
+    async with open_store(url or f"sqlite:///{folder / 'bridge.sqlite3'}") as store:
         await fill(store, history)
         yield TeamControls(store.database, config, AuditLog(store.database), Metrics())
 
@@ -91,11 +93,19 @@ async def check(team: TeamControls, ask: Ask) -> float:
     return elapsed
 
 
+async def round_trip(team: TeamControls, ask: Ask) -> float:
+    """The floor: one ``SELECT 1`` on the same store."""
+    started = time.perf_counter()
+    await team.book.database.fetch("SELECT 1")
+    return time.perf_counter() - started
+
+
 async def _quiet(thread: ThreadRef, text: str) -> None:
     pass
 
 
-async def run(rounds: int, history: int = 10_000, warmup: int = 20) -> str:
+async def run(rounds: int, history: int = 10_000, warmup: int = 20, postgres: bool = False) -> str:
+    """The table; ``postgres``: a third store, PostgreSQL on loopback with the same history."""
     rng = random.Random(11)
     with tempfile.TemporaryDirectory(prefix="budget-bench-") as tmp:
         async with AsyncExitStack() as stack:
@@ -105,16 +115,29 @@ async def run(rounds: int, history: int = 10_000, warmup: int = 20) -> str:
                     controls(Path(tmp) / "full", history)
                 ),
             }
+            if postgres:
+                from bench.instances import postgres_server
+
+                server = await stack.enter_async_context(postgres_server())
+                variants[f"{history:,} turns, PostgreSQL"] = await stack.enter_async_context(
+                    controls(Path(tmp) / "pg", history, server.new_database())
+                )
+            measure = {name: check for name in variants}
+            if postgres:
+                # What any query costs there: the loopback round trip through the pool.
+                name = "PostgreSQL: SELECT 1"
+                variants[name] = variants[f"{history:,} turns, PostgreSQL"]
+                measure[name] = round_trip
             samples: dict[str, list[float]] = {name: [] for name in variants}
             names = list(variants)
             for n in range(rounds + warmup):
                 author = Author(id=f"U{rng.randrange(PEOPLE)}", display_name="someone")
                 channel = f"C{rng.randrange(CHANNELS)}"
                 where = ThreadRef(platform="slack", channel=channel, thread="1")
-                order = names[n % 2 :] + names[: n % 2]
+                order = names[n % len(names) :] + names[: n % len(names)]
                 for name in order:
                     ask = Ask("turn", (author,), where, None, author)
-                    elapsed = await check(variants[name], ask)
+                    elapsed = await measure[name](variants[name], ask)
                     if n >= warmup:
                         samples[name].append(elapsed)
     base = percentile(samples[names[0]], 0.5)
@@ -128,7 +151,8 @@ async def run(rounds: int, history: int = 10_000, warmup: int = 20) -> str:
         for name, values in samples.items()
     ]
     return (
-        f"budget check before a turn: 3 budgets, one author, {rounds} checks per store\n"
+        f"budget check before a turn: 3 budgets, one author, {rounds} checks per store"
+        + " (with --budget-pg, a bare round trip to PostgreSQL too)\n"
         + table(["store", "p50", "p99", "vs empty"], rows)
         + "\ngoal: under 1 ms at p50 with 10,000 turns of history"
     )

@@ -667,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="only time the budget check before a turn, N times (bench/budget_check.py)",
     )
+    parser.add_argument(
+        "--budget-pg", action="store_true", help="with --budget-check: on PostgreSQL too"
+    )
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
     parser.add_argument("--serve-slack", type=float, metavar="RTT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -674,7 +677,8 @@ def main(argv: list[str] | None = None) -> int:
         anyio.run(serve_slack, args.serve_slack, backend="asyncio")
         return 0
     if args.budget_check:
-        print(anyio.run(budget_check.run, args.budget_check, backend="asyncio"))
+        check = functools.partial(budget_check.run, args.budget_check, postgres=args.budget_pg)
+        print(anyio.run(check, backend="asyncio"))
         return 0
     turns, warmup = (3, 1) if args.quick else (args.turns, args.warmup)
     options = Options(

@@ -180,6 +180,10 @@ class UsageBook:
         self.pricing = pricing
         self.default_model = default_model or DEFAULT_MODEL
 
+    @property
+    def database(self) -> Database:
+        return self._db
+
     def model_for(self, thread_model: str | None) -> str:
         return thread_model or self.default_model
 
