@@ -45,6 +45,7 @@ from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, FeedbackClicks, Feedb
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
+from bridge.chat.slack.messages_tab import MessagesTab, home_opened
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.session import Sessions, SessionSupport
 from bridge.chat.slack.stops import Stops
@@ -171,6 +172,15 @@ class SlackAdapter:
             spawn=self._spawn,
             refuse=self._notify_refused,
         )
+        # Its successor in Slack's agent messaging experience (agent_view): the Messages tab.
+        self._tab = MessagesTab(
+            config,
+            self._client,
+            self._access,
+            self._users,
+            spawn=self._spawn,
+            refuse=self._notify_refused,
+        )
 
     @property
     def budget(self) -> RateBudget:
@@ -288,6 +298,8 @@ class SlackAdapter:
         app.event("agent_session_stopped")(on_session_stopped)
         app.event("assistant_thread_started")(self._pane.on_started)
         app.event("assistant_thread_context_changed")(self._pane.on_context_changed)
+        app.event("app_home_opened")(self._on_home_opened)
+        app.event("app_context_changed")(self._tab.on_context_changed)
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
@@ -295,6 +307,12 @@ class SlackAdapter:
         return app
 
     # ----- incoming ---------------------------------------------------------------------------
+
+    async def _on_home_opened(self, event: dict[str, Any]) -> None:
+        """``app_home_opened``: the Messages tab (agent_view) or the Home tab."""
+        opened = home_opened(event)
+        if opened is not None and opened.tab == "messages":
+            self._tab.opened(opened)
 
     def _started_http(self, started: Callable[[], None], inbound: Inbound) -> None:
         started()
@@ -348,6 +366,7 @@ class SlackAdapter:
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
         self._sessions.note_title(candidate)
         text = self._pane.text_for_agent(channel, candidate.thread.thread, candidate.text)
+        text = await self._tab.text_for_agent(candidate, text, bot)
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
