@@ -238,6 +238,10 @@ class Inbound(Protocol):
         """An author edited or deleted a message: a waiting one is revised or withdrawn, one
         the agent has is told to it. Stored durably, like :meth:`submit`."""
 
+    async def retitle(self, thread: ThreadRef, title: str, by: Author) -> bool:
+        """A person named the thread in the chat (Slack: renamed its agent session): kept and
+        shown by ``!status``; False when the thread is no conversation (nothing is kept)."""
+
     async def move_thread(self, old: ThreadRef, new: ThreadRef, by: Author) -> bool:
         """The conversation of ``old`` carries on under ``new`` (a Matrix room upgrade by
         ``by``): every row of the thread moves; False when nothing moved (``new`` already is a

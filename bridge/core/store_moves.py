@@ -23,6 +23,7 @@ THREAD_TABLES = (
     "leases",
     "processes",
     "answer_feedback",
+    "thread_titles",
 )
 
 

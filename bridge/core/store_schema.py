@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -160,6 +160,16 @@ _MIGRATIONS: dict[int, str] = {
         answered_at {real}
     );
     CREATE INDEX verifications_state ON verifications (state)
+    """,
+    # A thread's title as a person named it in the chat (Slack's agent_session_title_changed,
+    # issue 47): shown by !status; the bridge's own titles are never written here.
+    10: """
+    CREATE TABLE thread_titles (
+        thread_key TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        set_by TEXT NOT NULL,
+        at {real} NOT NULL
+    )
     """,
 }
 

@@ -49,6 +49,7 @@ from bridge.chat.slack.messages_tab import MessagesTab, home_opened
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.session import Sessions, SessionSupport
 from bridge.chat.slack.stops import Stops
+from bridge.chat.slack.titles import SessionTitles
 from bridge.chat.slack.transport import (
     SlackStartError,
     check_app_token,
@@ -172,6 +173,9 @@ class SlackAdapter:
             spawn=self._spawn,
             refuse=self._notify_refused,
         )
+        self._titles = SessionTitles(
+            self._access, self._users, renamed=self._sessions.named_by_person
+        )
         # Its successor in Slack's agent messaging experience (agent_view): the Messages tab.
         self._tab = MessagesTab(
             config,
@@ -211,6 +215,7 @@ class SlackAdapter:
         # Token problems stop the bridge here, with a message naming the setting.
         self._bot = await self._identify()
         self._stops.inbound = inbound
+        self._titles.inbound = inbound
         app_token = self._config.app_token
         if self._config.transport == "socket":
             assert app_token is not None  # checked in __init__
@@ -300,6 +305,7 @@ class SlackAdapter:
         app.event("assistant_thread_context_changed")(self._pane.on_context_changed)
         app.event("app_home_opened")(self._on_home_opened)
         app.event("app_context_changed")(self._tab.on_context_changed)
+        app.event("agent_session_title_changed")(self._titles.on_changed)
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
