@@ -154,6 +154,10 @@ class TurnOutcome(_Model):
     interrupted: bool = False
     denied: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # What the turn did, for a compact summary under the answer: the files it wrote (as the
+    # agent named them, in order), and the tokens it used (None: agy did not say).
+    files_changed: list[str] = Field(default_factory=list)
+    tokens: int | None = None
 
 
 class ApprovalChoice(enum.Enum):

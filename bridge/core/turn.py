@@ -22,8 +22,9 @@ from bridge.agy import turn as agy_turn
 from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
+from bridge.core.approvals.policy import WRITE_TOOLS
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
-from bridge.core.outcome import Classified, classify, stopped_by_shutdown
+from bridge.core.outcome import Classified, classify, stopped_by_shutdown, summarised
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.signals import Marks
@@ -62,6 +63,10 @@ class RunningTurn:
     # Those of the latest hook call.
     last_injection: list[int] = field(default_factory=list)
     author: Author | None = None  # who asked for this turn (its last message's author)
+    # The files the turn wrote, in order (for the summary under the answer), and the
+    # conversation's token total before it.
+    files: list[str] = field(default_factory=list)
+    tokens_before: int = 0
     _reply: LiveReply | None = None
 
     async def reply(self) -> LiveReply:
@@ -83,6 +88,10 @@ class RunningTurn:
             if isinstance(event, TextDelta):
                 await self._show_text(event.text)
             elif isinstance(event, ToolUpdate):
+                if event.state == "DONE" and event.name in WRITE_TOOLS and event.summary:
+                    written = scrub(event.summary)
+                    if written not in self.files:
+                        self.files.append(written)
                 await self._show_text("")
                 await (await self.reply()).tool(
                     ToolActivity(
@@ -200,6 +209,7 @@ class TurnRunner:
                 ),
                 self.scrub.stream(),
                 author=last.author,
+                tokens_before=await self._tokens_so_far(proc.conversation_id),
             )
             self._proc = proc
             self.current = turn
@@ -243,6 +253,7 @@ class TurnRunner:
                     stopped_by=turn.stopped_by,
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
+                result = summarised(result, turn.files, turn.tokens_before, end)
             self._count(proc, turn, result)
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
@@ -252,6 +263,12 @@ class TurnRunner:
             raise cancelled
         assert end is not None
         return TurnResult(result.state, exit_wait=end.exit_wait)
+
+    async def _tokens_so_far(self, conversation_id: str) -> int:
+        row = await self.store.thread(self.key)
+        if row.usage is None or row.conversation_id != conversation_id:
+            return 0
+        return row.usage.total_tokens
 
     async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
         """Stream one turn's events into its reply until its end (or our own deadline)."""

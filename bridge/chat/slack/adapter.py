@@ -121,6 +121,7 @@ class SlackAdapter:
             interval=reply_interval,
             backoff=retry_backoff,
             feedback=config.feedback,
+            task_display=config.task_display,
         )
 
         self._ping_interval = socket_ping_interval

@@ -161,6 +161,7 @@ async def running_adapter(
             status_refresh=status_refresh,
             stream_max_age=stream_max_age,
             feedback=section.feedback,
+            task_display=section.task_display,
         ),
         budget=budget,
     )
