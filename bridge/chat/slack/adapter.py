@@ -45,6 +45,8 @@ from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, FeedbackClicks, Feedb
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
+from bridge.chat.slack.home import REFRESH_INTERVAL as HOME_INTERVAL
+from bridge.chat.slack.home import AppHome
 from bridge.chat.slack.messages_tab import MessagesTab, home_opened
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.session import Sessions, SessionSupport
@@ -74,6 +76,7 @@ from bridge.core.events import (
     Reaction,
     ThreadRef,
 )
+from bridge.core.home import HomeSources
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,7 @@ class SlackAdapter:
         retry_backoff: float = 0.5,
         reply_settings: ReplySettings | None = None,
         budget: RateBudget | None = None,
+        home_interval: float = HOME_INTERVAL,
     ) -> None:
         _check_secrets(config)
         self._config = config
@@ -174,6 +178,8 @@ class SlackAdapter:
             spawn=self._spawn,
             refuse=self._notify_refused,
         )
+        # The Home tab: each person's threads and approvals, refreshed as they change.
+        self._home = AppHome(self._client, config.admins, spawn=self._spawn, interval=home_interval)
         self._titles = SessionTitles(
             self._access, self._users, renamed=self._sessions.named_by_person
         )
@@ -186,6 +192,10 @@ class SlackAdapter:
             spawn=self._spawn,
             refuse=self._notify_refused,
         )
+
+    def serve_home(self, sources: HomeSources) -> None:
+        """What the Home tab shows (the app wires the core's facts and the providers)."""
+        self._home.sources = sources
 
     @property
     def budget(self) -> RateBudget:
@@ -320,6 +330,9 @@ class SlackAdapter:
         opened = home_opened(event)
         if opened is not None and opened.tab == "messages":
             self._tab.opened(opened)
+        elif opened is not None and opened.tab == "home":
+            if self._access.serves_somewhere(opened.user):
+                self._home.opened(opened.user)
 
     def _started_http(self, started: Callable[[], None], inbound: Inbound) -> None:
         started()
@@ -476,6 +489,7 @@ class SlackAdapter:
         # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)
         self._live[thread.key] = reply
+        self._home.changed()
         try:
             yield reply
         finally:
@@ -483,6 +497,8 @@ class SlackAdapter:
                 del self._live[thread.key]
             with anyio.CancelScope(shield=True):
                 await reply.close()
+            # The core records the turn's end just after the reply: read it a moment later.
+            self._home.changed(after=1.0)
 
     def _recipient(
         self, thread: ThreadRef, reply_to: str | None, author: Author | None
@@ -545,6 +561,7 @@ class SlackAdapter:
 
     async def ask_approval(self, request: ApprovalRequest) -> str:
         handle = await self._approvals.ask(request)
+        self._home.changed()
         live = self._live.get(request.thread.key)
         if live is not None:
             live.posted_elsewhere()  # the request went up beside the running reply
@@ -554,6 +571,7 @@ class SlackAdapter:
         self, request: ApprovalRequest, handle: str, result: ApprovalResult
     ) -> None:
         await self._approvals.settle(request, handle, result)
+        self._home.changed()
 
     async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         token = self._client.token

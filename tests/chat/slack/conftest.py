@@ -142,6 +142,7 @@ async def running_adapter(
     status_refresh: float = 90.0,
     stream_max_age: float = 240.0,
     budget: RateBudget | None = None,
+    home_interval: float = 0.05,
     **overrides: Any,
 ) -> AsyncIterator[SlackAdapter]:
     """A :class:`SlackAdapter` connected to ``fake`` (Socket Mode unless ``transport="http"``),
@@ -164,6 +165,7 @@ async def running_adapter(
             task_display=section.task_display,
         ),
         budget=budget,
+        home_interval=home_interval,
     )
     async with anyio.create_task_group() as tg:
         ready = anyio.Event()

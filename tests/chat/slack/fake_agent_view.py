@@ -218,6 +218,17 @@ class AgentView:
         shown.published += 1
         return {"view": {**view, "id": f"V{user}", "hash": digest}}
 
+    def permalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        from tests.chat.slack.fake_slack import _CHANNEL_ID, _TS, SlackApiFail
+
+        channel, ts = str(args.get("channel") or ""), str(args.get("message_ts") or "")
+        if not _CHANNEL_ID.match(channel) or channel in self.fake.missing_channels:
+            raise SlackApiFail("channel_not_found")
+        if not _TS.match(ts):
+            raise SlackApiFail("message_not_found")
+        link = f"https://fake.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        return {"channel": channel, "permalink": link}
+
     def info(self, args: dict[str, Any]) -> dict[str, Any]:
         from tests.chat.slack.fake_slack import BOT_USER, SlackApiFail
 

@@ -1277,6 +1277,9 @@ class FakeSlack:
             return self.agent_view.set_prompts(args)
         return self.assistant.set_prompts(args)
 
+    def _m_chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.agent_view.permalink(args)
+
     def _m_views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.agent_view.publish(args)
 
