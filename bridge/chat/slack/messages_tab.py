@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import AccessPolicy
 from bridge.chat.slack.assistant import prompts
 from bridge.chat.slack.client import CALL_ERRORS, describe
@@ -73,6 +74,8 @@ class MessagesTab:
         self._refuse = refuse
         self._contexts = PersonContexts()
         self._reader = ChannelReader(client, users, access)
+        # DMs greeted during this run: two quick visits must not both find the DM empty.
+        self._greeted: LRUMap[str, None] = LRUMap(10_000)
 
     # ----- events -------------------------------------------------------------------------
 
@@ -116,6 +119,8 @@ class MessagesTab:
                     channel_id=dm, prompts=suggested
                 )
             if self._config.greeting.strip() and await self._first_visit(dm):
+                if not self._greeted.add(dm, None):
+                    return
                 await self._client.chat_postMessage(
                     channel=dm, markdown_text=neutralise_broadcasts(self._config.greeting)
                 )

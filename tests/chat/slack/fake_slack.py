@@ -26,7 +26,13 @@ It is as strict as Slack where the bridge depends on it:
   (``agent_app = False``, the default) is refused with ``missing_scope`` (declaring an app as
   an agent adds its ``assistant:write`` scope; Slack documents no code of its own for this);
 - ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
-  clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
+  clears itself ``status_lifetime`` seconds after it was set, and when the app posts there;
+- the app's messaging experience (``experience``: ``assistant_view`` or ``agent_view``) decides
+  which events Slack sends and how ``assistant.threads.setSuggestedPrompts`` reads a
+  ``thread_ts``; the agent messaging experience, the App Home (``views.publish``) and channel
+  membership are :class:`tests.chat.slack.fake_agent_view.AgentView`'s; streams take
+  ``task_display_mode`` (``timeline`` or ``plan``) and ``plan_update`` chunks, whose title only
+  a plan shows.
 
 The fake keeps a model of the messages, so tests can read a thread as a person would see it:
 ``Message.visible`` is the text as posted, ``Message.rendered`` what Slack shows of it, with

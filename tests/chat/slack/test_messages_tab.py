@@ -165,3 +165,18 @@ async def test_looking_at_nothing_forgets_the_channel(
         await inbound.wait_for(lambda: len(inbound.submitted) == 1)
 
     assert inbound.submitted[0].text == "hello"
+
+
+async def test_two_quick_first_visits_greet_once(
+    agent_view: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    fake = agent_view
+    async with running_adapter(fake, inbound, tmp_path):
+        first = await fake.agent_view.open_messages_tab(ALICE, DM)
+        second = await fake.agent_view.open_messages_tab(ALICE, DM)
+        await fake.wait_ack(first)
+        await fake.wait_ack(second)
+        await fake.wait_for(lambda: len(fake.calls_to("conversations.history")) == 2)
+        await fake.wait_for(lambda: bool(_ours(fake)))
+
+    assert len(_ours(fake)) == 1
