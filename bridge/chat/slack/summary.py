@@ -16,13 +16,28 @@ _NAME_LIMIT = 80
 BLOCK_ID = "agy_bridge_summary"
 
 
+def short_path(name: str, limit: int = _NAME_LIMIT) -> str:
+    """A file's path on one line, at most ``limit`` characters: its last components kept
+    (the file's own name says most), the start given as "…/"."""
+    flat = one_line(name, 10 * limit)
+    if len(flat) <= limit:
+        return flat
+    kept: list[str] = []
+    for part in reversed(flat.split("/")):
+        if kept and len("…/" + "/".join([part, *kept])) > limit:
+            break
+        kept.insert(0, part)
+    tail = "/".join(kept)
+    return "…/" + tail if len(tail) <= limit - 2 else "…" + tail[-(limit - 1) :]
+
+
 def summary_text(outcome: TurnOutcome) -> str:
     """The summary's mrkdwn ("" when the turn changed no file and agy counted no tokens)."""
     parts: list[str] = []
     files = outcome.files_changed
     if files:
         names = [
-            "`" + mrkdwn_escape(one_line(name, _NAME_LIMIT).replace("`", "'")) + "`"
+            "`" + mrkdwn_escape(short_path(name).replace("`", "'")) + "`"
             for name in files[:SHOWN_FILES]
         ]
         more = len(files) - SHOWN_FILES
