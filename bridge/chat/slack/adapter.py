@@ -180,9 +180,7 @@ class SlackAdapter:
         )
         # The Home tab: each person's threads and approvals, refreshed as they change.
         self._home = AppHome(self._client, config.admins, spawn=self._spawn, interval=home_interval)
-        self._titles = SessionTitles(
-            self._access, self._users, renamed=self._sessions.named_by_person
-        )
+        self._titles = SessionTitles(self._access, self._users, renamed=self._renamed)
         # Its successor in Slack's agent messaging experience (agent_view): the Messages tab.
         self._tab = MessagesTab(
             config,
@@ -428,6 +426,12 @@ class SlackAdapter:
         """Run ``task`` in the adapter's task group (Slack wants events answered at once)."""
         if self._tg is not None:
             self._tg.start_soon(task, *args)
+
+    def _renamed(self, thread: ThreadRef) -> None:
+        """A person named the thread's session: the bridge titles it no more; pages list it
+        by its new name."""
+        self._sessions.named_by_person(thread)
+        self._home.changed(after=1.0)
 
     def _streams_stopped(self, thread: ThreadRef, stopped: list[str]) -> None:
         live = self._live.get(thread.key)
