@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
+from bridge.chat.slack.agent_view import AgentExperience
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.assistant import AssistantPane
 from bridge.chat.slack.bound import Retries, ThreadCalls
@@ -45,13 +46,10 @@ from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, FeedbackClicks, Feedb
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
-from bridge.chat.slack.home import REFRESH_INTERVAL as HOME_INTERVAL
-from bridge.chat.slack.home import AppHome
-from bridge.chat.slack.messages_tab import MessagesTab, home_opened
+from bridge.chat.slack.home import REFRESH_INTERVAL as HOME_REFRESH
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.session import Sessions, SessionSupport
 from bridge.chat.slack.stops import Stops
-from bridge.chat.slack.titles import SessionTitles
 from bridge.chat.slack.transport import (
     SlackStartError,
     check_app_token,
@@ -108,7 +106,7 @@ class SlackAdapter:
         retry_backoff: float = 0.5,
         reply_settings: ReplySettings | None = None,
         budget: RateBudget | None = None,
-        home_interval: float = HOME_INTERVAL,
+        home_interval: float = HOME_REFRESH,
     ) -> None:
         _check_secrets(config)
         self._config = config
@@ -178,22 +176,22 @@ class SlackAdapter:
             spawn=self._spawn,
             refuse=self._notify_refused,
         )
-        # The Home tab: each person's threads and approvals, refreshed as they change.
-        self._home = AppHome(self._client, config.admins, spawn=self._spawn, interval=home_interval)
-        self._titles = SessionTitles(self._access, self._users, renamed=self._renamed)
-        # Its successor in Slack's agent messaging experience (agent_view): the Messages tab.
-        self._tab = MessagesTab(
+        # Its successor, Slack's agent messaging experience (agent_view): the Messages tab,
+        # titles, the Home tab (its pages refreshed every home_interval seconds at most).
+        self._agent_x = AgentExperience(
             config,
             self._client,
             self._access,
             self._users,
+            self._sessions,
             spawn=self._spawn,
             refuse=self._notify_refused,
+            home_interval=home_interval,
         )
 
     def serve_home(self, sources: HomeSources) -> None:
         """What the Home tab shows (the app wires the core's facts and the providers)."""
-        self._home.sources = sources
+        self._agent_x.serve_home(sources)
 
     @property
     def budget(self) -> RateBudget:
@@ -224,7 +222,6 @@ class SlackAdapter:
         # Token problems stop the bridge here, with a message naming the setting.
         self._bot = await self._identify()
         self._stops.inbound = inbound
-        self._titles.inbound = inbound
         app_token = self._config.app_token
         if self._config.transport == "socket":
             assert app_token is not None  # checked in __init__
@@ -312,9 +309,7 @@ class SlackAdapter:
         app.event("agent_session_stopped")(on_session_stopped)
         app.event("assistant_thread_started")(self._pane.on_started)
         app.event("assistant_thread_context_changed")(self._pane.on_context_changed)
-        app.event("app_home_opened")(self._on_home_opened)
-        app.event("app_context_changed")(self._tab.on_context_changed)
-        app.event("agent_session_title_changed")(self._titles.on_changed)
+        self._agent_x.register(app, inbound)
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
@@ -322,15 +317,6 @@ class SlackAdapter:
         return app
 
     # ----- incoming ---------------------------------------------------------------------------
-
-    async def _on_home_opened(self, event: dict[str, Any]) -> None:
-        """``app_home_opened``: the Messages tab (agent_view) or the Home tab."""
-        opened = home_opened(event)
-        if opened is not None and opened.tab == "messages":
-            self._tab.opened(opened)
-        elif opened is not None and opened.tab == "home":
-            if self._access.serves_somewhere(opened.user):
-                self._home.opened(opened.user)
 
     def _started_http(self, started: Callable[[], None], inbound: Inbound) -> None:
         started()
@@ -384,7 +370,7 @@ class SlackAdapter:
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
         self._sessions.note_title(candidate)
         text = self._pane.text_for_agent(channel, candidate.thread.thread, candidate.text)
-        text = await self._tab.text_for_agent(candidate, text, bot)
+        text = await self._agent_x.text_for_agent(candidate, text, bot)
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
@@ -426,12 +412,6 @@ class SlackAdapter:
         """Run ``task`` in the adapter's task group (Slack wants events answered at once)."""
         if self._tg is not None:
             self._tg.start_soon(task, *args)
-
-    def _renamed(self, thread: ThreadRef) -> None:
-        """A person named the thread's session: the bridge titles it no more; pages list it
-        by its new name."""
-        self._sessions.named_by_person(thread)
-        self._home.changed(after=1.0)
 
     def _streams_stopped(self, thread: ThreadRef, stopped: list[str]) -> None:
         live = self._live.get(thread.key)
@@ -493,7 +473,7 @@ class SlackAdapter:
         # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)
         self._live[thread.key] = reply
-        self._home.changed()
+        self._agent_x.changed()
         try:
             yield reply
         finally:
@@ -502,7 +482,7 @@ class SlackAdapter:
             with anyio.CancelScope(shield=True):
                 await reply.close()
             # The core records the turn's end just after the reply: read it a moment later.
-            self._home.changed(after=1.0)
+            self._agent_x.changed(after=1.0)
 
     def _recipient(
         self, thread: ThreadRef, reply_to: str | None, author: Author | None
@@ -565,7 +545,7 @@ class SlackAdapter:
 
     async def ask_approval(self, request: ApprovalRequest) -> str:
         handle = await self._approvals.ask(request)
-        self._home.changed()
+        self._agent_x.changed()
         live = self._live.get(request.thread.key)
         if live is not None:
             live.posted_elsewhere()  # the request went up beside the running reply
@@ -575,7 +555,7 @@ class SlackAdapter:
         self, request: ApprovalRequest, handle: str, result: ApprovalResult
     ) -> None:
         await self._approvals.settle(request, handle, result)
-        self._home.changed()
+        self._agent_x.changed()
 
     async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         token = self._client.token

@@ -118,9 +118,9 @@ async def test_changes_are_republished_at_most_once_per_interval(
         await fake.wait_for(lambda: ALICE in fake.agent_view.views)
         for n in range(5):  # a burst of changes
             facts.threads = [line(f"title {n}")]
-            adapter._home.changed()
+            adapter._agent_x.home.changed()
         await fake.wait_for(lambda: "title 4" in fake.agent_view.views[ALICE].text)
-        adapter._home.changed()  # nothing new: read again, but no publish
+        adapter._agent_x.home.changed()  # nothing new: read again, but no publish
         with anyio.fail_after(5):
             while facts.asked < 3:
                 await anyio.sleep(0.05)
@@ -137,7 +137,7 @@ async def test_a_home_tab_that_is_off_is_noted_once(
         await fake.wait_ack(await fake.agent_view.open_home_tab(ALICE, DM_ALICE))
         await fake.wait_for(lambda: bool(fake.calls_to("views.publish")))
         await fake.wait_ack(await fake.agent_view.open_home_tab(ALICE, DM_ALICE))
-        adapter._home.changed()
+        adapter._agent_x.home.changed()
 
     [refused] = fake.calls_to("views.publish")
     assert refused.error == "not_enabled"
