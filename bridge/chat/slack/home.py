@@ -2,9 +2,11 @@
 
 Published for a person when they open the tab (``app_home_opened`` with ``tab == "home"``),
 and again whenever what it shows may have changed (a turn starts or ends, an approval is asked
-or answered) for everyone who opened it during this run. Each person's page is published at
-most once per :data:`REFRESH_INTERVAL` seconds: changes inside that time make one publish at
-its end; a page that would look the same is not published at all.
+or answered) for everyone who opened it in the last :data:`VIEWER_HOURS` hours. Each person's
+page is published at most once per :data:`REFRESH_INTERVAL` seconds: changes inside that time
+make one publish at its end; a page that would look the same is not published at all. A
+publish is *optional* in the app's rate budget (:mod:`bridge.chat.slack.budget`): with no
+``views.publish`` to spare it waits for the next token instead of taking one an answer needs.
 
 It shows the person's active threads (links into Slack), what waits for their approval, and,
 only where a provider of the data is wired (:class:`bridge.core.home.HomeSources`), their
@@ -24,6 +26,7 @@ import anyio
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
+from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe
 from bridge.chat.slack.format import mrkdwn_escape, one_line
 from bridge.core.events import ThreadRef
@@ -32,6 +35,8 @@ from bridge.core.home import HomeSources, ScheduleLine, ThreadLine, UsageLine, W
 log = logging.getLogger(__name__)
 
 REFRESH_INTERVAL = 10.0
+# A page is kept current for this long after its person last opened it.
+VIEWER_HOURS = 8.0
 # A section's text stays under Slack's 3,000 characters.
 _SECTION_LIMIT = 2900
 _LABEL_LIMIT = 80
@@ -135,22 +140,29 @@ class AppHome:
         self._interval = interval
         self.sources: HomeSources | None = None
         self._enabled = True
-        # The people who opened the tab this run, and what each was last shown.
-        self._viewers: LRUMap[str, list[dict[str, Any]] | None] = LRUMap(1000)
+        # The people who opened the tab lately (when), and what each was last shown.
+        self._viewers: LRUMap[str, float] = LRUMap(1000)
+        self._shown: dict[str, list[dict[str, Any]]] = {}
         self._last: dict[str, float] = {}
         self._scheduled: set[str] = set()
         self._links: LRUMap[ThreadRef, str] = LRUMap(4096)
 
     def opened(self, user: str) -> None:
-        if user not in self._viewers:
-            self._viewers.put(user, None)
+        self._viewers.put(user, anyio.current_time())
         self.refresh(user)
 
     def changed(self, *, after: float = 0.0) -> None:
-        """Something a page may show changed: refresh every page opened this run (not
-        before ``after`` seconds)."""
+        """Something a page may show changed: refresh every page opened lately (not before
+        ``after`` seconds)."""
+        since = anyio.current_time() - VIEWER_HOURS * 3600
+        for gone in [user for user in self._shown if user not in self._viewers]:
+            del self._shown[gone]  # dropped from the bounded map of viewers
         for user in self._viewers:
-            self.refresh(user, after=after)
+            if (self._viewers.peek(user) or -math.inf) < since:
+                self._viewers.pop(user)
+                self._shown.pop(user, None)
+            else:
+                self.refresh(user, after=after)
 
     def refresh(self, user: str, *, after: float = 0.0) -> None:
         if not self._enabled or self.sources is None or user in self._scheduled:
@@ -168,15 +180,21 @@ class AppHome:
         self._last[user] = anyio.current_time()
         try:
             await self._publish(user)
+        except Deferred as deferred:
+            # No views.publish to spare now: the page stays due, and comes when one is.
+            self.refresh(user, after=deferred.wait)
         except Exception:
             log.exception("Slack: the Home tab of %s could not be built", user)
 
     async def _publish(self, user: str) -> None:
         blocks = await self._blocks(user)
-        if blocks is None or blocks == self._viewers.peek(user):
+        if blocks is None or blocks == self._shown.get(user):
             return
         try:
-            await self._client.views_publish(user_id=user, view={"type": "home", "blocks": blocks})
+            with RateBudget.optional():
+                await self._client.views_publish(
+                    user_id=user, view={"type": "home", "blocks": blocks}
+                )
         except CALL_ERRORS as exc:
             if api_error(exc) == "not_enabled":
                 self._enabled = False
@@ -187,7 +205,7 @@ class AppHome:
             else:
                 log.info("Slack: the Home tab of %s not published: %s", user, describe(exc))
             return
-        self._viewers.put(user, blocks)
+        self._shown[user] = blocks
 
     async def _blocks(self, user: str) -> list[dict[str, Any]] | None:
         sources = self.sources

@@ -180,3 +180,30 @@ async def test_the_page_lists_a_thread_and_its_approval_then_is_republished_when
     assert "[[tool run_command touch ok.txt]]" in first  # the thread, titled by its first line
     assert "`touch ok.txt` (run_command)" in first
     assert fake.agent_view.views[ALICE].published >= 2
+
+
+async def test_a_publish_without_a_token_to_spare_waits_for_one(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """views.publish is optional in the app's budget: with its bucket empty the page waits
+    for the next token instead of taking one an answer needs, and then comes."""
+    from bridge.chat.slack.budget import RateBudget
+    from bridge.chat.slack.tiers import SLACK_TIERS, Tier
+
+    fake = fake_slack
+    fake.agent_view.home_tab_enabled = True
+    tiers = {**SLACK_TIERS, "views.publish": Tier(2, window=1.0, burst=1.0)}
+    budget = RateBudget(tiers=dict(tiers))
+    facts = Facts([line()])
+    async with adapter_on(fake, inbound, tmp_path, budget=budget, home_interval=0.0) as adapter:
+        adapter.serve_home(HomeSources(facts))
+        await fake.wait_ack(await fake.agent_view.open_home_tab(ALICE, DM_ALICE))
+        await fake.wait_for(lambda: ALICE in fake.agent_view.views)
+        facts.threads = [line("second")]
+        adapter._agent_x.home.changed()
+        facts.threads = [line("third")]
+        adapter._agent_x.home.changed()
+        await fake.wait_for(lambda: "third" in fake.agent_view.views[ALICE].text)
+
+    assert not fake.limited  # never past Slack's rate: no 429
+    assert budget.stats["views.publish"].deferred >= 1
