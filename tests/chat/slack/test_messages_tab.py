@@ -180,3 +180,34 @@ async def test_two_quick_first_visits_greet_once(
         await fake.wait_for(lambda: bool(_ours(fake)))
 
     assert len(_ours(fake)) == 1
+
+
+async def test_the_context_arrives_over_http_too(
+    agent_view: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """HTTP mode: the person is read from the signed request's ``authorizations``."""
+    import json
+
+    import aiohttp
+
+    from bridge.chat.slack.transport import EVENTS_PATH
+    from tests.chat.slack.fake_slack import signed_headers
+
+    fake = agent_view
+    fake.agent_view.members[OPS] = {ALICE, BOT_USER}
+    person = {"team_id": "T0FAKE01", "user_id": ALICE, "is_bot": False}
+    context = {"entities": [{"type": "slack#/types/channel_id", "value": OPS}]}
+    looked = {"type": "app_context_changed", "context": context}
+    said = message_event("and here?", channel=DM, channel_type="im", ts=fake.next_ts())
+    async with running_adapter(fake, inbound, tmp_path, transport="http") as adapter:
+        url = f"http://127.0.0.1:{adapter.http_port}{EVENTS_PATH}"
+        async with aiohttp.ClientSession() as http:
+            for body in (
+                json.dumps(fake.event_callback(looked, authorizations=[person])),
+                json.dumps(fake.event_callback(said)),
+            ):
+                async with http.post(url, data=body, headers=signed_headers(body)) as answer:
+                    assert answer.status == 200
+        await inbound.wait_for(lambda: len(inbound.submitted) == 1)
+
+    assert "looking at channel" in inbound.submitted[0].text and OPS in inbound.submitted[0].text
