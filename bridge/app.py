@@ -26,6 +26,7 @@ from bridge.core.capabilities import (
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.feedback import answer_feedback
+from bridge.core.home import CoreHealth, HomeSources, StoreFacts
 from bridge.core.leases import open_leases
 from bridge.core.store import Store, store_url
 from bridge.core.store.opening import open_store
@@ -132,6 +133,16 @@ async def open_bridge(
             open_process=open_process,
             turn_policy=turn_policy,
         ) as core:
+            # The Home tab (Slack): the core's facts about a person, and the bridge's health
+            # for admins; usage and schedules appear there once their providers are wired.
+            home = HomeSources(
+                facts=StoreFacts(store, config.approvals.approvers),
+                health=CoreHealth(store, core.slots),
+            )
+            for adapter in adapters.values():
+                serve_home = getattr(adapter, "serve_home", None)
+                if serve_home is not None:
+                    serve_home(home)
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 
 

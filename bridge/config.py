@@ -161,18 +161,26 @@ class SlackSection(_Section):
     # After a reconnect and at start, threads with messages in the last this many hours are
     # read back for what the connection missed (0: never).
     catch_up_hours: float = Field(default=24.0, ge=0)
-    # A new thread in the agent's DM pane (assistant_thread_started): a short greeting and up
-    # to four suggested prompts (Slack shows no more); empty: none.
+    # The agent's DM: a short greeting at a person's first visit, and up to four suggested
+    # prompts (Slack shows no more) at the top of the Messages tab (agent_view) or in each new
+    # thread of the assistant container (assistant_view); empty: none.
     greeting: str = "Hi! I'm a coding agent. Ask me about the code, or to change it."
     suggested_prompts: list[str] = Field(
         default_factory=lambda: [
             "What does this repository do?",
             "Find and fix a failing test",
+            "Review the latest changes on my branch",
+            "Explain how to build and run the tests",
         ],
         max_length=4,
     )
     # Feedback buttons (👍/👎) under each final answer, recorded per turn.
     feedback: bool = False
+    # How a streamed answer shows the agent's tool calls: "plan" (together, as Slack's plan
+    # block with a title saying how far it got) or "timeline" (cards between the text).
+    task_display: Literal["plan", "timeline"] = "plan"
+    # Who sees the bridge's health on their App Home tab (Slack user ids).
+    admins: list[str] = Field(default_factory=list)
 
     @field_validator("api_url")
     @classmethod

@@ -229,6 +229,12 @@ class Core:
     async def is_conversation(self, thread: ThreadRef) -> bool:
         return await self.store.known_thread(thread.key)
 
+    async def retitle(self, thread: ThreadRef, title: str, by: Author) -> bool:
+        if not title.strip() or not await self.store.known_thread(thread.key):
+            return False
+        await self.store.set_title(thread.key, title, by.label)
+        return True
+
     async def seen_since(self, platform: str, since: float) -> dict[str, list[str]]:
         return await self.store.last_seen(platform, since)
 

@@ -206,6 +206,10 @@ class TurnOutcome(_Model):
     interrupted: bool = False
     denied: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # What the turn did, for a compact summary under the answer: the files it wrote (as the
+    # agent named them, in order), and the tokens it used (None: agy did not say).
+    files_changed: list[str] = Field(default_factory=list)
+    tokens: int | None = None
 
 
 class ApprovalChoice(enum.Enum):
@@ -289,6 +293,10 @@ class Inbound(Protocol):
     async def change(self, change: MessageChange) -> ChangeOutcome:
         """An author edited or deleted a message: a waiting one is revised or withdrawn, one
         the agent has is told to it. Stored durably, like :meth:`submit`."""
+
+    async def retitle(self, thread: ThreadRef, title: str, by: Author) -> bool:
+        """A person named the thread in the chat (Slack: renamed its agent session): kept and
+        shown by ``!status``; False when the thread is no conversation (nothing is kept)."""
 
     async def move_thread(self, old: ThreadRef, new: ThreadRef, by: Author) -> bool:
         """The conversation of ``old`` carries on under ``new`` (a Matrix room upgrade by

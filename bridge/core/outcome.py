@@ -58,6 +58,20 @@ def classify(
     )
 
 
+def summarised(
+    result: Classified, files: list[str], tokens_before: int, end: TurnEnd
+) -> Classified:
+    """``result`` with what the turn did: the files it wrote, and the tokens it used (agy's
+    totals are the conversation's: the turn's share is the difference from before it, or the
+    whole total when agy started counting anew, after a resume or ``!new``)."""
+    tokens = None
+    if end.usage is not None and end.usage.total_tokens:
+        total = end.usage.total_tokens
+        tokens = total - tokens_before if 0 < tokens_before <= total else total
+    update = {"files_changed": list(files), "tokens": tokens}
+    return Classified(result.outcome.model_copy(update=update), result.state)
+
+
 def stopped_by_shutdown() -> Classified:
     return Classified(
         TurnOutcome(

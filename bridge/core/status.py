@@ -30,8 +30,10 @@ async def status_text(
         process = f"agy running a turn (pid {proc.pid})"
     else:
         process = f"agy idle (pid {proc.pid})"
+    named = await store.title(key)
     lines = [
         instance_line,
+        *([f"• Title: “{named.title}” (named by {named.set_by})"] if named else []),
         f"• Process: {process}",
         f"• Conversation: `{row.conversation_id or 'none yet'}`",
         f"• Model: `{row.model or default_model or 'default'}`",

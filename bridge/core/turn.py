@@ -23,9 +23,10 @@ from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core import turn_verdicts as verdicts
+from bridge.core.approvals.policy import WRITE_TOOLS
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.marks import Marks
-from bridge.core.outcome import Classified, classify, stopped_by_shutdown
+from bridge.core.outcome import Classified, classify, stopped_by_shutdown, summarised
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.store.ports import TurnStore
@@ -68,6 +69,10 @@ class RunningTurn:
     author: Author | None = None  # who asked for this turn (its last message's author)
     # Each tool call agy finished or failed, for the audit trail.
     on_tool: Callable[[ToolUpdate], Awaitable[object]] | None = None
+    # The files the turn wrote, in order (for the summary under the answer), and the
+    # conversation's token total before it.
+    files: list[str] = field(default_factory=list)
+    tokens_before: int = 0
     _reply: LiveReply | None = None
 
     async def reply(self) -> LiveReply:
@@ -89,6 +94,10 @@ class RunningTurn:
             if isinstance(event, TextDelta):
                 await self._show_text(event.text)
             elif isinstance(event, ToolUpdate):
+                if event.state == "DONE" and event.name in WRITE_TOOLS and event.summary:
+                    written = scrub(event.summary)
+                    if written not in self.files:
+                        self.files.append(written)
                 await self._show_text("")
                 if self.on_tool is not None and event.state != "ACTIVE":
                     await self.on_tool(event)
@@ -220,6 +229,7 @@ class TurnRunner:
                 self.scrub.stream(),
                 author=last.author,
                 on_tool=self.team.on_tool(turn_id),
+                tokens_before=await self._tokens_so_far(proc.conversation_id),
             )
             self._proc = proc
             self.current = turn
@@ -269,6 +279,7 @@ class TurnRunner:
                     stopped_by=turn.stopped_by,
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
+                result = summarised(result, turn.files, turn.tokens_before, end)
             self._count(proc, turn, result)
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
@@ -278,6 +289,12 @@ class TurnRunner:
             raise cancelled
         assert end is not None
         return TurnResult(result.state, exit_wait=end.exit_wait)
+
+    async def _tokens_so_far(self, conversation_id: str) -> int:
+        row = await self.store.thread(self.key)
+        if row.usage is None or row.conversation_id != conversation_id:
+            return 0
+        return row.usage.total_tokens
 
     async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
         """Stream one turn's events into its reply until its end (or our own deadline)."""

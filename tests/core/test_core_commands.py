@@ -318,3 +318,20 @@ async def test_with_approvals_off_there_is_nothing_to_decide(tmp_path: Path) -> 
             ref(), "req-1", ApprovalChoice.APPROVE, Author(id="@bob:test", display_name="Bob")
         )
         assert outcome is DecideOutcome.UNKNOWN
+
+
+async def test_a_title_a_person_gave_the_thread_is_kept_and_shown_by_status(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path) as w:
+        alice = Author(id="U1", display_name="Alice")
+        thread = ref("t1")
+        # Not a conversation yet: nothing is kept.
+        assert not await w.bridge.core.retitle(thread, "Flaky CI hunt", alice)
+        await ask(w, "!status")
+        assert await w.bridge.core.store.title(thread.key) is None
+        await w.bridge.core.store.ensure_thread(thread)
+        assert await w.bridge.core.retitle(thread, "Flaky CI hunt", alice)
+        assert await w.bridge.core.retitle(thread, "Flaky CI hunt, part 2", alice)
+        status = (await ask(w, "!status")).split("\n")
+        assert status[1] == "• Title: “Flaky CI hunt, part 2” (named by Alice (U1))"

@@ -29,6 +29,11 @@ class AccessPolicy:
     def allows(self, user: str, channel: str) -> bool:
         return self._rule.allows(user, channel)
 
+    def serves_somewhere(self, user: str) -> bool:
+        """Whether some channel could serve ``user`` (for pages of their own: the App Home)."""
+        rule = self._rule
+        return not rule.closed and (not rule.users or user in rule.users)
+
 
 class NoticeLedger:
     """Remembers which user+channel pairs were already told they are not allowed (per run).

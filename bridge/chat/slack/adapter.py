@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
+from bridge.chat.slack.agent_view import AgentExperience
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.assistant import AssistantPane
 from bridge.chat.slack.bound import Retries, ThreadCalls
@@ -45,6 +46,7 @@ from bridge.chat.slack.feedback import FEEDBACK_ACTION_ID, FeedbackClicks, Feedb
 from bridge.chat.slack.files import FileHosts, download
 from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
+from bridge.chat.slack.home import REFRESH_INTERVAL as HOME_REFRESH
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
 from bridge.chat.slack.session import Sessions, SessionSupport
 from bridge.chat.slack.stops import Stops
@@ -72,6 +74,7 @@ from bridge.core.events import (
     Reaction,
     ThreadRef,
 )
+from bridge.core.home import HomeSources
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,7 @@ class SlackAdapter:
         retry_backoff: float = 0.5,
         reply_settings: ReplySettings | None = None,
         budget: RateBudget | None = None,
+        home_interval: float = HOME_REFRESH,
     ) -> None:
         _check_secrets(config)
         self._config = config
@@ -119,6 +123,7 @@ class SlackAdapter:
             interval=reply_interval,
             backoff=retry_backoff,
             feedback=config.feedback,
+            task_display=config.task_display,
         )
 
         self._ping_interval = socket_ping_interval
@@ -171,6 +176,22 @@ class SlackAdapter:
             spawn=self._spawn,
             refuse=self._notify_refused,
         )
+        # Its successor, Slack's agent messaging experience (agent_view): the Messages tab,
+        # titles, the Home tab (its pages refreshed every home_interval seconds at most).
+        self._agent_x = AgentExperience(
+            config,
+            self._client,
+            self._access,
+            self._users,
+            self._sessions,
+            spawn=self._spawn,
+            refuse=self._notify_refused,
+            home_interval=home_interval,
+        )
+
+    def serve_home(self, sources: HomeSources) -> None:
+        """What the Home tab shows (the app wires the core's facts and the providers)."""
+        self._agent_x.serve_home(sources)
 
     @property
     def budget(self) -> RateBudget:
@@ -288,6 +309,7 @@ class SlackAdapter:
         app.event("agent_session_stopped")(on_session_stopped)
         app.event("assistant_thread_started")(self._pane.on_started)
         app.event("assistant_thread_context_changed")(self._pane.on_context_changed)
+        self._agent_x.register(app, inbound)
         app.action(STOP_ACTION_ID)(on_stop)
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
@@ -348,6 +370,7 @@ class SlackAdapter:
         self._writers.put((channel, candidate.ts), Recipient(user_id=candidate.user, team_id=team))
         self._sessions.note_title(candidate)
         text = self._pane.text_for_agent(channel, candidate.thread.thread, candidate.text)
+        text = await self._agent_x.text_for_agent(candidate, text, bot)
         message = IncomingMessage(
             thread=candidate.thread,
             event_id=candidate.event_id,
@@ -449,6 +472,7 @@ class SlackAdapter:
         # The status and the control message go up beside the turn, not in front of it.
         reply.start(self._tg)
         self._live[thread.key] = reply
+        self._agent_x.changed()
         try:
             yield reply
         finally:
@@ -456,6 +480,8 @@ class SlackAdapter:
                 del self._live[thread.key]
             with anyio.CancelScope(shield=True):
                 await reply.close()
+            # The core records the turn's end just after the reply: read it a moment later.
+            self._agent_x.changed(after=1.0)
 
     def _recipient(
         self, thread: ThreadRef, reply_to: str | None, author: Author | None
@@ -522,6 +548,7 @@ class SlackAdapter:
 
     async def ask_approval(self, request: ApprovalRequest) -> str:
         handle = await self._approvals.ask(request)
+        self._agent_x.changed()
         live = self._live.get(request.thread.key)
         if live is not None:
             live.posted_elsewhere()  # the request went up beside the running reply
@@ -531,6 +558,7 @@ class SlackAdapter:
         self, request: ApprovalRequest, handle: str, result: ApprovalResult
     ) -> None:
         await self._approvals.settle(request, handle, result)
+        self._agent_x.changed()
 
     async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         token = self._client.token

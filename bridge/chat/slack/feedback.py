@@ -51,12 +51,6 @@ def feedback_block() -> dict[str, Any]:
     }
 
 
-def answer_blocks(markdown: str) -> list[dict[str, Any]]:
-    """A final answer posted or edited with its feedback buttons: ``markdown_text`` takes no
-    blocks beside it, so the text goes in a ``markdown`` block."""
-    return [{"type": "markdown", "text": markdown}, feedback_block()]
-
-
 class FeedbackClicks:
     """Clicks on the feedback buttons, checked and handed to the sink the app wired in."""
 

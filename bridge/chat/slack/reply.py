@@ -52,7 +52,7 @@ from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient, retry_after
 from bridge.chat.slack.control import ToolLog
 from bridge.chat.slack.events import is_dm_channel
-from bridge.chat.slack.feedback import answer_blocks, feedback_block
+from bridge.chat.slack.feedback import feedback_block
 from bridge.chat.slack.format import (
     SPLIT_LIMIT,
     BroadcastGuard,
@@ -61,7 +61,8 @@ from bridge.chat.slack.format import (
 )
 from bridge.chat.slack.keeper import TurnKeeper
 from bridge.chat.slack.session import AgentSession
-from bridge.chat.slack.tasks import TaskBoard
+from bridge.chat.slack.summary import summary_block
+from bridge.chat.slack.tasks import TaskBoard, TaskDisplay
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ class ReplySettings:
     stream_max_age: float = 240.0
     # Feedback buttons (👍/👎) under each final answer ([slack] feedback).
     feedback: bool = False
+    # How a streamed answer shows the agent's tool calls ([slack] task_display): together as
+    # its plan, or as cards between the text.
+    task_display: TaskDisplay = "plan"
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ class _Segment:
     sent: int = 0  # streaming: how far Slack has confirmed it
     shown: str | None = None  # what the message shows now, when known
     feedback: bool = False  # whether it carries the feedback buttons
+    summary: dict[str, Any] | None = None  # the turn's summary block it carries
 
 
 class SlackLiveReply:
@@ -188,7 +193,7 @@ class SlackLiveReply:
         self._guard = BroadcastGuard()
         self._tools = ToolLog()
         # The same calls as the stream's tasks, where the answer streams.
-        self._tasks = TaskBoard()
+        self._tasks = TaskBoard(mode=settings.task_display)
         # The calls that must not be lost: the final answer and the clean-up after it.
         self._calls = ThreadCalls(
             client, thread, Retries(attempts=settings.attempts, backoff=settings.backoff)
@@ -254,6 +259,7 @@ class SlackLiveReply:
             await self._render_final(
                 neutralise_broadcasts(render_outcome(outcome, self._text)),
                 final_failed=bool(outcome.error or outcome.interrupted),
+                summary=summary_block(outcome),
             )
         finally:
             await self._keeper.finish(self._calls)
@@ -384,6 +390,7 @@ class SlackLiveReply:
             recipient_team_id=self._recipient.team_id if complete else None,
             # Our pump already coalesces text once per interval: every append is sent.
             buffer_size=1,
+            task_display_mode=self._tasks.mode,
         )
         segment = _Segment(start=start, stream=stream, given=start, sent=start)
         self._segments.append(segment)
@@ -512,6 +519,7 @@ class SlackLiveReply:
         final: bool = False,
         rest: str | None = None,
         feedback: bool = False,
+        summary: dict[str, Any] | None = None,
     ) -> bool:
         """Stop ``segment``'s stream; True when it no longer streams (stopped, or expired).
 
@@ -530,7 +538,7 @@ class SlackLiveReply:
                 markdown_text=rest or None,
                 chunks=chunks or None,
                 session_status=session_status,
-                blocks=[feedback_block()] if feedback else None,
+                blocks=_closing_blocks(summary, feedback) or None,
             )
         except (*CALL_ERRORS, Deferred) as exc:
             if api_error(exc) not in (EXPIRED, STOPPED_BY_USER):
@@ -541,6 +549,7 @@ class SlackLiveReply:
             self._tasks.sent(versions)
             segment.shown = self._text[segment.start : segment.given] + (rest or "")
             segment.feedback = feedback
+            segment.summary = summary
             session = self._keeper.session
             if native and final and session is not None:
                 session.ended_by_stream()
@@ -549,8 +558,11 @@ class SlackLiveReply:
 
     # ----- the final rewrite ------------------------------------------------------------------
 
-    async def _render_final(self, final: str, *, final_failed: bool = False) -> None:
-        """The whole final text over the answer's messages: rewrite, add or delete messages."""
+    async def _render_final(
+        self, final: str, *, final_failed: bool = False, summary: dict[str, Any] | None = None
+    ) -> None:
+        """The whole final text over the answer's messages: rewrite, add or delete messages;
+        the last one carries the turn's ``summary`` (and the feedback buttons)."""
         chunks = split_message(final)
         last = len(chunks) - 1
         # Feedback buttons under the last message of an answer (not under an error).
@@ -559,15 +571,22 @@ class SlackLiveReply:
         for segment in self._segments:
             if segment.stream is not None:
                 rest = self._rest_of(segment, chunks)
-                buttons = feedback and rest is not None and self._index_of(segment) == last
-                await self._stop_stream(segment, final=True, rest=rest, feedback=buttons)
+                closing = rest is not None and self._index_of(segment) == last
+                await self._stop_stream(
+                    segment,
+                    final=True,
+                    rest=rest,
+                    feedback=feedback and closing,
+                    summary=summary if closing else None,
+                )
         targets = [segment for segment in self._segments if segment.ts is not None]
         for index, chunk in enumerate(chunks):
             buttons = feedback and index == last
+            below = summary if index == last else None
             if index < len(targets):
-                await self._rewrite(targets[index], chunk, feedback=buttons)
+                await self._rewrite(targets[index], chunk, feedback=buttons, summary=below)
             else:
-                await self._post_final(chunk, feedback=buttons)
+                await self._post_final(chunk, feedback=buttons, summary=below)
         for segment in targets[len(chunks) :]:
             await self._delete(segment)
 
@@ -590,16 +609,28 @@ class SlackLiveReply:
             return None
         return chunk[len(streamed) :]
 
-    async def _rewrite(self, segment: _Segment, chunk: str, *, feedback: bool = False) -> None:
-        if segment.shown == chunk and segment.stream is None and segment.feedback == feedback:
+    async def _rewrite(
+        self,
+        segment: _Segment,
+        chunk: str,
+        *,
+        feedback: bool = False,
+        summary: dict[str, Any] | None = None,
+    ) -> None:
+        if (
+            segment.shown == chunk
+            and segment.stream is None
+            and segment.feedback == feedback
+            and segment.summary == summary
+        ):
             return
         ts = segment.ts
         assert ts is not None
-        fields = _final_fields(chunk, feedback)
+        fields = _final_fields(chunk, feedback, summary)
         for attempt in range(2):
             try:
                 await self._calls.edit("final edit", ts, **fields)
-                segment.shown, segment.feedback = chunk, feedback
+                segment.shown, segment.feedback, segment.summary = chunk, feedback, summary
                 return
             except CALL_ERRORS as exc:
                 # Still streaming (its stop failed earlier): stop it, then edit once more.
@@ -609,7 +640,7 @@ class SlackLiveReply:
                 break
         # The message cannot be edited (deleted, too old, stuck streaming): post the text anew
         # and take the old one away, so no partial copy stays above the answer.
-        await self._post_final(chunk, feedback=feedback)
+        await self._post_final(chunk, feedback=feedback, summary=summary)
         await self._delete(segment)
 
     async def _delete(self, segment: _Segment) -> None:
@@ -620,9 +651,11 @@ class SlackLiveReply:
         except CALL_ERRORS:
             pass  # logged; an outdated piece stays above the final answer
 
-    async def _post_final(self, chunk: str, *, feedback: bool = False) -> None:
+    async def _post_final(
+        self, chunk: str, *, feedback: bool = False, summary: dict[str, Any] | None = None
+    ) -> None:
         try:
-            await self._calls.say("final message", **_final_fields(chunk, feedback))
+            await self._calls.say("final message", **_final_fields(chunk, feedback, summary))
             self._keeper.cleared_by_post()
         except CALL_ERRORS:
             log.error(
@@ -632,11 +665,20 @@ class SlackLiveReply:
             )
 
 
-def _final_fields(chunk: str, feedback: bool) -> dict[str, Any]:
-    """A final message's fields: its Markdown, in a block beside the feedback buttons."""
-    if feedback:
-        return {"text": chunk, "blocks": answer_blocks(chunk)}
+def _final_fields(
+    chunk: str, feedback: bool, summary: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A final message's fields: its Markdown, in a block beside the summary and the feedback
+    buttons where it carries them (``markdown_text`` takes no blocks beside it)."""
+    if feedback or summary is not None:
+        blocks = [{"type": "markdown", "text": chunk}, *_closing_blocks(summary, feedback)]
+        return {"text": chunk, "blocks": blocks}
     return {"markdown_text": chunk}
+
+
+def _closing_blocks(summary: dict[str, Any] | None, feedback: bool) -> list[dict[str, Any]]:
+    """What closes an answer: the turn's summary, then the feedback buttons."""
+    return [*([summary] if summary is not None else []), *([feedback_block()] if feedback else [])]
 
 
 def _ts(response: Any) -> str | None:

@@ -184,7 +184,12 @@ class Sessions:
         self._client = client
         self.support = SessionSupport(data_dir=data_dir)
         self._titles: LRUMap[tuple[str, str], str] = LRUMap(4096)
+        # Threads a person named in Slack: the bridge gives their sessions no title of its own.
+        self._named: LRUMap[tuple[str, str], None] = LRUMap(4096)
         self._spawn = spawn
+
+    def named_by_person(self, thread: ThreadRef) -> None:
+        self._named.put((thread.channel, thread.thread), None)
 
     def note_title(self, candidate: Candidate) -> None:
         """The thread's first line, for its session's title (Slack keeps the first one)."""
@@ -195,7 +200,8 @@ class Sessions:
     def session(self, thread: ThreadRef, initiator: str | None) -> AgentSession | None:
         if not thread.thread:
             return None
-        title = self._titles.get((thread.channel, thread.thread)) or ""
+        key = (thread.channel, thread.thread)
+        title = "" if key in self._named else self._titles.get(key) or ""
         return AgentSession(self._client, thread, self.support, title=title, initiator=initiator)
 
     def conversation_reset(self, thread: ThreadRef) -> None:

@@ -64,6 +64,10 @@ SLACK_TIERS: Mapping[str, Tier] = {
     "conversations.history": TIER_3,
     "users.info": TIER_4,
     "files.info": TIER_4,
+    "views.publish": TIER_4,
+    "chat.getPermalink": TIER_4,
+    "conversations.info": TIER_3,
+    "conversations.members": TIER_4,
 }
 
 

@@ -44,6 +44,7 @@ from bridge.core.store.rows import (
 )
 from bridge.core.store.schema import SCHEMA_VERSION, migrate, migration_statements
 from bridge.core.store.threads import ThreadQueries
+from bridge.core.store.titles import ThreadTitle, TitleQueries
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -58,6 +59,7 @@ __all__ = [
     "StoreError",
     "StoredMessage",
     "ThreadRow",
+    "ThreadTitle",
     "TurnRow",
     "TurnState",
     "Tx",
@@ -82,6 +84,7 @@ class Store(
     MoveQueries,
     IdentityQueries,
     VerificationQueries,
+    TitleQueries,
 ):
     # The PostgreSQL channel that carries the thread key of a message stored for a thread the
     # storing instance does not run.

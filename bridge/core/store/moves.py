@@ -25,6 +25,7 @@ THREAD_TABLES = (
     "answer_feedback",
     # A thread's usage (docs/team-controls.md); the audit trail is never rewritten.
     "usage_shares",
+    "thread_titles",
 )
 
 

@@ -30,6 +30,7 @@ from bridge.core.store.rows import (
     TurnState,
     Usage,
 )
+from bridge.core.store.titles import ThreadTitle
 
 
 class HistoryStore(Protocol):
@@ -39,6 +40,8 @@ class HistoryStore(Protocol):
 
 
 class TurnStore(Protocol):
+    async def thread(self, key: str) -> ThreadRow: ...
+
     async def take_turn(
         self, thread_key: str, conversation_id: str | None, *, owner: str | None = None
     ) -> tuple[int, list[StoredMessage]] | None: ...
@@ -102,6 +105,8 @@ class FeedbackStore(Protocol):
 
 class StatusStore(FeedbackStore, Protocol):
     async def thread(self, key: str) -> ThreadRow: ...
+
+    async def title(self, thread_key: str) -> ThreadTitle | None: ...
 
     async def pending(self, thread_key: str) -> list[StoredMessage]: ...
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store.rows import Database, StoreError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -223,6 +223,16 @@ _MIGRATIONS: dict[int, str] = {
         hash TEXT NOT NULL
     );
     CREATE INDEX audit_at ON audit (at)
+    """,
+    # A thread's title as a person named it in the chat (Slack's agent_session_title_changed,
+    # issue 47): shown by !status; the bridge's own titles are never written here.
+    11: """
+    CREATE TABLE thread_titles (
+        thread_key TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        set_by TEXT NOT NULL,
+        at {real} NOT NULL
+    )
     """,
 }
 

@@ -70,6 +70,7 @@ class RecordingInbound:
         self.duplicates: list[IncomingMessage] = []
         self.stops: list[tuple[ThreadRef, Author]] = []
         self.conversations: set[ThreadRef] = set(conversations or ())
+        self.titles: list[tuple[ThreadRef, str, Author]] = []
         self._changed = anyio.Event()
 
     async def submit(self, message: IncomingMessage) -> SubmitOutcome:
@@ -90,6 +91,13 @@ class RecordingInbound:
 
     async def is_conversation(self, thread: ThreadRef) -> bool:
         return thread in self.conversations
+
+    async def retitle(self, thread: ThreadRef, title: str, by: Author) -> bool:
+        known = thread in self.conversations
+        if known:
+            self.titles.append((thread, title, by))
+        self._notify()
+        return known
 
     async def wait_for(self, predicate: Any, seconds: float = 5.0) -> None:
         with anyio.fail_after(seconds):
@@ -134,6 +142,7 @@ async def running_adapter(
     status_refresh: float = 90.0,
     stream_max_age: float = 240.0,
     budget: RateBudget | None = None,
+    home_interval: float = 0.05,
     **overrides: Any,
 ) -> AsyncIterator[SlackAdapter]:
     """A :class:`SlackAdapter` connected to ``fake`` (Socket Mode unless ``transport="http"``),
@@ -153,8 +162,10 @@ async def running_adapter(
             status_refresh=status_refresh,
             stream_max_age=stream_max_age,
             feedback=section.feedback,
+            task_display=section.task_display,
         ),
         budget=budget,
+        home_interval=home_interval,
     )
     async with anyio.create_task_group() as tg:
         ready = anyio.Event()

@@ -26,7 +26,13 @@ It is as strict as Slack where the bridge depends on it:
   (``agent_app = False``, the default) is refused with ``missing_scope`` (declaring an app as
   an agent adds its ``assistant:write`` scope; Slack documents no code of its own for this);
 - ``assistant.threads.setStatus`` works in any thread, with Slack's error codes; a status
-  clears itself ``status_lifetime`` seconds after it was set, and when the app posts there.
+  clears itself ``status_lifetime`` seconds after it was set, and when the app posts there;
+- the app's messaging experience (``experience``: ``assistant_view`` or ``agent_view``) decides
+  which events Slack sends and how ``assistant.threads.setSuggestedPrompts`` reads a
+  ``thread_ts``; the agent messaging experience, the App Home (``views.publish``) and channel
+  membership are :class:`tests.chat.slack.fake_agent_view.AgentView`'s; streams take
+  ``task_display_mode`` (``timeline`` or ``plan``) and ``plan_update`` chunks, whose title only
+  a plan shows.
 
 The fake keeps a model of the messages, so tests can read a thread as a person would see it:
 ``Message.visible`` is the text as posted, ``Message.rendered`` what Slack shows of it, with
@@ -62,6 +68,7 @@ from markdown_it import MarkdownIt
 from slack_sdk.signature import SignatureVerifier
 
 from bridge.chat.slack.tiers import SLACK_TIERS, Tier, scope_key
+from tests.chat.slack.fake_agent_view import AgentView
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
@@ -106,9 +113,16 @@ class Message:
     # The stream's tasks (``task_update`` chunks), by id in order of arrival: each the last
     # chunk Slack took for it (title, status, details, output).
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The plan's title (``plan_update`` chunks), shown only in a ``task_display_mode`` plan.
+    plan_title: str | None = None
     # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
     bot_id: str | None = None
     username: str | None = None
+
+    @property
+    def plan_mode(self) -> bool:
+        """Whether the stream shows its tasks together in a plan block."""
+        return self.stream_args.get("task_display_mode") == "plan"
 
     @property
     def visible(self) -> str:
@@ -257,6 +271,7 @@ def _block_text(block: dict[str, Any]) -> str:
 
 
 TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+TASK_DISPLAY_MODES = ("timeline", "plan")
 
 
 class StreamChunks:
@@ -272,12 +287,17 @@ class StreamChunks:
                     raise SlackApiFail("invalid_chunks")
                 if chunk.get("status") not in TASK_STATUSES:
                     raise SlackApiFail("invalid_chunks")
+            elif chunk.get("type") == "plan_update" and not chunk.get("title"):
+                raise SlackApiFail("invalid_chunks")
 
     @staticmethod
     def apply(message: Message, chunks: Any) -> None:
         for chunk in _chunk_list(chunks):
             if chunk.get("type") == "task_update":
                 message.tasks[str(chunk["id"])] = dict(chunk)
+            elif chunk.get("type") == "plan_update" and message.plan_mode:
+                # A timeline shows no plan: its title goes nowhere there.
+                message.plan_title = str(chunk["title"])
 
 
 def _chunk_list(chunks: Any) -> list[dict[str, Any]]:
@@ -468,6 +488,7 @@ class AssistantContainer:
         self, user: str, channel: str, *, context: str | None = None
     ) -> tuple[str, str]:
         """A person opens a new thread in the container: (its thread ts, the envelope id)."""
+        assert self.fake.experience == "assistant_view", "agent_view apps have no container"
         root = Message(channel, self.fake.next_ts(), BOT_USER, text="")
         root.deleted = True  # Slack's own root: no message of the app's to read or edit
         self.fake.messages[root.ts] = root
@@ -479,6 +500,7 @@ class AssistantContainer:
         return root.ts, await self.fake.push_event(event)
 
     async def change_context(self, user: str, channel: str, thread_ts: str, context: str) -> str:
+        assert self.fake.experience == "assistant_view", "agent_view: app_context_changed"
         event = {
             "type": "assistant_thread_context_changed",
             "assistant_thread": self._thread(user, channel, thread_ts, context),
@@ -507,6 +529,10 @@ class FakeSlack:
         self.agent_app = False
         self.sessions = AgentSessions(self)
         self.assistant = AssistantContainer(self)
+        # Slack's messaging experience for this app (the manifest's ``assistant_view`` or
+        # ``agent_view``), and the agent_view half of the fake with the App Home.
+        self.experience = "assistant_view"
+        self.agent_view = AgentView(self)
         # Rate tiers, stream and status lifetimes (seconds), as Slack has them.
         self.enforce_tiers = True
         self.tiers = dict(TIERS)
@@ -722,8 +748,14 @@ class FakeSlack:
 
     # ----- events: Socket Mode and HTTP -------------------------------------------------------
 
-    def event_callback(self, event: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:
-        """An Events API ``event_callback`` body around ``event``."""
+    def event_callback(
+        self,
+        event: dict[str, Any],
+        event_id: str | None = None,
+        authorizations: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """An Events API ``event_callback`` body around ``event`` (``authorizations``: the
+        bot's, unless the event names someone else there, as ``app_context_changed`` does)."""
         return {
             "token": "verification-token-unused",
             "team_id": TEAM,
@@ -732,9 +764,8 @@ class FakeSlack:
             "type": "event_callback",
             "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
             "event_time": int(time.time()),
-            "authorizations": [
-                {"team_id": TEAM, "user_id": BOT_USER, "is_bot": True, "enterprise_id": None}
-            ],
+            "authorizations": authorizations
+            or [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True, "enterprise_id": None}],
         }
 
     async def push_event(
@@ -744,6 +775,7 @@ class FakeSlack:
         event_id: str | None = None,
         retry_attempt: int = 0,
         via: Any = None,
+        authorizations: list[dict[str, Any]] | None = None,
     ) -> str:
         """Send an ``events_api`` envelope over Socket Mode; returns its envelope id.
 
@@ -755,7 +787,7 @@ class FakeSlack:
                 "accepts_response_payload": False,
                 "retry_attempt": retry_attempt,
                 "retry_reason": "timeout" if retry_attempt else "",
-                "payload": self.event_callback(event, event_id),
+                "payload": self.event_callback(event, event_id, authorizations),
             },
             via,
         )
@@ -1199,6 +1231,9 @@ class FakeSlack:
         if (user or team or not channel.startswith("D")) and not (user and team):
             raise SlackApiFail("missing_recipient_team_id" if user else "missing_recipient_user_id")
         StreamChunks.check(args.get("chunks"))
+        mode = args.get("task_display_mode")
+        if mode is not None and mode not in TASK_DISPLAY_MODES:
+            raise SlackApiFail("invalid_arguments")
         message = Message(
             channel=channel,
             ts=self.next_ts(),
@@ -1244,7 +1279,21 @@ class FakeSlack:
         return self.sessions.rename(args)
 
     def _m_assistant_threads_setSuggestedPrompts(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self.experience == "agent_view":
+            return self.agent_view.set_prompts(args)
         return self.assistant.set_prompts(args)
+
+    def _m_chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.agent_view.permalink(args)
+
+    def _m_views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.agent_view.publish(args)
+
+    def _m_conversations_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.agent_view.info(args)
+
+    def _m_conversations_members(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self.agent_view.list_members(args)
 
     async def press_session_stop(self, channel: str, thread_ts: str, user: str) -> str:
         """Slack's own stop button, clicked (see :meth:`AgentSessions.press_stop`)."""
@@ -1300,6 +1349,7 @@ class FakeSlack:
         channel = str(args["channel"])
         if channel in self.missing_channels:
             raise SlackApiFail("channel_not_found")
+        self.agent_view.check_history(channel)
         top = [
             m
             for m in self.messages.values()

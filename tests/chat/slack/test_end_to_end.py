@@ -76,6 +76,7 @@ async def live_bridge(
         reply_interval=0.05,
         socket_ping_interval=1.0,
         retry_backoff=0.05,
+        home_interval=0.3,
     )
     async with open_bridge(config, {"slack": adapter}) as bridge:
         async with anyio.create_task_group() as tg:

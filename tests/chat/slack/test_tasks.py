@@ -113,3 +113,25 @@ async def test_without_sessions_the_stop_message_carries_no_tool_lines(
     assert answer.visible == "Built."
     # A task still running when the turn ends ends with it.
     assert tasks(answer) == [("run_command: make", "complete")]
+
+
+def test_the_plan_title_follows_the_steps_and_comes_again_on_a_new_stream() -> None:
+    from bridge.chat.slack.tasks import TaskBoard
+
+    board = TaskBoard()
+    board.record(ToolActivity(name="run_command", summary="pytest"))
+    chunks, versions = board.pending()
+    assert chunks[0] == {"type": "plan_update", "title": "Working: 0 of 1 step done"}
+    board.sent(versions)
+    board.record(ToolActivity(name="run_command", summary="pytest", state="DONE"))
+    chunks, versions = board.pending()
+    assert chunks[0]["title"] == "Working: 1 of 1 step done"
+    board.sent(versions)
+    assert board.pending()[0] == []
+    board.new_stream()  # a new message: its plan needs the title again
+    assert board.pending()[0] == [{"type": "plan_update", "title": "Working: 1 of 1 step done"}]
+    board.end(failed=False)
+    assert board.pending()[0][0] == {"type": "plan_update", "title": "Done: 1 step"}
+    timeline = TaskBoard(mode="timeline")
+    timeline.record(ToolActivity(name="run_command", summary="pytest"))
+    assert [c["type"] for c in timeline.pending()[0]] == ["task_update"]
