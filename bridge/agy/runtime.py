@@ -162,6 +162,7 @@ class AgyRuntime:
         model: str | None,
         conversation: str | None,
         environ: Mapping[str, str] | None = None,
+        repo: Path | None = None,
     ) -> ProcessSpec:
         argv = build_argv(
             self.settings,
@@ -189,7 +190,12 @@ class AgyRuntime:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         return ProcessSpec(
             argv=wrap(
-                sandbox, argv, workdir=workdir, session_dir=session_dir, conversation=conversation
+                sandbox,
+                argv,
+                workdir=workdir,
+                session_dir=session_dir,
+                conversation=conversation,
+                repo=repo,
             ),
             env=env,
             cwd=workdir,

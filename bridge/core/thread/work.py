@@ -27,7 +27,13 @@ from bridge.core.store_model import StoredMessage, TurnState
 from bridge.core.thread import commands as c
 from bridge.core.thread import failures
 from bridge.core.thread.parts import ThreadParts
-from bridge.core.thread.place import cleanup_workdir, ensure_saved, hidden_paths, prepare_workdir
+from bridge.core.thread.place import (
+    bring_branch_back,
+    cleanup_workdir,
+    ensure_saved,
+    hidden_paths,
+    prepare_workdir,
+)
 from bridge.core.thread.slot import ThreadSlot
 from bridge.core.turn import TurnResult, TurnRunner
 from bridge.core.workspaces import Place, place_for
@@ -172,6 +178,7 @@ class ThreadWork:
                 place.workdir,
                 model=thread.model or parts.config.agy.model or None,
                 conversation=thread.conversation_id,
+                repo=place.repo,
             )
         )
         async with parts.open_process(spec, self._bad_line) as proc:
@@ -193,7 +200,11 @@ class ThreadWork:
                 self._tell(c.ProcessReady())
                 with requests:
                     async for _ in requests:
-                        self._tell(await self.run_turn())
+                        done = await self.run_turn()
+                        await bring_branch_back(
+                            self.place, parts.runtime.isolation.sandbox, self.key
+                        )
+                        self._tell(done)
             finally:
                 self.proc = None
                 with anyio.CancelScope(shield=True):
