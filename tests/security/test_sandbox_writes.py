@@ -157,16 +157,18 @@ def two_commit_repository(path: Path) -> Path:
     return repo
 
 
-async def brought_back(repo: Path, branch: str) -> str:
+async def brought_back(repo: Path, branch: str, subject: str | None = None) -> str:
     """The branch's commit in the team repository, once the bridge has brought it back (after
-    the thread's turn)."""
+    the thread's turn), with ``subject`` as its last commit's when given."""
     with anyio.fail_after(20):
         while True:
             found = await anyio.run_process(
-                ["git", "-C", str(repo), "rev-parse", "-q", "--verify", branch], check=False
+                ["git", "-C", str(repo), "log", "-1", "--format=%H %s", branch, "--"],
+                check=False,
             )
-            if found.returncode == 0:
-                return found.stdout.decode().strip()
+            commit, _, said = found.stdout.decode().strip().partition(" ")
+            if found.returncode == 0 and subject in (None, said):
+                return commit
             await anyio.sleep(0.05)
 
 
@@ -379,3 +381,45 @@ async def test_a_worktree_thread_moves_no_ref_and_no_object_of_the_team_or_anoth
     assert "own-work" in own
     assert "own-work" in git(repo, "log", "--format=%s", a_branch)
     git(repo, "fsck", "--strict")
+
+
+async def test_a_worktree_thread_from_before_the_upgrade_carries_on_in_its_own_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread the bridge gave a linked worktree before (its git directory shared with every
+    thread): at its next start it works in a repository of its own, with its branch, its
+    staged and uncommitted work, and can no longer reach the team's refs."""
+    repo = one_commit_repository(tmp_path / "repo")
+    branch = f"agy/{thread_slug(A)}"
+    tree = tmp_path / "data" / "worktrees" / thread_slug(A)
+    git(repo, "worktree", "add", "-q", "-b", branch, str(tree))
+    (tree / "done.txt").write_text("committed before\n")
+    git(tree, "add", "done.txt")
+    git(tree, "commit", "-qm", "before the upgrade")
+    (tree / "staged.txt").write_text("staged before\n")
+    git(tree, "add", "staged.txt")
+    (tree / "draft.txt").write_text("not yet added\n")
+    main = git(repo, "rev-parse", "main")
+    workspace = {"channel": "room", "path": str(repo), "worktree": True}
+    async with denied(tmp_path, monkeypatch, workspace=workspace) as box:
+        assert box.box.workdir(A) == tree
+        await box.runs_at_once(A, "git status")
+        assert (tree / ".git").is_dir()
+        assert git(tree, "status", "--porcelain").splitlines() == ["A  staged.txt", "?? draft.txt"]
+        report = await box.run_code(
+            A,
+            "report['main'] = subprocess.run(['git', 'update-ref', 'refs/heads/main', 'HEAD'])"
+            ".returncode\nreport['team'] = os.access("
+            f"{str(repo / '.git' / 'refs' / 'heads')!r}, os.W_OK)",
+        )
+        await box.runs_at_once(A, "git add draft.txt staged.txt")
+        await box.runs_at_once(A, "git commit -q -m after-the-upgrade")
+        after = await brought_back(repo, branch, "after-the-upgrade")
+    assert report["team"] is False
+    assert git(repo, "rev-parse", "main") == main
+    assert git(repo, "log", "--format=%s", after).splitlines()[:2] == [
+        "after-the-upgrade",
+        "before the upgrade",
+    ]
+    assert git(repo, "show", f"{after}:draft.txt") == "not yet added"
+    assert not (repo / ".git" / "worktrees" / thread_slug(A)).exists()
