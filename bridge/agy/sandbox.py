@@ -112,6 +112,8 @@ class Sandbox(BaseModel):
     # agy's installation, read-only.
     install: tuple[Path, ...] = ()
     extras: tuple[ExtraBinds, ...] = ()
+    # The repositories of ``worktree = true`` workspaces: never writable from a sandbox.
+    repos: tuple[Path, ...] = ()
 
     def extras_for(self, workdir: Path, repo: Path | None = None) -> ExtraBinds | None:
         """The operator's extras for a thread working in ``workdir`` (a worktree thread's
@@ -656,4 +658,41 @@ def sandbox_problems(sandbox: Sandbox, executables: Sequence[Path] = ()) -> list
                         "must never write there"
                     )
                     break
+    problems += weakening_problems(sandbox)
     return list(dict.fromkeys(problems))
+
+
+def weakening_problems(sandbox: Sandbox) -> list[str]:
+    """A layout that would silently weaken what the sandbox promises (docs/host-safety.md),
+    each naming the path: a writable extra that makes the root, the home directory, agy's
+    state (its configuration) or a worktree workspace's repository writable; a login entry
+    that would show what agy writes (conversations) from the shared directory."""
+    problems = []
+    # Neither may lie inside a writable extra (a folder below the home is the operator's
+    # choice; the home itself is not)...
+    containers = [(Path("/"), "the whole system"), (Path.home().resolve(), "the home directory")]
+    # ...nor overlap one either way.
+    overlaps = [
+        *(
+            (state, "agy's state directory, its configuration")
+            for state in _resolved(sandbox.state_dirs)
+        ),
+        *((team_git_dir(repo), "the repository of a worktree workspace") for repo in sandbox.repos),
+    ]
+    for extra in sandbox.extras:
+        for path in _resolved(extra.read_write):
+            for place, what in [*containers, *overlaps]:
+                inside = (place, what) in overlaps and _under(path, place)
+                if _under(place, path) or inside:
+                    problems.append(
+                        f"the workspace {extra.root} lists {path} as read_write, which would "
+                        f"make {place} ({what}) writable from every thread's sandbox"
+                    )
+    for entry in sandbox.login_entries:
+        for writable in private_state.WRITABLE:
+            if _under(Path(entry), Path(writable)) or _under(Path(writable), Path(entry)):
+                problems.append(
+                    f"[agy] login_entries names {entry}, which holds or lies in {writable} "
+                    "(what agy writes, its conversations): every thread would see the shared one"
+                )
+    return problems

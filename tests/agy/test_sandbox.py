@@ -481,3 +481,28 @@ def test_sandboxes_that_cannot_work_are_named(tmp_path: Path) -> None:
         bwrap="bwrap", hidden=(data,), extras=(ExtraBinds(root=tmp_path, read_write=(tmp_path,)),)
     )
     assert len(sandbox_problems(around)) == 1
+
+
+def test_a_layout_that_would_weaken_the_sandbox_is_named(tmp_path: Path) -> None:
+    """Start-up refuses what would silently make writable what every sandbox keeps read-only:
+    the home, agy's state (its configuration), a worktree workspace's repository; and a login
+    entry that would show the shared conversations."""
+    state, repo = tmp_path / "home" / ".gemini", tmp_path / "repo"
+    state.mkdir(parents=True)
+    (repo / ".git").mkdir(parents=True)
+    fine = ExtraBinds(root=repo, read_write=(tmp_path / "cache",))
+    sandbox = Sandbox(bwrap="bwrap", state_dirs=(state,), repos=(repo,), extras=(fine,))
+    assert sandbox_problems(sandbox) == []
+    for path, named in [
+        (Path.home(), "the home directory"),
+        (tmp_path / "home", "agy's state directory"),
+        (state / "antigravity-cli", "agy's state directory"),
+        (repo, "the repository of a worktree workspace"),
+        (repo / ".git" / "refs", "the repository of a worktree workspace"),
+    ]:
+        weak = sandbox.model_copy(update={"extras": (ExtraBinds(root=repo, read_write=(path,)),)})
+        [problem] = sandbox_problems(weak)
+        assert named in problem and str(path.resolve()) in problem, problem
+    shown = sandbox.model_copy(update={"login_entries": ("antigravity-cli/brain",)})
+    [problem] = sandbox_problems(shown)
+    assert "login_entries names antigravity-cli/brain" in problem
