@@ -188,6 +188,8 @@ class AgyRuntime:
             )
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
+        # The home is read-only there: tools that cache (pip, npm, uv) cache in the private /tmp.
+        env.setdefault("XDG_CACHE_HOME", "/tmp/.cache")
         return ProcessSpec(
             argv=wrap(
                 sandbox,

@@ -125,6 +125,7 @@ class TurnRunner:
         finishing: Callable[[], None] = lambda: None,
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
+        settle: Callable[[], Awaitable[None]] | None = None,
     ):
         self.ref = ref
         self.key = ref.key
@@ -141,6 +142,9 @@ class TurnRunner:
         self._began = began
         self._finishing = finishing
         self._wake = requeued
+        # What must be done before the answer is posted (a worktree thread's branch brought
+        # into the workspace's repository, so the answer and the repository agree).
+        self._settle = settle
         self._proc: AgyHandle | None = None
         # From just before a turn takes its messages until the turn has ended: the only time
         # agy makes hook calls, so the only time a new message needs the hook's flag.
@@ -244,6 +248,8 @@ class TurnRunner:
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
             self._count(proc, turn, result)
+            if self._settle is not None:
+                await self._settle()
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
             await self._deliver(turn, result)

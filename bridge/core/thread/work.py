@@ -157,8 +157,12 @@ class ThreadWork:
             finishing=lambda: self._tell(c.TurnFinishing()),
             requeued=lambda: self._tell(c.MessageStored()),
             scrub=self.scrub,
+            settle=self._bring_branch_back,
         )
         self._runner.context = self._context
+
+    async def _bring_branch_back(self) -> None:
+        await bring_branch_back(self.place, self.parts.runtime.isolation.sandbox, self.key)
 
     async def has_pending(self) -> bool:
         return await self.parts.store.has_pending(self.key)
@@ -200,11 +204,7 @@ class ThreadWork:
                 self._tell(c.ProcessReady())
                 with requests:
                     async for _ in requests:
-                        done = await self.run_turn()
-                        await bring_branch_back(
-                            self.place, parts.runtime.isolation.sandbox, self.key
-                        )
-                        self._tell(done)
+                        self._tell(await self.run_turn())
             finally:
                 self.proc = None
                 with anyio.CancelScope(shield=True):
