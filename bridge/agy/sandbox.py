@@ -157,7 +157,10 @@ _RANK = {"symlink": 0, "ro": 1, "ro-try": 1, "rw": 2, "rw-try": 2, "tmpfs": 3, "
 
 
 def _under(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
+    """``path`` is ``parent`` or lies below it (both absolute and normalised, as every mount's
+    path is). On strings: called for every pair of mounts, ``Path.parents`` is too slow."""
+    inside, folder = str(path), str(parent)
+    return inside == folder or inside.startswith(folder if folder == "/" else folder + "/")
 
 
 def git_common_dir(workdir: Path) -> Path | None:
