@@ -145,6 +145,10 @@ async def bring_back(repo: Path, path: Path, branch: str, *, sandbox: Sandbox | 
         return
     team = team_git_dir(repo)
     ref = f"refs/heads/{branch}"
+    # Most turns commit nothing: the refs alone (no object read, no command run) say so.
+    ours, theirs = await _tip(path, ref), await _tip(team, ref)
+    if ours is None or ours == theirs:
+        return
     await _git(
         team,
         "fetch",
@@ -159,6 +163,14 @@ async def bring_back(repo: Path, path: Path, branch: str, *, sandbox: Sandbox | 
         git_dirs=(team,),
         options=FETCH_OPTIONS,
     )
+
+
+async def _tip(repo: Path, ref: str) -> str | None:
+    """The commit a ref names (read from the ref itself), or None when there is none."""
+    try:
+        return await _git(repo, "rev-parse", "-q", "--verify", ref) or None
+    except WorktreeError:
+        return None
 
 
 async def remove_worktree(
