@@ -269,6 +269,11 @@ async def test_writes_outside_the_workspace_and_into_configuration_fail(
         box.box.h.bridge.core.threads[A.key].tell(Restart())
         rules = await box.turn(A, "[[rules]] what was the word?")
         conversation = await box.box.h.bridge.store.thread(A.key)
+        # A fresh conversation: agy writes it where it writes conversations.
+        await box.box.h.say("!new", where=A)
+        await box.box.h.adapter.wait_notice("fresh conversation")
+        await box.turn(A, "a new start")
+        fresh = await box.box.h.bridge.store.thread(A.key)
     written = sorted(name for name, result in report.items() if result == "written")
     assert written == sorted(LEGITIMATE), json.dumps(report, indent=1)
     assert pwned(repo) == []
@@ -281,6 +286,11 @@ async def test_writes_outside_the_workspace_and_into_configuration_fail(
         f"*/conversations/{conversation.conversation_id}.json"
     )
     assert "zebra" in stored.read_text() and "what was the word" in stored.read_text()
+    assert fresh.conversation_id not in (None, conversation.conversation_id)
+    [new] = (box.box.session_dir(A) / "agy-state").glob(
+        f"*/conversations/{fresh.conversation_id}.json"
+    )
+    assert "a new start" in new.read_text()
 
 
 # --- 3. a worktree thread moving the team's refs ---------------------------------------------
