@@ -37,6 +37,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -147,12 +148,17 @@ def prepare(layout: StateLayout, session_dir: Path, conversation: str | None = N
 def _real_dirs(anchor: Path, target: Path) -> None:
     """Every component from ``anchor`` down to ``target`` a real directory (made if missing);
     a symlink or a file in the way is removed."""
-    current = anchor
+    current = str(anchor)
     for part in target.relative_to(anchor).parts:
-        current = current / part
-        _clear_unless_dir(current)
-        if not os.path.lexists(current):
-            current.mkdir(mode=0o700)
+        current = os.path.join(current, part)
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(current).st_mode)  # one call: a link is no folder
+        except FileNotFoundError:
+            os.mkdir(current, 0o700)
+            continue
+        if not is_dir:
+            os.unlink(current)
+            os.mkdir(current, 0o700)
 
 
 def _reset(private: Path, kept: list[Path]) -> None:

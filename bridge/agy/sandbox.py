@@ -445,15 +445,17 @@ def state_mounts(sandbox: Sandbox, session_dir: Path) -> list[Mount]:
     return mounts
 
 
-def make_mount_points(mounts: Sequence[Mount]) -> None:
+def make_mount_points(mounts: Sequence[Mount], prepared: Iterable[Path] = ()) -> None:
     """The mount points of binds below a directory bound from elsewhere (a private state
     directory, read-only in the sandbox: bubblewrap cannot make them there), made in that
-    directory on the host, of real folders (a link in the way is removed, not followed)."""
-    for outer in mounts:
-        if outer.kind not in ("ro", "rw") or outer.source in (None, outer.dest):
-            continue
+    directory on the host, of real folders (a link in the way is removed, not followed).
+    ``prepared``: mount points made just before (the state's own), skipped."""
+    done = {str(path) for path in prepared}
+    outers = [m for m in mounts if m.kind in ("ro", "rw") and m.source not in (None, m.dest)]
+    inners = [m for m in mounts if str(m.dest) not in done]
+    for outer in outers:
         assert outer.source is not None
-        for inner in mounts:
+        for inner in inners:
             if inner.dest == outer.dest or not _under(inner.dest, outer.dest):
                 continue
             if inner.kind == "tmpfs":
@@ -463,6 +465,16 @@ def make_mount_points(mounts: Sequence[Mount]) -> None:
             else:
                 is_dir = (inner.source or inner.dest).is_dir()
             private_state.mount_point(outer.source, inner.dest.relative_to(outer.dest), is_dir)
+
+
+def prepared_mount_points(sandbox: Sandbox, session_dir: Path) -> set[Path]:
+    """Where :func:`prepare_state` made the mount points (in the private directories): the
+    writable folders and the login entries, as the sandbox sees them."""
+    return {
+        path
+        for bind in private_state.binds(state_layout(sandbox), session_dir.resolve())
+        for path in (*(bind.shared / entry for entry in private_state.WRITABLE), *bind.login)
+    }
 
 
 def state_writable_mounts(sandbox: Sandbox, session_dir: Path) -> list[Mount]:
@@ -504,7 +516,7 @@ def wrap(
     prepare_binds(sandbox, workdir=workdir, session_dir=session_dir, repo=repo)
     args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]
     mounts = plan(sandbox, workdir=workdir, session_dir=session_dir, repo=repo)
-    make_mount_points(mounts)
+    make_mount_points(mounts, prepared_mount_points(sandbox, session_dir))
     for mount in mounts:
         args += mount.args()
     # Last: the root (and what bubblewrap made in it: the home, mount points) read-only.
