@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bridge.agy.sandbox import Sandbox, git_common_dir, team_git_dir
 from bridge.core.git import GitError, run_git
-from bridge.safe_files import read_small
+from bridge.safe_files import ensure_real_dir, read_small
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ async def ensure_worktree(
     when it was just created. A linked worktree from before is migrated in place."""
     dotgit = path / ".git"
     if has_own_repository(path):
+        write_alternates(dotgit, team_git_dir(repo))  # the bridge's line, whatever was there
         return False
     if os.path.lexists(dotgit):
         await migrate_worktree(repo, path, sandbox=sandbox)
@@ -129,12 +130,17 @@ def _move_into(staging: Path, path: Path) -> None:
 def write_alternates(gitdir: Path, team: Path) -> None:
     """The thread's repository reads the team's objects: the bridge's own line, rewritten
     before each start (inside the sandbox ``objects/info`` is read-only)."""
-    info = gitdir / "objects" / "info"
-    info.mkdir(parents=True, exist_ok=True)
-    alternates = info / "alternates"
-    if alternates.is_symlink() or (os.path.lexists(alternates) and not alternates.is_file()):
-        alternates.unlink()
-    alternates.write_text(f"{team / 'objects'}\n")
+    # Real folders on the way (a link there is removed, never followed).
+    info = ensure_real_dir(ensure_real_dir(gitdir, "objects"), "info")
+    # A new file renamed into place: whatever was there (a link, a hard link to another
+    # file) is replaced, never written through.
+    fresh = info / f"alternates.{os.getpid()}.new"
+    if os.path.lexists(fresh):
+        os.unlink(fresh)
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"{team / 'objects'}\n")
+    os.replace(fresh, info / "alternates")
 
 
 async def bring_back(repo: Path, path: Path, branch: str, *, sandbox: Sandbox | None) -> None:
