@@ -259,17 +259,25 @@ def protected_mounts(*, workdir: Path, session_dir: Path) -> list[Mount]:
     # write into a rule file, which may be a hard link shared with other sessions. ``.agents``
     # rather than the plugin folder: a mount point cannot be renamed, its parent could be.
     mounts = [Mount("ro", agents_dir(session_dir)), *attachment_mounts(session_dir)]
-    mounts += [
-        Mount("ro", workdir / name)
-        for name in (*PROTECTED_DIRS, *PROTECTED_FILES)
-        if _is_real(workdir / name)
-    ]
+    mounts += [Mount("ro", workdir / name) for name in protected_names(workdir)]
     gitdir = workdir / ".git"
     if _is_real_dir(gitdir):
         # The repository's own git directory stays writable (its commits, its refs) but for
         # what configures git; where one of those is not real, none of it is writable.
         mounts += [m for m in git_dir_mounts(gitdir) if m.kind == "ro"]
     return mounts
+
+
+def protected_names(workdir: Path) -> list[str]:
+    """The protected folders and files at the top of ``workdir`` as they are spelt there (git
+    and agy on a case-insensitive disk read ``agents.md`` too), real files or folders only."""
+    wanted = {name.lower() for name in (*PROTECTED_DIRS, *PROTECTED_FILES) if "/" not in name}
+    try:
+        found = [name for name in os.listdir(workdir) if name.lower() in wanted]
+    except OSError:
+        found = []
+    nested = [name for name in PROTECTED_FILES if "/" in name]
+    return [name for name in [*found, *nested] if _is_real(workdir / name)]
 
 
 def shared_git_mounts(workdir: Path, repo: Path | None, hidden: Sequence[Path]) -> list[Mount]:

@@ -506,3 +506,22 @@ def test_a_layout_that_would_weaken_the_sandbox_is_named(tmp_path: Path) -> None
     shown = sandbox.model_copy(update={"login_entries": ("antigravity-cli/brain",)})
     [problem] = sandbox_problems(shown)
     assert "login_entries names antigravity-cli/brain" in problem
+
+
+def test_the_workspaces_protected_paths_are_read_only_as_they_are_spelt(tmp_path: Path) -> None:
+    work, session = tmp_path / "w", tmp_path / "s"
+    (work / ".github" / "workflows").mkdir(parents=True)
+    session.mkdir()
+    (work / "agents.md").write_text("rules")
+    (work / "Gemini.md").write_text("rules")
+    (work / "src.py").write_text("code")
+    secret = tmp_path / "secret.toml"
+    secret.write_text("token")
+    (work / ".gitmodules").symlink_to(secret)  # a link is never bound (a bind follows it)
+    sandbox = Sandbox(bwrap="bwrap")
+    prepare_binds(sandbox, workdir=work, session_dir=session)
+    read_only = {m.dest for m in plan(sandbox, workdir=work, session_dir=session) if m.kind == "ro"}
+    work = work.resolve()
+    for name in ("agents.md", "Gemini.md", ".github/workflows", ".agents", ".gemini"):
+        assert work / name in read_only, name
+    assert work / "src.py" not in read_only and work / ".gitmodules" not in read_only
