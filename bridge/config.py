@@ -225,8 +225,8 @@ class WorkspaceSection(_Section):
     path: Path
     worktree: bool = False
     notes_file: Path | None = None
-    # What happens to a thread's worktree when its thread is finished: "keep", or "remove"
-    # (only when every commit on its branch is reachable from another branch).
+    # What happens to a thread's repository when its thread is finished: "keep", or "remove"
+    # (its branch brought into the workspace's repository first; kept while uncommitted).
     worktree_cleanup: Literal["keep", "remove"] = "keep"
     # Extra paths this workspace's sandboxes see read-only / read-write (e.g. a shared cache).
     read_only: list[Path] = Field(default_factory=list)

@@ -208,6 +208,9 @@ touch "$PWD/.doctor-write" 2>/dev/null && echo WRITABLE
 for entry in $(ls -A "$DATA" 2>/dev/null); do echo "DATA_ENTRY $entry"; done
 printf '{"conversationId":"doctor"}' | { HOOK; } | grep -q doctor && echo LISTENER
 [ -z "$AGY" ] || [ -x "$AGY" ] && echo AGY_VISIBLE
+touch /.doctor-write 2>/dev/null || echo ROOT_READ_ONLY
+touch "$HOME/.doctor-write" 2>/dev/null || echo HOME_READ_ONLY
+touch /tmp/.doctor-write 2>/dev/null && echo TMP_WRITABLE
 """
 
 
@@ -243,6 +246,7 @@ async def _probe_sandbox(
                 "DATA": str(data_dir),
                 # agy's own executable, as a thread's sandbox must show it.
                 "AGY": next((str(path) for path in executables(command)), ""),
+                "HOME": str(Path.home()),
             }
             try:
                 with anyio.fail_after(30):
@@ -265,6 +269,9 @@ async def _probe_sandbox(
         ("NO_CONFIG" in said, "the config file is not visible inside the sandbox"),
         ("LISTENER" in said, "the listener is reachable from inside the sandbox (hook via curl)"),
         ("AGY_VISIBLE" in said, "agy's executable is visible inside the sandbox"),
+        ("ROOT_READ_ONLY" in said, "the sandbox's root is read-only"),
+        ("HOME_READ_ONLY" in said, "the home directory is read-only inside the sandbox"),
+        ("TMP_WRITABLE" in said, "the sandbox's private /tmp is writable"),
     ]
     entries = sorted(line.split(" ", 1)[1] for line in said if line.startswith("DATA_ENTRY "))
     others = [entry for entry in entries if entry != "doctor"]

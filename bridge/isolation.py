@@ -105,6 +105,11 @@ def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
         shared_agy_state=config.store.shared_agy_state,
         install=tuple(install_paths(command)),
         extras=tuple(extras),
+        repos=tuple(
+            workspace.path.expanduser().resolve()
+            for workspace in config.workspaces
+            if workspace.worktree
+        ),
     )
 
 

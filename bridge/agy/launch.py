@@ -139,8 +139,21 @@ def build_env(
         GIT_COMMITTER_EMAIL=settings.git_email,
     )
     env.update(settings.env)
+    # Last, over [agy] env and pass_env: no file a thread can write (a ~/.gitconfig, with or
+    # without a sandbox) configures a program it does not own.
+    env.update(NO_GLOBAL_CONFIG)
     env[RUN_MARKER_ENV] = run_marker
     return env
+
+
+# Global configuration off for agy and every command it runs: git reads neither
+# ~/.gitconfig, $XDG_CONFIG_HOME/git/config nor /etc/gitconfig (a planted core.fsmonitor or
+# alias would run at the next allowed `git status`), and no global attributes or ignore file.
+NO_GLOBAL_CONFIG = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_ATTR_NOSYSTEM": "1",
+}
 
 
 def _allowed(name: str) -> bool:

@@ -15,10 +15,18 @@ Where the private directories live:
 - ``<state dir>/.agy-bridge-threads/<thread>`` with ``[store] shared_agy_state``: on the
   storage every instance shares, so another instance taking the thread over resumes it.
 
-Before every start the bridge checks that the path down to the private directory, and to each
-login entry's place in it, is made of real directories (the agent could have put a symlink
-there while it ran, through its session directory or its ``~/.gemini``; bubblewrap would follow
-it on the host), creates the login entries' mount points, and, the first time, moves the
+Inside the sandbox a private directory is read-only but for :data:`WRITABLE`, what agy itself
+must write (its conversations and their artifacts, its scratch folder, cached MCP tool
+schemas): everything agy reads as configuration or instructions there (``GEMINI.md``,
+``settings.json``, ``mcp_config.json``, ``hooks.json``, plugins, skills, commands, rules) is the
+bridge's. Before every start the bridge prepares it: whatever lies in the private directory
+outside :data:`WRITABLE` and the login entries' places is removed (a file left by an agent, or
+by agy before this layout, changes nothing at the next start).
+
+The bridge also checks that the path down to the private directory, and to each login entry's
+and writable folder's place in it, is made of real directories (the agent could have put a
+symlink there while it ran, through its session directory or a writable folder; bubblewrap
+would follow it on the host), creates those mount points, and, the first time, moves the
 thread's conversation out of the shared directory (the layout before private state).
 """
 
@@ -29,6 +37,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -48,6 +57,20 @@ CONVERSATION_FILES = (
     "brain/{id}",
     "antigravity-cli/brain/{id}",
     "antigravity-cli/conversations/{id}.pb",
+)
+# What agy must write in its state directory (relative to it), writable in the sandbox; all else
+# of the private directory is read-only there. Folders only: a file agy replaces atomically
+# (write, then rename) cannot be a mount point. The simulator's (``conversations``, ``brain``)
+# and agy's (``antigravity-cli/brain`` holds each conversation's transcript and artifacts,
+# ``conversations`` their records, ``scratch`` the agent's own folder, ``mcp`` the tool schemas
+# agy caches; docs/agy.md).
+WRITABLE = (
+    "conversations",
+    "brain",
+    "antigravity-cli/brain",
+    "antigravity-cli/conversations",
+    "antigravity-cli/scratch",
+    "antigravity-cli/mcp",
 )
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -111,8 +134,12 @@ def prepare(layout: StateLayout, session_dir: Path, conversation: str | None = N
         anchor.mkdir(mode=0o700, parents=True, exist_ok=True)
         first = not os.path.lexists(bind.private)
         _real_dirs(anchor, bind.private)
-        for source in bind.login:
-            _mount_point(bind.private, source.relative_to(bind.shared), source.is_dir())
+        login = [source.relative_to(bind.shared) for source in bind.login]
+        _reset(bind.private, [*login, *map(Path, WRITABLE)])
+        for writable in WRITABLE:
+            _real_dirs(bind.private, bind.private / writable)
+        for source, entry in zip(bind.login, login, strict=True):
+            mount_point(bind.private, entry, source.is_dir())
         if first and conversation:
             moved += _adopt(bind, conversation)
     return moved
@@ -121,12 +148,43 @@ def prepare(layout: StateLayout, session_dir: Path, conversation: str | None = N
 def _real_dirs(anchor: Path, target: Path) -> None:
     """Every component from ``anchor`` down to ``target`` a real directory (made if missing);
     a symlink or a file in the way is removed."""
-    current = anchor
+    current = str(anchor)
     for part in target.relative_to(anchor).parts:
-        current = current / part
-        _clear_unless_dir(current)
-        if not os.path.lexists(current):
-            current.mkdir(mode=0o700)
+        current = os.path.join(current, part)
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(current).st_mode)  # one call: a link is no folder
+        except FileNotFoundError:
+            os.mkdir(current, 0o700)
+            continue
+        if not is_dir:
+            os.unlink(current)
+            os.mkdir(current, 0o700)
+
+
+def _reset(private: Path, kept: list[Path]) -> None:
+    """Remove from ``private`` everything but the ``kept`` paths (relative) and their parents:
+    what is read-only in the sandbox is the bridge's, whoever wrote it before. Never follows a
+    link (a link is removed as itself)."""
+    keep = {Path(*entry.parts[: i + 1]) for entry in kept for i in range(len(entry.parts))}
+
+    def walk(folder: Path, relative: Path) -> None:
+        for child in sorted(os.listdir(folder)):
+            path, rel = folder / child, relative / child
+            if rel in kept:
+                continue
+            if rel not in keep:
+                _remove(path)
+            elif path.is_dir() and not path.is_symlink():
+                walk(path, rel)
+
+    walk(private, Path())
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def _clear_unless_dir(path: Path) -> None:
@@ -134,7 +192,7 @@ def _clear_unless_dir(path: Path) -> None:
         path.unlink()
 
 
-def _mount_point(private: Path, entry: Path, is_dir: bool) -> None:
+def mount_point(private: Path, entry: Path, is_dir: bool) -> None:
     """The place of one login entry in a private directory: real parents, and a file (or a
     directory) that is not a symlink, for bubblewrap to bind the shared entry onto."""
     _real_dirs(private, private / entry.parent)

@@ -162,6 +162,7 @@ class AgyRuntime:
         model: str | None,
         conversation: str | None,
         environ: Mapping[str, str] | None = None,
+        repo: Path | None = None,
     ) -> ProcessSpec:
         argv = build_argv(
             self.settings,
@@ -187,9 +188,16 @@ class AgyRuntime:
             )
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
+        # The home is read-only there: tools that cache (pip, npm, uv) cache in the private /tmp.
+        env.setdefault("XDG_CACHE_HOME", "/tmp/.cache")
         return ProcessSpec(
             argv=wrap(
-                sandbox, argv, workdir=workdir, session_dir=session_dir, conversation=conversation
+                sandbox,
+                argv,
+                workdir=workdir,
+                session_dir=session_dir,
+                conversation=conversation,
+                repo=repo,
             ),
             env=env,
             cwd=workdir,

@@ -1,20 +1,30 @@
 """Every agy process in its own bubblewrap sandbox, so threads cannot see each other.
 
-The sandbox starts from an empty root and binds in only what one thread's agent needs:
+The sandbox starts from an empty root, binds in only what one thread's agent needs, and then
+makes that root read-only (``--remount-ro /``): writes are denied by default. Writable, and
+built in one place (:func:`writable_mounts`):
 
-- read-write: the thread's working directory (for a git worktree also the repository's git
-  directory, where commits land), the thread's session directory, the thread's private agy
-  state directories (bound where agy expects its state, see :mod:`bridge.agy.private_state`),
-  and a private ``/tmp``;
-- read-only: the session directory's plugins (``.agents``: the hooks that gate tool calls, and
-  rule files that may be hard links shared with other sessions), agy's login (the login
-  entries of the shared state directories, inside the private ones), the system (``/usr``,
-  ``/etc``, ``/bin``, ``/lib*``, …), agy's installation and whatever the operator lists for the
-  workspace;
-- hidden: everything else. Paths listed as hidden (the bridge's data directory, the config file
-  and its directory) stay hidden even when they lie under a bound directory: an empty tmpfs (or
-  ``/dev/null`` for a file) is mounted over them, and the thread's own directories are bound
-  back on top.
+- the thread's working directory (a worktree thread's is a repository of its own, its ``.git``
+  inside), the thread's session directory, the writable parts of its private agy state (what
+  agy itself must write: conversations, caches; see :mod:`bridge.agy.private_state`), a
+  private ``/tmp``, and the workspace's ``read_write`` extras.
+
+Read-only (:func:`protected_mounts` binds them over the writable ones):
+
+- what tools read as configuration or code inside the writable directories: the session's
+  plugins (``.agents``), its ``attachments/``, the workspace's ``.agents``, ``.gemini``,
+  ``AGENTS.md``/``GEMINI.md``, CI definitions and ``.gitmodules``, and a repository's
+  ``config``, ``hooks/``, ``info/`` and ``objects/info/`` (where ``alternates`` lies);
+- agy's private state apart from its writable parts (its configuration, prepared by the bridge
+  at each start), agy's login (the shared state directories' login entries), the team
+  repository's objects for a worktree thread (through ``objects/info/alternates``), the system
+  (``/usr``, ``/etc``, ``/bin``, ``/lib*``, …), agy's installation and the workspace's
+  ``read_only`` extras; the root itself and the home directory (what of them exists).
+
+Hidden: everything else. Paths listed as hidden (the bridge's data directory, the config file
+and its directory) stay hidden even when they lie under a bound directory: an empty tmpfs (or
+``/dev/null`` for a file) is mounted over them, and the thread's own directories are bound
+back on top.
 
 agy gets its own PID namespace (it cannot see the bridge or other threads' processes in
 ``/proc``) and ``--die-with-parent``: when the sandbox's first process ends, the kernel ends
@@ -55,11 +65,23 @@ NAMESPACE_ARGS = (
     "--cap-drop",
     "ALL",
 )
+# After every mount: the sandbox's root read-only. Writes are denied by default; only the
+# mounts of :func:`writable_mounts` (their own mounts, untouched by this) stay writable.
+READ_ONLY_ROOT = ("--remount-ro", "/")
 PROBE_TIMEOUT = 10.0
 # A ``.git`` or ``gitdir`` file holds one path; anything longer is not one.
 _GIT_FILE_BYTES = 8192
 # The session's folder of attachments: the bridge writes there, the agent only reads.
 ATTACHMENTS_DIR = "attachments"
+# In a thread's working directory, what agy or the team's tools read as configuration or code
+# (the gate's protected paths, bridge/core/approvals/paths.py): read-only in every sandbox.
+# These folders are made (empty) where missing, so the agent cannot create them either.
+PROTECTED_DIRS = (".agents", ".gemini")
+# These are bound read-only where they exist (a missing file cannot be bound without leaving
+# an empty one in the workspace). Names as git and agy spell them.
+PROTECTED_FILES = ("AGENTS.md", "GEMINI.md", ".gitmodules", ".gitlab-ci.yml", ".github/workflows")
+# In a git directory: what configures git or names other object stores, read-only.
+GIT_CONFIG_PARTS = ("config", "hooks", "info", "objects/info")
 
 
 class ExtraBinds(BaseModel):
@@ -90,13 +112,15 @@ class Sandbox(BaseModel):
     # agy's installation, read-only.
     install: tuple[Path, ...] = ()
     extras: tuple[ExtraBinds, ...] = ()
+    # The repositories of ``worktree = true`` workspaces: never writable from a sandbox.
+    repos: tuple[Path, ...] = ()
 
-    def extras_for(self, workdir: Path) -> ExtraBinds | None:
-        workdir = workdir.resolve()
-        roots = {workdir}
-        common = git_common_dir(workdir)
-        if common is not None and common.name == ".git":
-            roots.add(common.parent)
+    def extras_for(self, workdir: Path, repo: Path | None = None) -> ExtraBinds | None:
+        """The operator's extras for a thread working in ``workdir`` (a worktree thread's
+        ``repo`` is the workspace's repository)."""
+        roots = {workdir.resolve()}
+        if repo is not None:
+            roots.add(repo.resolve())
         return next((extra for extra in self.extras if extra.root.resolve() in roots), None)
 
 
@@ -133,7 +157,10 @@ _RANK = {"symlink": 0, "ro": 1, "ro-try": 1, "rw": 2, "rw-try": 2, "tmpfs": 3, "
 
 
 def _under(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
+    """``path`` is ``parent`` or lies below it (both absolute and normalised, as every mount's
+    path is). On strings: called for every pair of mounts, ``Path.parents`` is too slow."""
+    inside, folder = str(path), str(parent)
+    return inside == folder or inside.startswith(folder if folder == "/" else folder + "/")
 
 
 def git_common_dir(workdir: Path) -> Path | None:
@@ -181,36 +208,102 @@ def system_mounts() -> list[Mount]:
     return mounts
 
 
-def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
-    """Every mount of one thread's sandbox, in the order bubblewrap must apply them."""
+def plan(
+    sandbox: Sandbox, *, workdir: Path, session_dir: Path, repo: Path | None = None
+) -> list[Mount]:
+    """Every mount of one thread's sandbox, in the order bubblewrap must apply them.
+
+    ``repo``: for a worktree thread, the workspace's repository, whose objects its own
+    repository reads (read-only) through ``objects/info/alternates``.
+    """
     workdir = workdir.resolve()
     session_dir = session_dir.resolve()
-    mounts = [Mount("tmpfs", Path("/tmp"))]
-    mounts += system_mounts()
+    mounts = system_mounts()
     mounts += [Mount("ro", path) for path in _resolved(sandbox.install)]
-    extra = sandbox.extras_for(workdir)
+    extra = sandbox.extras_for(workdir, repo)
     if extra is not None:
         mounts += [Mount("ro-try", path) for path in _resolved(extra.read_only)]
-        mounts += [Mount("rw-try", path) for path in _resolved(extra.read_write)]
-    own = [workdir, session_dir]
     hidden_paths = _resolved(sandbox.hidden)
-    common = git_common_dir(workdir)
-    git_mounts: list[Mount] = []
-    if common is not None and not any(
-        _under(common, hidden) or _under(hidden, common) for hidden in hidden_paths
-    ):
-        git_mounts = git_dir_mounts(common)
-    mounts += [Mount("rw", path) for path in own]
-    mounts += git_mounts
-    mounts += attachment_mounts(session_dir)
-    # The session's plugins, read-only inside its read-write session directory: the agent must
-    # not rewrite its hooks (the approval gate) nor write into a rule file, which may be a hard
-    # link shared with other sessions. ``.agents`` rather than the plugin folder: a mount point
-    # cannot be renamed, its parent could be (and a new plugin folder put in its place).
-    mounts.append(Mount("ro", agents_dir(session_dir)))
+    mounts += writable_mounts(sandbox, workdir=workdir, session_dir=session_dir, repo=repo)
+    mounts += protected_mounts(workdir=workdir, session_dir=session_dir)
+    mounts += shared_git_mounts(workdir, repo, hidden_paths)
     mounts += state_mounts(sandbox, session_dir)
     mounts = _without_redundant(mounts, hidden_paths)
     return ordered(mounts, hidden_paths)
+
+
+def writable_mounts(
+    sandbox: Sandbox, *, workdir: Path, session_dir: Path, repo: Path | None = None
+) -> list[Mount]:
+    """Everything a thread's sandbox may write, in one list (all else is read-only or absent):
+    a private ``/tmp``, the working directory, the session directory, the workspace's
+    ``read_write`` extras and what agy must write of its private state. The read-only parts
+    inside them are :func:`protected_mounts` and the state's configuration."""
+    mounts = [Mount("tmpfs", Path("/tmp")), Mount("rw", workdir), Mount("rw", session_dir)]
+    extra = sandbox.extras_for(workdir, repo)
+    if extra is not None:
+        mounts += [Mount("rw-try", path) for path in _resolved(extra.read_write)]
+    mounts += state_writable_mounts(sandbox, session_dir)
+    return mounts
+
+
+def protected_mounts(*, workdir: Path, session_dir: Path) -> list[Mount]:
+    """Read-only inside the writable directories: what configures agy, git or CI there.
+
+    Each must be a real file or folder (a bind follows links, and would show a link's target):
+    :func:`prepare_binds` makes the folders real before a start; a link found in the place of
+    one of the others is not bound (and the agent could not have made it: the place is
+    read-only from the start on).
+    """
+    # The session's plugins: the agent must not rewrite its hooks (the approval gate) nor
+    # write into a rule file, which may be a hard link shared with other sessions. ``.agents``
+    # rather than the plugin folder: a mount point cannot be renamed, its parent could be.
+    mounts = [Mount("ro", agents_dir(session_dir)), *attachment_mounts(session_dir)]
+    mounts += [Mount("ro", workdir / name) for name in protected_names(workdir)]
+    gitdir = workdir / ".git"
+    if _is_real_dir(gitdir):
+        # The repository's own git directory stays writable (its commits, its refs) but for
+        # what configures git; where one of those is not real, none of it is writable.
+        mounts += [m for m in git_dir_mounts(gitdir) if m.kind == "ro"]
+    return mounts
+
+
+def protected_names(workdir: Path) -> list[str]:
+    """The protected folders and files at the top of ``workdir`` as they are spelt there (git
+    and agy on a case-insensitive disk read ``agents.md`` too), real files or folders only."""
+    wanted = {name.lower() for name in (*PROTECTED_DIRS, *PROTECTED_FILES) if "/" not in name}
+    try:
+        found = [name for name in os.listdir(workdir) if name.lower() in wanted]
+    except OSError:
+        found = []
+    nested = [name for name in PROTECTED_FILES if "/" in name]
+    return [name for name in [*found, *nested] if _is_real(workdir / name)]
+
+
+def shared_git_mounts(workdir: Path, repo: Path | None, hidden: Sequence[Path]) -> list[Mount]:
+    """Read-only: the team repository's objects for a worktree thread (its own repository
+    reads them through ``objects/info/alternates``, which the bridge writes); for a working
+    directory that is a linked worktree of another repository (``.git`` a file, an operator's
+    own layout), that repository's git directory, so that git reads work there. Neither is
+    ever writable: nothing a thread writes moves another's refs or changes its objects."""
+    commons = []
+    if repo is not None:
+        commons.append(team_git_dir(repo) / "objects")
+    common = git_common_dir(workdir)
+    if common is not None:
+        commons.append(common)
+    return [
+        Mount("ro", path)
+        for path in commons
+        if _is_real_dir(path) and not any(_under(path, h) or _under(h, path) for h in hidden)
+    ]
+
+
+def team_git_dir(repo: Path) -> Path:
+    """The git directory of a workspace's repository (``<repo>/.git``, or ``repo`` itself
+    when it is a bare repository)."""
+    repo = repo.resolve()
+    return repo / ".git" if _is_real_dir(repo / ".git") else repo
 
 
 def ordered(mounts: list[Mount], hidden_paths: Sequence[Path]) -> list[Mount]:
@@ -236,32 +329,15 @@ def ordered(mounts: list[Mount], hidden_paths: Sequence[Path]) -> list[Mount]:
     return [Mount(m.kind, m.dest, m.source or m.dest) for m in mounts]
 
 
-def git_dir_mounts(common: Path) -> list[Mount]:
-    """The repository's git directory for a worktree thread: objects and refs writable (so the
-    agent can commit), what configures git read-only (so it cannot plant a hook or a
-    ``core.fsmonitor`` command for the next git that runs, the bridge's or another thread's).
-
-    Every file bound read-only must be a real file or folder: a bind follows links, so a link
-    planted there would show its target. When one is a link, the git directory is not bound at
-    all (the thread still works; its git does not).
-    """
-    readonly = [common / "config", common / "hooks", common / "info"]
-    worktrees = common / "worktrees"
-    try:
-        entries = sorted(worktrees.iterdir()) if _is_real_dir(worktrees) else []
-    except OSError:
-        entries = []
-    for entry in entries:
-        if not _is_real_dir(entry):
-            continue
-        readonly += [
-            entry / name
-            for name in ("config.worktree", "commondir", "gitdir")
-            if os.path.lexists(entry / name)
-        ]
+def git_dir_mounts(gitdir: Path) -> list[Mount]:
+    """A git directory's configuration read-only (``config``, ``hooks/``, ``info/``,
+    ``objects/info/``), for a sandbox that writes the rest of it. Each must be a real file or
+    folder (a bind follows links); when one is not, the whole git directory is bound
+    read-only instead."""
+    readonly = [gitdir / name for name in GIT_CONFIG_PARTS]
     if not all(_is_real(path) for path in readonly):
-        return []
-    return [Mount("rw", common), *(Mount("ro", path) for path in readonly)]
+        return [Mount("ro", gitdir)]
+    return [Mount("rw", gitdir), *(Mount("ro", path) for path in readonly)]
 
 
 def _is_real(path: Path) -> bool:
@@ -285,20 +361,29 @@ def attachment_mounts(session_dir: Path) -> list[Mount]:
     return [Mount("ro", session_dir / ATTACHMENTS_DIR)]
 
 
-def prepare_binds(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> None:
+def prepare_binds(
+    sandbox: Sandbox, *, workdir: Path, session_dir: Path, repo: Path | None = None
+) -> None:
     """Make what the sandbox binds read-only exist as real folders (a missing path cannot be
     bound; a link there would be followed), before bubblewrap starts. Blocking: run it off the
     event loop."""
+    del sandbox, repo  # the same for every sandbox and thread
     session_dir = session_dir.resolve()
+    workdir = workdir.resolve()
     ensure_real_dir(session_dir, ATTACHMENTS_DIR)
-    common = git_common_dir(workdir)
-    if common is None:
+    for name in PROTECTED_DIRS:
+        ensure_real_dir(workdir, name)
+    gitdir = workdir / ".git"
+    if not _is_real_dir(gitdir):
         return
-    for name in ("hooks", "info"):
-        try:
-            ensure_real_dir(common, name)
-        except OSError:
-            return  # git_dir_mounts then finds no real folder and binds nothing
+    ensure_real_dir(gitdir, "objects")
+    for parent, name in ((gitdir, "hooks"), (gitdir, "info"), (gitdir / "objects", "info")):
+        ensure_real_dir(parent, name)
+    config = gitdir / "config"
+    if not _is_real(config):
+        if os.path.lexists(config):
+            config.unlink()
+        config.touch(mode=0o600)
 
 
 def _hides(parent: Path, hidden: Path, binds: list[Mount]) -> bool:
@@ -316,20 +401,25 @@ def _without_redundant(mounts: list[Mount], hidden: list[Path]) -> list[Mount]:
     """Drop read-only binds already visible through a broader one (agy under /usr, say)."""
     kept: list[Mount] = []
     for mount in mounts:
-        covered = mount.kind == "ro" and any(
-            other is not mount
-            and other.kind == "ro"
-            and mount.dest != other.dest
-            and _under(mount.dest, other.dest)
-            and not any(_under(mount.dest, h) and _under(h, other.dest) for h in hidden)
-            # A writable bind in between (a session directory) makes it writable again.
-            and not any(
-                between.kind != "ro"
-                and _under(mount.dest, between.dest)
-                and _under(between.dest, other.dest)
-                for between in mounts
+        covered = (
+            mount.kind == "ro"
+            and mount.source in (None, mount.dest)
+            and any(
+                other is not mount
+                and other.kind == "ro"
+                and other.source in (None, other.dest)
+                and mount.dest != other.dest
+                and _under(mount.dest, other.dest)
+                and not any(_under(mount.dest, h) and _under(h, other.dest) for h in hidden)
+                # A writable bind in between (a session directory) makes it writable again.
+                and not any(
+                    between.kind != "ro"
+                    and _under(mount.dest, between.dest)
+                    and _under(between.dest, other.dest)
+                    for between in mounts
+                )
+                for other in mounts
             )
-            for other in mounts
         )
         duplicate = any(m.kind == mount.kind and m.dest == mount.dest for m in kept)
         if not covered and not duplicate:
@@ -349,17 +439,59 @@ def state_layout(sandbox: Sandbox) -> private_state.StateLayout:
 
 
 def state_mounts(sandbox: Sandbox, session_dir: Path) -> list[Mount]:
-    """Each private state directory where agy expects the shared one, the login on top of it
-    read-only (a file bind inside a writable bind is read-only), and the private directories'
-    folder hidden at its place in the session directory (as a mount point it cannot be moved
-    away and replaced by a link, and it is seen only where agy expects it)."""
+    """Each private state directory where agy expects the shared one, read-only (agy's
+    configuration in it is the bridge's, prepared at each start), the login on top of it
+    read-only, and the private directories' folder hidden at its place in the session
+    directory (as a mount point it cannot be moved away and replaced by a link, and it is seen
+    only where agy expects it). The writable parts are :func:`state_writable_mounts`."""
     mounts = []
     for bind in private_state.binds(state_layout(sandbox), session_dir):
-        mounts.append(Mount("rw", bind.shared, bind.private))
+        mounts.append(Mount("ro", bind.shared, bind.private))
         mounts += [Mount("ro", entry) for entry in bind.login]
     if sandbox.state_dirs and not sandbox.shared_agy_state:
         mounts.append(Mount("tmpfs", session_dir / private_state.PRIVATE_DIR))
     return mounts
+
+
+def make_mount_points(mounts: Sequence[Mount], prepared: Iterable[Path] = ()) -> None:
+    """The mount points of binds below a directory bound from elsewhere (a private state
+    directory, read-only in the sandbox: bubblewrap cannot make them there), made in that
+    directory on the host, of real folders (a link in the way is removed, not followed).
+    ``prepared``: mount points made just before (the state's own), skipped."""
+    done = {str(path) for path in prepared}
+    outers = [m for m in mounts if m.kind in ("ro", "rw") and m.source not in (None, m.dest)]
+    inners = [m for m in mounts if str(m.dest) not in done]
+    for outer in outers:
+        assert outer.source is not None
+        for inner in inners:
+            if inner.dest == outer.dest or not _under(inner.dest, outer.dest):
+                continue
+            if inner.kind == "tmpfs":
+                is_dir = True
+            elif inner.kind == "hide-file":
+                is_dir = False
+            else:
+                is_dir = (inner.source or inner.dest).is_dir()
+            private_state.mount_point(outer.source, inner.dest.relative_to(outer.dest), is_dir)
+
+
+def prepared_mount_points(sandbox: Sandbox, session_dir: Path) -> set[Path]:
+    """Where :func:`prepare_state` made the mount points (in the private directories): the
+    writable folders and the login entries, as the sandbox sees them."""
+    return {
+        path
+        for bind in private_state.binds(state_layout(sandbox), session_dir.resolve())
+        for path in (*(bind.shared / entry for entry in private_state.WRITABLE), *bind.login)
+    }
+
+
+def state_writable_mounts(sandbox: Sandbox, session_dir: Path) -> list[Mount]:
+    """What agy must write of its private state (conversations, caches), writable."""
+    return [
+        Mount("rw", bind.shared / entry, bind.private / entry)
+        for bind in private_state.binds(state_layout(sandbox), session_dir)
+        for entry in private_state.WRITABLE
+    ]
 
 
 def prepare_state(sandbox: Sandbox, session_dir: Path, conversation: str | None) -> list[str]:
@@ -378,18 +510,25 @@ def wrap(
     workdir: Path,
     session_dir: Path,
     conversation: str | None = None,
+    repo: Path | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in this thread's sandbox.
 
     ``conversation``: the one the thread resumes, moved into its private state the first time.
+    ``repo``: a worktree thread's workspace repository (its objects are read through
+    alternates).
     """
     prepare_state(sandbox, session_dir, conversation)
     # Written by the plugin before agy starts; a session without one still gets it read-only.
     agents_dir(session_dir.resolve()).mkdir(mode=0o700, parents=True, exist_ok=True)
-    prepare_binds(sandbox, workdir=workdir, session_dir=session_dir)
+    prepare_binds(sandbox, workdir=workdir, session_dir=session_dir, repo=repo)
     args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]
-    for mount in plan(sandbox, workdir=workdir, session_dir=session_dir):
+    mounts = plan(sandbox, workdir=workdir, session_dir=session_dir, repo=repo)
+    make_mount_points(mounts, prepared_mount_points(sandbox, session_dir))
+    for mount in mounts:
         args += mount.args()
+    # Last: the root (and what bubblewrap made in it: the home, mount points) read-only.
+    args += READ_ONLY_ROOT
     args += ["--chdir", str(workdir.resolve()), "--", *argv]
     return args
 
@@ -542,4 +681,41 @@ def sandbox_problems(sandbox: Sandbox, executables: Sequence[Path] = ()) -> list
                         "must never write there"
                     )
                     break
+    problems += weakening_problems(sandbox)
     return list(dict.fromkeys(problems))
+
+
+def weakening_problems(sandbox: Sandbox) -> list[str]:
+    """A layout that would silently weaken what the sandbox promises (docs/host-safety.md),
+    each naming the path: a writable extra that makes the root, the home directory, agy's
+    state (its configuration) or a worktree workspace's repository writable; a login entry
+    that would show what agy writes (conversations) from the shared directory."""
+    problems = []
+    # Neither may lie inside a writable extra (a folder below the home is the operator's
+    # choice; the home itself is not)...
+    containers = [(Path("/"), "the whole system"), (Path.home().resolve(), "the home directory")]
+    # ...nor overlap one either way.
+    overlaps = [
+        *(
+            (state, "agy's state directory, its configuration")
+            for state in _resolved(sandbox.state_dirs)
+        ),
+        *((team_git_dir(repo), "the repository of a worktree workspace") for repo in sandbox.repos),
+    ]
+    for extra in sandbox.extras:
+        for path in _resolved(extra.read_write):
+            for place, what in [*containers, *overlaps]:
+                inside = (place, what) in overlaps and _under(path, place)
+                if _under(place, path) or inside:
+                    problems.append(
+                        f"the workspace {extra.root} lists {path} as read_write, which would "
+                        f"make {place} ({what}) writable from every thread's sandbox"
+                    )
+    for entry in sandbox.login_entries:
+        for writable in private_state.WRITABLE:
+            if _under(Path(entry), Path(writable)) or _under(Path(writable), Path(entry)):
+                problems.append(
+                    f"[agy] login_entries names {entry}, which holds or lies in {writable} "
+                    "(what agy writes, its conversations): every thread would see the shared one"
+                )
+    return problems

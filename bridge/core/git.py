@@ -1,14 +1,15 @@
 """Running git on a repository an agent can write, safely: the one place the bridge runs git.
 
-A worktree thread's agent writes the repository's git directory (its commits land there), and
-git runs commands named in what it reads: hooks, ``core.fsmonitor``, a pager, a credential
-helper, filters from the config. So every git the bridge runs
+A worktree thread's agent writes a repository of its own (its commits land there; the team
+repository's objects are read through ``objects/info/alternates``, read-only), and git runs
+commands named in what it reads: hooks, ``core.fsmonitor``, a pager, a credential helper,
+filters from the config. So every git the bridge runs
 
 - is told to run no hook and no fsmonitor (``-c core.hooksPath=/dev/null -c
   core.fsmonitor=false``), to use no pager and no credential helper, and reads no system or
-  global config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``); the repository's
-  own ``config``, ``hooks/`` and ``info/`` are read-only inside every sandbox, so the agent
-  cannot have changed them;
+  global config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``); a repository's
+  own ``config``, ``hooks/``, ``info/`` and ``objects/info/`` are read-only inside every
+  sandbox, so the agent cannot have changed them;
 - gets a small environment (no token of the bridge's, no ``GIT_*`` of the caller's) and a
   deadline, and runs off the event loop (``anyio.run_process``);
 - runs inside a bubblewrap sandbox of its own when the bridge has one, since it reads objects
@@ -28,6 +29,7 @@ import anyio
 
 from bridge.agy.sandbox import (
     NAMESPACE_ARGS,
+    READ_ONLY_ROOT,
     Mount,
     Sandbox,
     git_dir_mounts,
@@ -74,8 +76,8 @@ def git_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def git_argv(repo: Path, args: Sequence[str]) -> list[str]:
-    return ["git", *SAFE_OPTIONS, "-C", str(repo), *args]
+def git_argv(repo: Path, args: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    return ["git", *SAFE_OPTIONS, *options, "-C", str(repo), *args]
 
 
 def sandboxed_argv(
@@ -83,35 +85,46 @@ def sandboxed_argv(
     argv: Sequence[str],
     *,
     repo: Path,
-    common: Path | None,
+    readable: Sequence[Path] = (),
     writable: Sequence[Path] = (),
+    git_dirs: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` in a bubblewrap sandbox showing the system, ``repo`` (read-only), its git
-    directory (config and hooks read-only) and ``writable``; nothing else."""
+    """``argv`` in a bubblewrap sandbox (no network, read-only root) showing the system,
+    ``repo`` and ``readable`` read-only, ``writable`` and the git directories ``git_dirs``
+    writable (their configuration read-only); nothing else."""
     mounts: list[Mount] = [Mount("tmpfs", Path("/tmp")), *system_mounts()]
-    mounts.append(Mount("ro", repo))
-    if common is not None:
-        mounts += git_dir_mounts(common)
+    mounts += [Mount("ro", path) for path in (repo, *readable)]
     mounts += [Mount("rw", path) for path in writable]
+    for gitdir in git_dirs:
+        mounts += git_dir_mounts(gitdir)
     hidden = [Path(os.path.realpath(path)) for path in sandbox.hidden]
     args = [sandbox.bwrap, *NAMESPACE_ARGS, "--unshare-net", "--proc", "/proc", "--dev", "/dev"]
     for mount in ordered(mounts, hidden):
         args += mount.args()
-    return [*args, "--chdir", str(repo), "--", *argv]
+    return [*args, *READ_ONLY_ROOT, "--chdir", str(repo), "--", *argv]
 
 
 async def run_git(
     repo: Path,
     *args: str,
     sandbox: Sandbox | None = None,
-    common: Path | None = None,
+    readable: Sequence[Path] = (),
     writable: Sequence[Path] = (),
+    git_dirs: Sequence[Path] = (),
+    options: Sequence[str] = (),
     deadline: float = GIT_TIMEOUT,
 ) -> str:
-    """Run ``git -C repo args…`` safely (see the module); its stdout. Raises GitError."""
-    argv = git_argv(repo, args)
+    """Run ``git -C repo args…`` safely (see the module); its stdout. Raises GitError.
+
+    With a sandbox: ``readable``, ``writable`` and ``git_dirs`` are what it shows besides the
+    system and ``repo`` (see :func:`sandboxed_argv`). ``options``: more ``-c`` settings, after
+    the safe ones (one operation's own, such as ``transfer.fsckObjects``).
+    """
+    argv = git_argv(repo, args, options)
     if sandbox is not None:
-        argv = sandboxed_argv(sandbox, argv, repo=repo, common=common, writable=writable)
+        argv = sandboxed_argv(
+            sandbox, argv, repo=repo, readable=readable, writable=writable, git_dirs=git_dirs
+        )
     what = f"git {' '.join(args[:2])}"
     try:
         with anyio.fail_after(deadline):

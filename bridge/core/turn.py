@@ -144,6 +144,7 @@ class TurnRunner:
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
         team: TeamControls | None = None,
+        settle: Callable[[], Awaitable[None]] | None = None,
     ):
         self.ref = ref
         self.team = TeamHooks(team, ref, adapter.post_message)
@@ -167,6 +168,9 @@ class TurnRunner:
         self.usage: Usage | None = None
         self._finishing = finishing
         self._wake = requeued
+        # What must be done before the answer is posted (a worktree thread's branch brought
+        # into the workspace's repository, so the answer and the repository agree).
+        self._settle = settle
         self._proc: AgyHandle | None = None
         self._requeued_last = False
         self.current: RunningTurn | None = None
@@ -281,6 +285,8 @@ class TurnRunner:
                 )
                 result = summarised(result, turn.files, turn.tokens_before, end)
             self._count(proc, turn, result)
+            if self._settle is not None:
+                await self._settle()
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
             await self._deliver(turn, result)

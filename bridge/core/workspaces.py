@@ -21,7 +21,7 @@ class Place:
     session_dir: Path
     notes: str
     workspace: WorkspaceSection | None
-    # Set when the thread works in its own git worktree of the workspace's repository.
+    # Set when the thread works in a repository of its own made from the workspace's.
     repo: Path | None = None
     branch: str | None = None
 

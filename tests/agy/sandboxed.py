@@ -57,6 +57,7 @@ def write_config(
     data: str = "data",
     agy: dict[str, Any] | None = None,
     store: dict[str, Any] | None = None,
+    approvals: dict[str, Any] | None = None,
 ) -> Path:
     """``root/etc/config.toml`` (with a secret in it) whose data directory is ``root/data``.
 
@@ -79,8 +80,9 @@ def write_config(
     lines = [
         "[bridge]",
         f"data_dir = {json.dumps(str(root / data))}",
-        "[approvals]",  # these tests run tools freely; approvals have tests of their own
-        'mode = "off"',
+        # These tests run tools freely unless they turn the gate on.
+        "[approvals]",
+        *(f"{k} = {_toml(v)}" for k, v in (approvals or {"mode": "off"}).items()),
         "[agy]",
         *(f"{key} = {_toml(value)}" for key, value in settings.items()),
         "[slack]",
@@ -152,9 +154,12 @@ async def sandboxed_bridge(
     data: str = "data",
     agy: dict[str, Any] | None = None,
     store: dict[str, Any] | None = None,
+    approvals: dict[str, Any] | None = None,
 ) -> AsyncIterator[Sandboxed]:
     require_bwrap()
-    path = write_config(tmp, workspaces=workspaces, data=data, agy=agy, store=store)
+    path = write_config(
+        tmp, workspaces=workspaces, data=data, agy=agy, store=store, approvals=approvals
+    )
     config = load_config(path, environ={})
     adapter = RecordingAdapter()
     async with open_bridge(config, {"test": adapter}) as bridge:

@@ -80,3 +80,15 @@ def test_only_the_allow_list_and_what_pass_env_names_reach_agy() -> None:
     )
     # What agy's own login or network may need is named, so doctor can warn.
     assert login_env_held_back(settings, base) == ["HTTPS_PROXY"]
+
+
+def test_no_global_configuration_reaches_agy_whatever_is_passed() -> None:
+    """A ~/.gitconfig a command wrote (with or without a sandbox) configures no git of agy's:
+    global and system configuration are off, even when the operator's environment or
+    ``[agy] env`` names another file."""
+    base = {"PATH": "/usr/bin", "HOME": "/home/bridge", "GIT_CONFIG_GLOBAL": "/home/x/.gitconfig"}
+    settings = LaunchSettings(pass_env=("GIT_CONFIG_GLOBAL",), env={"GIT_CONFIG_NOSYSTEM": "0"})  # type: ignore[call-arg]
+    env = build_env(settings, base, run_marker="m")
+    assert env["GIT_CONFIG_GLOBAL"] == "/dev/null"
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_ATTR_NOSYSTEM"] == "1"
+    assert env["HOME"] == "/home/bridge"

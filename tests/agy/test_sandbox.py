@@ -100,10 +100,19 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert "--unshare-net" not in argv  # agy needs its model API; the listener is on loopback
     assert argv[-4:] == ["--", "agy", "--print", ""]
     assert argv[argv.index("--chdir") + 1] == str(work)
-    # The thread's private state where agy expects its own, the login on top, read-only.
+    # The thread's private state where agy expects its own, read-only (agy's configuration is
+    # the bridge's), what agy must write writable, the login on top, read-only.
     [private] = (session / "agy-state").iterdir()
     at = argv.index(str(state))
-    assert argv[at - 2 : at + 1] == ["--bind", str(private), str(state)]
+    assert argv[at - 2 : at + 1] == ["--ro-bind", str(private), str(state)]
+    brain = str(state / "antigravity-cli" / "brain")
+    assert argv[argv.index(brain) - 2 : argv.index(brain) + 1] == [
+        "--bind",
+        str(private / "antigravity-cli" / "brain"),
+        brain,
+    ]
+    # After every mount, the root read-only.
+    assert argv[argv.index("--chdir") - 2 : argv.index("--chdir")] == ["--remount-ro", "/"]
     token = str(state / "antigravity-cli" / "token")
     assert argv[argv.index(token) - 1 : argv.index(token) + 2] == ["--ro-bind", token, token]
     assert at < argv.index(token)  # the parent first: bind mounts stack in order
@@ -385,7 +394,7 @@ i=0; while [ ! -e {pending_flag(sessions[0])} ] && [ $i -lt 400 ]; do sleep 0.05
     assert (sessions[0] / ".agents").is_dir() and not (sessions[0] / "moved").exists()
 
 
-def test_the_git_directory_is_writable_but_what_configures_git_is_read_only(
+def test_an_operators_linked_worktree_gets_its_repository_read_only(
     worktree: tuple[Path, Path], tmp_path: Path
 ) -> None:
     repo, tree = worktree
@@ -394,31 +403,58 @@ def test_the_git_directory_is_writable_but_what_configures_git_is_read_only(
     (tmp_path / "s").mkdir()
     prepare_binds(sandbox, workdir=tree, session_dir=tmp_path / "s")
     mounts = {(m.kind, m.dest) for m in plan(sandbox, workdir=tree, session_dir=tmp_path / "s")}
-    assert ("rw", common) in mounts
-    for name in ("config", "hooks", "info", "worktrees/t1/gitdir", "worktrees/t1/commondir"):
-        assert ("ro", common / name) in mounts, name
+    assert ("ro", common) in mounts
+    assert not any(kind != "ro" and dest == common for kind, dest in mounts)
     assert ("ro", (tmp_path / "s").resolve() / "attachments") in mounts
 
 
-def test_a_link_in_place_of_the_git_config_binds_no_git_directory(
+def test_a_thread_repository_writes_its_own_git_directory_but_not_what_configures_it(
     worktree: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    repo, tree = worktree
-    common = (repo / ".git").resolve()
+    repo, _ = worktree
+    own = tmp_path / "own"
+    _git(tmp_path, "init", "-q", "--template=", str(own))
+    sandbox = Sandbox(bwrap="bwrap")
+    (tmp_path / "s").mkdir()
+    prepare_binds(sandbox, workdir=own, session_dir=tmp_path / "s", repo=repo)
+    mounts = {
+        (m.kind, m.dest) for m in plan(sandbox, workdir=own, session_dir=tmp_path / "s", repo=repo)
+    }
+    gitdir = own.resolve() / ".git"
+    assert ("rw", own.resolve()) in mounts
+    for name in ("config", "hooks", "info", "objects/info"):
+        assert ("ro", gitdir / name) in mounts, name
+    for name in (".agents", ".gemini"):
+        assert ("ro", own.resolve() / name) in mounts and (own / name).is_dir()
+    # The team repository: its objects only, read-only.
+    team = (repo / ".git").resolve()
+    assert ("ro", team / "objects") in mounts
+    assert not any(dest == team or (team in dest.parents and kind != "ro") for kind, dest in mounts)
+
+
+def test_a_link_in_place_of_the_git_config_makes_the_git_directory_read_only(
+    tmp_path: Path,
+) -> None:
+    own = tmp_path / "own"
+    _git(tmp_path, "init", "-q", str(own))
+    gitdir = own.resolve() / ".git"
     secret = tmp_path / "secret.toml"
     secret.write_text("token")
-    (common / "config").rename(common / "config.real")
-    (common / "config").symlink_to(secret)
-    mounts = plan(Sandbox(bwrap="bwrap"), workdir=tree, session_dir=tmp_path / "s")
-    assert not any(m.dest == common or m.source == secret for m in mounts)
+    (gitdir / "config").rename(gitdir / "config.real")
+    (gitdir / "config").symlink_to(secret)
+    mounts = plan(Sandbox(bwrap="bwrap"), workdir=own, session_dir=tmp_path / "s")
+    assert not any(m.source == secret or m.dest == gitdir / "config" for m in mounts)
+    assert any(m.kind == "ro" and m.dest == gitdir for m in mounts)
     # A link planted for hooks/ is replaced by a real folder before a sandbox starts.
-    (common / "config").unlink()
-    (common / "config.real").rename(common / "config")
-    shutil.rmtree(common / "hooks", ignore_errors=True)
-    (common / "hooks").symlink_to(tmp_path)
+    (gitdir / "config").unlink()
+    (gitdir / "config.real").rename(gitdir / "config")
+    shutil.rmtree(gitdir / "hooks", ignore_errors=True)
+    (gitdir / "hooks").symlink_to(tmp_path)
     (tmp_path / "s").mkdir()
-    prepare_binds(Sandbox(bwrap="bwrap"), workdir=tree, session_dir=tmp_path / "s")
-    assert (common / "hooks").is_dir() and not (common / "hooks").is_symlink()
+    prepare_binds(Sandbox(bwrap="bwrap"), workdir=own, session_dir=tmp_path / "s")
+    assert (gitdir / "hooks").is_dir() and not (gitdir / "hooks").is_symlink()
+    mounts = plan(Sandbox(bwrap="bwrap"), workdir=own, session_dir=tmp_path / "s")
+    assert any(m.kind == "ro" and m.dest == gitdir / "config" for m in mounts)
 
 
 def test_sandboxes_that_cannot_work_are_named(tmp_path: Path) -> None:
@@ -445,3 +481,47 @@ def test_sandboxes_that_cannot_work_are_named(tmp_path: Path) -> None:
         bwrap="bwrap", hidden=(data,), extras=(ExtraBinds(root=tmp_path, read_write=(tmp_path,)),)
     )
     assert len(sandbox_problems(around)) == 1
+
+
+def test_a_layout_that_would_weaken_the_sandbox_is_named(tmp_path: Path) -> None:
+    """Start-up refuses what would silently make writable what every sandbox keeps read-only:
+    the home, agy's state (its configuration), a worktree workspace's repository; and a login
+    entry that would show the shared conversations."""
+    state, repo = tmp_path / "home" / ".gemini", tmp_path / "repo"
+    state.mkdir(parents=True)
+    (repo / ".git").mkdir(parents=True)
+    fine = ExtraBinds(root=repo, read_write=(tmp_path / "cache",))
+    sandbox = Sandbox(bwrap="bwrap", state_dirs=(state,), repos=(repo,), extras=(fine,))
+    assert sandbox_problems(sandbox) == []
+    for path, named in [
+        (Path.home(), "the home directory"),
+        (tmp_path / "home", "agy's state directory"),
+        (state / "antigravity-cli", "agy's state directory"),
+        (repo, "the repository of a worktree workspace"),
+        (repo / ".git" / "refs", "the repository of a worktree workspace"),
+    ]:
+        weak = sandbox.model_copy(update={"extras": (ExtraBinds(root=repo, read_write=(path,)),)})
+        [problem] = sandbox_problems(weak)
+        assert named in problem and str(path.resolve()) in problem, problem
+    shown = sandbox.model_copy(update={"login_entries": ("antigravity-cli/brain",)})
+    [problem] = sandbox_problems(shown)
+    assert "login_entries names antigravity-cli/brain" in problem
+
+
+def test_the_workspaces_protected_paths_are_read_only_as_they_are_spelt(tmp_path: Path) -> None:
+    work, session = tmp_path / "w", tmp_path / "s"
+    (work / ".github" / "workflows").mkdir(parents=True)
+    session.mkdir()
+    (work / "agents.md").write_text("rules")
+    (work / "Gemini.md").write_text("rules")
+    (work / "src.py").write_text("code")
+    secret = tmp_path / "secret.toml"
+    secret.write_text("token")
+    (work / ".gitmodules").symlink_to(secret)  # a link is never bound (a bind follows it)
+    sandbox = Sandbox(bwrap="bwrap")
+    prepare_binds(sandbox, workdir=work, session_dir=session)
+    read_only = {m.dest for m in plan(sandbox, workdir=work, session_dir=session) if m.kind == "ro"}
+    work = work.resolve()
+    for name in ("agents.md", "Gemini.md", ".github/workflows", ".agents", ".gemini"):
+        assert work / name in read_only, name
+    assert work / "src.py" not in read_only and work / ".gitmodules" not in read_only

@@ -50,6 +50,9 @@ PROBE_LINES = (
     "✓ the listener is reachable from inside the sandbox",
     "✓ the data directory shows nothing but the thread's own folders",
     "✓ agy's executable is visible inside the sandbox",
+    "✓ the sandbox's root is read-only",
+    "✓ the home directory is read-only inside the sandbox",
+    "✓ the sandbox's private /tmp is writable",
 )
 
 

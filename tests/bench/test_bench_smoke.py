@@ -134,3 +134,12 @@ def test_slack_tiers_completes_every_answer_within_the_tiers() -> None:
         assert int(row[1]) > 0  # calls
         assert int(row[5]) == 0  # no 429 from the fake
     assert "final answers complete 4/4" in output
+
+
+def test_thread_repo_compares_a_first_start_with_the_linked_worktree() -> None:
+    output = run_quick("thread_repo")
+    rows = {row[0]: row for row in table_rows(output, "first start")}
+    assert list(rows) == ["linked worktree (before)", "repository of its own (now)"]
+    for row in rows.values():
+        assert int(row[1]) > 0 and number(row[2]) > 0
+    assert "bringing the branch back after a turn" in output

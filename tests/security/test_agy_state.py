@@ -68,8 +68,9 @@ async def test_a_thread_cannot_configure_another_threads_agy_nor_read_its_conver
         await box.turn(B, "hello from b")
         await box.turn(A, f"remember the word {word}")
         planted = await box.run(A, plant(box) + f"; ls -a {box.sim_home}")
-        assert "GEMINI.md" in planted and "rc=0" in planted  # A may configure its own agy
-        # agy reads its state at start: A's next process loads what A wrote.
+        # agy's configuration is the bridge's, read-only even in A's own state.
+        assert "Read-only file system" in planted and "\nGEMINI.md\n" not in planted
+        # agy reads its state at start: A's next process loads nothing A tried to write.
         box.h.bridge.core.threads[A.key].tell(Restart())
         own = await reply(box, A, "[[rules]]")
         # B looks for A's files and conversation, and for what A planted.
@@ -89,8 +90,8 @@ async def test_a_thread_cannot_configure_another_threads_agy_nor_read_its_conver
     # B's own conversation is all B sees of conversations; nothing A planted is there.
     assert listing.count(".json") == 2, listing  # B's conversation and the login
     assert "GEMINI.md" not in listing and "settings.json" not in listing
-    # A's agy loads what A wrote; B's agy loads none of it.
-    assert "GEMINI.md" in own and "planted" in own
+    # Neither A's agy nor B's loads anything A tried to plant.
+    assert "GEMINI.md" not in own and "planted" not in own
     assert "GEMINI.md" not in loaded and "planted" not in loaded
     # Both read the shared login (the simulator's and agy's own file).
     assert "rt-made-up" in login_a and "rt-made-up" in login_b
@@ -133,7 +134,8 @@ async def test_the_login_is_read_only_and_a_refresh_by_agy_stays_in_its_process(
         fresh.replace(login)
         box.h.bridge.core.threads[A.key].tell(Restart())
         seen = await box.run(A, f"cat {login}")
-    assert "Read-only file system" in wrote and "Device or resource busy" in wrote
+    # Neither written nor removed: read-only (its folder too), and a mount point.
+    assert "Read-only file system" in wrote and "forged" not in wrote
     assert "forged" not in wrote and "operator@agy-sim.invalid" in wrote
     assert "renewed@agy-sim.invalid" in seen
 

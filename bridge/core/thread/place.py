@@ -1,4 +1,5 @@
-"""A thread's directories: its working directory (maybe a git worktree), its attachments."""
+"""A thread's directories: its working directory (maybe a repository of its own), its
+attachments."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from bridge.core.events import ChatAdapter
 from bridge.core.store import Store
 from bridge.core.store.rows import StoredMessage
 from bridge.core.workspaces import Place
-from bridge.core.worktrees import WorktreeError, ensure_worktree, is_repository, remove_worktree
+from bridge.core.worktrees import (
+    WorktreeError,
+    bring_back,
+    ensure_worktree,
+    is_repository,
+    remove_worktree,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +44,8 @@ async def prepare_workdir(place: Place, sandbox: Sandbox | None) -> str | None:
         raise WorktreeError(f"{place.repo} is not a git repository (worktree = true)")
     if await ensure_worktree(place.repo, place.workdir, place.branch, sandbox=sandbox):
         return (
-            f"This thread works on its own branch `{place.branch}` (a git worktree of "
-            f"`{place.repo}`), so other threads do not touch its files."
+            f"This thread works on its own branch `{place.branch}` (in a repository of its "
+            f"own made from `{place.repo}`), so other threads do not touch its files."
         )
     return None
 
@@ -52,9 +59,22 @@ async def cleanup_workdir(place: Place | None, sandbox: Sandbox | None, key: str
     ):
         return
     try:
-        await remove_worktree(place.repo, place.workdir, sandbox=sandbox)
+        await remove_worktree(place.repo, place.workdir, sandbox=sandbox, branch=place.branch)
     except OSError:
         log.warning("could not remove a worktree", exc_info=True, extra={"chat_thread": key})
+
+
+async def bring_branch_back(place: Place | None, sandbox: Sandbox | None, key: str) -> None:
+    """A worktree thread's branch into the workspace's repository (after a turn): where the
+    operator and other threads see it. A failure is logged; the thread carries on."""
+    if place is None or place.repo is None or place.branch is None:
+        return
+    try:
+        await bring_back(place.repo, place.workdir, place.branch, sandbox=sandbox)
+    except (WorktreeError, OSError):
+        log.warning(
+            "could not bring a thread's branch back", exc_info=True, extra={"chat_thread": key}
+        )
 
 
 async def ensure_saved(

@@ -27,7 +27,13 @@ from bridge.core.store.rows import StoredMessage, TurnState
 from bridge.core.thread import commands as c
 from bridge.core.thread import failures
 from bridge.core.thread.parts import ThreadParts
-from bridge.core.thread.place import cleanup_workdir, ensure_saved, hidden_paths, prepare_workdir
+from bridge.core.thread.place import (
+    bring_branch_back,
+    cleanup_workdir,
+    ensure_saved,
+    hidden_paths,
+    prepare_workdir,
+)
 from bridge.core.thread.slot import ThreadSlot
 from bridge.core.thread.turn_policy import Verdict
 from bridge.core.turn import TurnResult, TurnRunner
@@ -154,8 +160,12 @@ class ThreadWork:
             requeued=lambda: self._tell(c.MessageStored()),
             scrub=self.scrub,
             team=parts.team,
+            settle=self._bring_branch_back,
         )
         self._runner.context = self._context
+
+    async def _bring_branch_back(self) -> None:
+        await bring_branch_back(self.place, self.parts.runtime.isolation.sandbox, self.key)
 
     async def has_pending(self) -> bool:
         return await self.parts.store.has_pending(self.key)
@@ -175,6 +185,7 @@ class ThreadWork:
                 place.workdir,
                 model=thread.model or parts.config.agy.model or None,
                 conversation=thread.conversation_id,
+                repo=place.repo,
             )
         )
         async with parts.open_process(spec, self._bad_line) as proc:
