@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -99,6 +100,12 @@ class AgySection(_Section):
     # "bwrap": every agy process in its own bubblewrap sandbox (refuses to start where that
     # cannot work); "none": no isolation. Unset: bwrap wherever it works on this host.
     isolation: Literal["bwrap", "none"] | None = None
+    # Caps per thread (docs/host-safety.md): processes and memory of its sandbox, through a
+    # cgroup where the bridge may create one (rlimits otherwise), and the size of its /tmp
+    # (counted against the memory cap under cgroups). 0: no cap of that kind.
+    max_processes_per_thread: int = Field(default=1024, ge=0)
+    max_memory_per_thread: ByteSize = Field(default=ByteSize(4 << 30), ge=0)
+    tmp_size: ByteSize = Field(default=ByteSize(1 << 30), ge=1 << 20)
     # agy's own state directories, shared by every thread outside a sandbox. Inside one, each
     # thread gets a private directory in each one's place (conversations, settings, rules),
     # where only the login entries of the shared directory are seen, read-only.

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 
+from bridge.agy.limits import Enforcement, Limits, enforcement
 from bridge.agy.sandbox import (
     SYSTEM_PATHS,
     ExtraBinds,
@@ -105,6 +106,7 @@ def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
         shared_agy_state=config.store.shared_agy_state,
         install=tuple(install_paths(command)),
         extras=tuple(extras),
+        tmp_size=int(config.agy.tmp_size),
     )
 
 
@@ -143,3 +145,13 @@ def executables(command: Sequence[str]) -> list[Path]:
         return []
     path = Path(os.path.abspath(found))
     return [path, Path(os.path.realpath(path))]
+
+
+async def resolve_limits(config: Config) -> Enforcement:
+    """How each thread's process and memory caps are enforced on this host (a cgroup per agy
+    process where the bridge may create one, rlimits otherwise), decided once at start."""
+    limits = Limits(
+        max_processes=config.agy.max_processes_per_thread,
+        max_memory=int(config.agy.max_memory_per_thread),
+    )
+    return await anyio.to_thread.run_sync(enforcement, limits)

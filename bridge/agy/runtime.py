@@ -16,6 +16,7 @@ from typing import Any
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
+from bridge.agy.limits import Enforcement, Limits, limits_line
 from bridge.agy.listener import (
     Listener,
     answer_deadline,
@@ -65,6 +66,8 @@ class AgyRuntime:
     # A private folder on the sessions' filesystem where the plugin files most sessions hold
     # alike are kept once and hard-linked into each session (None: each writes its own).
     shared_files: Path | None = None
+    # How each agy process's caps are enforced (a cgroup each, rlimits, or none).
+    limits: Enforcement = field(default_factory=lambda: Enforcement(Limits(), "off"))
 
     @cached_property
     def _environment(self) -> dict[str, str]:
@@ -78,8 +81,9 @@ class AgyRuntime:
         return prune_shared(self.shared_files) if self.shared_files is not None else 0
 
     def isolation_status(self) -> str:
-        """One line for a thread's ``!status``: isolated, or loudly not."""
-        return self.isolation.status_line()
+        """Lines for a thread's ``!status`` and the banner: isolated (or loudly not), and
+        which caps hold."""
+        return "\n".join([self.isolation.status_line(), limits_line(self.limits)])
 
     async def prepare(
         self,
@@ -176,6 +180,7 @@ class AgyRuntime:
             else build_env(self.settings, environ, run_marker=self.run_marker)
         )
         sandbox = self.isolation.sandbox
+        confine = self.limits.open if self.limits.mechanism != "off" else None
         if sandbox is None:
             return ProcessSpec(
                 argv=argv,
@@ -184,6 +189,7 @@ class AgyRuntime:
                 init_timeout=self.init_timeout,
                 stop_grace=self.stop_grace,
                 max_line_bytes=self.max_line_bytes,
+                confine=confine,
             )
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
@@ -197,4 +203,5 @@ class AgyRuntime:
             stop_grace=self.stop_grace,
             max_line_bytes=self.max_line_bytes,
             signal_pid=sandboxed_pid,
+            confine=confine,
         )

@@ -56,10 +56,31 @@ NAMESPACE_ARGS = (
     "ALL",
 )
 PROBE_TIMEOUT = 10.0
+# Every tmpfs has a size (bwrap's default is half the host's memory, each): the sandbox's root
+# (mount points, and whatever is written outside the binds, a home that is not bound), /dev/shm,
+# and the empty folders that hide paths. /tmp's is configured ([agy] tmp_size). Under cgroups
+# all of them count against the thread's memory cap too (bridge.agy.limits).
+ROOT_TMPFS_BYTES = 256 << 20
+SHM_TMPFS_BYTES = 64 << 20
+SMALL_TMPFS_BYTES = 1 << 20
+DEFAULT_TMP_BYTES = 1 << 30
 # A ``.git`` or ``gitdir`` file holds one path; anything longer is not one.
 _GIT_FILE_BYTES = 8192
 # The session's folder of attachments: the bridge writes there, the agent only reads.
 ATTACHMENTS_DIR = "attachments"
+# The root a sized tmpfs (before anything is mounted on it); /dev with a sized /dev/shm and
+# otherwise read-only (its device nodes still work: a read-only mount refuses only files).
+ROOT_ARGS = ("--size", str(ROOT_TMPFS_BYTES), "--tmpfs", "/")
+DEV_ARGS = (
+    "--dev",
+    "/dev",
+    "--size",
+    str(SHM_TMPFS_BYTES),
+    "--tmpfs",
+    "/dev/shm",
+    "--remount-ro",
+    "/dev",
+)
 
 
 class ExtraBinds(BaseModel):
@@ -90,6 +111,8 @@ class Sandbox(BaseModel):
     # agy's installation, read-only.
     install: tuple[Path, ...] = ()
     extras: tuple[ExtraBinds, ...] = ()
+    # The size of the sandbox's /tmp.
+    tmp_size: int = DEFAULT_TMP_BYTES
 
     def extras_for(self, workdir: Path) -> ExtraBinds | None:
         workdir = workdir.resolve()
@@ -108,6 +131,8 @@ class Mount:
     kind: MountKind
     dest: Path
     source: Path | None = None
+    # A tmpfs's size in bytes (None: small, SMALL_TMPFS_BYTES).
+    size: int | None = None
 
     @property
     def depth(self) -> int:
@@ -123,7 +148,7 @@ class Mount:
             "symlink": "--symlink",
         }.get(self.kind)
         if self.kind == "tmpfs":
-            return ["--tmpfs", str(self.dest)]
+            return ["--size", str(self.size or SMALL_TMPFS_BYTES), "--tmpfs", str(self.dest)]
         assert flag is not None and self.source is not None
         return [flag, str(self.source), str(self.dest)]
 
@@ -185,7 +210,7 @@ def plan(sandbox: Sandbox, *, workdir: Path, session_dir: Path) -> list[Mount]:
     """Every mount of one thread's sandbox, in the order bubblewrap must apply them."""
     workdir = workdir.resolve()
     session_dir = session_dir.resolve()
-    mounts = [Mount("tmpfs", Path("/tmp"))]
+    mounts = [Mount("tmpfs", Path("/tmp"), size=sandbox.tmp_size)]
     mounts += system_mounts()
     mounts += [Mount("ro", path) for path in _resolved(sandbox.install)]
     extra = sandbox.extras_for(workdir)
@@ -233,7 +258,7 @@ def ordered(mounts: list[Mount], hidden_paths: Sequence[Path]) -> list[Mount]:
             mounts.append(Mount("hide-file", hidden, Path("/dev/null")))
     # Parents before children: a thread's own directory inside a hidden one is bound back on top.
     mounts.sort(key=lambda m: (m.depth, _RANK[m.kind]))
-    return [Mount(m.kind, m.dest, m.source or m.dest) for m in mounts]
+    return [Mount(m.kind, m.dest, m.source or m.dest, m.size) for m in mounts]
 
 
 def git_dir_mounts(common: Path) -> list[Mount]:
@@ -387,7 +412,7 @@ def wrap(
     # Written by the plugin before agy starts; a session without one still gets it read-only.
     agents_dir(session_dir.resolve()).mkdir(mode=0o700, parents=True, exist_ok=True)
     prepare_binds(sandbox, workdir=workdir, session_dir=session_dir)
-    args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]
+    args = [sandbox.bwrap, *NAMESPACE_ARGS, *ROOT_ARGS, "--proc", "/proc", *DEV_ARGS]
     for mount in plan(sandbox, workdir=workdir, session_dir=session_dir):
         args += mount.args()
     args += ["--chdir", str(workdir.resolve()), "--", *argv]
@@ -452,8 +477,8 @@ def bwrap_problem(bwrap: str | None) -> str | None:
     """
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
-    argv = [bwrap, *NAMESPACE_ARGS, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-    argv += ["--tmpfs", "/tmp", "--", "true"]
+    argv = [bwrap, *NAMESPACE_ARGS, *ROOT_ARGS, "--ro-bind", "/", "/", "--proc", "/proc"]
+    argv += [*DEV_ARGS, "--size", str(SMALL_TMPFS_BYTES), "--tmpfs", "/tmp", "--", "true"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:

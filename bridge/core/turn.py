@@ -243,6 +243,7 @@ class TurnRunner:
                     stopped_by=turn.stopped_by,
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
+            result = await self._with_limits(proc, result)
             self._count(proc, turn, result)
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
@@ -321,6 +322,18 @@ class TurnRunner:
             len(ids),
             extra={"chat_thread": self.key},
         )
+
+    async def _with_limits(self, proc: AgyHandle, result: Classified) -> Classified:
+        """A stopped turn's leftover processes ended; the sandbox's caps it hit told."""
+        try:
+            notes = await proc.after_turn(interrupted=result.state is TurnState.INTERRUPTED)
+        except OSError:
+            log.exception("could not check the sandbox's limits", extra={"chat_thread": self.key})
+            return result
+        if not notes:
+            return result
+        outcome = result.outcome.model_copy(update={"notes": [*result.outcome.notes, *notes]})
+        return Classified(outcome, result.state)
 
     def _count(self, proc: AgyHandle, turn: RunningTurn, result: Classified) -> None:
         metrics = self.metrics
