@@ -106,6 +106,10 @@ class AgySection(_Section):
     max_processes_per_thread: int = Field(default=1024, ge=0)
     max_memory_per_thread: ByteSize = Field(default=ByteSize(4 << 30), ge=0)
     tmp_size: ByteSize = Field(default=ByteSize(1 << 30), ge=1 << 20)
+    # "private": each sandbox has a network of its own (the internet, not the host's local
+    # services; refuses to start where that cannot work); "shared": the host's network. Unset:
+    # private wherever it works (root, slirp4netns), else shared (said loudly).
+    network: Literal["private", "shared"] | None = None
     # agy's own state directories, shared by every thread outside a sandbox. Inside one, each
     # thread gets a private directory in each one's place (conversations, settings, rules),
     # where only the login entries of the shared directory are seen, read-only.

@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 
 from bridge.agy.limits import Enforcement, Limits, enforcement
+from bridge.agy.network import NetworkError, resolve_network
 from bridge.agy.sandbox import (
     SYSTEM_PATHS,
     ExtraBinds,
@@ -135,7 +136,11 @@ async def resolve_isolation(
     if problems:
         # Every thread would fail (or see what it must not): refuse now, in words.
         raise IsolationError("the sandbox cannot work: " + "; ".join(problems))
-    return Isolation(sandbox=sandbox)
+    try:
+        network = await resolve_network(config.agy.network, bwrap)
+    except NetworkError as exc:
+        raise IsolationError(str(exc)) from None
+    return Isolation(sandbox=sandbox, network=network)
 
 
 def executables(command: Sequence[str]) -> list[Path]:

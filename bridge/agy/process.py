@@ -28,6 +28,7 @@ from bridge.agy import wire
 from bridge.agy.launch import RUN_MARKER_ENV
 from bridge.agy.limits import Confinement, end_strays
 from bridge.agy.lines import LineTooLong, read_line_batches
+from bridge.agy.network import NetworkError, SandboxNetwork
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,8 @@ class ProcessSpec:
     signal_pid: Callable[[int], int | None] | None = None
     # Makes the cgroup (or rlimits) agy and everything it starts run in (bridge.agy.limits).
     confine: Callable[[], Confinement] | None = None
+    # Makes the sandbox's own network at each start (bridge.agy.network); None: the host's.
+    network: Callable[[], SandboxNetwork] | None = None
 
 
 class AgyHandle(Protocol):
@@ -456,6 +459,9 @@ async def _opened(
                 "missing", f"agy is not installed or not on PATH ({argv[0]} not found)"
             )
         argv = confinement.wrap(argv)
+    network = spec.network() if spec.network is not None else None
+    if network is not None:
+        argv = network.argv(argv)
     try:
         process = await anyio.open_process(
             argv,
@@ -465,6 +471,7 @@ async def _opened(
             cwd=spec.cwd,
             env=dict(spec.env),
             start_new_session=True,
+            pass_fds=network.pass_fds if network is not None else (),
         )
     except FileNotFoundError:
         raise AgyStartError(
@@ -472,6 +479,31 @@ async def _opened(
         ) from None
     except OSError as exc:
         raise AgyStartError("missing", f"cannot start {spec.argv[0]}: {exc}") from None
+    finally:
+        if network is not None:
+            network.started()
+    if network is None:
+        async with _running(process, spec, on_bad_line, confinement) as agy:
+            yield agy
+        return
+    try:
+        async with network.attached():
+            async with _running(process, spec, on_bad_line, confinement) as agy:
+                yield agy
+    except NetworkError as exc:
+        with anyio.CancelScope(shield=True):
+            await end_process_group(process.pid, wait_for=process)
+            await process.aclose()
+        raise AgyStartError("exited", f"the sandbox's network could not be set up: {exc}") from None
+
+
+@asynccontextmanager
+async def _running(
+    process: Process,
+    spec: ProcessSpec,
+    on_bad_line: BadLineCallback,
+    confinement: Confinement | None,
+) -> AsyncIterator[AgyProcess]:
     send, receive = anyio.create_memory_object_stream[list[AgyOutput]](READ_AHEAD)
     agy = AgyProcess(
         process, spec, on_bad_line, _send=send, _receive=receive, confinement=confinement

@@ -26,6 +26,8 @@ from bridge.agy.listener import (
     url_file_name,
     url_file_text,
 )
+from bridge.agy.network import BWRAP_ARGS as NETWORK_ARGS
+from bridge.agy.network import SandboxNetwork
 from bridge.agy.plugin import (
     gated_hook_command,
     pending_flag,
@@ -83,7 +85,10 @@ class AgyRuntime:
     def isolation_status(self) -> str:
         """Lines for a thread's ``!status`` and the banner: isolated (or loudly not), and
         which caps hold."""
-        return "\n".join([self.isolation.status_line(), limits_line(self.limits)])
+        lines = [self.isolation.status_line(), limits_line(self.limits)]
+        if self.isolation.isolated:
+            lines.append(self.isolation.network.status_line())
+        return "\n".join(lines)
 
     async def prepare(
         self,
@@ -191,11 +196,17 @@ class AgyRuntime:
                 max_line_bytes=self.max_line_bytes,
                 confine=confine,
             )
+        private = self.isolation.network.private
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         return ProcessSpec(
             argv=wrap(
-                sandbox, argv, workdir=workdir, session_dir=session_dir, conversation=conversation
+                sandbox,
+                argv,
+                workdir=workdir,
+                session_dir=session_dir,
+                conversation=conversation,
+                network=NETWORK_ARGS if private else (),
             ),
             env=env,
             cwd=workdir,
@@ -204,4 +215,8 @@ class AgyRuntime:
             max_line_bytes=self.max_line_bytes,
             signal_pid=sandboxed_pid,
             confine=confine,
+            network=self._sandbox_network if private else None,
         )
+
+    def _sandbox_network(self) -> SandboxNetwork:
+        return self.isolation.network.setup(self.listener.port, self.listener.serving)

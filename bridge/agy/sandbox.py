@@ -31,13 +31,14 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from bridge.agy import private_state
+from bridge.agy.network import Network, shared
 from bridge.agy.plugin import agents_dir
 from bridge.safe_files import ensure_real_dir, read_small
 
@@ -403,16 +404,18 @@ def wrap(
     workdir: Path,
     session_dir: Path,
     conversation: str | None = None,
+    network: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in this thread's sandbox.
 
     ``conversation``: the one the thread resumes, moved into its private state the first time.
+    ``network``: bubblewrap's arguments for a network of its own (``bridge.agy.network``).
     """
     prepare_state(sandbox, session_dir, conversation)
     # Written by the plugin before agy starts; a session without one still gets it read-only.
     agents_dir(session_dir.resolve()).mkdir(mode=0o700, parents=True, exist_ok=True)
     prepare_binds(sandbox, workdir=workdir, session_dir=session_dir)
-    args = [sandbox.bwrap, *NAMESPACE_ARGS, *ROOT_ARGS, "--proc", "/proc", *DEV_ARGS]
+    args = [sandbox.bwrap, *NAMESPACE_ARGS, *network, *ROOT_ARGS, "--proc", "/proc", *DEV_ARGS]
     for mount in plan(sandbox, workdir=workdir, session_dir=session_dir):
         args += mount.args()
     args += ["--chdir", str(workdir.resolve()), "--", *argv]
@@ -503,6 +506,8 @@ class Isolation:
     sandbox: Sandbox | None
     # Why threads are not isolated (empty when they are).
     problem: str = ""
+    # The sandboxes' network (bridge.agy.network).
+    network: Network = field(default_factory=lambda: shared("threads are not sandboxed"))
 
     @property
     def isolated(self) -> bool:
