@@ -106,6 +106,11 @@ class AgySection(_Section):
     max_processes_per_thread: int = Field(default=1024, ge=0)
     max_memory_per_thread: ByteSize = Field(default=ByteSize(4 << 30), ge=0)
     tmp_size: ByteSize = Field(default=ByteSize(1 << 30), ge=1 << 20)
+    # Disk (docs/host-safety.md): below this much free space on a workspace's filesystem the
+    # turn writing there is stopped and no new turn starts there; a workspace past
+    # max_workspace_bytes (unset: no cap) likewise.
+    min_free_bytes: ByteSize = Field(default=ByteSize(512 << 20), ge=0)
+    max_workspace_bytes: ByteSize | None = None
     # "private": each sandbox has a network of its own (the internet, not the host's local
     # services; refuses to start where that cannot work); "shared": the host's network. Unset:
     # private wherever it works (root, slirp4netns), else shared (said loudly).

@@ -133,21 +133,27 @@ class SandboxNetwork:
         """Connect the sandbox (bubblewrap waits meanwhile), let it go on; on exit, take the
         connection down. Raises NetworkError when the sandbox cannot be connected."""
         info_r, block_w = self._info[0], self._block[1]
+        connected = False
         try:
-            with anyio.fail_after(SETUP_SECONDS):
-                pid = await anyio.to_thread.run_sync(_child_pid, info_r)
-                async with _slirp(self.network.slirp, pid) as ready:
+            async with contextlib.AsyncExitStack() as stack:
+                # Only the set-up has a deadline: the sandbox then lives as long as agy.
+                with anyio.fail_after(SETUP_SECONDS):
+                    pid = await anyio.to_thread.run_sync(_child_pid, info_r)
+                    ready = await stack.enter_async_context(_slirp(self.network.slirp, pid))
                     sock = await anyio.to_thread.run_sync(
                         _in_namespace, pid, self.port, ready, self.network.ip
                     )
-                    with sock:
-                        serving = self.serve(sock) if self.serve else contextlib.nullcontext()
-                        async with serving:
-                            os.write(block_w, b"1")
-                            _close(block_w)
-                            block_w = -1
-                            yield
+                    stack.enter_context(sock)
+                    if self.serve is not None:
+                        await stack.enter_async_context(self.serve(sock))
+                os.write(block_w, b"1")
+                _close(block_w)
+                block_w = -1
+                connected = True
+                yield
         except TimeoutError:
+            if connected:
+                raise
             raise NetworkError(
                 f"the sandbox's network was not ready within {SETUP_SECONDS:g} s"
             ) from None

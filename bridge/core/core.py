@@ -24,6 +24,8 @@ from bridge.core.approvals.texts import not_approver_text
 from bridge.core.changes import apply_change, withdrawn_text
 from bridge.core.cluster import Cluster
 from bridge.core.commands import HELP, Command, parse_command
+from bridge.core.disk import disk_space
+from bridge.core.disk import status_line as disk_status
 from bridge.core.events import (
     ApprovalChoice,
     Author,
@@ -47,7 +49,7 @@ from bridge.core.thread.actor import ThreadActor
 from bridge.core.thread.machine import NOTHING_RUNNING
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.view import ThreadView
-from bridge.core.workspaces import move_places
+from bridge.core.workspaces import move_places, place_for
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class Core:
         self.slots = slots
         self.metrics = metrics
         self._tg = task_group
+        self.disk = disk_space(config)  # for !status (the threads' rules are in their parts)
         self._commands: dict[str, Callable[[IncomingMessage, Command], Awaitable[None]]] = {
             "stop": lambda m, _: self.stop(m.thread, m.author),
             "help": lambda m, _: self._say(m.thread, HELP),
@@ -276,6 +279,7 @@ class Core:
             self.config.agy.model,
             self.runtime.isolation_status(),
             self.config.approvals,
+            disk_line=await disk_status(self.disk, place_for(self.config, thread).workdir),
         )
         await self._say(thread, text)
 
@@ -329,6 +333,8 @@ async def open_core(
     # Every text posted outside a turn's stream is scrubbed here.
     chats = scrubbed(adapters, Scrubber(config.secret_values()))
     slots = ProcessSlots(config.agy.max_processes)
+    disk = disk_space(config)
+    await anyio.to_thread.run_sync(disk.keep_reserve)
     async with anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
 
@@ -345,6 +351,7 @@ async def open_core(
                 owner=leases.owner,
                 instance=leases.name,
                 mcp_servers=mcp_servers,
+                disk=disk,
             )
 
         cluster = Cluster(leases, store, config.approvals.approvers)

@@ -19,6 +19,8 @@ async def status_text(
     default_model: str,
     isolation_line: str,
     approvals: ApprovalsSection,
+    *,
+    disk_line: str | None = None,
 ) -> str:
     row = await store.thread(key)
     pending = await store.pending(key)
@@ -39,6 +41,8 @@ async def status_text(
         isolation_line,
         approvals_line(approvals),
     ]
+    if disk_line:
+        lines.append(disk_line)
     if (place := slots.position(key)) is not None:
         lines.append(f"• This thread is number {place} in line")
     if row.usage is not None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
@@ -22,6 +23,7 @@ from bridge.agy import turn as agy_turn
 from bridge.agy.process import AgyHandle, AgyOutput
 from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
+from bridge.core.disk import DiskSpace, watched, workspace_bytes
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
@@ -62,6 +64,8 @@ class RunningTurn:
     # Those of the latest hook call.
     last_injection: list[int] = field(default_factory=list)
     author: Author | None = None  # who asked for this turn (its last message's author)
+    # Why the disk watch stopped it (the thread is told).
+    disk_stopped: str = ""
     _reply: LiveReply | None = None
 
     async def reply(self) -> LiveReply:
@@ -125,6 +129,8 @@ class TurnRunner:
         finishing: Callable[[], None] = lambda: None,
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
+        disk: DiskSpace | None = None,
+        workdir: Path | None = None,
     ):
         self.ref = ref
         self.key = ref.key
@@ -151,6 +157,9 @@ class TurnRunner:
         self._previous: RunningTurn | None = None
         # Blocks sent ahead of the next turn's messages, once (a thread's history on a handover).
         self.context: list[str] = []
+        # The disk rules, and the workspace they watch (bridge.core.disk).
+        self.disk = disk if workdir is not None else None
+        self.workdir = workdir
 
     @property
     def busy(self) -> bool:
@@ -181,6 +190,12 @@ class TurnRunner:
             self.in_turn = False
 
     async def _take_and_run(self, proc: AgyHandle) -> TurnResult | None:
+        if self.disk is not None and self.workdir is not None:
+            refused = await self.disk.may_start(self.key, self.workdir)
+            if refused is not None:
+                if refused:
+                    await self.adapter.post_message(self.ref, refused)
+                return None
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
         taken = await self.store.take_turn(self.key, proc.conversation_id, owner=self.owner)
@@ -218,12 +233,15 @@ class TurnRunner:
         cancelled: BaseException | None = None
         end: TurnEnd | None = None
         try:
+            # The workspace's size before agy reads the turn (a walk, off the event loop): the
+            # disk watch tells the turn that writes from the others.
+            baseline = await workspace_bytes(self.disk, self.workdir)
             try:
                 context, self.context = self.context, []
                 await proc.send_turn([*context, *turn_blocks(messages)])
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 pass  # agy is gone: the exit event explains why
-            end = await self._follow(proc, turn)
+            end = await self._follow_watched(proc, turn, baseline)
         except anyio.get_cancelled_exc_class() as exc:
             # The bridge is stopping: the thread is told, the turn is recorded, then we go.
             cancelled = exc
@@ -243,7 +261,7 @@ class TurnRunner:
                     stopped_by=turn.stopped_by,
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
-            result = await self._with_limits(proc, result)
+            result = await self._with_limits(proc, turn, result)
             self._count(proc, turn, result)
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
@@ -253,6 +271,16 @@ class TurnRunner:
             raise cancelled
         assert end is not None
         return TurnResult(result.state, exit_wait=end.exit_wait)
+
+    async def _follow_watched(self, proc: AgyHandle, turn: RunningTurn, baseline: int) -> TurnEnd:
+        """``_follow``, with the disk watched beside it: a turn filling the disk is stopped."""
+
+        def stop(reason: str) -> None:
+            turn.disk_stopped = reason
+            turn.reader.interrupt_sent()
+            proc.interrupt()
+
+        return await watched(self.disk, self.workdir, baseline, self._follow(proc, turn), stop)
 
     async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
         """Stream one turn's events into its reply until its end (or our own deadline)."""
@@ -323,13 +351,17 @@ class TurnRunner:
             extra={"chat_thread": self.key},
         )
 
-    async def _with_limits(self, proc: AgyHandle, result: Classified) -> Classified:
+    async def _with_limits(
+        self, proc: AgyHandle, turn: RunningTurn, result: Classified
+    ) -> Classified:
         """A stopped turn's leftover processes ended; the sandbox's caps it hit told."""
         try:
             notes = await proc.after_turn(interrupted=result.state is TurnState.INTERRUPTED)
         except OSError:
             log.exception("could not check the sandbox's limits", extra={"chat_thread": self.key})
-            return result
+            notes = []
+        if turn.disk_stopped:
+            notes.insert(0, turn.disk_stopped)
         if not notes:
             return result
         outcome = result.outcome.model_copy(update={"notes": [*result.outcome.notes, *notes]})

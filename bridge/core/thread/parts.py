@@ -9,6 +9,7 @@ from typing import Any
 from bridge.agy.process import ProcessOpener
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
+from bridge.core.disk import DiskSpace
 from bridge.core.events import ChatAdapter
 from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
@@ -32,3 +33,5 @@ class ThreadParts:
     instance: str
     # The MCP servers a thread's agy gets (the chat tools), built per thread.
     mcp_servers: Callable[[ThreadView], dict[str, Any]] | None = None
+    # The disk rules (free-space floor, workspace cap, the store's reserve).
+    disk: DiskSpace | None = None

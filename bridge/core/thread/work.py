@@ -151,6 +151,8 @@ class ThreadWork:
             finishing=lambda: self._tell(c.TurnFinishing()),
             requeued=lambda: self._tell(c.MessageStored()),
             scrub=self.scrub,
+            disk=parts.disk,
+            workdir=place.workdir,
         )
         self._runner.context = self._context
 
