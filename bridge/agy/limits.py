@@ -30,6 +30,7 @@ import errno
 import itertools
 import logging
 import os
+import secrets
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -233,12 +234,14 @@ class Enforcement:
     # Why cgroups are not used (empty when they are).
     problem: str = ""
     _names: Callable[[], int] = field(default_factory=lambda: itertools.count(1).__next__)
+    # Several bridges may run in one process (tests, benchmarks): their cgroups differ by it.
+    _run: str = field(default_factory=lambda: secrets.token_hex(4))
 
     def open(self) -> Confinement:
         """A new confinement for one agy process (creates its cgroup). Raises OSError."""
         if self.mechanism not in ("cgroup1", "cgroup2"):
             return Confinement(self.limits, self.mechanism)
-        name = f"{PREFIX}{os.getpid()}.{self._names()}"
+        name = f"{PREFIX}{os.getpid()}.{self._run}.{self._names()}"
         dirs: list[Path] = []
         try:
             for parent in self.parents:
