@@ -53,7 +53,7 @@ _JOIN = (
 )
 # Sets the rlimits, then becomes the command (bash spells the process limit -u, dash -p).
 _RLIMITS = (
-    'n=$1; v=$2; shift 2; { ulimit -u "$n" || ulimit -p "$n"; } 2>/dev/null; '
+    'n=$1; v=$2; shift 3; { ulimit -u "$n" || ulimit -p "$n"; } 2>/dev/null; '
     '[ "$v" = 0 ] || ulimit -v "$v" || exit 125; exec "$@"'
 )
 
