@@ -115,6 +115,9 @@ class AgySection(_Section):
     # services; refuses to start where that cannot work); "shared": the host's network. Unset:
     # private wherever it works (root, slirp4netns), else shared (said loudly).
     network: Literal["private", "shared"] | None = None
+    # Only these hosts ("example.com", "*.example.com") are reachable from a sandbox, through a
+    # proxy the bridge runs; list agy's own login and model API hosts too. Unset: the internet.
+    egress: list[str] | None = None
     # agy's own state directories, shared by every thread outside a sandbox. Inside one, each
     # thread gets a private directory in each one's place (conversations, settings, rules),
     # where only the login entries of the shared directory are seen, read-only.

@@ -11,10 +11,12 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
+from bridge.agy.egress import Egress
 from bridge.agy.limits import Enforcement, Limits, enforcement
 from bridge.agy.network import NetworkError, resolve_network
 from bridge.agy.sandbox import (
@@ -119,12 +121,15 @@ async def resolve_isolation(
 ) -> Isolation:
     """The isolation this bridge runs with. Raises IsolationError for an impossible "bwrap"."""
     wanted = config.agy.isolation
+    egress = config.agy.egress
     if wanted == "none":
+        if egress is not None:
+            raise IsolationError('[agy] egress needs a sandbox, but isolation = "none"')
         return not_isolated('[agy] isolation = "none"')
     bwrap = locate()
     problem = await anyio.to_thread.run_sync(bwrap_problem, bwrap)
     if problem is not None:
-        if wanted == "bwrap":
+        if wanted == "bwrap" or egress is not None:
             raise IsolationError(
                 f'[agy] isolation = "bwrap", but {problem}. Fix that, or set isolation = "none" '
                 "to run agy without a sandbox (threads can then read each other's files)"
@@ -137,9 +142,15 @@ async def resolve_isolation(
         # Every thread would fail (or see what it must not): refuse now, in words.
         raise IsolationError("the sandbox cannot work: " + "; ".join(problems))
     try:
-        network = await resolve_network(config.agy.network, bwrap)
+        network = await resolve_network(
+            "private" if egress is not None else config.agy.network, bwrap
+        )
     except NetworkError as exc:
-        raise IsolationError(str(exc)) from None
+        raise IsolationError(
+            f"{exc}" + (" ([agy] egress needs a network of its own)" if egress is not None else "")
+        ) from None
+    if egress is not None:
+        network = replace(network, proxy=Egress(tuple(egress)).serving)
     return Isolation(sandbox=sandbox, network=network)
 
 

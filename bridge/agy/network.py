@@ -53,6 +53,8 @@ ADDRESS = "10.0.2.100/24"
 GATEWAY = "10.0.2.2"
 DNS = "10.0.2.3"
 MTU = 65520
+# The egress proxy's port on a sandbox's loopback (bridge.agy.egress).
+PROXY_PORT = 3128
 # The whole set-up of one sandbox's network must be done in this time.
 SETUP_SECONDS = 10.0
 _CLONE_NEWNET = 0x40000000
@@ -75,12 +77,20 @@ class Network:
     problem: str = ""
     slirp: str = "slirp4netns"
     ip: str = "ip"
+    # With ``[agy] egress``: the proxy's serving function (bridge.agy.egress), and no route out.
+    proxy: ServeFunc | None = None
 
     @property
     def private(self) -> bool:
         return self.mode == "private"
 
     def describe(self) -> str:
+        if self.private and self.proxy is not None:
+            return (
+                "each thread has a network of its own with no way out but the bridge's proxy, "
+                "which reaches only the hosts in [agy] egress; the host's local services are "
+                "out of reach"
+            )
         if self.private:
             return (
                 "each thread has a network of its own: the internet is reachable, the host's "
@@ -92,6 +102,8 @@ class Network:
         )
 
     def status_line(self) -> str:
+        if self.private and self.proxy is not None:
+            return "• 🌐 Network: its own, only the hosts in [agy] egress (through the bridge)"
         if self.private:
             return "• 🌐 Network: its own (internet yes; the host's local services no)"
         return f"• ⚠️ Network: the host's, shared ({self.problem})"
@@ -139,13 +151,23 @@ class SandboxNetwork:
                 # Only the set-up has a deadline: the sandbox then lives as long as agy.
                 with anyio.fail_after(SETUP_SECONDS):
                     pid = await anyio.to_thread.run_sync(_child_pid, info_r)
-                    ready = await stack.enter_async_context(_slirp(self.network.slirp, pid))
-                    sock = await anyio.to_thread.run_sync(
-                        _in_namespace, pid, self.port, ready, self.network.ip
+                    proxy = self.network.proxy
+                    # With an egress list, no slirp4netns: the proxy is the only way out.
+                    ready = (
+                        await stack.enter_async_context(_slirp(self.network.slirp, pid))
+                        if proxy is None
+                        else None
                     )
-                    stack.enter_context(sock)
+                    ports = [self.port] if proxy is None else [self.port, PROXY_PORT]
+                    socks = await anyio.to_thread.run_sync(
+                        _in_namespace, pid, ports, ready, self.network.ip
+                    )
+                    for sock in socks:
+                        stack.enter_context(sock)
                     if self.serve is not None:
-                        await stack.enter_async_context(self.serve(sock))
+                        await stack.enter_async_context(self.serve(socks[0]))
+                if proxy is not None:  # its task group must not sit inside the deadline's scope
+                    await stack.enter_async_context(proxy(socks[1]))
                 os.write(block_w, b"1")
                 _close(block_w)
                 block_w = -1
@@ -219,15 +241,16 @@ async def _slirp(slirp: str, pid: int) -> AsyncIterator[int]:
                 await process.wait()
 
 
-def _in_namespace(pid: int, port: int, ready_r: int, ip: str) -> socket.socket:
+def _in_namespace(pid: int, ports: list[int], ready_r: int | None, ip: str) -> list[socket.socket]:
     """From a thread of its own (``setns`` changes only the calling thread's namespace; the
     thread ends afterwards, so nothing else ever runs in the sandbox's network): the listening
-    socket on the sandbox's loopback, and ``tap0`` and the routes once slirp4netns is ready."""
-    result: list[socket.socket | BaseException] = []
+    sockets on the sandbox's loopback, and ``tap0`` and the routes once slirp4netns is ready
+    (``ready_r``; None: no slirp4netns, no way out)."""
+    result: list[list[socket.socket] | BaseException] = []
 
     def inside() -> None:
         try:
-            result.append(_enter_and_configure(pid, port, ready_r, ip))
+            result.append(_enter_and_configure(pid, ports, ready_r, ip))
         except BaseException as exc:  # handed to the caller
             result.append(exc)
 
@@ -240,7 +263,9 @@ def _in_namespace(pid: int, port: int, ready_r: int, ip: str) -> socket.socket:
     return outcome
 
 
-def _enter_and_configure(pid: int, port: int, ready_r: int, ip: str) -> socket.socket:
+def _enter_and_configure(
+    pid: int, ports: list[int], ready_r: int | None, ip: str
+) -> list[socket.socket]:
     libc = ctypes.CDLL(None, use_errno=True)
     try:
         target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -252,13 +277,18 @@ def _enter_and_configure(pid: int, port: int, ready_r: int, ip: str) -> socket.s
             raise NetworkError(f"cannot enter the sandbox's network: {os.strerror(err)}")
     finally:
         os.close(target)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    socks: list[socket.socket] = []
     try:
-        # bubblewrap brings the sandbox's loopback up only after it is released: bind first.
-        sock.setsockopt(socket.SOL_IP, _IP_FREEBIND, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(128)
-        sock.setblocking(False)
+        for port in ports:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(sock)
+            # bubblewrap brings the sandbox's loopback up only after it is released: bind first.
+            sock.setsockopt(socket.SOL_IP, _IP_FREEBIND, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen(128)
+            sock.setblocking(False)
+        if ready_r is None:
+            return socks
         if not os.read(ready_r, 1):
             raise NetworkError("slirp4netns ended before it was ready")
         commands = [
@@ -277,9 +307,10 @@ def _enter_and_configure(pid: int, port: int, ready_r: int, ip: str) -> socket.s
             said = done.stderr.decode("utf-8", "replace").strip()
             raise NetworkError(f"cannot configure the sandbox's network: {said}")
     except BaseException:
-        sock.close()
+        for sock in socks:
+            sock.close()
         raise
-    return sock
+    return socks
 
 
 def host_addresses(fib_trie: Path = Path("/proc/net/fib_trie")) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities
+from bridge.agy.egress import proxy_env
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
 from bridge.agy.limits import Enforcement, Limits, limits_line
 from bridge.agy.listener import (
@@ -197,6 +198,8 @@ class AgyRuntime:
                 confine=confine,
             )
         private = self.isolation.network.private
+        if private and self.isolation.network.proxy is not None:
+            env.update(proxy_env())  # the only way out: the bridge's egress proxy
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         return ProcessSpec(

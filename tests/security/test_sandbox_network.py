@@ -149,3 +149,29 @@ async def test_the_hosts_local_services_are_out_of_reach_and_the_bridge_and_outs
             assert reply.outcome is not None and reply.outcome.error is None, reply.outcome
             assert "use the staging db" in reply.outcome.final_text
             await h.adapter.wait_notice("posted from the sandbox")
+
+
+async def test_with_egress_set_only_the_listed_hosts_are_reached(tmp_path: Path) -> None:
+    if find_slirp() is None:
+        pytest.skip("slirp4netns is not installed")
+    with outside_world(tmp_path) as outside:
+        listed = outside.split(":")[0]
+        async with sandboxed_bridge(tmp_path, agy={"egress": [listed, "*.allowed.test"]}) as box:
+            network = box.h.bridge.runtime.isolation.network
+            assert network.private and network.proxy is not None
+            code = "-s -o /dev/null -w 'code=%{http_code}\\n'"
+            seen = await box.run(
+                A,
+                f"curl -s -m 5 http://{outside}/; echo; "  # listed: through the proxy
+                f"curl -s -m 5 -p http://{outside}/; echo; "  # the same, tunnelled (CONNECT)
+                f"curl {code} -m 5 http://unlisted.example/; "  # not listed: refused
+                f"curl {code} -m 5 https://unlisted.example/ || echo tunnel-refused; "
+                f"curl -s -m 3 --noproxy '*' http://{outside}/ || echo direct-refused",
+            )
+            assert seen.count("served-outside") == 2, seen
+            assert "code=403" in seen and "tunnel-refused" in seen, seen
+            assert "direct-refused" in seen, seen  # without the proxy there is no way out
+            # The thread's hooks and MCP tools still reach the bridge.
+            mcp = '[[mcp bridge_chat post_message {"text": "posted with egress"}]]'
+            await box.turn(B, f"work {mcp}")
+            await box.h.adapter.wait_notice("posted with egress")
