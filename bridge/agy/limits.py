@@ -111,6 +111,14 @@ class Confinement:
             return ["/bin/sh", "-c", _RLIMITS, "sh", str(nproc), str(kib), "--", *argv]
         return list(argv)
 
+    def join(self, pids: Sequence[int]) -> None:
+        """Move ``pids`` into this confinement's cgroups (a sandbox held before its command
+        runs: bubblewrap and its child, so everything started later is inside). Raises
+        OSError."""
+        for folder in self.dirs:
+            for pid in pids:
+                (folder / "cgroup.procs").write_text(str(pid))
+
     def _counters(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for folder in self.dirs:

@@ -453,13 +453,15 @@ async def _opened(
     spec: ProcessSpec, on_bad_line: BadLineCallback, confinement: Confinement | None
 ) -> AsyncIterator[AgyProcess]:
     argv = list(spec.argv)
-    if confinement is not None:
+    network = spec.network() if spec.network is not None else None
+    if confinement is not None and (network is None or not confinement.dirs):
+        # Joined by a wrapper that writes its own PID first (with a network, bubblewrap waits
+        # for its set-up anyway, and is moved into the cgroup while it waits: no wrapper).
         if shutil.which(argv[0]) is None:  # as it would be reported without the wrapper
             raise AgyStartError(
                 "missing", f"agy is not installed or not on PATH ({argv[0]} not found)"
             )
         argv = confinement.wrap(argv)
-    network = spec.network() if spec.network is not None else None
     if network is not None:
         argv = network.argv(argv)
     try:
@@ -487,7 +489,14 @@ async def _opened(
             yield agy
         return
     try:
-        async with network.attached():
+        held = None
+        if confinement is not None and confinement.dirs:
+            bwrap = process.pid
+
+            def held(child: int) -> None:
+                confinement.join([bwrap, child])
+
+        async with network.attached(held):
             async with _running(process, spec, on_bad_line, confinement) as agy:
                 yield agy
     except NetworkError as exc:
