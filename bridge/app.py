@@ -84,6 +84,8 @@ async def open_bridge(
     isolation = await resolve_isolation(config, settings.command)
     if not isolation.isolated:
         log.warning("⚠️ %s", isolation.warning())
+    elif not isolation.network.private:
+        log.warning("⚠️ %s", isolation.network.describe())
     limits = await resolve_limits(config)
     log.info("%s", limits.describe())
     for gap in limits.gaps():

@@ -26,6 +26,7 @@ from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.launch import build_env, held_back, login_env_held_back
 from bridge.agy.listener import hook_command, open_listener, url_file_name, url_file_text
+from bridge.agy.network import loopback_nameservers
 from bridge.agy.plugin import plugin_dir
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
@@ -213,6 +214,12 @@ async def check_limits(config: Config, report: Report, isolation: Isolation) -> 
     if isolation.isolated:
         if isolation.network.private:
             report.ok(isolation.network.describe())
+            if isolation.network.proxy is None and (servers := loopback_nameservers()):
+                report.warn(
+                    f"the host's DNS resolver ({', '.join(servers)}) is on its own loopback, "
+                    "which a sandbox's network cannot reach: name lookups in threads fail. "
+                    "Point /etc/resolv.conf at a resolver elsewhere, or set [agy] egress"
+                )
         else:
             report.warn(isolation.network.describe())
 

@@ -338,6 +338,24 @@ def host_addresses(fib_trie: Path = Path("/proc/net/fib_trie")) -> list[str]:
     return [str(address) for address in sorted(found)]
 
 
+def loopback_nameservers(resolv: Path = Path("/etc/resolv.conf")) -> list[str]:
+    """The nameservers of ``resolv`` on a loopback address (out of a sandbox's reach)."""
+    found: list[str] = []
+    try:
+        lines = resolv.read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            try:
+                if ipaddress.ip_address(words[1].split("%")[0]).is_loopback:
+                    found.append(words[1])
+            except ValueError:
+                continue
+    return found
+
+
 # --- can it work here? -------------------------------------------------------------------------
 
 

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from bridge.agy.limits import Limits, enforcement, limits_line
-from bridge.agy.network import host_addresses
+from bridge.agy.network import host_addresses, loopback_nameservers
 
 LIMITS = Limits(max_processes=64, max_memory=256 << 20)
 
@@ -95,3 +95,9 @@ def test_the_hosts_own_addresses_come_from_its_local_table(tmp_path: Path) -> No
         "     |-- 10.1.0.7\n        /32 host LOCAL\n"
     )
     assert host_addresses(trie) == ["10.1.0.7", "192.0.2.2"]
+
+
+def test_a_resolver_on_the_hosts_loopback_is_named(tmp_path: Path) -> None:
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("# systemd-resolved\nnameserver 127.0.0.53\nnameserver 10.0.0.2\n")
+    assert loopback_nameservers(resolv) == ["127.0.0.53"]
