@@ -103,7 +103,7 @@ class AgySection(_Section):
     # Caps per thread (docs/host-safety.md): processes and memory of its sandbox, through a
     # cgroup where the bridge may create one (rlimits otherwise), and the size of its /tmp
     # (counted against the memory cap under cgroups). 0: no cap of that kind.
-    max_processes_per_thread: int = Field(default=1024, ge=0)
+    max_processes_per_thread: int = Field(default=2048, ge=0)
     max_memory_per_thread: ByteSize = Field(default=ByteSize(4 << 30), ge=0)
     tmp_size: ByteSize = Field(default=ByteSize(1 << 30), ge=1 << 20)
     # Disk (docs/host-safety.md): below this much free space on a workspace's filesystem the

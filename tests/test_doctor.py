@@ -74,7 +74,7 @@ def test_doctor_says_which_limits_hold_and_where_the_store_lives(tmp_path: Path)
     done = _doctor(tmp_path)
     out = done.stdout
     # The caps per thread: by cgroups here (root, v1), or rlimits with what they miss.
-    assert "each thread capped at 1024 processes and 4 GiB of memory" in out, out
+    assert "each thread capped at 2048 processes and 4 GiB of memory" in out, out
     if "by rlimits only" in out:
         assert "not per thread" in out
     # The network of each sandbox (threads are sandboxed wherever bubblewrap works).
