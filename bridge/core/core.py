@@ -337,6 +337,8 @@ async def open_core(
     await anyio.to_thread.run_sync(disk.keep_reserve)
     async with anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
+        # The store's disk reserve, given out when the disk fills between turns too.
+        tg.start_soon(disk.keep_reserve_forever, name="disk reserve")
 
         def parts_for(thread: ThreadRef) -> ThreadParts:
             return ThreadParts(

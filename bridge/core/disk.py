@@ -41,6 +41,7 @@ T = TypeVar("T")
 RESERVE_NAME = ".disk-reserve"
 RESERVE_BYTES = 64 << 20
 CHECK_SECONDS = 1.0
+RESERVE_CHECK_SECONDS = 5.0
 SIZE_CHECK_SECONDS = 10.0
 # A workspace that grew by less than this between two checks is not "the one writing".
 _GROWTH_BYTES = 1 << 20
@@ -150,6 +151,13 @@ class DiskSpace:
         if store is not None and store.device == found.device and not self.reserve.exists():
             floor += self.reserve_bytes
         return found.free < floor
+
+    async def keep_reserve_forever(self) -> None:
+        """``keep_reserve`` every ``RESERVE_CHECK_SECONDS``, until cancelled: a process left
+        running between turns can fill the disk too."""
+        while True:
+            await anyio.sleep(RESERVE_CHECK_SECONDS)
+            await anyio.to_thread.run_sync(self.keep_reserve)
 
     def problem(self, workdir: Path, size: int | None = None) -> str | None:
         """Why no turn may run in ``workdir`` now, in words for the thread (None: it may)."""
