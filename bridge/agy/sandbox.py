@@ -18,8 +18,9 @@ The sandbox starts from an empty root and binds in only what one thread's agent 
 
 agy gets its own PID namespace (it cannot see the bridge or other threads' processes in
 ``/proc``) and ``--die-with-parent``: when the sandbox's first process ends, the kernel ends
-every process the agent started, wherever it tried to hide. The network is shared: agy needs
-its model API, and the bridge's listener is on loopback.
+every process the agent started, wherever it tried to hide. Its network is its own where the
+host allows (``bridge.agy.network``: the internet, not the host's loopback), its processes and
+memory are capped (``bridge.agy.limits``), and every tmpfs here has a size.
 
 Nothing here knows about chat: the caller says which directories are the thread's.
 """
