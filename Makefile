@@ -48,18 +48,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# bubblewrap (agy's per-thread sandbox) is a system package: installed when missing where we may
-# (root with apt-get, as in CI). Elsewhere its tests are skipped, each saying why; with CI=true
-# they fail instead.
+# bubblewrap (agy's per-thread sandbox), slirp4netns (the sandbox's own network) and iproute2
+# (which configures it) are system packages: installed when missing where we may (root with
+# apt-get, as in CI). Elsewhere their tests are skipped, each saying why; with CI=true they fail
+# instead.
 bubblewrap:
-	@if command -v bwrap >/dev/null 2>&1; then :; \
+	@if command -v bwrap >/dev/null 2>&1 && command -v slirp4netns >/dev/null 2>&1 \
+		&& command -v ip >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing bubblewrap (agy's per-thread sandbox)"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; } \
-			|| echo "bubblewrap could not be installed: the sandbox tests will not run"; \
+		echo "installing bubblewrap, slirp4netns and iproute2 (agy's per-thread sandbox)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			bubblewrap slirp4netns iproute2; } \
+			|| echo "the sandbox's packages could not be installed: its tests will not run"; \
 	else \
-		echo "bubblewrap (bwrap) is missing and cannot be installed here (needs root and apt-get):"; \
-		echo "the sandbox tests will not run (pytest lists them as skipped, with the reason)"; \
+		echo "bubblewrap, slirp4netns or ip is missing and cannot be installed here (needs root"; \
+		echo "and apt-get): the sandbox tests will not run (pytest lists them as skipped)"; \
 	fi
 
 # The independent Matrix client of the verification test (matrix-js-sdk with its Rust crypto,

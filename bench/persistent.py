@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -57,7 +57,10 @@ from bench.common import (
     timing_adapter,
 )
 from bridge.agy.capabilities import probe
+from bridge.agy.limits import Enforcement, Limits, enforcement
 from bridge.agy.listener import open_listener
+from bridge.agy.network import resolve_network, shared
+from bridge.agy.process import open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.agy.sandbox import ExtraBinds, Isolation, bwrap_problem, find_bwrap, not_isolated
 from bridge.app import Bridge, launch_settings, open_bridge, start_adapters
@@ -326,6 +329,104 @@ def report_starts(starts: dict[str, tuple[list[float], list[float]]] | str) -> N
     )
 
 
+# --- what the caps and the network add to a start (issue 40) ------------------------------------
+
+
+LIMITS_GOAL_MS = 20.0
+STAND_IN = [
+    "sh",
+    "-c",
+    """echo '{"event":"init","conversation_id":"bench"}'; exec cat > /dev/null""",
+]
+
+
+async def measure_limits(count: int) -> dict[str, list[float]] | str:
+    """Spec to ``init`` of a stand-in for agy (a shell that prints ``init`` and waits: agy's own
+    start, a Python process here, is the same in every variant and only adds noise) started as
+    a thread starts agy (``open_agy``): in today's sandbox without caps and with the host's
+    network, with the caps (a cgroup per process), and with the caps and a network of its own;
+    in turns, the order rotating."""
+    bwrap = find_bwrap()
+    problem = await anyio.to_thread.run_sync(bwrap_problem, bwrap)
+    if problem is not None or bwrap is None:
+        return problem or "no bwrap"
+    limits = await anyio.to_thread.run_sync(
+        enforcement, Limits(max_processes=1024, max_memory=4 << 30)
+    )
+    network = await resolve_network(None, bwrap)
+    with tempfile.TemporaryDirectory(prefix="agy-bench-limits-") as tmp:
+        root = Path(tmp)
+        config = bridge_config(root / "data", root / "sim-home")
+        config = config.model_copy(update={"agy": config.agy.model_copy(update={"state_dirs": []})})
+        settings = launch_settings(config)
+        caps = await probe(settings.command, config.agy.help_timeout)
+        workdir, session = root / "data" / "workspaces" / "t", root / "data" / "sessions" / "t"
+        workdir.mkdir(parents=True)
+        sandbox = sandbox_for(config, settings.command, bwrap)
+        names = {
+            "sandbox (before)": (Enforcement(Limits(), "off"), shared("bench")),
+            f"+ caps ({limits.mechanism})": (limits, shared("bench")),
+            f"+ caps + own network ({network.mode})": (limits, network),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        async with open_listener() as listener:
+            runtimes = [
+                (
+                    AgyRuntime(
+                        settings,
+                        caps,
+                        listener,
+                        "bench",
+                        isolation=Isolation(sandbox=sandbox, network=net),
+                        limits=enforced,
+                    ),
+                    samples[name],
+                )
+                for name, (enforced, net) in names.items()
+            ]
+            registration = await runtimes[0][0].prepare(
+                session, inject=_nothing, guidance="bench", notes=""
+            )
+            try:
+                for number in range(count + 1):
+                    shift = number % len(runtimes)
+                    for agy_runtime, times in [*runtimes[shift:], *runtimes[:shift]]:
+                        started = time.perf_counter()
+                        spec = await anyio.to_thread.run_sync(
+                            functools.partial(
+                                agy_runtime.spec, session, workdir, model=None, conversation=None
+                            )
+                        )
+                        argv = [*spec.argv[: spec.argv.index("--") + 1], *STAND_IN]
+                        async with open_agy(replace(spec, argv=argv), lambda line: None):
+                            elapsed = time.perf_counter() - started
+                        if number:
+                            times.append(elapsed)
+            finally:
+                await registration.close()
+    return samples
+
+
+def report_limits(measured: dict[str, list[float]] | str) -> None:
+    print("\nwhat the caps and the sandbox's own network add to a start (spec to init):\n")
+    if isinstance(measured, str):
+        print(f"not measured: {measured}")
+        return
+    names = list(measured)
+    base = percentile(measured[names[0]], 0.5)
+    rows = []
+    for name, times in measured.items():
+        p50 = percentile(times, 0.5)
+        added = "-" if name == names[0] else f"{(p50 - base) * 1000:.1f}"
+        rows.append(
+            [name, str(len(times)), ms(p50), ms(percentile(times, 0.99)), added, ratio(p50, base)]
+        )
+    print(table(["start", "starts", "p50 ms", "p99 ms", "added p50 ms", "ratio"], rows))
+    added = (percentile(measured[names[-1]], 0.5) - base) * 1000
+    verdict = "met" if added < LIMITS_GOAL_MS else "NOT met"
+    print(f"\ngoal: caps and network add under {LIMITS_GOAL_MS:g} ms per start: {verdict}")
+
+
 # --- the report ------------------------------------------------------------------------------
 
 
@@ -381,8 +482,10 @@ async def drive(delays: Sequence[float], turns: int, starts: int) -> int:
         results.append((delay, await measure_delay(delay, turns)))
         print(f"  measured startup delay {delay:g} s", flush=True)
     measured_starts = await measure_starts(starts)
+    measured_limits = await measure_limits(starts)
     report(results, time.perf_counter() - started, where)
     report_starts(measured_starts)
+    report_limits(measured_limits)
     return 0
 
 

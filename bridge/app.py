@@ -32,7 +32,7 @@ from bridge.core.store import Store, store_url
 from bridge.core.store.opening import open_store
 from bridge.core.thread.turn_policy import TurnPolicy
 from bridge.core.tools import chat_tools_factory
-from bridge.isolation import resolve_isolation
+from bridge.isolation import resolve_isolation, resolve_limits
 from bridge.leader import run_as_leader
 from bridge.metrics import Metrics
 
@@ -94,6 +94,12 @@ async def open_bridge(
     isolation = await resolve_isolation(config, settings.command)
     if not isolation.isolated:
         log.warning("⚠️ %s", isolation.warning())
+    elif not isolation.network.private:
+        log.warning("⚠️ %s", isolation.network.describe())
+    limits = await resolve_limits(config)
+    log.info("%s", limits.describe())
+    for gap in limits.gaps():
+        log.warning("⚠️ %s", gap)
     async with open_store(store_url(config)) as store, open_listener() as listener:
         runtime = AgyRuntime(
             settings=settings,
@@ -104,6 +110,7 @@ async def open_bridge(
             stop_grace=config.agy.stop_grace,
             max_line_bytes=config.agy.max_line_bytes,
             isolation=isolation,
+            limits=limits,
             shared_files=data_dir / SHARED_PLUGIN_FILES,
         )
         # Before any thread starts: copies of guidance that has since changed.

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -116,6 +117,24 @@ class AgySection(_Section):
     # "bwrap": every agy process in its own bubblewrap sandbox (refuses to start where that
     # cannot work); "none": no isolation. Unset: bwrap wherever it works on this host.
     isolation: Literal["bwrap", "none"] | None = None
+    # Caps per thread (docs/host-safety.md): processes and memory of its sandbox, through a
+    # cgroup where the bridge may create one (rlimits otherwise), and the size of its /tmp
+    # (counted against the memory cap under cgroups). 0: no cap of that kind.
+    max_processes_per_thread: int = Field(default=2048, ge=0)
+    max_memory_per_thread: ByteSize = Field(default=ByteSize(4 << 30), ge=0)
+    tmp_size: ByteSize = Field(default=ByteSize(1 << 30), ge=1 << 20)
+    # Disk (docs/host-safety.md): below this much free space on a workspace's filesystem the
+    # turn writing there is stopped and no new turn starts there; a workspace past
+    # max_workspace_bytes (unset: no cap) likewise.
+    min_free_bytes: ByteSize = Field(default=ByteSize(512 << 20), ge=0)
+    max_workspace_bytes: ByteSize | None = None
+    # "private": each sandbox has a network of its own (the internet, not the host's local
+    # services; refuses to start where that cannot work); "shared": the host's network. Unset:
+    # private wherever it works (root, slirp4netns), else shared (said loudly).
+    network: Literal["private", "shared"] | None = None
+    # Only these hosts ("example.com", "*.example.com") are reachable from a sandbox, through a
+    # proxy the bridge runs; list agy's own login and model API hosts too. Unset: the internet.
+    egress: list[str] | None = None
     # agy's own state directories, shared by every thread outside a sandbox. Inside one, each
     # thread gets a private directory in each one's place (conversations, settings, rules),
     # where only the login entries of the shared directory are seen, read-only.

@@ -26,6 +26,7 @@ from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.launch import build_env, held_back, login_env_held_back
 from bridge.agy.listener import hook_command, open_listener, url_file_name, url_file_text
+from bridge.agy.network import loopback_nameservers
 from bridge.agy.plugin import plugin_dir
 from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
@@ -37,9 +38,10 @@ from bridge.chat.matrix.crosssign import pending_reset_url
 from bridge.chat.matrix.files import MatrixFiles
 from bridge.chat.slack.session import recorded_support
 from bridge.config import Config
+from bridge.core import disk as disk_usage
 from bridge.core.store import store_url
 from bridge.core.store.opening import open_store
-from bridge.isolation import IsolationError, executables, resolve_isolation
+from bridge.isolation import IsolationError, executables, resolve_isolation, resolve_limits
 
 LIVE_TURN_SECONDS = 180.0
 LIVE_PROMPT = (
@@ -198,6 +200,53 @@ async def check_isolation(config: Config, report: Report, command: list[str]) ->
     report.ok(f"each thread's agy runs in its own bubblewrap sandbox ({isolation.sandbox.bwrap})")
     await _probe_sandbox(config, report, isolation, command)
     return isolation
+
+
+async def check_limits(config: Config, report: Report, isolation: Isolation) -> None:
+    """Which caps hold per thread and how, what the fallback misses, and the network."""
+    limits = await resolve_limits(config)
+    if limits.mechanism in ("cgroup1", "cgroup2"):
+        report.ok(limits.describe())
+    else:
+        report.warn(limits.describe())
+    for gap in limits.gaps():
+        report.warn(gap)
+    if isolation.isolated:
+        if isolation.network.private:
+            report.ok(isolation.network.describe())
+            if isolation.network.proxy is None and (servers := loopback_nameservers()):
+                report.warn(
+                    f"the host's DNS resolver ({', '.join(servers)}) is on its own loopback, "
+                    "which a sandbox's network cannot reach: name lookups in threads fail. "
+                    "Point /etc/resolv.conf at a resolver elsewhere, or set [agy] egress"
+                )
+        else:
+            report.warn(isolation.network.describe())
+
+
+def check_disk(config: Config, report: Report) -> None:
+    """Where the store and the workspaces live: a workspace that fills its filesystem must not
+    fill the store's."""
+    data_dir = config.bridge.data_dir.resolve()
+    places = {"the default workspaces": data_dir / "workspaces"}
+    for workspace in config.workspaces:
+        places[f"the workspace {workspace.path}"] = workspace.path.expanduser().resolve()
+    store = disk_usage.filesystem(data_dir)
+    if store is None:
+        return
+    report.info(f"the store is in {data_dir}: {disk_usage.describe(store)}")
+    for name, path in places.items():
+        found = disk_usage.filesystem(path)
+        if found is None:
+            continue
+        if found.device == store.device:
+            floor = disk_usage.size_words(int(config.agy.min_free_bytes))
+            report.info(
+                f"{name} share that filesystem: an agent that fills it is stopped at the "
+                f"free-space floor ({floor}), and the store keeps a reserve below it"
+            )
+        else:
+            report.info(f"{name}: another filesystem ({disk_usage.describe(found)})")
 
 
 # Each check prints one word when it holds; the doctor reads the words back.
@@ -624,6 +673,8 @@ async def doctor(config: Config, live: bool) -> int:
     await check_data_dir(config, report)
     await check_listener(report)
     isolation = await check_isolation(config, report, command)
+    await check_limits(config, report, isolation)
+    check_disk(config, report)
     await check_thread_login(config, report, isolation)
     check_environment(config, report, os.environ)
     check_chats(config, report)

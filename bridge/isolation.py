@@ -11,10 +11,14 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 
+from bridge.agy.egress import Egress
+from bridge.agy.limits import Enforcement, Limits, enforcement
+from bridge.agy.network import NetworkError, resolve_network
 from bridge.agy.sandbox import (
     SYSTEM_PATHS,
     ExtraBinds,
@@ -110,6 +114,7 @@ def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
             for workspace in config.workspaces
             if workspace.worktree
         ),
+        tmp_size=int(config.agy.tmp_size),
     )
 
 
@@ -121,12 +126,15 @@ async def resolve_isolation(
 ) -> Isolation:
     """The isolation this bridge runs with. Raises IsolationError for an impossible "bwrap"."""
     wanted = config.agy.isolation
+    egress = config.agy.egress
     if wanted == "none":
+        if egress is not None:
+            raise IsolationError('[agy] egress needs a sandbox, but isolation = "none"')
         return not_isolated('[agy] isolation = "none"')
     bwrap = locate()
     problem = await anyio.to_thread.run_sync(bwrap_problem, bwrap)
     if problem is not None:
-        if wanted == "bwrap":
+        if wanted == "bwrap" or egress is not None:
             raise IsolationError(
                 f'[agy] isolation = "bwrap", but {problem}. Fix that, or set isolation = "none" '
                 "to run agy without a sandbox (threads can then read each other's files)"
@@ -138,7 +146,17 @@ async def resolve_isolation(
     if problems:
         # Every thread would fail (or see what it must not): refuse now, in words.
         raise IsolationError("the sandbox cannot work: " + "; ".join(problems))
-    return Isolation(sandbox=sandbox)
+    try:
+        network = await resolve_network(
+            "private" if egress is not None else config.agy.network, bwrap
+        )
+    except NetworkError as exc:
+        raise IsolationError(
+            f"{exc}" + (" ([agy] egress needs a network of its own)" if egress is not None else "")
+        ) from None
+    if egress is not None:
+        network = replace(network, proxy=Egress(tuple(egress)).serving)
+    return Isolation(sandbox=sandbox, network=network)
 
 
 def executables(command: Sequence[str]) -> list[Path]:
@@ -148,3 +166,13 @@ def executables(command: Sequence[str]) -> list[Path]:
         return []
     path = Path(os.path.abspath(found))
     return [path, Path(os.path.realpath(path))]
+
+
+async def resolve_limits(config: Config) -> Enforcement:
+    """How each thread's process and memory caps are enforced on this host (a cgroup per agy
+    process where the bridge may create one, rlimits otherwise), decided once at start."""
+    limits = Limits(
+        max_processes=config.agy.max_processes_per_thread,
+        max_memory=int(config.agy.max_memory_per_thread),
+    )
+    return await anyio.to_thread.run_sync(enforcement, limits)

@@ -68,3 +68,18 @@ def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
     assert not (tmp_path / "data" / "doctor").exists() or not any(
         (tmp_path / "data" / "doctor").iterdir()
     )
+
+
+def test_doctor_says_which_limits_hold_and_where_the_store_lives(tmp_path: Path) -> None:
+    done = _doctor(tmp_path)
+    out = done.stdout
+    # The caps per thread: by cgroups here (root, v1), or rlimits with what they miss.
+    assert "each thread capped at 2048 processes and 4 GiB of memory" in out, out
+    if "by rlimits only" in out:
+        assert "not per thread" in out
+    # The network of each sandbox (threads are sandboxed wherever bubblewrap works).
+    if "bubblewrap sandbox" in out:
+        assert "network of its own" in out or "share the host's network" in out, out
+    # The store and the default workspaces share the data directory's filesystem.
+    assert f"the store is in {tmp_path / 'data'}" in out, out
+    assert "the default workspaces share that filesystem" in out, out

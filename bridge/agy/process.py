@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 from collections import deque
@@ -25,7 +26,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from bridge.agy import wire
 from bridge.agy.launch import RUN_MARKER_ENV
+from bridge.agy.limits import Confinement, end_strays
 from bridge.agy.lines import LineTooLong, read_line_batches
+from bridge.agy.network import NetworkError, SandboxNetwork
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,10 @@ class ProcessSpec:
     # When argv starts agy through a wrapper (a sandbox) that does not forward signals: maps
     # the started process's PID to agy's, which gets SIGINT.
     signal_pid: Callable[[int], int | None] | None = None
+    # Makes the cgroup (or rlimits) agy and everything it starts run in (bridge.agy.limits).
+    confine: Callable[[], Confinement] | None = None
+    # Makes the sandbox's own network at each start (bridge.agy.network); None: the host's.
+    network: Callable[[], SandboxNetwork] | None = None
 
 
 class AgyHandle(Protocol):
@@ -111,6 +118,8 @@ class AgyHandle(Protocol):
 
     def interrupt(self) -> None: ...
 
+    async def after_turn(self, *, interrupted: bool) -> list[str]: ...
+
 
 ProcessOpener = Callable[[ProcessSpec, BadLineCallback], AbstractAsyncContextManager[AgyHandle]]
 """Starts agy and waits for ``init`` on entering; stops it and its process group on leaving."""
@@ -132,6 +141,8 @@ class AgyProcess:
     _stderr_done: anyio.Event = field(default_factory=anyio.Event)
     # Stopping: nobody will take agy's output any more, and the reader throws it away.
     _discarding: bool = False
+    # The cgroup (or rlimits) agy runs in; None: no caps.
+    confinement: Confinement | None = None
 
     @property
     def pid(self) -> int:
@@ -220,6 +231,16 @@ class AgyProcess:
                 os.kill(pid, signal.SIGINT)
             except ProcessLookupError:
                 pass
+
+    async def after_turn(self, *, interrupted: bool) -> list[str]:
+        """After a turn: a stopped turn's leftovers ended (what its commands left running in
+        the sandbox, outside agy's own process tree), and the caps the sandbox hit since the
+        last turn, in words for the thread."""
+        if interrupted and self.spec.signal_pid is not None and self.process.returncode is None:
+            keep = self.spec.signal_pid(self.process.pid)
+            if keep is not None:
+                await anyio.to_thread.run_sync(end_strays, self.process.pid, keep)
+        return self.confinement.hits() if self.confinement is not None else []
 
     # --- its life, for open_agy -------------------------------------------------------------
 
@@ -410,16 +431,49 @@ def _read_stat(pid: int) -> tuple[str, int] | None:
 
 @asynccontextmanager
 async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIterator[AgyProcess]:
-    """Start agy and wait for ``init``; on exit, stop it and its whole process group."""
+    """Start agy and wait for ``init``; on exit, stop it and its whole process group (and
+    whatever is left in its cgroup)."""
+    try:
+        confinement = spec.confine() if spec.confine is not None else None
+    except OSError as exc:
+        raise AgyStartError(
+            "exited", f"could not create the thread's resource limits (cgroup): {exc}"
+        ) from None
+    try:
+        async with _opened(spec, on_bad_line, confinement) as agy:
+            yield agy
+    finally:
+        if confinement is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(confinement.close)
+
+
+@asynccontextmanager
+async def _opened(
+    spec: ProcessSpec, on_bad_line: BadLineCallback, confinement: Confinement | None
+) -> AsyncIterator[AgyProcess]:
+    argv = list(spec.argv)
+    network = spec.network() if spec.network is not None else None
+    if confinement is not None and (network is None or not confinement.dirs):
+        # Joined by a wrapper that writes its own PID first (with a network, bubblewrap waits
+        # for its set-up anyway, and is moved into the cgroup while it waits: no wrapper).
+        if shutil.which(argv[0]) is None:  # as it would be reported without the wrapper
+            raise AgyStartError(
+                "missing", f"agy is not installed or not on PATH ({argv[0]} not found)"
+            )
+        argv = confinement.wrap(argv)
+    if network is not None:
+        argv = network.argv(argv)
     try:
         process = await anyio.open_process(
-            list(spec.argv),
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=spec.cwd,
             env=dict(spec.env),
             start_new_session=True,
+            pass_fds=network.pass_fds if network is not None else (),
         )
     except FileNotFoundError:
         raise AgyStartError(
@@ -427,8 +481,42 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
         ) from None
     except OSError as exc:
         raise AgyStartError("missing", f"cannot start {spec.argv[0]}: {exc}") from None
+    finally:
+        if network is not None:
+            network.started()
+    if network is None:
+        async with _running(process, spec, on_bad_line, confinement) as agy:
+            yield agy
+        return
+    try:
+        held = None
+        if confinement is not None and confinement.dirs:
+            bwrap = process.pid
+
+            def held(child: int) -> None:
+                confinement.join([bwrap, child])
+
+        async with network.attached(held):
+            async with _running(process, spec, on_bad_line, confinement) as agy:
+                yield agy
+    except NetworkError as exc:
+        with anyio.CancelScope(shield=True):
+            await end_process_group(process.pid, wait_for=process)
+            await process.aclose()
+        raise AgyStartError("exited", f"the sandbox's network could not be set up: {exc}") from None
+
+
+@asynccontextmanager
+async def _running(
+    process: Process,
+    spec: ProcessSpec,
+    on_bad_line: BadLineCallback,
+    confinement: Confinement | None,
+) -> AsyncIterator[AgyProcess]:
     send, receive = anyio.create_memory_object_stream[list[AgyOutput]](READ_AHEAD)
-    agy = AgyProcess(process, spec, on_bad_line, _send=send, _receive=receive)
+    agy = AgyProcess(
+        process, spec, on_bad_line, _send=send, _receive=receive, confinement=confinement
+    )
     async with agy.started():
         yield agy
 

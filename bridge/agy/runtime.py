@@ -15,7 +15,9 @@ from typing import Any
 
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities
+from bridge.agy.egress import proxy_env
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
+from bridge.agy.limits import Enforcement, Limits, limits_line
 from bridge.agy.listener import (
     Listener,
     answer_deadline,
@@ -25,6 +27,8 @@ from bridge.agy.listener import (
     url_file_name,
     url_file_text,
 )
+from bridge.agy.network import BWRAP_ARGS as NETWORK_ARGS
+from bridge.agy.network import SandboxNetwork
 from bridge.agy.plugin import (
     gated_hook_command,
     pending_flag,
@@ -65,6 +69,8 @@ class AgyRuntime:
     # A private folder on the sessions' filesystem where the plugin files most sessions hold
     # alike are kept once and hard-linked into each session (None: each writes its own).
     shared_files: Path | None = None
+    # How each agy process's caps are enforced (a cgroup each, rlimits, or none).
+    limits: Enforcement = field(default_factory=lambda: Enforcement(Limits(), "off"))
 
     @cached_property
     def _environment(self) -> dict[str, str]:
@@ -78,8 +84,12 @@ class AgyRuntime:
         return prune_shared(self.shared_files) if self.shared_files is not None else 0
 
     def isolation_status(self) -> str:
-        """One line for a thread's ``!status``: isolated, or loudly not."""
-        return self.isolation.status_line()
+        """Lines for a thread's ``!status`` and the banner: isolated (or loudly not), and
+        which caps hold."""
+        lines = [self.isolation.status_line(), limits_line(self.limits)]
+        if self.isolation.isolated:
+            lines.append(self.isolation.network.status_line())
+        return "\n".join(lines)
 
     async def prepare(
         self,
@@ -177,6 +187,7 @@ class AgyRuntime:
             else build_env(self.settings, environ, run_marker=self.run_marker)
         )
         sandbox = self.isolation.sandbox
+        confine = self.limits.open if self.limits.mechanism != "off" else None
         if sandbox is None:
             return ProcessSpec(
                 argv=argv,
@@ -185,7 +196,11 @@ class AgyRuntime:
                 init_timeout=self.init_timeout,
                 stop_grace=self.stop_grace,
                 max_line_bytes=self.max_line_bytes,
+                confine=confine,
             )
+        private = self.isolation.network.private
+        if private and self.isolation.network.proxy is not None:
+            env.update(proxy_env())  # the only way out: the bridge's egress proxy
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         # The home is read-only there: tools that cache (pip, npm, uv) cache in the private /tmp.
@@ -198,6 +213,7 @@ class AgyRuntime:
                 session_dir=session_dir,
                 conversation=conversation,
                 repo=repo,
+                network=NETWORK_ARGS if private else (),
             ),
             env=env,
             cwd=workdir,
@@ -205,4 +221,9 @@ class AgyRuntime:
             stop_grace=self.stop_grace,
             max_line_bytes=self.max_line_bytes,
             signal_pid=sandboxed_pid,
+            confine=confine,
+            network=self._sandbox_network if private else None,
         )
+
+    def _sandbox_network(self) -> SandboxNetwork:
+        return self.isolation.network.setup(self.listener.port, self.listener.serving)

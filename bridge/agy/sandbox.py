@@ -28,8 +28,9 @@ back on top.
 
 agy gets its own PID namespace (it cannot see the bridge or other threads' processes in
 ``/proc``) and ``--die-with-parent``: when the sandbox's first process ends, the kernel ends
-every process the agent started, wherever it tried to hide. The network is shared: agy needs
-its model API, and the bridge's listener is on loopback.
+every process the agent started, wherever it tried to hide. Its network is its own where the
+host allows (``bridge.agy.network``: the internet, not the host's loopback), its processes and
+memory are capped (``bridge.agy.limits``), and every tmpfs here has a size.
 
 Nothing here knows about chat: the caller says which directories are the thread's.
 """
@@ -41,13 +42,14 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from bridge.agy import private_state
+from bridge.agy.network import Network, shared
 from bridge.agy.plugin import agents_dir
 from bridge.safe_files import ensure_real_dir, read_small
 
@@ -69,6 +71,14 @@ NAMESPACE_ARGS = (
 # mounts of :func:`writable_mounts` (their own mounts, untouched by this) stay writable.
 READ_ONLY_ROOT = ("--remount-ro", "/")
 PROBE_TIMEOUT = 10.0
+# Every tmpfs has a size (bwrap's default is half the host's memory, each): the sandbox's root
+# (mount points, and whatever is written outside the binds, a home that is not bound), /dev/shm,
+# and the empty folders that hide paths. /tmp's is configured ([agy] tmp_size). Under cgroups
+# all of them count against the thread's memory cap too (bridge.agy.limits).
+ROOT_TMPFS_BYTES = 256 << 20
+SHM_TMPFS_BYTES = 64 << 20
+SMALL_TMPFS_BYTES = 1 << 20
+DEFAULT_TMP_BYTES = 1 << 30
 # A ``.git`` or ``gitdir`` file holds one path; anything longer is not one.
 _GIT_FILE_BYTES = 8192
 # The session's folder of attachments: the bridge writes there, the agent only reads.
@@ -82,6 +92,19 @@ PROTECTED_DIRS = (".agents", ".gemini")
 PROTECTED_FILES = ("AGENTS.md", "GEMINI.md", ".gitmodules", ".gitlab-ci.yml", ".github/workflows")
 # In a git directory: what configures git or names other object stores, read-only.
 GIT_CONFIG_PARTS = ("config", "hooks", "info", "objects/info")
+# The root a sized tmpfs (before anything is mounted on it); /dev with a sized /dev/shm and
+# otherwise read-only (its device nodes still work: a read-only mount refuses only files).
+ROOT_ARGS = ("--size", str(ROOT_TMPFS_BYTES), "--tmpfs", "/")
+DEV_ARGS = (
+    "--dev",
+    "/dev",
+    "--size",
+    str(SHM_TMPFS_BYTES),
+    "--tmpfs",
+    "/dev/shm",
+    "--remount-ro",
+    "/dev",
+)
 
 
 class ExtraBinds(BaseModel):
@@ -114,6 +137,8 @@ class Sandbox(BaseModel):
     extras: tuple[ExtraBinds, ...] = ()
     # The repositories of ``worktree = true`` workspaces: never writable from a sandbox.
     repos: tuple[Path, ...] = ()
+    # The size of the sandbox's /tmp.
+    tmp_size: int = DEFAULT_TMP_BYTES
 
     def extras_for(self, workdir: Path, repo: Path | None = None) -> ExtraBinds | None:
         """The operator's extras for a thread working in ``workdir`` (a worktree thread's
@@ -132,6 +157,8 @@ class Mount:
     kind: MountKind
     dest: Path
     source: Path | None = None
+    # A tmpfs's size in bytes (None: small, SMALL_TMPFS_BYTES).
+    size: int | None = None
 
     @property
     def depth(self) -> int:
@@ -147,7 +174,7 @@ class Mount:
             "symlink": "--symlink",
         }.get(self.kind)
         if self.kind == "tmpfs":
-            return ["--tmpfs", str(self.dest)]
+            return ["--size", str(self.size or SMALL_TMPFS_BYTES), "--tmpfs", str(self.dest)]
         assert flag is not None and self.source is not None
         return [flag, str(self.source), str(self.dest)]
 
@@ -239,7 +266,11 @@ def writable_mounts(
     a private ``/tmp``, the working directory, the session directory, the workspace's
     ``read_write`` extras and what agy must write of its private state. The read-only parts
     inside them are :func:`protected_mounts` and the state's configuration."""
-    mounts = [Mount("tmpfs", Path("/tmp")), Mount("rw", workdir), Mount("rw", session_dir)]
+    mounts = [
+        Mount("tmpfs", Path("/tmp"), size=sandbox.tmp_size),
+        Mount("rw", workdir),
+        Mount("rw", session_dir),
+    ]
     extra = sandbox.extras_for(workdir, repo)
     if extra is not None:
         mounts += [Mount("rw-try", path) for path in _resolved(extra.read_write)]
@@ -326,7 +357,7 @@ def ordered(mounts: list[Mount], hidden_paths: Sequence[Path]) -> list[Mount]:
             mounts.append(Mount("hide-file", hidden, Path("/dev/null")))
     # Parents before children: a thread's own directory inside a hidden one is bound back on top.
     mounts.sort(key=lambda m: (m.depth, _RANK[m.kind]))
-    return [Mount(m.kind, m.dest, m.source or m.dest) for m in mounts]
+    return [Mount(m.kind, m.dest, m.source or m.dest, m.size) for m in mounts]
 
 
 def git_dir_mounts(gitdir: Path) -> list[Mount]:
@@ -511,18 +542,20 @@ def wrap(
     session_dir: Path,
     conversation: str | None = None,
     repo: Path | None = None,
+    network: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in this thread's sandbox.
 
     ``conversation``: the one the thread resumes, moved into its private state the first time.
     ``repo``: a worktree thread's workspace repository (its objects are read through
     alternates).
+    ``network``: bubblewrap's arguments for a network of its own (``bridge.agy.network``).
     """
     prepare_state(sandbox, session_dir, conversation)
     # Written by the plugin before agy starts; a session without one still gets it read-only.
     agents_dir(session_dir.resolve()).mkdir(mode=0o700, parents=True, exist_ok=True)
     prepare_binds(sandbox, workdir=workdir, session_dir=session_dir, repo=repo)
-    args = [sandbox.bwrap, *NAMESPACE_ARGS, "--proc", "/proc", "--dev", "/dev"]
+    args = [sandbox.bwrap, *NAMESPACE_ARGS, *network, *ROOT_ARGS, "--proc", "/proc", *DEV_ARGS]
     mounts = plan(sandbox, workdir=workdir, session_dir=session_dir, repo=repo)
     make_mount_points(mounts, prepared_mount_points(sandbox, session_dir))
     for mount in mounts:
@@ -591,8 +624,8 @@ def bwrap_problem(bwrap: str | None) -> str | None:
     """
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
-    argv = [bwrap, *NAMESPACE_ARGS, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-    argv += ["--tmpfs", "/tmp", "--", "true"]
+    argv = [bwrap, *NAMESPACE_ARGS, *ROOT_ARGS, "--ro-bind", "/", "/", "--proc", "/proc"]
+    argv += [*DEV_ARGS, "--size", str(SMALL_TMPFS_BYTES), "--tmpfs", "/tmp", "--", "true"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
@@ -617,6 +650,8 @@ class Isolation:
     sandbox: Sandbox | None
     # Why threads are not isolated (empty when they are).
     problem: str = ""
+    # The sandboxes' network (bridge.agy.network).
+    network: Network = field(default_factory=lambda: shared("threads are not sandboxed"))
 
     @property
     def isolated(self) -> bool:

@@ -24,6 +24,7 @@ from bridge.core.approvals.texts import not_approver_text
 from bridge.core.capabilities import HearsResets, OpensThreads, single_instance
 from bridge.core.cluster import Cluster
 from bridge.core.commands import parse_command, run_command
+from bridge.core.disk import disk_space
 from bridge.core.edits import apply_change, withdrawn_text
 from bridge.core.events import (
     ApprovalChoice,
@@ -94,6 +95,7 @@ class Core:
         self._tg = task_group
         # Adapters told when a thread's conversation is reset (they post nothing then).
         self.hearing: dict[str, HearsResets] = {}
+        self.disk = disk_space(config)  # for !status (the threads' rules are in their parts)
 
     @property
     def threads(self) -> Mapping[str, ThreadActor]:
@@ -329,8 +331,12 @@ async def open_core(
     if team.budgets.enabled:
         policy = Chain((policy, team.policy))
     slots = ProcessSlots(config.agy.max_processes)
+    disk = disk_space(config)
+    await anyio.to_thread.run_sync(disk.keep_reserve)
     async with anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
+        # The store's disk reserve, given out when the disk fills between turns too.
+        tg.start_soon(disk.keep_reserve_forever, name="disk reserve")
 
         def parts_for(thread: ThreadRef) -> ThreadParts:
             return ThreadParts(
@@ -347,6 +353,7 @@ async def open_core(
                 mcp_servers=mcp_servers,
                 team=team,
                 policy=policy,
+                disk=disk,
             )
 
         cluster = Cluster(

@@ -20,6 +20,8 @@ async def status_text(
     isolation_line: str,
     approvals: ApprovalsSection,
     extra: tuple[str, ...] = (),
+    *,
+    disk_line: str | None = None,
 ) -> str:
     row = await store.thread(key)
     pending = await store.pending(key)
@@ -43,6 +45,8 @@ async def status_text(
         approvals_line(approvals),
         *extra,
     ]
+    if disk_line:
+        lines.append(disk_line)
     if (place := slots.position(key)) is not None:
         lines.append(f"• This thread is number {place} in line")
     if row.usage is not None:

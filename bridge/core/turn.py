@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
@@ -24,6 +25,7 @@ from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core import turn_verdicts as verdicts
 from bridge.core.approvals.policy import WRITE_TOOLS
+from bridge.core.disk import DiskSpace, watched, workspace_bytes
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.marks import Marks
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown, summarised
@@ -73,6 +75,8 @@ class RunningTurn:
     # conversation's token total before it.
     files: list[str] = field(default_factory=list)
     tokens_before: int = 0
+    # Why the disk watch stopped it (the thread is told).
+    disk_stopped: str = ""
     _reply: LiveReply | None = None
 
     async def reply(self) -> LiveReply:
@@ -145,6 +149,8 @@ class TurnRunner:
         scrub: Scrubber | None = None,
         team: TeamControls | None = None,
         settle: Callable[[], Awaitable[None]] | None = None,
+        disk: DiskSpace | None = None,
+        workdir: Path | None = None,
     ):
         self.ref = ref
         self.team = TeamHooks(team, ref, adapter.post_message)
@@ -178,6 +184,9 @@ class TurnRunner:
         self._previous: RunningTurn | None = None
         # Blocks sent ahead of the next turn's messages, once (a thread's history on a handover).
         self.context: list[str] = []
+        # The disk rules, and the workspace they watch (bridge.core.disk).
+        self.disk = disk if workdir is not None else None
+        self.workdir = workdir
 
     def requester(self) -> Author | None:
         """Who asked for the running turn (None when none runs)."""
@@ -211,6 +220,12 @@ class TurnRunner:
 
     async def run(self, proc: AgyHandle) -> TurnResult | None:
         """Run one turn on everything pending; None when nothing was pending after all."""
+        if self.disk is not None and self.workdir is not None:
+            refused = await self.disk.may_start(self.key, self.workdir)
+            if refused is not None:
+                if refused:
+                    await self.adapter.post_message(self.ref, refused)
+                return None
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
         taken = await self.store.take_turn(self.key, proc.conversation_id, owner=self.owner)
@@ -258,12 +273,15 @@ class TurnRunner:
         cancelled: BaseException | None = None
         end: TurnEnd | None = None
         try:
+            # The workspace's size before agy reads the turn (a walk, off the event loop): the
+            # disk watch tells the turn that writes from the others.
+            baseline = await workspace_bytes(self.disk, self.workdir)
             try:
                 context, self.context = self.context, []
                 await proc.send_turn([*context, *turn_blocks(messages)])
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 pass  # agy is gone: the exit event explains why
-            end = await self._follow(proc, turn)
+            end = await self._follow_watched(proc, turn, baseline)
         except anyio.get_cancelled_exc_class() as exc:
             # The bridge is stopping: the thread is told, the turn is recorded, then we go.
             cancelled = exc
@@ -284,6 +302,7 @@ class TurnRunner:
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
                 result = summarised(result, turn.files, turn.tokens_before, end)
+            result = await self._with_limits(proc, turn, result)
             self._count(proc, turn, result)
             if self._settle is not None:
                 await self._settle()
@@ -301,6 +320,16 @@ class TurnRunner:
         if row.usage is None or row.conversation_id != conversation_id:
             return 0
         return row.usage.total_tokens
+
+    async def _follow_watched(self, proc: AgyHandle, turn: RunningTurn, baseline: int) -> TurnEnd:
+        """``_follow``, with the disk watched beside it: a turn filling the disk is stopped."""
+
+        def stop(reason: str) -> None:
+            turn.disk_stopped = reason
+            turn.reader.interrupt_sent()
+            proc.interrupt()
+
+        return await watched(self.disk, self.workdir, baseline, self._follow(proc, turn), stop)
 
     async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
         """Stream one turn's events into its reply until its end (or our own deadline)."""
@@ -370,6 +399,22 @@ class TurnRunner:
             len(ids),
             extra={"chat_thread": self.key},
         )
+
+    async def _with_limits(
+        self, proc: AgyHandle, turn: RunningTurn, result: Classified
+    ) -> Classified:
+        """A stopped turn's leftover processes ended; the sandbox's caps it hit told."""
+        try:
+            notes = await proc.after_turn(interrupted=result.state is TurnState.INTERRUPTED)
+        except OSError:
+            log.exception("could not check the sandbox's limits", extra={"chat_thread": self.key})
+            notes = []
+        if turn.disk_stopped:
+            notes.insert(0, turn.disk_stopped)
+        if not notes:
+            return result
+        outcome = result.outcome.model_copy(update={"notes": [*result.outcome.notes, *notes]})
+        return Classified(outcome, result.state)
 
     def _count(self, proc: AgyHandle, turn: RunningTurn, result: Classified) -> None:
         metrics = self.metrics

@@ -61,6 +61,8 @@ class ScriptedAgy:
     turn_arrived: anyio.Event = field(default_factory=anyio.Event)
     # What the worker gave the process for lines it cannot read.
     bad_line: Callable[[str], None] | None = None
+    # What after_turn reports (a cap the sandbox hit), as the test sets it.
+    limit_notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[AgyOutput](100)
@@ -114,6 +116,9 @@ class ScriptedAgy:
         self.interrupted += 1
         if self.alive:
             self.say(result(status="ERROR", error="interrupted"), ProcessExit(1, ""))
+
+    async def after_turn(self, *, interrupted: bool) -> list[str]:
+        return list(self.limit_notes)
 
     # --- the test's side ---------------------------------------------------------------------
 

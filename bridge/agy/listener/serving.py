@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -62,6 +63,8 @@ class Listener:
         self._registrations: dict[bytes, Registration] = {}
         self._count = 0
         self._closing = False
+        # The uvicorn server (set by open_listener): sockets inside sandboxes are served by it.
+        self.server: uvicorn.Server | None = None
 
     def __repr__(self) -> str:
         return f"<Listener {self._base_url} sessions={len(self._registrations)}>"
@@ -108,6 +111,28 @@ class Listener:
         )
         self._registrations[registration.key] = registration
         return registration
+
+    @contextlib.asynccontextmanager
+    async def serving(self, sock: socket.socket) -> AsyncIterator[None]:
+        """Also serve ``sock`` (a listening socket on a sandbox's own loopback, made on the
+        listener's port) until the block ends: the same app, connections and shutdown as the
+        listener's own socket, no process in between."""
+        server = self.server
+        if server is None or self._closing:
+            raise RuntimeError("the listener is not serving")
+        config = server.config
+
+        def protocol() -> asyncio.Protocol:
+            made: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=server.server_state, app_state={}
+            )
+            return made
+
+        extra = await asyncio.get_running_loop().create_server(protocol, sock=sock)
+        try:
+            yield
+        finally:
+            extra.close()
 
     def _lookup(self, token: str) -> Registration | None:
         candidate = token.encode("utf-8", "replace")
@@ -247,6 +272,7 @@ async def open_listener(
                 host=host, port=sock.getsockname()[1], task_group=tg, max_body_bytes=max_body_bytes
             )
             server = _server(listener.app)
+            listener.server = server
             served = anyio.Event()
             # The socket already listens, so clients may connect before uvicorn accepts: their
             # connections wait in the backlog; nothing needs to wait for startup.

@@ -16,6 +16,7 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.cluster import Cluster
 from bridge.core.commands.parse import Command
+from bridge.core.disk import DiskSpace
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.router import Router
 from bridge.core.slots import ProcessSlots
@@ -34,6 +35,8 @@ class Core(Protocol):
     runtime: AgyRuntime
     # Usage, budgets and the audit trail (None: a core built without them).
     team: TeamControls | None
+    # The disk rules (free-space floor, workspace cap), for !status.
+    disk: DiskSpace
 
     async def say(self, thread: ThreadRef, text: str) -> None: ...
 

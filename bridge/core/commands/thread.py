@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from bridge.core.commands.parse import Command
 from bridge.core.commands.registry import REGISTRY, Core, command
+from bridge.core.disk import status_line as disk_status
 from bridge.core.events import IncomingMessage
 from bridge.core.status import approvals_text, status_text
 from bridge.core.team import commands as team_commands
 from bridge.core.thread import commands as c
+from bridge.core.workspaces import place_for
 
 
 @command("stop", "`!stop`: interrupt the agent's running turn")
@@ -60,6 +62,7 @@ async def status(core: Core, message: IncomingMessage, _: Command) -> None:
         core.runtime.isolation_status(),
         core.config.approvals,
         (await team_commands.status_line(core.team, thread),) if core.team is not None else (),
+        disk_line=await disk_status(core.disk, place_for(core.config, thread).workdir),
     )
     await core.say(thread, text)
 

@@ -9,6 +9,7 @@ from typing import Any
 from bridge.agy.process import ProcessOpener
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
+from bridge.core.disk import DiskSpace
 from bridge.core.events import ChatAdapter
 from bridge.core.marks import Marks
 from bridge.core.slots import ProcessSlots
@@ -38,3 +39,5 @@ class ThreadParts:
     team: TeamControls | None = None
     # Asked by the state machine before a turn runs (bridge/core/thread/turn_policy.py).
     policy: TurnPolicy = OPEN
+    # The disk rules (free-space floor, workspace cap, the store's reserve).
+    disk: DiskSpace | None = None

@@ -161,6 +161,8 @@ class ThreadWork:
             scrub=self.scrub,
             team=parts.team,
             settle=self._bring_branch_back,
+            disk=parts.disk,
+            workdir=place.workdir,
         )
         self._runner.context = self._context
 
