@@ -20,7 +20,7 @@ from typing import Protocol
 from bridge.core.events import ThreadRef
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
-from bridge.core.store_model import ApprovalRow, TurnState
+from bridge.core.store.rows import ApprovalRow, TurnState
 
 # How far back a person's threads count as active, and how many the page lists.
 ACTIVE_DAYS = 7.0

@@ -25,7 +25,7 @@ from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core import turn_verdicts as verdicts
 from bridge.core.approvals.policy import WRITE_TOOLS
-from bridge.core.disk import DiskSpace, watched, workspace_bytes
+from bridge.core.disk import DiskSpace
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.marks import Marks
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown, summarised
@@ -36,6 +36,7 @@ from bridge.core.store.rows import MessageState, StoredMessage, StoreError, Turn
 from bridge.core.team.controls import TeamControls
 from bridge.core.team.hooks import TeamHooks
 from bridge.core.thread.turn_policy import GO, Ask, Go, Verdict
+from bridge.core.turn_limits import TurnLimits
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -184,9 +185,9 @@ class TurnRunner:
         self._previous: RunningTurn | None = None
         # Blocks sent ahead of the next turn's messages, once (a thread's history on a handover).
         self.context: list[str] = []
-        # The disk rules, and the workspace they watch (bridge.core.disk).
-        self.disk = disk if workdir is not None else None
-        self.workdir = workdir
+        self.limits = TurnLimits(
+            self.key, disk, workdir, lambda text: adapter.post_message(ref, text)
+        )
 
     def requester(self) -> Author | None:
         """Who asked for the running turn (None when none runs)."""
@@ -220,12 +221,8 @@ class TurnRunner:
 
     async def run(self, proc: AgyHandle) -> TurnResult | None:
         """Run one turn on everything pending; None when nothing was pending after all."""
-        if self.disk is not None and self.workdir is not None:
-            refused = await self.disk.may_start(self.key, self.workdir)
-            if refused is not None:
-                if refused:
-                    await self.adapter.post_message(self.ref, refused)
-                return None
+        if not await self.limits.may_start():
+            return None
         # What this turn takes needs no hook call; a message stored later raises the flag again.
         self.session.clear_pending()
         taken = await self.store.take_turn(self.key, proc.conversation_id, owner=self.owner)
@@ -248,7 +245,7 @@ class TurnRunner:
                 self.scrub.stream(),
                 author=last.author,
                 on_tool=self.team.on_tool(turn_id),
-                tokens_before=await self._tokens_so_far(proc.conversation_id),
+                tokens_before=await tokens_so_far(self.store, self.key, proc.conversation_id),
             )
             self._proc = proc
             self.current = turn
@@ -273,9 +270,7 @@ class TurnRunner:
         cancelled: BaseException | None = None
         end: TurnEnd | None = None
         try:
-            # The workspace's size before agy reads the turn (a walk, off the event loop): the
-            # disk watch tells the turn that writes from the others.
-            baseline = await workspace_bytes(self.disk, self.workdir)
+            baseline = await self.limits.baseline()
             try:
                 context, self.context = self.context, []
                 await proc.send_turn([*context, *turn_blocks(messages)])
@@ -302,8 +297,8 @@ class TurnRunner:
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
                 result = summarised(result, turn.files, turn.tokens_before, end)
-            result = await self._with_limits(proc, turn, result)
-            self._count(proc, turn, result)
+            result = await self.limits.noted(proc, result, turn.disk_stopped)
+            count(self.metrics, self.ref.platform, proc, turn, result)
             if self._settle is not None:
                 await self._settle()
             # The answer goes to the thread first: a store that cannot be written must not
@@ -315,38 +310,17 @@ class TurnRunner:
         assert end is not None
         return TurnResult(result.state, exit_wait=end.exit_wait)
 
-    async def _tokens_so_far(self, conversation_id: str) -> int:
-        row = await self.store.thread(self.key)
-        if row.usage is None or row.conversation_id != conversation_id:
-            return 0
-        return row.usage.total_tokens
-
     async def _follow_watched(self, proc: AgyHandle, turn: RunningTurn, baseline: int) -> TurnEnd:
-        """``_follow``, with the disk watched beside it: a turn filling the disk is stopped."""
+        """``follow``, with the disk watched beside it: a turn filling the disk is stopped."""
 
         def stop(reason: str) -> None:
             turn.disk_stopped = reason
             turn.reader.interrupt_sent()
             proc.interrupt()
 
-        return await watched(self.disk, self.workdir, baseline, self._follow(proc, turn), stop)
-
-    async def _follow(self, proc: AgyHandle, turn: RunningTurn) -> TurnEnd:
-        """Stream one turn's events into its reply until its end (or our own deadline)."""
-        with anyio.move_on_after(self.turn_timeout):
-            while True:
-                end = await turn.show(await proc.next_batch(), self.scrub)
-                if end is not None:
-                    return end
-        # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
-        turn.timed_out = True
-        turn.reader.interrupt_sent()
-        proc.interrupt()
-        with anyio.move_on_after(agy_turn.INTERRUPT_GRACE):
-            while True:
-                if isinstance(turn.reader.feed(await proc.next()), TurnEnd):
-                    break
-        return turn.reader.ended or TurnEnd(TurnStatus.INTERRUPTED, turn.reader.streamed)
+        return await self.limits.follow(
+            follow(proc, turn, self.scrub, self.turn_timeout), baseline, stop
+        )
 
     async def _requeue_unread(self, proc: AgyHandle, turn: RunningTurn, end: TurnEnd) -> bool:
         """agy died before it read the turn (it was already on its way out): the messages go
@@ -399,28 +373,6 @@ class TurnRunner:
             len(ids),
             extra={"chat_thread": self.key},
         )
-
-    async def _with_limits(
-        self, proc: AgyHandle, turn: RunningTurn, result: Classified
-    ) -> Classified:
-        """A stopped turn's leftover processes ended; the sandbox's caps it hit told."""
-        try:
-            notes = await proc.after_turn(interrupted=result.state is TurnState.INTERRUPTED)
-        except OSError:
-            log.exception("could not check the sandbox's limits", extra={"chat_thread": self.key})
-            notes = []
-        if turn.disk_stopped:
-            notes.insert(0, turn.disk_stopped)
-        if not notes:
-            return result
-        outcome = result.outcome.model_copy(update={"notes": [*result.outcome.notes, *notes]})
-        return Classified(outcome, result.state)
-
-    def _count(self, proc: AgyHandle, turn: RunningTurn, result: Classified) -> None:
-        metrics = self.metrics
-        metrics.turn_finished(self.ref.platform, result.state, time.monotonic() - turn.started)
-        if result.state is TurnState.ERROR:
-            metrics.error("agy_exit" if not proc.alive else "agy_result")
 
     async def _deliver(self, turn: RunningTurn, result: Classified) -> None:
         try:
@@ -476,6 +428,42 @@ class TurnRunner:
             extra={"chat_thread": self.key, "conversation": turn.conversation_id},
         )
         return [injected_text(m) for m in taken]
+
+
+async def follow(
+    proc: AgyHandle, turn: RunningTurn, scrub: Scrubber, turn_timeout: float
+) -> TurnEnd:
+    """Stream one turn's events into its reply until its end (or our own deadline)."""
+    with anyio.move_on_after(turn_timeout):
+        while True:
+            end = await turn.show(await proc.next_batch(), scrub)
+            if end is not None:
+                return end
+    # Past the bridge's own deadline: interrupt, and give agy a moment to answer.
+    turn.timed_out = True
+    turn.reader.interrupt_sent()
+    proc.interrupt()
+    with anyio.move_on_after(agy_turn.INTERRUPT_GRACE):
+        while True:
+            if isinstance(turn.reader.feed(await proc.next()), TurnEnd):
+                break
+    return turn.reader.ended or TurnEnd(TurnStatus.INTERRUPTED, turn.reader.streamed)
+
+
+async def tokens_so_far(store: TurnStore, key: str, conversation_id: str) -> int:
+    """The conversation's token total before a turn (0 for a new conversation)."""
+    row = await store.thread(key)
+    if row.usage is None or row.conversation_id != conversation_id:
+        return 0
+    return row.usage.total_tokens
+
+
+def count(
+    metrics: Metrics, platform: str, proc: AgyHandle, turn: RunningTurn, result: Classified
+) -> None:
+    metrics.turn_finished(platform, result.state, time.monotonic() - turn.started)
+    if result.state is TurnState.ERROR:
+        metrics.error("agy_exit" if not proc.alive else "agy_result")
 
 
 async def record_turn(

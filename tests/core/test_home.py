@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.home import StoreFacts
