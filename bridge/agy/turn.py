@@ -25,6 +25,8 @@ HOOK_DENIAL_MARK = "denied by pre-tool hook"
 # Parameters that make a good one-line summary of a tool call, best first.
 _SUMMARY_KEYS = ("CommandLine", "AbsolutePath", "TargetFile", "DirectoryPath", "Pattern", "Url")
 _SUMMARY_LIMIT = 120
+# Paths keep their end when cut (the file's own name says most).
+_PATH_KEYS = frozenset({"AbsolutePath", "TargetFile", "DirectoryPath"})
 
 # After an ERROR result agy is often on its way out (quota and login errors end the process).
 ERROR_EXIT_WAIT = 1.0
@@ -81,7 +83,11 @@ def tool_summary(info: wire.ToolInfo | None) -> str:
     for key in _SUMMARY_KEYS:
         value = params.get(key)
         if isinstance(value, str) and value:
-            return value if len(value) <= _SUMMARY_LIMIT else value[: _SUMMARY_LIMIT - 1] + "…"
+            if len(value) <= _SUMMARY_LIMIT:
+                return value
+            if key in _PATH_KEYS:
+                return "…" + value[-(_SUMMARY_LIMIT - 1) :]
+            return value[: _SUMMARY_LIMIT - 1] + "…"
     if "ToolName" in params:
         return f"{params.get('ServerName', '?')}/{params['ToolName']}"
     return ""
