@@ -169,3 +169,19 @@ async def test_someone_elses_message_joins_a_running_turn_only_if_the_policy_say
         agy.say(result(response="done"))
         await w.adapter.wait_finished(1)
         assert await w.bridge.store.pending(ref().key) == []
+
+
+def test_chained_policies_answer_with_the_first_that_does_not_let_go() -> None:
+    @dataclass
+    class Fixed:
+        verdict: tp.Verdict
+
+        def judge(self, ask: tp.Ask) -> tp.Verdict:
+            return self.verdict
+
+    ask = _ask(BOB)
+    assert tp.Chain((Fixed(tp.GO), Fixed(tp.Hold("later")), Fixed(tp.Refuse("no")))).judge(
+        ask
+    ) == tp.Hold("later")
+    assert tp.Chain((Fixed(tp.GO),)).judge(ask) == tp.GO
+    assert isinstance(Fixed(tp.GO), tp.TurnPolicy)
