@@ -23,7 +23,7 @@ from bench.common import percentile, ratio, table
 from bridge.config import build_config
 from bridge.core.events import Author, ThreadRef
 from bridge.core.store import Store
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from bridge.core.team.audit import AuditLog
 from bridge.core.team.controls import TeamControls
 from bridge.core.thread.turn_policy import Ask, Go

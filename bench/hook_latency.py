@@ -59,7 +59,7 @@ from bridge.agy.wire import PRE_TOOL_USE, HookInput, HookReply, InjectedStep
 from bridge.core.approvals import policy
 from bridge.core.approvals.rules import CommandRule
 from bridge.core.store import Store
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 
 LEVELS = (1, 10, 50, 200)
 REQUESTS_PER_TARGET = 400

@@ -35,7 +35,7 @@ import anyio
 from bench.common import machine, ms, percentile, table, timing_adapter
 from bench.overhead import alternate, core_variant, running_bridge
 from bridge.core.events import Author, IncomingMessage, ThreadRef
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from tests.doubles import signed_in
 from tests.faults.console import console_env, start_console, write_config
 from tests.pg import Postgres, postgres_bin, start_postgres

@@ -93,7 +93,7 @@ from bench.common import (
 )
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.core.events import ThreadRef
-from bridge.core.store_model import TurnState
+from bridge.core.store.rows import TurnState
 from bridge.heap import server_collector
 from tests.doubles import RecordedReply, RecordingAdapter
 

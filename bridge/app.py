@@ -28,7 +28,7 @@ from bridge.core.events import ChatAdapter
 from bridge.core.feedback import answer_feedback
 from bridge.core.leases import open_leases
 from bridge.core.store import Store, store_url
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from bridge.core.thread.turn_policy import TurnPolicy
 from bridge.core.tools import chat_tools_factory
 from bridge.isolation import resolve_isolation

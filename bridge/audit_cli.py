@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 
 from bridge.config import Config
 from bridge.core.store import store_url
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from bridge.core.team.audit import AuditLog, AuditRecord, Selection
 
 CSV_FIELDS = ("seq", "time", "instance", "kind", "thread", "channel", "person", "detail", "hash")

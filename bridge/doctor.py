@@ -38,7 +38,7 @@ from bridge.chat.matrix.files import MatrixFiles
 from bridge.chat.slack.session import recorded_support
 from bridge.config import Config
 from bridge.core.store import store_url
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from bridge.isolation import IsolationError, executables, resolve_isolation
 
 LIVE_TURN_SECONDS = 180.0

@@ -1,6 +1,7 @@
-"""No class in the core grows past about 300 lines: the core's shape stays easy to change
-(the thread actor issue split the worker, the store and the turn runner along what they do).
-The adapters' large classes are split where their own issues rework them."""
+"""No class in ``bridge/`` grows past about 300 lines: its shape stays easy to change (the
+thread actor issue split the worker, the store and the turn runner along what they do; issue
+42 split the Matrix sync worker into a classifier, a dispatcher, decryption and room
+housekeeping)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from pathlib import Path
 from tests.source_trees import parse
 
 LIMIT = 300
-CORE = Path(__file__).resolve().parents[1] / "bridge" / "core"
+BRIDGE = Path(__file__).resolve().parents[1] / "bridge"
+# Over the limit still, and split where their own issue reworks them (issue 47 edits
+# bridge/chat/slack/ now): once one is under the limit, take it out (the test says so).
+KNOWN = {"bridge/chat/slack/adapter.py:SlackAdapter", "bridge/chat/slack/reply.py:SlackLiveReply"}
 
 
 def sizes(root: Path) -> dict[str, int]:
@@ -18,12 +22,14 @@ def sizes(root: Path) -> dict[str, int]:
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(parse(path)):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
-                name = f"{path.relative_to(root.parent.parent)}:{node.name}"
+                name = f"{path.relative_to(root.parent)}:{node.name}"
                 found[name] = node.end_lineno - node.lineno + 1
     return found
 
 
-def test_no_class_in_the_core_is_over_the_limit() -> None:
-    found = sizes(CORE)
-    assert found, "the walk found no class: wrong folder?"
-    assert {name: lines for name, lines in found.items() if lines > LIMIT} == {}
+def test_no_class_in_the_bridge_is_over_the_limit() -> None:
+    found = sizes(BRIDGE)
+    assert "bridge/core/turn.py:TurnRunner" in found, "the walk found no class: wrong folder?"
+    over = {name: lines for name, lines in found.items() if lines > LIMIT}
+    assert {name: lines for name, lines in over.items() if name not in KNOWN} == {}
+    assert KNOWN <= set(over), f"under the limit now, take it out of KNOWN: {KNOWN - set(over)}"

@@ -20,7 +20,7 @@ ALLOWED = {
     # A public stdlib API despite its name: leave at once, not waiting for daemon threads.
     ("bridge/simulator/cli.py", "_exit"),
     # Public API of named tuples (the underscore only keeps it apart from field names).
-    ("bridge/core/store_pg.py", "_replace"),
+    ("bridge/core/store/postgres.py", "_replace"),
     # nio offers no public way to send a request it built; why, in the module's docstring.
     ("bridge/chat/matrix/nio_private.py", "_send"),
     # nio's OlmAccount has no fallback-key methods; why, in the module's docstring.
@@ -28,7 +28,7 @@ ALLOWED = {
     # nio accepts forwarded keys from own devices only; why, in the module's docstring.
     ("bridge/chat/matrix/nio_private.py", "_should_accept_forward"),
     # aiosqlite offers no public way to wait for its worker thread; why, in its docstring.
-    ("bridge/core/aiosqlite_private.py", "_thread"),
+    ("bridge/core/store/aiosqlite_private.py", "_thread"),
 }
 
 

@@ -108,17 +108,21 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
     # The store's interface and models, and its SQLite backend; the PostgreSQL backend is its own
     # slice (its tests start a real PostgreSQL, see tests/pg.py and `make postgres`).
     "store": (
-        ["bridge/core/store.py", "bridge/core/stores.py", "bridge/core/store_sqlite.py"],
+        [
+            "bridge/core/store/__init__.py",
+            "bridge/core/store/opening.py",
+            "bridge/core/store/sqlite.py",
+        ],
         ["tests/core", "tests/faults"],
     ),
-    "store_pg": (["bridge/core/store_pg.py"], ["tests/core", "tests/faults"]),
+    "store_pg": (["bridge/core/store/postgres.py"], ["tests/core", "tests/faults"]),
     # The turn loop and hook handling: the worker, the turn, the core and its wake-ups and marks.
     "turn": (
         [
             "bridge/core/thread.py",
             "bridge/core/turn.py",
             "bridge/core/core.py",
-            "bridge/core/signals.py",
+            "bridge/core/marks.py",
         ],
         ["tests/core", "tests/faults"],
     ),

@@ -22,9 +22,9 @@ from bridge.core import store as st
 from bridge.core.approvals.replies import parse_reply
 from bridge.core.approvals.texts import not_approver_text
 from bridge.core.capabilities import HearsResets, OpensThreads, single_instance
-from bridge.core.changes import apply_change, withdrawn_text
 from bridge.core.cluster import Cluster
 from bridge.core.commands import parse_command, run_command
+from bridge.core.edits import apply_change, withdrawn_text
 from bridge.core.events import (
     ApprovalChoice,
     Author,
@@ -38,9 +38,9 @@ from bridge.core.events import (
     ThreadRef,
 )
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
+from bridge.core.marks import Marks
 from bridge.core.router import NotHere, Routed, Router
 from bridge.core.scrub import Scrubber
-from bridge.core.signals import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.team.audit import AuditLog, prune_daily
 from bridge.core.team.audited import audited
@@ -206,7 +206,7 @@ class Core:
     async def move_thread(self, old: ThreadRef, new: ThreadRef, by: Author) -> bool:
         """The conversation carries on under another key (a Matrix room upgrade by ``by``):
         the old key's actor here ends first (its running turn stopped), then every row of the
-        thread moves in one transaction (:mod:`bridge.core.store_moves`), its directories
+        thread moves in one transaction (:mod:`bridge.core.store.moves`), its directories
         with it, and what waits starts under the new key. False when nothing moved."""
         if (actor := self.router.threads.get(old.key)) is not None:
             actor.tell(c.Drain())

@@ -1,7 +1,7 @@
 """Feedback on the agent's answers (👍/👎 buttons under a final answer): one row per person and
 answer, tied to the turn that wrote it, in the store's database.
 
-Its table is the store's (migration 7, :mod:`bridge.core.store_schema`); these queries are
+Its table is the store's (migration 7, :mod:`bridge.core.store.schema`); these queries are
 written for SQLite and PostgreSQL alike. A person's later click on the same answer replaces
 their earlier one.
 """
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from bridge.core.events import Author, ThreadRef
 from bridge.core.store import Store
+from bridge.core.store.ports import FeedbackStore
 from bridge.metrics import Metrics
 
 
@@ -48,7 +49,7 @@ async def record_feedback(
     return int(turn_id) if turn_id is not None else None
 
 
-async def feedback_counts(store: Store, thread_key: str | None = None) -> FeedbackCounts:
+async def feedback_counts(store: FeedbackStore, thread_key: str | None = None) -> FeedbackCounts:
     """How many answers got 👍 and 👎 (in one thread, or everywhere)."""
     where, params = ("WHERE thread_key = ?", (thread_key,)) if thread_key else ("", ())
     rows = await store.database.fetch(

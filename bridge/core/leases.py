@@ -30,7 +30,7 @@ from typing import Protocol
 import anyio
 
 from bridge.core.store import Store
-from bridge.core.store_model import MessageState, StoreError, TurnState
+from bridge.core.store.rows import MessageState, StoreError, TurnState
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class SharedLeases:
     shared = True
 
     def __init__(self, store: Store, name: str, lease_seconds: float):
-        from bridge.core.store_pg import PostgresDatabase
+        from bridge.core.store.postgres import PostgresDatabase
 
         db = store.database
         if not isinstance(db, PostgresDatabase):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bridge.agy.turn import TurnEnd, TurnStatus
 from bridge.core.events import TurnOutcome
-from bridge.core.store_model import TurnState
+from bridge.core.store.rows import TurnState
 
 _STATES = {
     TurnStatus.DONE: TurnState.DONE,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge.core.store import Store
-from bridge.core.store_model import StoredMessage
+from bridge.core.store.ports import HistoryStore
+from bridge.core.store.rows import StoredMessage
 
 
 def message_text(message: StoredMessage) -> str:
@@ -47,7 +47,7 @@ def injected_text(message: StoredMessage) -> str:
 HISTORY_LIMIT = 50
 
 
-async def history_context(store: Store, key: str) -> list[str]:
+async def history_context(store: HistoryStore, key: str) -> list[str]:
     """The thread's history as one block for a new conversation's first turn (none if empty).
 
     The messages waiting now are the first turn's own: the history is what came before."""

@@ -12,6 +12,7 @@ from bridge.core.approvals import texts as approval_texts
 from bridge.core.approvals.gate import request_of
 from bridge.core.events import ApprovalResult, ChatAdapter, ThreadRef
 from bridge.core.prompt import history_context
+from bridge.core.store.ports import RecoveryStore
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ HANDOVER_NOTICE = (
 )
 
 
-async def reap(store: st.Store, which: Callable[[st.ProcessRow], bool]) -> None:
+async def reap(store: RecoveryStore, which: Callable[[st.ProcessRow], bool]) -> None:
     """End the agy process groups of ``which`` rows and forget them. The run marker makes this
     safe on another host's pgid: it ends nothing there."""
     for row in await store.processes():
@@ -49,7 +50,7 @@ async def reap(store: st.Store, which: Callable[[st.ProcessRow], bool]) -> None:
 
 
 async def expire_approvals(
-    store: st.Store,
+    store: RecoveryStore,
     adapters: Mapping[str, ChatAdapter],
     metrics: Metrics,
     thread_key: str | None = None,
@@ -80,7 +81,7 @@ async def expire_approvals(
             log.warning("could not mark a request expired", exc_info=True)
 
 
-async def report_restart(store: st.Store, adapters: Mapping[str, ChatAdapter]) -> None:
+async def report_restart(store: RecoveryStore, adapters: Mapping[str, ChatAdapter]) -> None:
     """Turns a restart cut off: told first, recorded second (a failed post is tried again at
     the next start)."""
     for turn in await store.running_turns():
@@ -98,7 +99,7 @@ async def report_restart(store: st.Store, adapters: Mapping[str, ChatAdapter]) -
 
 
 async def take_over(
-    store: st.Store,
+    store: RecoveryStore,
     adapter: ChatAdapter,
     metrics: Metrics,
     thread: ThreadRef,
@@ -143,7 +144,7 @@ async def take_over(
 
 
 async def handover_context(
-    store: st.Store, adapter: ChatAdapter, thread: ThreadRef, name: str, shared_state: bool
+    store: RecoveryStore, adapter: ChatAdapter, thread: ThreadRef, name: str, shared_state: bool
 ) -> list[str]:
     """agy's conversation lives on the instance that started it, unless its state is shared:
     elsewhere the thread starts a new one, given its history (the blocks returned)."""

@@ -6,12 +6,12 @@ from bridge.config import ApprovalsSection
 from bridge.core.approvals.rules import shown_row
 from bridge.core.feedback import feedback_counts
 from bridge.core.slots import ProcessSlots
-from bridge.core.store import Store
+from bridge.core.store.ports import StatusStore
 from bridge.core.thread.actor import ThreadActor
 
 
 async def status_text(
-    store: Store,
+    store: StatusStore,
     key: str,
     actor: ThreadActor | None,
     slots: ProcessSlots,
@@ -55,7 +55,7 @@ async def status_text(
     return "\n".join(lines)
 
 
-async def approvals_text(store: Store, key: str, mode: str) -> str:
+async def approvals_text(store: StatusStore, key: str, mode: str) -> str:
     waiting = await store.waiting_approvals(key)
     allowed = await store.allow_list(key)
     lines = [f"• Approvals mode: `{mode}`"]

@@ -24,12 +24,12 @@ from bridge.agy.session import AgySession
 from bridge.agy.turn import TextDelta, ToolUpdate, TurnEnd, TurnReader, TurnStatus
 from bridge.core import turn_verdicts as verdicts
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
+from bridge.core.marks import Marks
 from bridge.core.outcome import Classified, classify, stopped_by_shutdown
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber, StreamScrubber
-from bridge.core.signals import Marks
-from bridge.core.store import Store
-from bridge.core.store_model import MessageState, StoredMessage, StoreError, TurnState, Usage
+from bridge.core.store.ports import TurnStore
+from bridge.core.store.rows import MessageState, StoredMessage, StoreError, TurnState, Usage
 from bridge.core.team.controls import TeamControls
 from bridge.core.team.hooks import TeamHooks
 from bridge.core.thread.turn_policy import GO, Ask, Go, Verdict
@@ -121,7 +121,7 @@ class TurnRunner:
         self,
         ref: ThreadRef,
         adapter: ChatAdapter,
-        store: Store,
+        store: TurnStore,
         metrics: Metrics,
         session: AgySession,
         marks: Marks,
@@ -411,7 +411,7 @@ class TurnRunner:
 
 
 async def record_turn(
-    store: Store,
+    store: TurnStore,
     metrics: Metrics,
     adapter: ChatAdapter,
     ref: ThreadRef,

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import anyio
 
 from bridge.core.events import ChatAdapter, Reaction, ThreadRef
+from bridge.core.marks import Marks
 from bridge.core.scrub import Scrubber
-from bridge.core.signals import Marks
-from bridge.core.store import Store
-from bridge.core.store_model import StoredMessage, TurnState
+from bridge.core.store.ports import TurnStore
+from bridge.core.store.rows import StoredMessage, TurnState
 from bridge.core.thread.turn_policy import Hold, Refuse
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Parts:
     ref: ThreadRef
-    store: Store
+    store: TurnStore
     marks: Marks
     adapter: ChatAdapter
     scrub: Scrubber

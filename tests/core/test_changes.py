@@ -17,7 +17,7 @@ from bridge.core.events import (
     MessageChange,
     SubmitOutcome,
 )
-from bridge.core.store_model import MessageState
+from bridge.core.store.rows import MessageState
 from tests.core.scripted import World, pre_invocation, ref, result, streaming_turn, world
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from bridge.core.attachments import safe_name, save_attachments
 from bridge.core.commands import parse_command
 from bridge.core.events import AttachmentError, AttachmentRef, Author
 from bridge.core.prompt import injected_text, message_text
-from bridge.core.store_model import StoredMessage
+from bridge.core.store.rows import StoredMessage
 
 
 @pytest.mark.parametrize(

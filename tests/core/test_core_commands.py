@@ -17,7 +17,7 @@ import pytest
 from bridge.core.commands import HELP
 from bridge.core.events import Author
 from bridge.core.status import approvals_line
-from bridge.core.store_model import Usage
+from bridge.core.store.rows import Usage
 from bridge.core.thread.commands import NewConversation, SetModel, Stop
 from tests.core.scripted import World, ref, result, streaming_turn, world
 

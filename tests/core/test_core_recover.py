@@ -13,7 +13,7 @@ import pytest
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.recovery import RESTART_NOTICE
-from bridge.core.store_model import ApprovalState, TurnState
+from bridge.core.store.rows import ApprovalState, TurnState
 from bridge.metrics import PREFIX
 from tests.core.scripted import World, ref, world
 

@@ -26,8 +26,8 @@ from bridge.core.events import (
     IncomingMessage,
     MessageChange,
 )
-from bridge.core.store_model import ApprovalState
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
+from bridge.core.store.rows import ApprovalState
 from bridge.core.thread import wire
 from bridge.core.thread.commands import Decide
 from tests.core.harness import (

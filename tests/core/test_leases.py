@@ -19,8 +19,8 @@ from bridge.core.leases import (
     open_leases,
 )
 from bridge.core.store import Store
-from bridge.core.store_pg import PostgresDatabase
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
+from bridge.core.store.postgres import PostgresDatabase
 from bridge.core.thread import wire
 from bridge.core.thread.commands import Decide, Stop
 from tests.pg import Postgres

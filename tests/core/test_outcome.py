@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bridge.agy.turn import TurnEnd, TurnStatus
 from bridge.core.outcome import classify
-from bridge.core.store_model import TurnState
+from bridge.core.store.rows import TurnState
 
 
 def no_scrub(text: str) -> str:

@@ -26,7 +26,7 @@ from bridge.core.events import (
     ThreadRef,
 )
 from bridge.core.scrub import Scrubber
-from bridge.core.scrubbed import ScrubbedAdapter, ScrubbedOpener, scrubbed
+from bridge.core.scrubbed_chat import ScrubbedAdapter, ScrubbedOpener, scrubbed
 from tests.doubles import RecordingAdapter
 
 pytestmark = pytest.mark.anyio

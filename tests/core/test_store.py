@@ -9,9 +9,9 @@ import pytest
 
 from bridge.core import store as st
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
-from bridge.core.store_model import StoreError
-from bridge.core.store_sqlite import SqliteDatabase
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
+from bridge.core.store.rows import StoreError
+from bridge.core.store.sqlite import SqliteDatabase
 
 pytestmark = pytest.mark.anyio
 T = ThreadRef(platform="slack", channel="C1", thread="1.0")
@@ -168,7 +168,7 @@ async def test_an_unknown_url_is_a_clear_error() -> None:
 
 
 async def test_an_unreachable_postgresql_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bridge.core import store_pg
+    from bridge.core.store import postgres as store_pg
 
     monkeypatch.setattr(store_pg, "CONNECT_TIMEOUT", 1.0)
     with pytest.raises(StoreError, match=r"cannot open the store at postgresql://u:\*\*\*@"):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.core.store_identities import (
+from bridge.core.store.identities import (
     VERIFICATION_CONFIRMED,
     VERIFICATION_ENDED,
     VERIFICATION_REJECTED,
 )
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 
 pytestmark = pytest.mark.anyio
 ALICE = "@alice:example.org"

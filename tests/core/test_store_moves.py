@@ -8,8 +8,8 @@ import pytest
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.feedback import record_feedback
-from bridge.core.store_moves import THREAD_TABLES
-from bridge.core.stores import open_store
+from bridge.core.store.moves import THREAD_TABLES
+from bridge.core.store.opening import open_store
 
 pytestmark = pytest.mark.anyio
 OLD = ThreadRef(platform="matrix", channel="!old:x", thread="")

@@ -13,9 +13,9 @@ import logging
 import anyio
 import pytest
 
-from bridge.core import store_pg
-from bridge.core.store_model import StoreError
-from bridge.core.store_pg import PostgresDatabase, open_postgres
+from bridge.core.store import postgres as store_pg
+from bridge.core.store.postgres import PostgresDatabase, open_postgres
+from bridge.core.store.rows import StoreError
 from tests.pg import Postgres
 
 pytestmark = pytest.mark.anyio

@@ -16,10 +16,10 @@ from bridge.config import build_config
 from bridge.core import store as st
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, ThreadRef
 from bridge.core.store import is_shared, store_url
-from bridge.core.store_model import StoreError
-from bridge.core.store_schema import migration_statements
-from bridge.core.store_sqlite import TYPES, SqliteDatabase
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
+from bridge.core.store.rows import StoreError
+from bridge.core.store.schema import migration_statements
+from bridge.core.store.sqlite import TYPES, SqliteDatabase
 
 pytestmark = pytest.mark.anyio
 T = ThreadRef(platform="slack", channel="C1", thread="1.0")

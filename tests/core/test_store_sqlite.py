@@ -1,4 +1,4 @@
-"""The SQLite database under the store (bridge/core/store_sqlite.py)."""
+"""The SQLite database under the store (bridge/core/store/sqlite.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bridge.core.store_model import StoreError
-from bridge.core.store_sqlite import SqliteDatabase, open_sqlite
+from bridge.core.store.rows import StoreError
+from bridge.core.store.sqlite import SqliteDatabase, open_sqlite
 
 if TYPE_CHECKING:
-    from bridge.core.store_sqlite import _Write
+    from bridge.core.store.sqlite import _Write
 
 
 def test_a_store_closed_by_a_cancellation_is_closed_before_the_loop_ends(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from bridge.core.events import Reaction, TurnOutcome
-from bridge.core.store_model import MessageState, StoreError
+from bridge.core.store.rows import MessageState, StoreError
 from bridge.metrics import PREFIX
 from tests.core.scripted import World, delta, pre_invocation, ref, result, streaming_turn, world
 

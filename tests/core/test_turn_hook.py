@@ -15,7 +15,7 @@ import pytest
 
 from bridge.agy.plugin import pending_flag
 from bridge.core.events import AttachmentRef, Author, IncomingMessage, Reaction
-from bridge.core.store_model import MessageState
+from bridge.core.store.rows import MessageState
 from bridge.core.thread.commands import MessageStored
 from bridge.metrics import PREFIX
 from tests.core.scripted import World, delta, pre_invocation, ref, result, streaming_turn, world

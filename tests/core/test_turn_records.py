@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from bridge.core.events import Reaction
-from bridge.core.store_model import MessageState, Usage
+from bridge.core.store.rows import MessageState, Usage
 from bridge.metrics import PREFIX
 from tests.core.harness import RecordedReply
 from tests.core.scripted import (

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
-from bridge.core.store_model import MessageState, StoreError
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
+from bridge.core.store.rows import MessageState, StoreError
 from tests.core.harness import running, thread
 from tests.faults.console import sim_conversation_messages
 from tests.faults.test_store_faults import refuse_writes, wait_file

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bridge.core.events import Author, IncomingMessage
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from tests.core.harness import RecordingAdapter, running, thread
 
 pytestmark = [pytest.mark.faults, pytest.mark.anyio]

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from bridge.core.events import Author, IncomingMessage, SubmitOutcome
-from bridge.core.store_model import StoreError
-from bridge.core.store_sqlite import SqliteDatabase
+from bridge.core.store.rows import StoreError
+from bridge.core.store.sqlite import SqliteDatabase
 from tests.core.harness import Harness, running, thread
 from tests.faults.console import sim_conversation_messages
 

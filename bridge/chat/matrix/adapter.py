@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import anyio
-from aiohttp import ClientError
 from anyio.abc import TaskGroup
-from nio import AsyncClient, RoomResolveAliasResponse
+from nio import AsyncClient
 
 from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
@@ -34,8 +33,7 @@ from bridge.core.events import (
 from . import history as history_module
 from . import media
 from .approvals import MatrixApprovals
-from .client import MatrixFiles, Session, SyncTokenStore, open_session
-from .crosssign import CrossSigningKeys
+from .client import MatrixFiles, Session, SyncTokenStore, open_session_retrying
 from .format import Renderer, with_mentions, with_relation
 from .late_keys import WaitingEvents
 from .obeying import IdentityNotices, TrustGate
@@ -43,10 +41,11 @@ from .outbox import MatrixOutbox
 from .pacing import AccountPacer, PacingTuning
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
+from .rooms import resolve_rooms
 from .sync import RoomDirectory, SessionLost, SyncTuning, SyncWorker
 from .trust import DeviceTrust, IdentityPins, MemoryPins, log_users_without_identity
 from .upgrades import FollowingRule, RoomUpgrades, Successions
-from .verification import VerificationStore, Verifier
+from .verification import VerificationStore, start_verifier
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +137,9 @@ class MatrixAdapter:
                 started()
 
         while True:
-            session = await self._open_session()
+            session = await open_session_retrying(
+                self._config, self._data_dir, self._tuning.sync.backoff_max
+            )
             try:
                 await self._run_session(session, inbound, once)
             except* SessionLost:
@@ -165,7 +166,7 @@ class MatrixAdapter:
             async with anyio.create_task_group() as tg:
                 successions = Successions(MatrixFiles.under(self._data_dir).upgrades)
                 self._policy = FollowingRule.following(
-                    await self._resolve_rooms(client, self._policy), successions
+                    await resolve_rooms(client, self._policy), successions
                 )
                 rooms = RoomDirectory(client)
                 trust = self._device_trust(client)
@@ -203,7 +204,14 @@ class MatrixAdapter:
                     waiting=WaitingEvents(MatrixFiles.under(self._data_dir).undecrypted),
                     upgrades=upgrades,
                     gate=gate,
-                    verifier=self._verifier(client, outbox, tg),
+                    verifier=start_verifier(
+                        client,
+                        self._verifications,
+                        MatrixFiles.under(self._data_dir).cross_signing,
+                        outbox,
+                        tg,
+                        self._tuning.verification_poll,
+                    ),
                 )
                 self._connection = _Connection(client, outbox, tg, gate)
                 log.info("Matrix: connected as %s (device %s)", client.user_id, client.device_id)
@@ -221,34 +229,6 @@ class MatrixAdapter:
             with anyio.CancelScope(shield=True):
                 await client.close()
 
-    def _verifier(
-        self, client: AsyncClient, outbox: MatrixOutbox, tg: TaskGroup
-    ) -> Verifier | None:
-        """People verify the bot when encryption works and the store keeps their requests."""
-        store = self._verifications
-        if client.olm is None or store is None:
-            return None
-        keys = CrossSigningKeys.load(
-            MatrixFiles.under(self._data_dir).cross_signing, str(client.user_id)
-        )
-        if keys is None:
-            return None
-        verifier = Verifier(client, keys, store, outbox.send_event, outbox.notice)
-        tg.start_soon(self._poll_verifications, verifier)
-        return verifier
-
-    async def _poll_verifications(self, verifier: Verifier) -> None:
-        try:
-            await verifier.start()
-        except Exception:
-            log.exception("Matrix: ending the verifications of an earlier run failed")
-        while True:
-            await anyio.sleep(self._tuning.verification_poll)
-            try:
-                await verifier.poll()
-            except Exception:
-                log.exception("Matrix: answering a verification failed")
-
     def _device_trust(self, client: AsyncClient) -> DeviceTrust | None:
         if client.olm is None:
             return None
@@ -260,39 +240,6 @@ class MatrixAdapter:
             pinned=lambda user: not policy.users or user in policy.users,
             any_device=self._config.trust == "any",
         )
-
-    async def _open_session(self) -> Session:
-        """Log in, waiting for a homeserver that cannot be reached yet (bad credentials raise)."""
-        backoff = 1.0
-        while True:
-            try:
-                return await open_session(self._config, self._data_dir)
-            except (ClientError, TimeoutError) as exc:
-                log.warning(
-                    "Matrix homeserver unreachable (%s); retrying in %.0f s",
-                    type(exc).__name__,
-                    backoff,
-                )
-            await anyio.sleep(backoff)
-            backoff = min(backoff * 2, self._tuning.sync.backoff_max)
-
-    async def _resolve_rooms(self, client: AsyncClient, policy: AccessRule) -> AccessRule:
-        """``allowed_rooms`` may name aliases (#room:server): allow the rooms they point to."""
-        rooms: set[str] = set()
-        for room in policy.places:
-            rooms.add(room)
-            if not room.startswith("#"):
-                continue
-            try:
-                response = await client.room_resolve_alias(room)
-            except (ClientError, TimeoutError, OSError) as exc:
-                log.warning("allowed room %s could not be resolved: %s", room, exc)
-                continue
-            if isinstance(response, RoomResolveAliasResponse):
-                rooms.add(response.room_id)
-            else:
-                log.warning("allowed room %s could not be resolved: %s", room, response)
-        return AccessRule(users=policy.users, places=frozenset(rooms))
 
     def _connected(self) -> _Connection:
         if self._connection is None:

@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+from aiohttp import ClientError
 from nio import (
     AsyncClient,
     AsyncClientConfig,
@@ -292,3 +294,21 @@ async def _cross_sign(client: AsyncClient, files: MatrixFiles, config: MatrixSec
         log.error("Matrix cross-signing: %s", exc)
         return str(exc)
     return ""
+
+
+async def open_session_retrying(
+    config: MatrixSection, data_dir: Path, backoff_max: float
+) -> Session:
+    """Log in, waiting for a homeserver that cannot be reached yet (bad credentials raise)."""
+    backoff = 1.0
+    while True:
+        try:
+            return await open_session(config, data_dir)
+        except (ClientError, TimeoutError) as exc:
+            log.warning(
+                "Matrix homeserver unreachable (%s); retrying in %.0f s",
+                type(exc).__name__,
+                backoff,
+            )
+        await anyio.sleep(backoff)
+        backoff = min(backoff * 2, backoff_max)

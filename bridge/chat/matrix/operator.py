@@ -15,12 +15,12 @@ from pydantic import ValidationError
 
 from bridge.config import Config
 from bridge.core.store import store_url
-from bridge.core.store_identities import (
+from bridge.core.store.identities import (
     VERIFICATION_CONFIRMED,
     VERIFICATION_REJECTED,
     IdentityPin,
 )
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 
 from .client import StoredLogin
 from .crosssign import CrossSigningError

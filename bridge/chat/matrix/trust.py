@@ -32,7 +32,7 @@ from nio import AsyncClient, ToDeviceMessage
 from nio.crypto import OlmDevice
 from nio.events import Event
 
-from bridge.core.store_identities import IdentityPin
+from bridge.core.store.identities import IdentityPin
 
 from .crosssign import CrossSigningError, UserIdentity, query_identities
 

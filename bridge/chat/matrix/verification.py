@@ -25,15 +25,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import vodozemac
+from anyio.abc import TaskGroup
 from nio import AsyncClient, MatrixRoom, ToDeviceMessage, ToDeviceResponse
 from nio.api import Api
 from nio.crypto.sas import Sas
 from nio.events import Event, ToDeviceEvent
 
-from bridge.core.store_identities import (
+from bridge.core.store.identities import (
     VERIFICATION_CONFIRMED,
     VERIFICATION_ENDED,
     VERIFICATION_REJECTED,
@@ -42,6 +45,7 @@ from bridge.core.store_identities import (
 )
 
 from .crosssign import CrossSigningKeys, call, public_b64, query_identities, sign
+from .outbox import MatrixOutbox
 
 log = logging.getLogger(__name__)
 
@@ -411,3 +415,37 @@ class Verifier:
                 status,
                 json.dumps(failures)[:200],
             )
+
+
+def start_verifier(
+    client: AsyncClient,
+    store: VerificationStore | None,
+    key_file: Path,
+    outbox: MatrixOutbox,
+    task_group: TaskGroup,
+    poll: float,
+) -> Verifier | None:
+    """People verify the bot when encryption works, the store keeps their requests and the
+    bot has its cross-signing keys; the operator's answers are read from the store every
+    ``poll`` seconds."""
+    if client.olm is None or store is None:
+        return None
+    keys = CrossSigningKeys.load(key_file, str(client.user_id))
+    if keys is None:
+        return None
+    verifier = Verifier(client, keys, store, outbox.send_event, outbox.notice)
+    task_group.start_soon(_poll_verifications, verifier, poll)
+    return verifier
+
+
+async def _poll_verifications(verifier: Verifier, poll: float) -> None:
+    try:
+        await verifier.start()
+    except Exception:
+        log.exception("Matrix: ending the verifications of an earlier run failed")
+    while True:
+        await anyio.sleep(poll)
+        try:
+            await verifier.poll()
+        except Exception:
+            log.exception("Matrix: answering a verification failed")

@@ -30,8 +30,8 @@ from bridge.core.events import (
     DecideOutcome,
     ThreadRef,
 )
-from bridge.core.store import Store
-from bridge.core.store_model import ApprovalRow, ApprovalState, StoreError
+from bridge.core.store.ports import GateStore
+from bridge.core.store.rows import ApprovalRow, ApprovalState, StoreError
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class ApprovalGate:
         self,
         ref: ThreadRef,
         adapter: ChatAdapter,
-        store: Store,
+        store: GateStore,
         metrics: Metrics,
         section: ApprovalsSection,
         place: policy.Place,

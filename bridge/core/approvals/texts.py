@@ -6,7 +6,7 @@ import unicodedata
 from datetime import UTC, datetime
 
 from bridge.core.events import Author
-from bridge.core.store_model import ApprovalState
+from bridge.core.store.rows import ApprovalState
 
 
 def visible(text: str) -> str:

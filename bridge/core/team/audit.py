@@ -31,7 +31,7 @@ import anyio
 
 from bridge.core.events import Author, ThreadRef
 from bridge.core.scrub import Scrubber
-from bridge.core.store_model import Database, StoreError, Tx, storable_text
+from bridge.core.store.rows import Database, StoreError, Tx, storable_text
 
 log = logging.getLogger(__name__)
 

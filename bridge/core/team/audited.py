@@ -2,7 +2,7 @@
 
 Every approval request the bridge posts and every decision it shows, and every file the agent
 posts, goes through the thread's adapter; wrapping it here records them in one place, so no
-new path to the chat can forget the trail (as :mod:`bridge.core.scrubbed` does for secrets,
+new path to the chat can forget the trail (as :mod:`bridge.core.scrubbed_chat` does for secrets,
 which this wrapper includes: what is recorded is what was shown).
 """
 
@@ -12,7 +12,7 @@ import hashlib
 
 from bridge.core.events import ApprovalRequest, ApprovalResult, ChatAdapter, OutgoingFile, ThreadRef
 from bridge.core.scrub import Scrubber
-from bridge.core.scrubbed import ScrubbedAdapter
+from bridge.core.scrubbed_chat import ScrubbedAdapter
 from bridge.core.team.audit import AuditLog
 
 

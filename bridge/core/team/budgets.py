@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from bridge.core.events import Author, ThreadRef
-from bridge.core.store_model import Database
+from bridge.core.store.rows import Database
 from bridge.core.team.periods import Period, period_of
 from bridge.core.team.usage import Filter, Sum, Tokens, UsageBook
 from bridge.team_settings import BudgetSection, PricingSection

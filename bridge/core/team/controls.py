@@ -17,7 +17,7 @@ from typing import Any
 from bridge.agy.turn import ToolUpdate
 from bridge.config import Config
 from bridge.core.events import Author, ThreadRef
-from bridge.core.store_model import Database, StoredMessage, StoreError
+from bridge.core.store.rows import Database, StoredMessage, StoreError
 from bridge.core.team.audit import AuditLog
 from bridge.core.team.budgets import Budgets, Standing
 from bridge.core.team.metrics import UsageMetrics

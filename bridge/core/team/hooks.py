@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from bridge.agy.turn import ToolUpdate
 from bridge.core.events import ThreadRef
-from bridge.core.store_model import StoredMessage
+from bridge.core.store.rows import StoredMessage
 from bridge.core.team.controls import Say, TeamControls
 from bridge.core.team.policy import Reading
 from bridge.core.thread.turn_policy import Ask, Verdict

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from bridge.core.events import Author, ThreadRef
-from bridge.core.store_model import Database, MessageState, Tx, Usage
+from bridge.core.store.rows import Database, MessageState, Tx, Usage
 from bridge.team_settings import PricingSection
 
 # Who a turn nobody typed is attributed to.

@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 from bridge.agy.process import AgyStartError
 from bridge.agy.start_failure import StartFailure, classify
 from bridge.core.events import Reaction, ThreadRef
+from bridge.core.marks import Marks
 from bridge.core.prompt import history_context
 from bridge.core.scrub import Scrubber
-from bridge.core.signals import Marks
 from bridge.core.store import Store
-from bridge.core.store_model import MessageState, StoreError
+from bridge.core.store.rows import MessageState, StoreError
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)

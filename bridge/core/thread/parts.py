@@ -10,7 +10,7 @@ from bridge.agy.process import ProcessOpener
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.events import ChatAdapter
-from bridge.core.signals import Marks
+from bridge.core.marks import Marks
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.core.team.controls import TeamControls

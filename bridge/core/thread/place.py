@@ -10,7 +10,7 @@ from bridge.config import Config
 from bridge.core.attachments import save_attachments
 from bridge.core.events import ChatAdapter
 from bridge.core.store import Store
-from bridge.core.store_model import StoredMessage
+from bridge.core.store.rows import StoredMessage
 from bridge.core.workspaces import Place
 from bridge.core.worktrees import WorktreeError, ensure_worktree, is_repository, remove_worktree
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from bridge.core.events import Author, ThreadRef
-from bridge.core.store_model import Usage
+from bridge.core.store.rows import Usage
 
 if TYPE_CHECKING:
     from bridge.config import Config

@@ -23,7 +23,7 @@ from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.events import ChatAdapter, Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
 from bridge.core.scrub import Scrubber
-from bridge.core.store_model import StoredMessage, TurnState
+from bridge.core.store.rows import StoredMessage, TurnState
 from bridge.core.thread import commands as c
 from bridge.core.thread import failures
 from bridge.core.thread.parts import ThreadParts

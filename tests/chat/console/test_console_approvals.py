@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from bridge.core.store_model import ApprovalState
+from bridge.core.store.rows import ApprovalState
 from tests.chat.console.test_console import _wait_until
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in

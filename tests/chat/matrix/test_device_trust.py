@@ -26,7 +26,7 @@ from bridge.chat.matrix.verification import VerificationStore
 from bridge.cli import main as cli_main
 from bridge.config import Config
 from bridge.core.events import ThreadRef
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from bridge.doctor import Report, check_matrix_identities
 
 from .conftest import (

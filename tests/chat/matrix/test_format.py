@@ -21,7 +21,7 @@ from bridge.chat.matrix.format import (
 )
 from bridge.core.approvals.texts import request_text, result_text
 from bridge.core.events import Author
-from bridge.core.store_model import ApprovalState
+from bridge.core.store.rows import ApprovalState
 
 
 def test_markdown_becomes_matrix_html_with_plain_body() -> None:

@@ -11,7 +11,7 @@ from bridge.chat.matrix.approvals import MatrixApprovals
 from bridge.chat.matrix.format import Limits, Renderer, with_mentions
 from bridge.core.approvals.texts import request_text, result_text
 from bridge.core.events import ApprovalRequest, ApprovalResult, Author, ThreadRef
-from bridge.core.store_model import ApprovalState
+from bridge.core.store.rows import ApprovalState
 
 HOSTILE = 'echo @room <img src=x onerror="alert(1)"> <a href="https://evil.example">ls</a> &amp;'
 

@@ -16,7 +16,7 @@ import pytest
 
 from bridge.chat.matrix import MatrixAdapter
 from bridge.core.events import IncomingMessage, SubmitOutcome
-from bridge.core.store_model import StoreError
+from bridge.core.store.rows import StoreError
 
 from .conftest import FAST_TUNING, Human, RecordingInbound, bot_config, running_adapter
 from .synapse import MatrixUser, Synapse

@@ -41,6 +41,7 @@ from nio.exceptions import EncryptionError
 from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
 from bridge.chat.matrix.client import SyncTokenStore
+from bridge.chat.matrix.decryption import withheld_reason
 from bridge.chat.matrix.obeying import TrustGate
 from bridge.chat.matrix.ratelimit import RoomSendQueue
 from bridge.chat.matrix.sync import (
@@ -49,7 +50,6 @@ from bridge.chat.matrix.sync import (
     SubmitFailed,
     SyncTuning,
     SyncWorker,
-    withheld_reason,
 )
 from bridge.core.events import (
     ApprovalChoice,
@@ -852,7 +852,7 @@ async def test_invites_from_allowed_users_are_accepted_and_others_rejected(
     foreign = member("$inv2", BOT, "invite", sender=MALLORY)
     someone_else = member("$inv3", "@other:example.org", "invite", sender=ALICE)
     async with world(tmp_path, token="s1") as w:
-        with caplog.at_level(logging.INFO, "bridge.chat.matrix.sync"):
+        with caplog.at_level(logging.INFO, "bridge.chat.matrix.rooms"):
             await w.run_script(
                 batch(
                     "s2",
@@ -874,7 +874,7 @@ async def test_invites_from_allowed_users_are_accepted_and_others_rejected(
 
 async def test_an_invite_to_a_room_not_allowed_is_rejected(tmp_path: Path) -> None:
     async with world(tmp_path, users=(ALICE,), places=(ROOM,)) as w:
-        await w.worker._handle_invites(
+        await w.worker.keeping.handle_invites(
             batch(
                 "s2",
                 invites={
@@ -892,11 +892,11 @@ async def test_a_failed_rejection_or_join_is_logged(
 ) -> None:
     async with world(tmp_path) as w:
         w.client.leave_answer = RoomLeaveError.from_dict({"errcode": "M_FORBIDDEN", "error": "no"})
-        await w.worker._reject("!b:example.org", MALLORY)
+        await w.worker.keeping._reject("!b:example.org", MALLORY)
         assert "rejecting !b:example.org failed: RoomLeaveError: M_FORBIDDEN no" in caplog.messages
         caplog.clear()
         w.client.leave_answer = RoomLeaveResponse()
-        await w.worker._reject("!b:example.org", MALLORY)
+        await w.worker.keeping._reject("!b:example.org", MALLORY)
         assert "failed" not in caplog.text
 
         async def unreachable(room_id: str) -> Any:
@@ -904,9 +904,9 @@ async def test_a_failed_rejection_or_join_is_logged(
 
         w.client.room_leave = unreachable  # type: ignore[method-assign]
         w.client.join = unreachable  # type: ignore[method-assign]
-        await w.worker._reject("!b:example.org", MALLORY)
+        await w.worker.keeping._reject("!b:example.org", MALLORY)
         assert "rejecting !b:example.org failed: OSError" in caplog.messages
-        await w.worker._join("!a:example.org", ALICE)
+        await w.worker.keeping._join("!a:example.org", ALICE)
         assert "joining !a:example.org failed: OSError" in caplog.messages
 
 
@@ -964,7 +964,7 @@ async def test_a_gap_is_filled_from_the_history_oldest_first_and_bounded(
                 ROOM,
             ),
         ]
-        with caplog.at_level(logging.WARNING, "bridge.chat.matrix.sync"):
+        with caplog.at_level(logging.WARNING, "bridge.chat.matrix.rooms"):
             await w.run_script(batch("s2", [event("$now", ts=40)], limited=True, prev_batch="p"))
         # backfill_max = 3: two pages are fetched, no third, and the bridge says so.
         assert w.core.ids() == ["$g0", "$g1", "$g2", "$g3", "$now"]
@@ -987,16 +987,16 @@ async def test_a_gap_stops_at_the_end_of_the_history(tmp_path: Path) -> None:
                 {"chunk": [event("$g1", ts=10)], "start": "p2", "end": "p2"}, ROOM
             ),
         ]
-        events = await w.worker._backfill(ROOM, "p", "s1")
+        events = await w.worker.keeping._backfill(ROOM, "p", "s1")
         assert [e.event_id for e in events] == ["$g1", "$g2"]
         assert len(w.client.messages_calls) == 2
         # An empty page ends it too; so does a failure.
         w.client.messages_pages = [
             RoomMessagesResponse.from_dict({"chunk": [], "start": "p", "end": "p9"}, ROOM)
         ]
-        assert await w.worker._backfill(ROOM, "p", "s1") == []
+        assert await w.worker.keeping._backfill(ROOM, "p", "s1") == []
         w.client.messages_pages = [OSError("unreachable")]
-        assert await w.worker._backfill(ROOM, "p", "s1") == []
+        assert await w.worker.keeping._backfill(ROOM, "p", "s1") == []
 
 
 async def test_a_gap_keeps_only_what_came_after_the_bot_joined(tmp_path: Path) -> None:
@@ -1064,7 +1064,7 @@ async def test_an_encrypted_message_is_handed_over_once_its_key_arrives(tmp_path
         # A message of someone not allowed is not even asked for.
         await w.run_script(batch("s2", [encrypted("$e1"), encrypted("$x", sender=MALLORY)]))
         assert w.core.messages == []
-        assert list(w.worker._undecrypted) == ["$e1"]
+        assert list(w.worker.decryption.waiting) == ["$e1"]
         # The key is asked of the device that encrypted the message.
         [(kind, method, path, data, info)] = w.client.sent
         assert kind.__name__ == "RoomKeyRequestResponse"
@@ -1083,7 +1083,7 @@ async def test_an_encrypted_message_is_handed_over_once_its_key_arrives(tmp_path
         await w.client.feed(batch("s3", []))
         assert w.core.ids() == ["$e1"]
         assert w.core.messages[0].text == "clear"
-        assert w.worker._undecrypted == {}
+        assert w.worker.decryption.waiting == {}
         assert w.outbox.notices == []
 
 
@@ -1092,7 +1092,7 @@ async def test_a_key_already_asked_for_is_not_asked_again(tmp_path: Path) -> Non
     async with world(tmp_path, olm=olm) as w:
         await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
         assert w.client.sent == []
-        assert "$e1" in w.worker._undecrypted
+        assert "$e1" in w.worker.decryption.waiting
         no_device = encrypted("$e2", session="other")
         del no_device["content"]["device_id"]
         await w.worker._handle_event(room_of(w), parsed(no_device))
@@ -1107,11 +1107,11 @@ async def test_a_decrypted_message_the_core_refuses_waits_for_the_next_batch(
         w.client.decrypted["$e1"] = parsed(event("$e1"))
         w.core.refuse = 1
         with pytest.raises(SubmitFailed):
-            await w.worker._retry_undecrypted()
-        assert "$e1" in w.worker._undecrypted
-        await w.worker._retry_undecrypted()
+            await w.worker.retry_undecrypted()
+        assert "$e1" in w.worker.decryption.waiting
+        await w.worker.retry_undecrypted()
         assert w.core.ids() == ["$e1"]
-        assert w.worker._undecrypted == {}
+        assert w.worker.decryption.waiting == {}
 
 
 async def test_a_withheld_key_is_explained_in_the_senders_words(tmp_path: Path) -> None:
@@ -1148,46 +1148,46 @@ async def test_a_withheld_key_is_explained_in_the_senders_words(tmp_path: Path) 
                 "",
             )
         ]
-        assert w.worker._undecrypted == {}
+        assert w.worker.decryption.waiting == {}
 
 
 async def test_a_key_that_never_comes_is_reported_after_the_grace_time(tmp_path: Path) -> None:
     tuning = SyncTuning(decrypt_grace=0.0)
     async with world(tmp_path, olm=FakeOlm(), tuning=tuning) as w:
         await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
-        w.worker._undecrypted["$e1"].since -= 1
-        await w.worker._retry_undecrypted()
+        w.worker.decryption.waiting["$e1"].since -= 1
+        await w.worker.retry_undecrypted()
         await w.settle()
         # Told once that the bot keeps waiting (the key may still come, for a day)...
         [(room, text, _)] = w.outbox.notices
         assert room == ROOM
         assert text.startswith(f"🔒 I could not decrypt a message from {ALICE} yet: its key has")
-        assert "$e1" in w.worker._undecrypted
-        await w.worker._retry_undecrypted()
+        assert "$e1" in w.worker.decryption.waiting
+        await w.worker.retry_undecrypted()
         await w.settle()
         assert len(w.outbox.notices) == 1
         # ... and, once the day is over, that the message stays unread.
-        w.worker._undecrypted["$e1"].since -= tuning.key_wait
-        await w.worker._retry_undecrypted()
+        w.worker.decryption.waiting["$e1"].since -= tuning.key_wait
+        await w.worker.retry_undecrypted()
         await w.settle()
         assert len(w.outbox.notices) == 2
         assert "will stay unread" in w.outbox.notices[1][1]
-        assert w.worker._undecrypted == {}
+        assert w.worker.decryption.waiting == {}
 
 
 async def test_a_key_still_in_its_grace_time_is_waited_for(tmp_path: Path) -> None:
     async with world(tmp_path, olm=FakeOlm()) as w:
         await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
-        await w.worker._retry_undecrypted()
+        await w.worker.retry_undecrypted()
         await w.settle()
         assert w.outbox.notices == []
-        assert "$e1" in w.worker._undecrypted
+        assert "$e1" in w.worker.decryption.waiting
         # A room the bot left meanwhile is told at once (it will never be read).
         del w.client.rooms[ROOM]
-        await w.worker._retry_undecrypted()
+        await w.worker.retry_undecrypted()
         await w.settle()
         assert len(w.outbox.notices) == 1
-        assert w.worker._undecrypted == {}
+        assert w.worker.decryption.waiting == {}
 
 
 async def test_without_olm_nothing_is_decrypted(tmp_path: Path) -> None:
@@ -1196,9 +1196,9 @@ async def test_without_olm_nothing_is_decrypted(tmp_path: Path) -> None:
         megolm = parsed(encrypted("$e1"))
         assert isinstance(megolm, MegolmEvent)
         megolm.room_id = ROOM
-        assert w.worker._try_decrypt(megolm) is None
+        assert w.worker.decryption.try_decrypt(megolm) is None
         w.client.olm = cast(Any, FakeOlm())
-        assert w.worker._try_decrypt(megolm) is w.client.decrypted["$e1"]
+        assert w.worker.decryption.try_decrypt(megolm) is w.client.decrypted["$e1"]
 
 
 @pytest.mark.parametrize(
@@ -1247,7 +1247,7 @@ async def test_key_maintenance_runs_between_syncs(tmp_path: Path) -> None:
         client.keys_query = lambda: record("query")
         client.keys_claim = lambda users: record(f"claim {sorted(users)}")
         client.get_users_for_key_claiming = lambda: {ALICE: ["NEW"]}
-        await w.worker.crypto_housekeeping()
+        await w.worker.decryption.housekeeping()
         assert calls == ["to-device", "upload", "query", f"claim {[ALICE]}"]
         # No device is trusted wholesale any more (issue 31): device trust decides per event
         # and per room-key share (test_device_trust.py).
@@ -1258,13 +1258,13 @@ async def test_key_maintenance_runs_between_syncs(tmp_path: Path) -> None:
 
         calls.clear()
         client.send_to_device_messages = fails
-        await w.worker.crypto_housekeeping()
+        await w.worker.decryption.housekeeping()
         assert calls == []
 
 
 async def test_key_maintenance_without_olm_does_nothing(tmp_path: Path) -> None:
     async with world(tmp_path) as w:
-        await w.worker.crypto_housekeeping()
+        await w.worker.decryption.housekeeping()
         assert w.client.verified == []
 
 
@@ -1297,7 +1297,7 @@ async def test_a_key_request_that_cannot_be_sent_is_logged(
         w.client._send = unreachable  # type: ignore[method-assign]
         await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
         assert "asking for a room key failed: OSError" in caplog.messages
-        assert "$e1" in w.worker._undecrypted
+        assert "$e1" in w.worker.decryption.waiting
 
 
 async def test_a_gap_of_exactly_the_bound_is_fetched_and_reported(
@@ -1316,8 +1316,8 @@ async def test_a_gap_of_exactly_the_bound_is_fetched_and_reported(
                 {"chunk": [event("$g0", ts=5)], "start": "p3", "end": "p4"}, ROOM
             ),
         ]
-        with caplog.at_level(logging.WARNING, "bridge.chat.matrix.sync"):
-            events = await w.worker._backfill(ROOM, "p", "s1")
+        with caplog.at_level(logging.WARNING, "bridge.chat.matrix.rooms"):
+            events = await w.worker.keeping._backfill(ROOM, "p", "s1")
         # backfill_max = 3 events reached: no third page.
         assert [e.event_id for e in events] == ["$g1", "$g2", "$g3"]
         assert len(w.client.messages_calls) == 2
@@ -1329,7 +1329,7 @@ async def test_a_failed_gap_fill_is_logged_with_its_room(
 ) -> None:
     async with world(tmp_path) as w:
         w.client.messages_pages = [OSError("unreachable")]
-        assert await w.worker._backfill(ROOM, "p", "s1") == []
+        assert await w.worker.keeping._backfill(ROOM, "p", "s1") == []
         assert f"filling the gap in {ROOM} failed: OSError" in caplog.messages
 
 
@@ -1357,8 +1357,8 @@ async def test_an_approval_reaction_after_a_restart_asks_the_homeserver_for_the_
 async def test_an_encrypted_message_seen_again_is_not_waited_for_anew(tmp_path: Path) -> None:
     async with world(tmp_path, olm=FakeOlm()) as w:
         await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
-        since = w.worker._undecrypted["$e1"].since
+        since = w.worker.decryption.waiting["$e1"].since
         # The same event again (a gap filled from the history overlaps the timeline).
         await w.worker._handle_event(room_of(w), parsed(encrypted("$e1")))
-        assert w.worker._undecrypted["$e1"].since == since
+        assert w.worker.decryption.waiting["$e1"].since == since
         assert len(w.client.sent) == 1

@@ -23,7 +23,7 @@ from bridge.chat.matrix import MatrixAdapter
 from bridge.chat.matrix.client import MatrixFiles
 from bridge.chat.matrix.crosssign import CrossSigningKeys, public_b64, verify
 from bridge.cli import main as cli_main
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 
 from .conftest import FAST_TUNING, RecordingInbound, bot_config, running_adapter
 from .synapse import Synapse

@@ -85,5 +85,5 @@ async def test_a_decrypted_event_that_cannot_be_handled_is_not_kept(tmp_path: Pa
 
         w.worker._handle_event = odd  # type: ignore[method-assign]
         # Kept on disk, it would fail again at every start: it is skipped instead.
-        await w.worker._retry_undecrypted()
-        assert w.worker._undecrypted == {}
+        await w.worker.retry_undecrypted()
+        assert w.worker.decryption.waiting == {}

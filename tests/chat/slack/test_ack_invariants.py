@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from bridge.core.events import IncomingMessage, SubmitOutcome
-from bridge.core.store_model import StoreError
+from bridge.core.store.rows import StoreError
 from tests.chat.slack.conftest import CHANNEL, mention_event
 from tests.chat.slack.fake_slack import FakeSlack
 from tests.chat.slack.test_end_to_end import live_bridge

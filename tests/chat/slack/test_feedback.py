@@ -11,7 +11,7 @@ import pytest
 from bridge.config import ApprovalsSection
 from bridge.core.events import Author, ThreadRef, ToolActivity, TurnOutcome
 from bridge.core.feedback import answer_feedback, feedback_counts, record_feedback
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from bridge.metrics import Metrics
 from tests.chat.slack.conftest import (
     ALICE,

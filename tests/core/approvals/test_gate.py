@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bridge.core.events import ApprovalChoice, Author, DecideOutcome
-from bridge.core.store_model import ApprovalState
+from bridge.core.store.rows import ApprovalState
 from tests.core.harness import Harness, running, thread
 
 pytestmark = pytest.mark.anyio

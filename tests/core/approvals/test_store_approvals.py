@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bridge.core.events import Author
-from bridge.core.store_model import ApprovalState
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
+from bridge.core.store.rows import ApprovalState
 
 pytestmark = pytest.mark.anyio
 BOB = Author(id="@bob:x", display_name="Bob")

@@ -7,7 +7,7 @@ import pytest
 from bridge.core.approvals.replies import Reply, parse_reply
 from bridge.core.approvals.texts import SHOWN_CHARS, agent_reason, request_text, result_text
 from bridge.core.events import ApprovalChoice, Author
-from bridge.core.store_model import ApprovalState
+from bridge.core.store.rows import ApprovalState
 
 BOB = Author(id="@bob:x", display_name="Bob")
 

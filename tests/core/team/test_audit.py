@@ -15,7 +15,7 @@ from bridge.config import load_config
 from bridge.core.events import Author, ThreadRef
 from bridge.core.scrub import Scrubber
 from bridge.core.store import Store
-from bridge.core.stores import open_store
+from bridge.core.store.opening import open_store
 from bridge.core.team.audit import CHECKPOINT, AuditLog, Selection, record_hash
 from tests.core.harness import Harness, running, thread
 

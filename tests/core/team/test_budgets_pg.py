@@ -15,7 +15,7 @@ import pytest
 from bridge.app import open_bridge
 from bridge.config import build_config
 from bridge.core.events import Author, IncomingMessage
-from bridge.core.store_model import Usage
+from bridge.core.store.rows import Usage
 from bridge.core.team.audit import AuditLog
 from tests.core.harness import (
     SIMULATOR,

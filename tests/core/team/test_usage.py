@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from bridge.core.events import Author
-from bridge.core.store_model import Usage
+from bridge.core.store.rows import Usage
 from bridge.core.team.usage import BRIDGE, Tokens, attribute, cost_of, split, turn_delta
 from bridge.team_settings import ModelPrice, PricingSection
 from tests.core.harness import Harness, running, thread

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.core.store_model import MessageState
+from bridge.core.store.rows import MessageState
 from bridge.core.thread import commands as c
 from tests.core.scripted import (
     World,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bridge.core.events import Author, Reaction
-from bridge.core.store_model import MessageState, Usage
+from bridge.core.store.rows import MessageState, Usage
 from bridge.core.thread import commands as c
 from bridge.core.thread import effects as e
 from bridge.core.thread import turn_policy as tp

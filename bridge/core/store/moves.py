@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from bridge.core.events import ThreadRef
-from bridge.core.store_model import StoreBase
+from bridge.core.store.rows import StoreBase
 
 # The tables whose rows belong to a thread through their ``thread_key`` column.
 THREAD_TABLES = (

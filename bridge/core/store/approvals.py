@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from bridge.core.events import Author
-from bridge.core.store_model import ApprovalRow, ApprovalState, Row, StoreBase, storable_text
+from bridge.core.store.rows import ApprovalRow, ApprovalState, Row, StoreBase, storable_text
 
 
 def _author(text: str | None) -> Author | None:

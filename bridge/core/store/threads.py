@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from bridge.core.events import ThreadRef
-from bridge.core.store_model import (
+from bridge.core.store.rows import (
     ProcessRow,
     StoreBase,
     ThreadRow,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from bridge.core.events import AttachmentRef, Author, IncomingMessage
-from bridge.core.store_model import (
+from bridge.core.store.rows import (
     MessageState,
     Row,
     StoreBase,

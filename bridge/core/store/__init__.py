@@ -7,26 +7,27 @@ taken as (part of) a turn.
 
 The SQL is written once for both databases (``?`` placeholders, ``ON CONFLICT``,
 ``RETURNING``); what differs (column types, row locks, wake-ups) is the :class:`Database`'s, in
-:mod:`bridge.core.store_sqlite` and :mod:`bridge.core.store_pg`.
+:mod:`bridge.core.store.sqlite` and :mod:`bridge.core.store.postgres`.
 
 :class:`Store` is composed of one class per concern, each in its own module:
-:mod:`bridge.core.store_inbox` (the inbox and messages), :mod:`bridge.core.store_threads`
-(threads, turns and processes), :mod:`bridge.core.store_approvals` (approvals and the allow
-list), :mod:`bridge.core.store_moves` (a thread's rows moved to another key) and
-:mod:`bridge.core.store_identities` (pinned Matrix identities, verifications); the rows, enums
-and protocols are in :mod:`bridge.core.store_model` and the schema in
-:mod:`bridge.core.store_schema`. They are re-exported here, so ``from bridge.core.store import
+:mod:`bridge.core.store.inbox` (the inbox and messages), :mod:`bridge.core.store.threads`
+(threads, turns and processes), :mod:`bridge.core.store.approvals` (approvals and the allow
+list), :mod:`bridge.core.store.moves` (a thread's rows moved to another key) and
+:mod:`bridge.core.store.identities` (pinned Matrix identities, verifications); the rows, enums
+and protocols are in :mod:`bridge.core.store.rows` and the schema in
+:mod:`bridge.core.store.schema`. They are re-exported here, so ``from bridge.core.store import
 X`` keeps working.
 """
 
 from __future__ import annotations
 
 from bridge.config import Config
-from bridge.core.store_approvals import ApprovalQueries
-from bridge.core.store_changes import ChangeQueries
-from bridge.core.store_identities import IdentityPin, IdentityQueries, VerificationQueries
-from bridge.core.store_inbox import InboxQueries
-from bridge.core.store_model import (
+from bridge.core.store.approvals import ApprovalQueries
+from bridge.core.store.changes import ChangeQueries
+from bridge.core.store.identities import IdentityPin, IdentityQueries, VerificationQueries
+from bridge.core.store.inbox import InboxQueries
+from bridge.core.store.moves import MoveQueries
+from bridge.core.store.rows import (
     ApprovalRow,
     ApprovalState,
     Database,
@@ -41,9 +42,8 @@ from bridge.core.store_model import (
     Tx,
     Usage,
 )
-from bridge.core.store_moves import MoveQueries
-from bridge.core.store_schema import SCHEMA_VERSION, migrate, migration_statements
-from bridge.core.store_threads import ThreadQueries
+from bridge.core.store.schema import SCHEMA_VERSION, migrate, migration_statements
+from bridge.core.store.threads import ThreadQueries
 
 __all__ = [
     "SCHEMA_VERSION",

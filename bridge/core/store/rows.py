@@ -1,9 +1,9 @@
 """What the store deals in: its states, its rows, and what it needs of a database.
 
 The rows and enums here are what callers get from :class:`bridge.core.store.Store`; the
-:class:`Database`/:class:`Tx` protocols are what SQLite (:mod:`bridge.core.store_sqlite`) and
-PostgreSQL (:mod:`bridge.core.store_pg`) provide. :class:`StoreBase` is the plumbing every part
-of the store shares (its database, one-statement writes, the memory of recorded threads).
+:class:`Database`/:class:`Tx` protocols are what SQLite (:mod:`bridge.core.store.sqlite`)
+and PostgreSQL (:mod:`bridge.core.store.postgres`) provide. :class:`StoreBase` is the plumbing
+every part of the store shares (its database, one-statement writes, the memory of recorded threads).
 
 This module imports no other part of the store, so every part (and both backends) can import it
 without an import circle.

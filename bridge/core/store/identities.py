@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from bridge.core.store_model import Row, StoreBase
+from bridge.core.store.rows import Row, StoreBase
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ message at the same moment wins cleanly: the caller then tells the agent of the 
 
 from __future__ import annotations
 
-from bridge.core.store_inbox import message_row
-from bridge.core.store_model import MessageState, StoreBase, StoredMessage, storable_text
+from bridge.core.store.inbox import message_row
+from bridge.core.store.rows import MessageState, StoreBase, StoredMessage, storable_text
 
 
 class ChangeQueries(StoreBase):

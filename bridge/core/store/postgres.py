@@ -20,8 +20,8 @@ from anyio.lowlevel import checkpoint_if_cancelled
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from bridge.core.store_model import Row, StoreError
-from bridge.core.store_schema import migrate
+from bridge.core.store.rows import Row, StoreError
+from bridge.core.store.schema import migrate
 
 log = logging.getLogger(__name__)
 

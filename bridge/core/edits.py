@@ -10,8 +10,8 @@ and again as ``app_mention``), is handled once.
 from __future__ import annotations
 
 from bridge.core.events import ChangeOutcome, IncomingMessage, MessageChange
-from bridge.core.store import Store
-from bridge.core.store_model import MessageState, StoredMessage
+from bridge.core.store.ports import EditStore
+from bridge.core.store.rows import MessageState, StoredMessage
 
 QUOTE_LIMIT = 300
 
@@ -33,7 +33,7 @@ def told_text(change: MessageChange, original: StoredMessage) -> str:
     return f"{name} edited their message: “{_quoted(original.text)}” now reads: {change.text}"
 
 
-async def apply_change(store: Store, change: MessageChange) -> tuple[ChangeOutcome, int | None]:
+async def apply_change(store: EditStore, change: MessageChange) -> tuple[ChangeOutcome, int | None]:
     """The change, applied to the inbox; with the row of the note for the agent, if one."""
     key = change.thread.key
     # The change's own record, so that it is handled once.
@@ -70,7 +70,7 @@ async def apply_change(store: Store, change: MessageChange) -> tuple[ChangeOutco
 
 
 async def _tell(
-    store: Store, change: MessageChange, original: StoredMessage, event_id: str
+    store: EditStore, change: MessageChange, original: StoredMessage, event_id: str
 ) -> tuple[ChangeOutcome, int | None]:
     note = IncomingMessage(
         thread=change.thread,

@@ -1,15 +1,15 @@
 """The store's schema: the migrations for both databases, and running them.
 
-Apart from :mod:`bridge.core.store` so that the two backends (:mod:`bridge.core.store_sqlite`,
-:mod:`bridge.core.store_pg`), which migrate the database they open, need only this module and
-:mod:`bridge.core.store_model`.
+Apart from :mod:`bridge.core.store` so that the two backends (:mod:`bridge.core.store.sqlite`,
+:mod:`bridge.core.store.postgres`), which migrate the database they open, need only this module and
+:mod:`bridge.core.store.rows`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bridge.core.store_model import Database, StoreError
+from bridge.core.store.rows import Database, StoreError
 
 SCHEMA_VERSION = 10
 

@@ -1,8 +1,8 @@
 """Opening the store a URL names: SQLite (the default, one instance) or PostgreSQL (several).
 
 Apart from :mod:`bridge.core.store` so that the store does not import the two backends (which
-build on its rows and migrations, :mod:`bridge.core.store_model` and
-:mod:`bridge.core.store_schema`): this module is the only one that knows both.
+build on its rows and migrations, :mod:`bridge.core.store.rows` and
+:mod:`bridge.core.store.schema`): this module is the only one that knows both.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bridge.core.store import Store, is_shared
-from bridge.core.store_model import StoreError
+from bridge.core.store.rows import StoreError
 
 
 @asynccontextmanager
@@ -23,7 +23,7 @@ async def open_store(where: str | Path) -> AsyncIterator[Store]:
     """
     url = str(where)
     if is_shared(url):
-        from bridge.core.store_pg import open_postgres
+        from bridge.core.store.postgres import open_postgres
 
         async with open_postgres(url) as pg:
             yield Store(pg)
@@ -36,7 +36,7 @@ async def open_store(where: str | Path) -> AsyncIterator[Store]:
         )
     else:
         path = Path(url)
-    from bridge.core.store_sqlite import open_sqlite
+    from bridge.core.store.sqlite import open_sqlite
 
     async with open_sqlite(path) as db:
         yield Store(db)

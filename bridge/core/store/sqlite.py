@@ -30,9 +30,9 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from bridge.core.aiosqlite_private import wait_for_worker
-from bridge.core.store_model import Row, StoreError
-from bridge.core.store_schema import migrate
+from bridge.core.store.aiosqlite_private import wait_for_worker
+from bridge.core.store.rows import Row, StoreError
+from bridge.core.store.schema import migrate
 
 TYPES = {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL"}
 WRITE_FAILED = "could not write to the store"
