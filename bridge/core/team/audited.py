@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from bridge.core.capabilities import Opened, OpensThreads
 from bridge.core.events import ApprovalRequest, ApprovalResult, ChatAdapter, OutgoingFile, ThreadRef
 from bridge.core.scrub import Scrubber
 from bridge.core.scrubbed_chat import ScrubbedAdapter
@@ -60,7 +61,29 @@ class AuditedAdapter(ScrubbedAdapter):
         )
 
 
+class AuditedOpener(AuditedAdapter):
+    """An audited chat that opens threads (:class:`~bridge.core.capabilities.OpensThreads`):
+    the wrapper keeps the capability, scrubbed."""
+
+    def __init__(
+        self, inner: ChatAdapter, opener: OpensThreads, scrub: Scrubber, audit: AuditLog
+    ) -> None:
+        super().__init__(inner, scrub, audit)
+        self._opener = opener
+
+    async def open_thread(self, channel: str, text: str) -> Opened:
+        return await self._opener.open_thread(channel, self._scrub(text))
+
+
 def audited(
     adapters: dict[str, ChatAdapter], scrub: Scrubber, audit: AuditLog
 ) -> dict[str, ChatAdapter]:
-    return {name: AuditedAdapter(adapter, scrub, audit) for name, adapter in adapters.items()}
+    """Each adapter behind the scrubber and the audit trail, with the posting capabilities it
+    has."""
+    chats: dict[str, ChatAdapter] = {}
+    for name, adapter in adapters.items():
+        if isinstance(adapter, OpensThreads):
+            chats[name] = AuditedOpener(adapter, adapter, scrub, audit)
+        else:
+            chats[name] = AuditedAdapter(adapter, scrub, audit)
+    return chats
