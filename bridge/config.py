@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from bridge.core.approvals.rules import RuleError, parse_rule
+from bridge.schedule_settings import ScheduleSection
 from bridge.team_settings import BudgetSection, PricingSection
 
 # The key of the validation context that carries the file a config was read from.
@@ -314,6 +315,7 @@ class Config(_Section):
     store: StoreSection = Field(default_factory=StoreSection)
     pricing: PricingSection = Field(default_factory=PricingSection)
     budgets: list[BudgetSection] = Field(default_factory=list)
+    schedules: list[ScheduleSection] = Field(default_factory=list)
 
     # The file this config was read from (None: defaults and environment only); agy's sandbox
     # hides it and its folder.
@@ -338,6 +340,21 @@ class Config(_Section):
         labels = [budget.label for budget in self.budgets]
         if twice := sorted({label for label in labels if labels.count(label) > 1}):
             raise ValueError(f"budgets need distinct names: {', '.join(twice)} (set `name`)")
+        return self
+
+    @model_validator(mode="after")
+    def _schedule_names(self) -> Config:
+        names = [schedule.name for schedule in self.schedules]
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"schedules need distinct names: {', '.join(twice)}")
+        for schedule in self.schedules:
+            # Runs only where the bridge serves: a listed channel or room when any is listed.
+            listed = self.slack.allowed_channels if schedule.channel else self.matrix.allowed_rooms
+            if listed and schedule.place not in listed:
+                raise ValueError(
+                    f"schedule `{schedule.name}`: the bridge does not serve {schedule.place} "
+                    "(it is not in the allowed channels or rooms)"
+                )
         return self
 
     @model_validator(mode="after")

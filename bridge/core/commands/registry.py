@@ -18,6 +18,7 @@ from bridge.core.cluster import Cluster
 from bridge.core.commands.parse import Command
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.router import Router
+from bridge.core.schedules.scheduler import Scheduler
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.core.team.controls import TeamControls
@@ -34,6 +35,8 @@ class Core(Protocol):
     runtime: AgyRuntime
     # Usage, budgets and the audit trail (None: a core built without them).
     team: TeamControls | None
+    # Scheduled prompts (None: a core built without them).
+    scheduler: Scheduler | None
 
     async def say(self, thread: ThreadRef, text: str) -> None: ...
 
