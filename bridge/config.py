@@ -349,7 +349,8 @@ class Config(_Section):
             raise ValueError(f"schedules need distinct names: {', '.join(twice)}")
         for schedule in self.schedules:
             # Runs only where the bridge serves: a listed channel or room when any is listed.
-            listed = self.slack.allowed_channels if schedule.channel else self.matrix.allowed_rooms
+            lists = {"slack": self.slack.allowed_channels, "matrix": self.matrix.allowed_rooms}
+            listed = lists.get(schedule.platform)
             if listed and schedule.place not in listed:
                 raise ValueError(
                     f"schedule `{schedule.name}`: the bridge does not serve {schedule.place} "

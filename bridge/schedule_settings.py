@@ -22,6 +22,9 @@ class ScheduleSection(BaseModel):
     # A Slack channel id, or a Matrix room id (exactly one of the two).
     channel: str = ""
     room: str = ""
+    # The chat: from `channel` (Slack) or `room` (Matrix) unless named ("console": the
+    # terminal chat of `make run`, whose channel is "console").
+    chat: str = ""
     # "new": each run opens a new thread (a room's timeline where Matrix has no threads);
     # anything else: the thread (Slack ts, Matrix root event id) every run is posted in.
     thread: str = "new"
@@ -56,7 +59,7 @@ class ScheduleSection(BaseModel):
 
     @property
     def platform(self) -> str:
-        return "slack" if self.channel else "matrix"
+        return self.chat or ("slack" if self.channel else "matrix")
 
     @property
     def place(self) -> str:
