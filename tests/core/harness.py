@@ -98,7 +98,11 @@ class Harness:
 
 @asynccontextmanager
 async def running(
-    tmp: Path, extra: dict[str, Any] | None = None, clock: Clock | None = None, **agy: Any
+    tmp: Path,
+    extra: dict[str, Any] | None = None,
+    clock: Clock | None = None,
+    platform: str = "test",
+    **agy: Any,
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
@@ -121,8 +125,8 @@ async def running(
         **(extra or {}),
     }
     config = build_config(raw, environ={})
-    adapter = RecordingAdapter()
-    async with open_bridge(config, {"test": adapter}, clock=clock) as bridge:
+    adapter = RecordingAdapter(platform=platform)
+    async with open_bridge(config, {platform: adapter}, clock=clock) as bridge:
         await bridge.core.recover()
         yield Harness(bridge, adapter, tmp)
 

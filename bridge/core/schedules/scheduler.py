@@ -169,7 +169,8 @@ class Scheduler:
         team = self.core.team
         if team is not None and team.budgets.enabled:
             where = ThreadRef(platform=schedule.platform, channel=schedule.channel)
-            standings = await team.budgets.check(person, where, due.timestamp())
+            # Periods as the turn policy counts them (the wall clock of the usage rows).
+            standings = await team.budgets.check(person, where)
             over = [s for s in standings if s.over]
             if over:
                 return f"{person.label} is over the budget `{over[0].budget.label}`"

@@ -64,7 +64,7 @@ def run_line(run: RunRow, zone: str) -> str:
     if run.started_at is not None and run.ended_at is not None:
         parts.append(f"{run.ended_at - run.started_at:.0f} s")
     if run.tokens is not None:
-        parts.append(tokens_text(run.tokens))
+        parts.append(f"{tokens_text(run.tokens)} tokens")
     return f"{at}: " + ", ".join(parts)
 
 
