@@ -109,7 +109,10 @@ async def test_a_run_of_someone_who_lost_access_is_refused_and_told(tmp_path: Pa
     clock = FakeClock(utc("2027-01-04 07:55"))
     async with running(tmp_path, extra=access("U2"), clock=clock, platform="slack") as h:
         await clock.move_to(utc("2027-01-04 08:00"))
-        text = f"**schedule {ident}** (Alice (U1)) did not run at 2027-01-04 08:00 UTC: Alice (U1) is no longer allowed to use the agent here"
+        text = (
+            f"**schedule {ident}** (Alice (U1)) did not run at 2027-01-04 08:00 UTC: "
+            "Alice (U1) is no longer allowed to use the agent here"
+        )
         assert (HERE.key, text) in h.adapter.notices
         assert h.adapter.calls["open_reply"] == 0 and h.adapter.opened == 0
 
