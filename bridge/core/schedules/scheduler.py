@@ -60,7 +60,12 @@ class Scheduler:
         for schedule in await self.schedules():
             if not self.serves(schedule):
                 continue
-            await self._one(schedule, now)
+            try:
+                await self._one(schedule, now)
+            except StoreError:
+                raise
+            except Exception:  # one schedule's failure never stops the others
+                log.exception("schedule %s failed", schedule.key)
             upcoming = next_after(schedule.cron, schedule.timezone, now)
             if upcoming is not None:
                 wait = min(wait, max((upcoming - now).total_seconds(), 0.0))
@@ -118,7 +123,7 @@ class Scheduler:
         event_id = f"schedule-{schedule.key}-{at}"
         try:
             thread = await self._start(schedule, author, event_id)
-        except (ValueError, StoreError) as exc:
+        except Exception as exc:  # a chat that failed: the run is marked failed
             log.warning("schedule %s could not start: %s", schedule.key, exc)
             await self.store.settle(schedule.key, at, RunState.FAILED, str(exc))
             return

@@ -47,13 +47,21 @@ async def test_a_run_due_while_the_bridge_was_down_is_made_once_after_start(
     async with running(tmp_path, extra=nightly(), clock=clock) as h:
         await clock.idle()  # first seen at 08:00: nothing is owed before that
         assert openings(h) == []
-    # Down at 09:00; up at 09:40, within the hour of catch_up: made once.
+    # Down at 09:00; up at 09:40, within the hour of catch_up: made once, on its model, as
+    # the bridge's schedule (in the thread and the audit trail).
     clock = FakeClock(utc("2027-01-04 09:40"))
-    async with running(tmp_path, extra=nightly(), clock=clock) as h:
+    async with running(tmp_path, extra=nightly(model="sim-echo"), clock=clock) as h:
         await clock.idle()
         [key] = openings(h)
         [reply] = await h.adapter.wait_finished(1, ThreadRef.from_key(key))
         assert reply.outcome is not None and reply.outcome.error is None
+        assert (await h.bridge.store.thread(key)).model == "sim-echo"
+        [audited] = await h.bridge.store.database.fetch(
+            "SELECT person, thread_key, detail_json FROM audit WHERE kind = 'schedule_run'"
+        )
+        assert audited["person"] == "schedule:nightly" and audited["thread_key"] == key
+        assert '"due": "2027-01-04T09:00:00+00:00"' in audited["detail_json"]
+        assert '"outcome": "started"' in audited["detail_json"]
         for later in ("2027-01-04 09:41", "2027-01-04 09:59", "2027-01-04 10:30"):
             await clock.move_to(utc(later))
         assert len(openings(h)) == 1
