@@ -288,7 +288,15 @@ class Core:
     # --- start and stop --------------------------------------------------------------------------
 
     async def recover(self) -> None:
-        """After a restart: end leftover agy processes, report broken turns, resume the inbox."""
+        """After a restart: end leftover agy processes, report broken turns, resume the inbox;
+        then the schedules start (the chats are connected: a run due at start can post)."""
+        try:
+            await self._recover()
+        finally:
+            if self.scheduler is not None:
+                self.scheduler.ready.set()
+
+    async def _recover(self) -> None:
         leases = self.leases
         if self.cluster.shared:
             # Only this instance's earlier runs: other instances run their own threads, and a

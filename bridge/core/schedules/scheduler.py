@@ -16,6 +16,8 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+import anyio
+
 from bridge.config import Config
 from bridge.core.capabilities import OpensThreads
 from bridge.core.events import Author, IncomingMessage, ThreadRef
@@ -41,10 +43,13 @@ class Scheduler:
         self.clock = clock
         self.instance = instance
         self.store = ScheduleStore(core.store.database)
+        # Set once the chats are connected (Core.recover): a run due at start waits for them.
+        self.ready = anyio.Event()
 
     # --- the loop -------------------------------------------------------------------------
 
     async def run(self) -> None:
+        await self.ready.wait()
         while True:
             try:
                 wait = await self.tick()

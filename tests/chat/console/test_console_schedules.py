@@ -49,6 +49,7 @@ async def test_a_schedule_runs_in_the_console(tmp_path: Path) -> None:
     adapter = ConsoleAdapter(user="ada", stdin=io.StringIO(), stdout=out)
     clock = FakeClock(utc("2027-01-04 07:55"))
     async with open_bridge(config, {"console": adapter}, clock=clock) as bridge:
+        await bridge.core.recover()  # as start_adapters does once the chat is connected
         await clock.idle()
         assert "tidy" not in out.getvalue()
         await clock.move_to(utc("2027-01-04 08:00"))

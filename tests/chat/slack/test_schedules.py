@@ -58,7 +58,10 @@ async def test_a_configured_schedule_opens_a_thread_and_answers_there(
     clock = FakeClock(utc("2027-01-04 07:00"))  # Monday, 08:00 in Paris
     async with live_bridge(fake_slack, tmp_path, extra=MORNING, clock=clock) as live:
         await clock.idle()
-        await clock.move_to(utc("2027-01-04 08:00"))  # 09:00 in Paris
+    # Down at 09:00 in Paris, up at 09:10: the run is made at start, once Slack is connected.
+    clock = FakeClock(utc("2027-01-04 08:10"))
+    async with live_bridge(fake_slack, tmp_path, extra=MORNING, clock=clock) as live:
+        await clock.idle()
         [root] = roots(fake_slack, "asks:")
         assert root.visible.startswith("**schedule morning** asks:")
         await answered(fake_slack, root.ts, "three new issues, none urgent")
