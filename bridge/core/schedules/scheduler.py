@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -29,12 +30,39 @@ from bridge.core.store.rows import StoreError
 from bridge.cron_times import latest_at_or_before, next_after
 
 if TYPE_CHECKING:
-    from bridge.core.core import Core
+    from bridge.core.cluster import Cluster
+    from bridge.core.events import ChannelRef, ChatAdapter, SubmitOutcome
+    from bridge.core.store import Store
+    from bridge.core.team.controls import TeamControls
 
 log = logging.getLogger(__name__)
 
 # The longest sleep between ticks: a clock that jumps (or a host that slept) is seen this soon.
 MAX_SLEEP = 30.0
+
+
+class Core(Protocol):
+    """What the scheduler uses of the core (:class:`bridge.core.core.Core` is one)."""
+
+    config: Config
+    store: Store
+    adapters: Mapping[str, ChatAdapter]
+    cluster: Cluster
+    team: TeamControls | None
+
+    async def start_thread(
+        self,
+        place: ChannelRef,
+        text: str,
+        author: Author,
+        *,
+        model: str | None = None,
+        event_id: str | None = None,
+    ) -> ThreadRef: ...
+
+    async def submit(self, message: IncomingMessage) -> SubmitOutcome: ...
+
+    async def say(self, thread: ThreadRef, text: str) -> None: ...
 
 
 class Scheduler:
