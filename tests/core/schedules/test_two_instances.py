@@ -126,3 +126,23 @@ async def test_a_run_is_claimed_once(store_where: str) -> None:
                 tg.start_soon(claim, f"i{n}")
         assert sorted(results) == [False] * 7 + [True]
         assert await runs.last_due("config:x") == 1_800_000_000
+
+
+async def test_an_instance_that_does_not_serve_the_chat_claims_nothing(postgres: Postgres) -> None:
+    url = postgres.new_database()
+    config = every_minute(["elsewhere"])
+    async with open_store(url) as one, open_store(url) as two:
+        serving, other = Instance("a", one, config), Instance("b", two, config)
+        other.adapters = {}  # no chat of that platform here
+        clocks = [SetClock(utc("2027-03-01 09:00:30")), SetClock(utc("2027-03-01 09:00:30"))]
+        bystander = Scheduler(other, clocks[1], "b")  # type: ignore[arg-type]
+        for minute in range(3):
+            clocks[1].at = utc("2027-03-01 09:00:30") + timedelta(minutes=minute)
+            await bystander.tick()
+        assert await ScheduleStore(two.database).created_at("config:elsewhere") is None
+        worker = Scheduler(serving, clocks[0], "a")  # type: ignore[arg-type]
+        for minute in range(3):
+            clocks[0].at = utc("2027-03-01 09:00:30") + timedelta(minutes=minute)
+            await worker.tick()
+            await bystander.tick()
+        assert len(serving.started) == 2 and other.started == []
