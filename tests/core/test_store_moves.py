@@ -43,6 +43,13 @@ async def test_every_row_of_the_thread_moves_together(store_where: str) -> None:
             (OLD.key, "me", time.time() + 60),
         )
         await record_feedback(store, OLD.key, "2.0", ALICE.id, True)
+        await store.database.execute(
+            "INSERT INTO usage_shares (turn_id, person, person_name, thread_key, platform,"
+            " channel, model, at, input_tokens, output_tokens, thinking_tokens,"
+            " cache_read_tokens, total_tokens) VALUES (1, ?, 'Alice', ?, 'matrix', ?,"
+            " 'default', ?, 5, 5, 0, 0, 10)",
+            (ALICE.id, OLD.key, OLD.channel, time.time()),
+        )
         assert all((await counts(store, OLD.key)).values())
         assert await store.move_thread(OLD, NEW, "me")
         assert not any((await counts(store, OLD.key)).values())

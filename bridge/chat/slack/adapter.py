@@ -360,8 +360,7 @@ class SlackAdapter:
             attachments=candidate.attachments,
             sent_at=ts_to_datetime(candidate.ts),
         )
-        outcome = await inbound.submit(message)
-        self._sessions.after_command(outcome, candidate)
+        await inbound.submit(message)
 
     async def _on_change(self, inbound: Inbound, event: dict[str, Any], bot: BotIdentity) -> None:
         """An edit or a deletion: the core revises, withdraws or tells the agent."""
@@ -474,6 +473,10 @@ class SlackAdapter:
         # Unknown: neither id rather than a half-filled pair Slack would refuse; the reply
         # then edits instead of streaming (in a DM a stream needs no recipient).
         return Recipient()
+
+    async def conversation_reset(self, thread: ThreadRef) -> None:
+        """The core reset the thread's conversation (``!new``): its agent session closes."""
+        self._sessions.conversation_reset(thread)
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         live = self._live.get(thread.key)

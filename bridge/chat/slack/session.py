@@ -30,8 +30,7 @@ from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.budget import Deferred
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient
 from bridge.chat.slack.events import Candidate
-from bridge.core.commands import parse_command
-from bridge.core.events import SubmitOutcome, ThreadRef
+from bridge.core.events import ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -199,12 +198,9 @@ class Sessions:
         title = self._titles.get((thread.channel, thread.thread)) or ""
         return AgentSession(self._client, thread, self.support, title=title, initiator=initiator)
 
-    def after_command(self, outcome: SubmitOutcome, candidate: Candidate) -> None:
-        """``!new`` ends the thread's conversation: its session is closed."""
-        command = parse_command(candidate.text) if outcome is SubmitOutcome.COMMAND else None
-        if command is None or command.name != "new":
-            return
-        session = self.session(candidate.thread, None)
+    def conversation_reset(self, thread: ThreadRef) -> None:
+        """``!new`` ended the thread's conversation (the core says so): its session closes."""
+        session = self.session(thread, None)
         if session is not None and session.wanted:
             self._spawn(self._close, session)
 

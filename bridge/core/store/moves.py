@@ -23,6 +23,8 @@ THREAD_TABLES = (
     "leases",
     "processes",
     "answer_feedback",
+    # A thread's usage (docs/team-controls.md); the audit trail is never rewritten.
+    "usage_shares",
 )
 
 

@@ -31,7 +31,7 @@ class MessageState(StrEnum):
     COMMAND = "command"  # a !command, handled by the core itself
     FAILED = "failed"  # agy could not take it; the thread was told
     WITHDRAWN = "withdrawn"  # its author deleted it before agy read it
-    REFUSED = "refused"  # over a budget: kept, never sent to agy (docs/team-controls.md)
+    REFUSED = "refused"  # by the turn policy (a budget): kept, never sent to agy
 
 
 class TurnState(StrEnum):

@@ -155,6 +155,16 @@ class Selection:
 
 
 @dataclass(frozen=True, slots=True)
+class Entry:
+    """One record to append."""
+
+    kind: str
+    thread: ThreadRef | None = None
+    person: Author | str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     intact: bool
     checked: int
@@ -183,14 +193,20 @@ class AuditLog:
     ) -> bool:
         """Add one record; False (logged) when the store could not take it: the trail never
         stops the work it records."""
-        if isinstance(person, Author):
-            detail.setdefault("name", person.display_name or person.id)
-            who = person.id
-        else:
-            who = person or ""
+        return await self.append_all([Entry(kind, thread, person, detail)])
+
+    async def append_all(self, entries: list[Entry]) -> bool:
+        """Add records in order, in one transaction (one commit for a hook call's messages)."""
         try:
             async with self._db.transaction() as tx:
-                await self._append(tx, kind, thread, who, detail)
+                for entry in entries:
+                    detail = dict(entry.detail)
+                    if isinstance(entry.person, Author):
+                        detail.setdefault("name", entry.person.display_name or entry.person.id)
+                        who = entry.person.id
+                    else:
+                        who = entry.person or ""
+                    await self._append(tx, entry.kind, entry.thread, who, detail)
             return True
         except StoreError as exc:
             log.error("could not write the audit trail: %s", exc)

@@ -62,8 +62,8 @@ class AuditedAdapter(ScrubbedAdapter):
 
 
 class AuditedOpener(AuditedAdapter):
-    """An audited chat that opens threads (:class:`~bridge.core.capabilities.OpensThreads`):
-    the wrapper keeps the capability, scrubbed."""
+    """A chat that opens threads (:class:`~bridge.core.capabilities.OpensThreads`), audited
+    and scrubbed (as :class:`bridge.core.scrubbed_chat.ScrubbedOpener`)."""
 
     def __init__(
         self, inner: ChatAdapter, opener: OpensThreads, scrub: Scrubber, audit: AuditLog
@@ -78,8 +78,7 @@ class AuditedOpener(AuditedAdapter):
 def audited(
     adapters: dict[str, ChatAdapter], scrub: Scrubber, audit: AuditLog
 ) -> dict[str, ChatAdapter]:
-    """Each adapter behind the scrubber and the audit trail, with the posting capabilities it
-    has."""
+    """Each adapter behind the scrubber and the trail, with the capabilities it has."""
     chats: dict[str, ChatAdapter] = {}
     for name, adapter in adapters.items():
         if isinstance(adapter, OpensThreads):

@@ -1,10 +1,10 @@
 """The team controls a thread's turns go through: budgets before, usage and audit after.
 
-:meth:`TeamControls.screen` is the budget check on every turn's path: before a turn takes the
-inbox and before a hook call injects into a running turn, each waiting message's author is
-checked against the budgets that apply; a message over a limit leaves ``pending`` as
-``refused`` (kept, never sent), and the thread is told which budget, what was used and when it
-resets. A running turn is never cut. With no ``[[budgets]]`` it costs nothing.
+:meth:`TeamControls.prepare` is the budget check on every turn's path: before the turn policy
+is asked about a turn or about messages joining someone else's running turn, it reads from the
+store where each author's budgets stand and hands that reading to the policy
+(:mod:`bridge.core.team.policy`), which refuses what is over a limit. With no ``[[budgets]]``
+it costs nothing. The rest records what the turn did: usage when it ends, and the audit trail.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from bridge.agy.turn import ToolUpdate
 from bridge.config import Config
 from bridge.core.events import Author, ThreadRef
 from bridge.core.store.rows import Database, StoredMessage, StoreError
-from bridge.core.team.audit import AuditLog
+from bridge.core.team.audit import AuditLog, Entry
 from bridge.core.team.budgets import Budgets, Standing
 from bridge.core.team.metrics import UsageMetrics
 from bridge.core.team.policy import BudgetPolicy, Reading
@@ -52,23 +52,38 @@ class TeamControls:
 
     async def prepare(self, ask: Ask, say: Say) -> Reading | None:
         """Read where the budgets of ``ask``'s authors stand, for the turn policy to judge;
-        tell the thread once per period about a budget past its warning level."""
+        tell the thread once per period about a budget past its warning level.
+
+        A store that cannot be read lets the turn go (logged): the turn has taken its messages
+        already, and a budget is not worth losing them over."""
         if not self.budgets.enabled:
             return None
         now = time.time()
         standings: dict[str, tuple[Standing, ...]] = {}
-        for author in ask.who:
-            if author.id not in standings:
-                standings[author.id] = tuple(await self.budgets.check(author, ask.where, now))
+        try:
+            for author in ask.who:
+                if author.id not in standings:
+                    standings[author.id] = tuple(await self.budgets.check(author, ask.where, now))
+        except StoreError as exc:
+            log.error("could not read the budgets: %s", exc, extra={"chat_thread": ask.where.key})
+            return None
         reading = Reading(ask, standings)
-        for author in dict.fromkeys(ask.who):
-            if any(s.over for s in standings[author.id]):
-                continue  # refused, and told so
-            for s in standings[author.id]:
-                if s.warned and await self.budgets.first_notice(s, ask.where.key):
-                    await say(ask.where, warning_text(_name(author), s, self.currency))
         self.policy.expect(reading)
+        for author in dict.fromkeys(ask.who):
+            if not any(s.over for s in standings[author.id]):  # else refused, and told so
+                await self._warn(ask.where, author, standings[author.id], say)
         return reading
+
+    async def _warn(
+        self, ref: ThreadRef, author: Author, standings: tuple[Standing, ...], say: Say
+    ) -> None:
+        """The warning, once per budget, subject, period and thread."""
+        for s in standings:
+            try:
+                if s.warned and await self.budgets.first_notice(s, ref.key):
+                    await say(ref, warning_text(_name(author), s, self.currency))
+            except Exception:
+                log.exception("could not tell a budget's warning", extra={"chat_thread": ref.key})
 
     async def judged(
         self,
@@ -79,18 +94,33 @@ class TeamControls:
         turn_id: int,
         conversation: str | None = None,
     ) -> None:
-        """The policy answered: a refusal over a budget, or a turn that starts, is audited."""
-        if isinstance(verdict, Refuse) and reading is not None:
-            over = reading.over()
+        """The turn policy answered (``conversation``: for a turn; None: an injection): a turn
+        that starts, a refusal over a budget, or another policy's refusal or hold, for the
+        trail."""
+        if isinstance(verdict, Go):
+            if conversation is not None:
+                await self.turn_started(ref, turn_id, conversation, messages)
+            return
+        over = reading.over() if reading is not None else []
+        if isinstance(verdict, Refuse) and reading is not None and over:
             for message in messages:
                 standing = next(
                     (s for s in reading.standings.get(message.author.id, ()) if s.over),
-                    over[0][1] if over else None,  # else refused with the turn it was in
+                    over[0][1],  # else refused with the turn it was in
                 )
-                if standing is not None:
-                    await self._refused(reading.ask, message, standing, turn_id)
-        elif isinstance(verdict, Go) and conversation is not None:
-            await self.turn_started(ref, turn_id, conversation, messages)
+                await self._refused(reading.ask, message, standing, turn_id)
+            return
+        for message in messages:
+            await self.audit.append(
+                "turn_refused" if isinstance(verdict, Refuse) else "turn_held",
+                thread=ref,
+                person=message.author,
+                turn=turn_id,
+                message=message.message_id,
+                text=message.text,
+                reason=verdict.reason,
+                into_running_turn=conversation is None,
+            )
 
     async def _refused(self, ask: Ask, message: StoredMessage, s: Standing, turn_id: int) -> None:
         self.metrics.refused(s.budget.label)
@@ -121,26 +151,42 @@ class TeamControls:
     async def turn_started(
         self, ref: ThreadRef, turn_id: int, conversation: str, messages: list[StoredMessage]
     ) -> None:
-        """Who asked, with their messages (queued for this turn, or typed while it was idle)."""
+        """Who asked, with their messages: each ``queued`` (written while the thread's turn
+        before ran, and not injected into it) or ``new`` (written since)."""
+        try:
+            rows = await self._db.fetch(
+                "SELECT MAX(ended_at) AS ended FROM turns WHERE thread_key = ? AND id < ?",
+                (ref.key, turn_id),
+            )
+            before = rows[0]["ended"] if rows else None
+        except StoreError:
+            before = None
         await self.audit.append(
             "turn_started",
             thread=ref,
             person=messages[-1].author if messages else None,
             turn=turn_id,
             conversation=conversation,
-            messages=[_message(m, "turn") for m in messages],
+            messages=[
+                _message(m, "queued" if before is not None and m.received_at < before else "new")
+                for m in messages
+            ],
         )
 
     async def injected(self, ref: ThreadRef, turn_id: int, messages: list[StoredMessage]) -> None:
-        for message in messages:
-            await self.audit.append(
-                "message_injected",
-                thread=ref,
-                person=message.author,
-                turn=turn_id,
-                message=message.message_id,
-                text=message.text,
-            )
+        """Messages a hook call handed to the running turn: one commit for them all (the hook's
+        answer waits for it)."""
+        await self.audit.append_all(
+            [
+                Entry(
+                    "message_injected",
+                    ref,
+                    m.author,
+                    {"turn": turn_id, "message": m.message_id, "text": m.text},
+                )
+                for m in messages
+            ]
+        )
 
     async def tool_call(self, ref: ThreadRef, turn_id: int, tool: ToolUpdate) -> None:
         outcome = "denied" if tool.denied else ("error" if tool.state == "ERROR" else "done")

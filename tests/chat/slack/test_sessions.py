@@ -139,6 +139,8 @@ async def test_new_closes_the_threads_session(
             await reply.finish(TurnOutcome(final_text="ok"))
         again = message_event("!new", ts=fake_slack.next_ts(), thread_ts=ts)
         await fake_slack.wait_ack(await fake_slack.push_event(again))
+        # The core runs !new and tells the adapter so (tests/core/test_start_thread.py).
+        await adapter.conversation_reset(thread)
         await fake_slack.wait_for(lambda: fake_slack.sessions.status_of(CHANNEL, ts) == "closed")
 
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from bridge import audit_cli, cli
@@ -18,6 +19,7 @@ from bridge.core.store import Store
 from bridge.core.store.opening import open_store
 from bridge.core.team.audit import CHECKPOINT, AuditLog, Selection, record_hash
 from tests.core.harness import Harness, running, thread
+from tests.pg import Postgres
 
 pytestmark = pytest.mark.anyio
 
@@ -182,6 +184,7 @@ async def test_the_export_of_a_scripted_session_matches_what_happened(tmp_path: 
     ]
     started, injected, tool, ended = records[:4]
     assert started["detail"]["messages"][0]["text"].startswith("build it")
+    assert started["detail"]["messages"][0]["how"] == "new"
     assert injected["detail"]["text"] == "and run the tests"
     assert tool["detail"]["tool"] == "run_command" and "echo built" in tool["detail"]["target"]
     assert tool["detail"]["outcome"] == "done"
@@ -202,3 +205,40 @@ async def test_the_export_of_a_scripted_session_matches_what_happened(tmp_path: 
         await store.database.execute("UPDATE audit SET person = 'someone' WHERE seq = 2")
     status, _, err = await _export(h, "verify")
     assert status == 1 and "record 2 (message_injected) was changed" in err
+
+
+async def test_two_instances_appending_at_once_keep_one_chain(postgres: Postgres) -> None:
+    url = postgres.new_database()
+    async with open_store(url) as one, open_store(url) as two:
+        logs = [AuditLog(one.database, "a"), AuditLog(two.database, "b")]
+
+        async def append(log: AuditLog, n: int) -> None:
+            assert await log.append("command", thread=REF, person=ALICE, command=f"c{n}")
+
+        async with anyio.create_task_group() as tg:
+            for n in range(40):
+                tg.start_soon(append, logs[n % 2], n)
+        verdict = await logs[0].verify()
+        assert verdict.intact and verdict.checked == 40, verdict.problems
+        records = await logs[1].records()
+        assert [r.seq for r in records] == list(range(1, 41))
+        assert {r.instance for r in records} == {"a", "b"}
+        await two.database.execute("DELETE FROM audit WHERE seq = 20")
+        assert (await logs[0].verify()).problems == ["record(s) 20 were removed"]
+
+
+async def test_a_message_queued_behind_a_turn_is_recorded_as_queued(tmp_path: Path) -> None:
+    async with running(tmp_path) as h:
+        started = h.flag("started")
+        await h.say(f"one call [[touch {started}]] [[sleep 3]]", who="alice")
+        with anyio.fail_after(20):
+            while not started.exists():
+                await anyio.sleep(0.02)
+        await h.say("after the last hook call", who="bob")  # too late to be injected
+        done = await h.adapter.wait_finished(2)
+        await h.adapter.changes.until(lambda: all(r.closed for r in done[:2]))
+        records = await AuditLog(h.bridge.store.database).records()
+    turns = [r for r in records if r.kind == "turn_started"]
+    assert [r.person for r in turns] == ["@alice:test", "@bob:test"]
+    assert [m["how"] for r in turns for m in r.detail["messages"]] == ["new", "queued"]
+    assert not [r for r in records if r.kind == "message_injected"]

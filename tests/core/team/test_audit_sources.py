@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from bridge.config import build_config
 from bridge.core.events import ApprovalChoice, Author
+from bridge.core.store.opening import open_store
+from bridge.core.store.rows import MessageState, StoredMessage
 from bridge.core.team.audit import AuditLog
+from bridge.core.team.controls import TeamControls
 from bridge.core.team.metrics import OTHER, UsageMetrics
 from bridge.core.team.usage import Share, Tokens, TurnUsage
+from bridge.core.thread.turn_policy import Hold, Refuse
 from bridge.metrics import PREFIX, Metrics
 from tests.core.harness import Harness, running, thread
 
@@ -81,3 +86,29 @@ def test_usage_counters_keep_their_label_sets_bounded() -> None:
         PREFIX + "usage_cost_total", {"model": OTHER, "channel": OTHER, "person": OTHER}
     )
     assert cost == 1.0
+
+
+async def test_another_policys_refusal_and_hold_are_recorded(tmp_path: Path) -> None:
+    async with open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}") as store:
+        config = build_config({}, environ={})
+        team = TeamControls(store.database, config, AuditLog(store.database), Metrics())
+        ref = thread()
+        waiting = StoredMessage(
+            id=1,
+            thread_key=ref.key,
+            message_id="m1",
+            author=BOB,
+            text="deploy it",
+            state=MessageState.IN_TURN,
+            received_at=0.0,
+        )
+        await team.judged(ref, None, Refuse("out of hours"), [waiting], 7, "conv")
+        await team.judged(ref, None, Hold("after the freeze"), [waiting], 8)
+        records = await team.audit.records()
+    assert [(r.kind, r.person) for r in records] == [
+        ("turn_refused", BOB.id),
+        ("turn_held", BOB.id),
+    ]
+    assert records[0].detail["reason"] == "out of hours"
+    assert records[0].detail["into_running_turn"] is False
+    assert records[1].detail["into_running_turn"] is True

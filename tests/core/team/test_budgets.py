@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bridge.core.events import Reaction
+from bridge.core.store.rows import StoreError
 from bridge.core.team.audit import AuditLog
 from bridge.core.team.budgets import amount
 from bridge.core.team.periods import period_of
@@ -27,18 +28,17 @@ def settings(*budgets: dict[str, Any]) -> dict[str, Any]:
 
 
 async def spend(h: Harness, person: str, tokens: int, channel: str = "room") -> None:
-    """``tokens`` already used today by ``person`` (a turn of another thread, another time)."""
-    spend.turn -= 1  # type: ignore[attr-defined]
-    await h.bridge.store.database.execute(
+    """``tokens`` already used today by ``person`` (a turn of another thread, another time:
+    numbered below every turn there is)."""
+    db = h.bridge.store.database
+    [row] = await db.fetch("SELECT COALESCE(MIN(turn_id), 0) - 1 AS turn FROM usage_shares")
+    await db.execute(
         "INSERT INTO usage_shares (turn_id, person, person_name, thread_key, platform, channel,"
         " model, at, input_tokens, output_tokens, thinking_tokens, cache_read_tokens,"
         " total_tokens, cost) VALUES (?, ?, ?, 'test|room|other', 'test', ?, 'default', ?,"
         " ?, 0, 0, 0, ?, NULL)",
-        (spend.turn, person, person, channel, time.time(), tokens, tokens),  # type: ignore[attr-defined]
+        (min(int(row["turn"]), -1), person, person, channel, time.time(), tokens, tokens),
     )
-
-
-spend.turn = 0  # type: ignore[attr-defined]
 
 
 async def states(h: Harness) -> dict[str, str]:
@@ -96,6 +96,16 @@ async def test_warned_once_then_refused_and_kept(tmp_path: Path) -> None:
         assert refusal.person == "@alice:test" and refusal.detail["budget"] == "daily"
         assert refusal.detail["text"] == "third question"
         assert refusal.detail["into_running_turn"] is False
+        registry = h.bridge.metrics.registry
+        refused_count = registry.get_sample_value(
+            "agy_bridge_budget_refusals_total", {"budget": "daily"}
+        )
+        assert refused_count == 1
+        tokens = registry.get_sample_value(
+            "agy_bridge_usage_tokens_total",
+            {"model": "default", "channel": "room", "person": "@alice:test"},
+        )
+        assert tokens is not None and tokens > 0
 
 
 async def test_a_refused_message_injected_into_anothers_turn(tmp_path: Path) -> None:
@@ -190,3 +200,18 @@ async def test_a_channel_budget_with_a_cost_limit(tmp_path: Path) -> None:
         usage = await h.adapter.wait_notice("**This month")
         assert "• You: " in usage and " EUR" in usage and "**Last month" in usage
         assert thread().channel == "room"
+
+
+async def test_a_store_that_cannot_be_read_lets_the_turn_go(tmp_path: Path) -> None:
+    async with running(tmp_path, extra=settings(PER_PERSON)) as h:
+        team = h.bridge.core.team
+        assert team is not None
+
+        async def broken(*args: Any) -> Any:
+            raise StoreError("disk I/O error")
+
+        team.budgets.check = broken  # type: ignore[method-assign]
+        await spend(h, "@alice:test", 5000)
+        await h.say("still answered", who="alice")
+        await finished(h, 1)
+        assert not notices(h, "was not sent")

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.core.events import Author
+from bridge.core.events import Author, ChannelRef
 from bridge.core.store.rows import Usage
 from bridge.core.team.usage import BRIDGE, Tokens, attribute, cost_of, split, turn_delta
 from bridge.team_settings import ModelPrice, PricingSection
@@ -129,3 +129,15 @@ async def test_a_turn_with_an_injected_message_is_split_between_its_authors(
     assert sum(r["cost"] for r in rows) == pytest.approx(expected)
     assert {r["model"] for r in rows} == {"sim-pro"}
     assert rows[0]["channel"] == thread().channel
+
+
+async def test_a_scheduled_turn_is_attributed_to_its_schedule(tmp_path: Path) -> None:
+    async with running(tmp_path) as h:
+        nightly = Author.schedule("nightly")
+        where = await h.bridge.core.start_thread(
+            ChannelRef(platform="test", channel="room"), "summarise the open issues", nightly
+        )
+        done = await h.adapter.wait_finished(1, where)
+        await h.adapter.changes.until(lambda: done[0].closed)
+        [row] = await shares(h)
+    assert row["person"] == nightly.id and row["total_tokens"] > 0
