@@ -59,7 +59,10 @@ async def status(core: Core, message: IncomingMessage, _: Command) -> None:
         core.config.agy.model,
         core.runtime.isolation_status(),
         core.config.approvals,
-        (await team_commands.status_line(core.team, thread),) if core.team is not None else (),
+        (
+            *((await team_commands.status_line(core.team, thread),) if core.team else ()),
+            *((await core.scheduler.status_lines(thread)) if core.scheduler else ()),
+        ),
     )
     await core.say(thread, text)
 

@@ -122,6 +122,20 @@ class Scheduler:
                 return keyed
         raise StoreError("no free schedule id")
 
+    async def status_lines(self, thread: ThreadRef) -> tuple[str, ...]:
+        """``!status``: the schedule whose run this thread holds, and as whom it runs."""
+        found = await self.store.latest_run_in(thread.key)
+        if found is None:
+            return ()
+        key, due = found
+        schedule = next((s for s in await self.schedules() if s.key == key), None)
+        if schedule is None:
+            return (f"• Scheduled run: `{key.split(':', 1)[1]}` (removed since)",)
+        return (
+            f"• Scheduled run: `{schedule.id}` (`{schedule.cron}`, {schedule.timezone}), as "
+            f"{texts.who(schedule)}, last at {texts.when(due, schedule.timezone)}",
+        )
+
     # --- one schedule ---------------------------------------------------------------------
 
     async def _one(self, schedule: Schedule, now: datetime) -> None:

@@ -162,3 +162,12 @@ class ScheduleStore:
             (thread_key, thread_key),
         )
         return bool(rows)
+
+    async def latest_run_in(self, thread_key: str) -> tuple[str, int] | None:
+        """The schedule and time of the latest run posted in the thread."""
+        rows = await self._db.fetch(
+            "SELECT schedule_key, due FROM schedule_runs WHERE thread_key = ?"
+            " ORDER BY due DESC LIMIT 1",
+            (thread_key,),
+        )
+        return (rows[0]["schedule_key"], int(rows[0]["due"])) if rows else None

@@ -62,6 +62,8 @@ async def test_a_run_due_while_the_bridge_was_down_is_made_once_after_start(
         assert audited["person"] == "schedule:nightly" and audited["thread_key"] == key
         assert '"due": "2027-01-04T09:00:00+00:00"' in audited["detail_json"]
         assert '"outcome": "started"' in audited["detail_json"]
+        await h.say("!status", where=ThreadRef.from_key(key))
+        assert notes(h, "• Scheduled run: `nightly` (`0 9 * * *`, UTC), as the bridge, last at")
         for later in ("2027-01-04 09:41", "2027-01-04 09:59", "2027-01-04 10:30"):
             await clock.move_to(utc(later))
         assert len(openings(h)) == 1
