@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # The longest sleep between ticks: a clock that jumps (or a host that slept) is seen this soon.
 MAX_SLEEP = 30.0
+# How often a run waiting for a busy room looks again (the turn's end is in the store).
+BUSY_POLL = 2.0
 
 
 class Core(Protocol):
@@ -73,18 +75,21 @@ class Scheduler:
         self.store = ScheduleStore(core.store.database)
         # Set once the chats are connected (Core.recover): a run due at start waits for them.
         self.ready = anyio.Event()
+        # Runs waiting for a busy room (set by run(); a tick called alone waits inline).
+        self._waiting: anyio.abc.TaskGroup | None = None
 
     # --- the loop -------------------------------------------------------------------------
 
     async def run(self) -> None:
         await self.ready.wait()
-        while True:
-            try:
-                wait = await self.tick()
-            except StoreError:
-                log.warning("schedules: the store did not answer; trying again", exc_info=True)
-                wait = MAX_SLEEP
-            await self.clock.sleep(wait)
+        async with anyio.create_task_group() as self._waiting:
+            while True:
+                try:
+                    wait = await self.tick()
+                except StoreError:
+                    log.warning("schedules: the store did not answer; trying again", exc_info=True)
+                    wait = MAX_SLEEP
+                await self.clock.sleep(wait)
 
     async def tick(self) -> float:
         """Make every run due now; the seconds until the next one (at most :data:`MAX_SLEEP`)."""
@@ -160,13 +165,38 @@ class Scheduler:
             await self._audit(schedule, None, due, "skipped")
 
     async def _run(self, schedule: Schedule, due: datetime, at: int) -> None:
-        author = self._author(schedule)
         reason = await self._refusal(schedule, due)
         if reason:
             await self.store.settle(schedule.key, at, RunState.REFUSED, reason)
             await self._tell(schedule, texts.refused_text(schedule, due, reason))
             await self._audit(schedule, None, due, "refused", reason=reason)
             return
+        room = ThreadRef(platform=schedule.platform, channel=schedule.channel)
+        if schedule.target is None and await self.store.thread_busy(room.key):
+            # A room without threads is one conversation: a new "thread" is the room itself,
+            # and a person's turn runs there. The run waits for it (never joins it).
+            await self._tell(schedule, texts.waiting_text(schedule))
+            if self._waiting is not None:
+                self._waiting.start_soon(self._when_idle, schedule, due, at, room)
+            else:
+                await self._when_idle(schedule, due, at, room)
+            return
+        await self._make(schedule, due, at)
+
+    async def _when_idle(self, schedule: Schedule, due: datetime, at: int, room: ThreadRef) -> None:
+        limit = max(schedule.catch_up, GRACE)
+        while await self.store.thread_busy(room.key):
+            if (self.clock.now() - due).total_seconds() > limit:
+                note = "the room stayed busy past its catch-up"
+                await self.store.settle(schedule.key, at, RunState.SKIPPED, note)
+                await self._tell(schedule, texts.refused_text(schedule, due, note))
+                await self._audit(schedule, None, due, "skipped", reason=note)
+                return
+            await anyio.sleep(BUSY_POLL)
+        await self._make(schedule, due, at)
+
+    async def _make(self, schedule: Schedule, due: datetime, at: int) -> None:
+        author = self._author(schedule)
         event_id = f"schedule-{schedule.key}-{at}"
         try:
             thread = await self._start(schedule, author, event_id)

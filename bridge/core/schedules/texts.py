@@ -42,6 +42,13 @@ def moved_text(schedule: Schedule) -> str:
     )
 
 
+def waiting_text(schedule: Schedule) -> str:
+    return (
+        f"**{schedule.label}** is due, but a turn is running here: it starts when that turn "
+        "ends (it does not join it)."
+    )
+
+
 def duration_text(seconds: float) -> str:
     seconds = int(seconds)
     if seconds % 3600 == 0 and seconds:

@@ -146,3 +146,29 @@ async def test_a_run_for_a_thread_busy_with_a_persons_turn_opens_a_new_thread(
             h.adapter.notices
         )
         await h.adapter.wait_finished(2, thread())
+
+
+async def test_a_run_for_a_busy_room_without_threads_waits_for_the_turn_to_end(
+    tmp_path: Path,
+) -> None:
+    """A room without threads is one conversation (thread = "new" posts in the room): a run
+    due while a person's turn runs there waits for that turn's end, then starts."""
+    room = ThreadRef(platform="test", channel="room")
+    clock = FakeClock(utc("2027-01-04 08:00"))
+    async with running(tmp_path, extra=nightly(), clock=clock) as h:
+        await clock.idle()
+        started = h.flag("started")
+        await h.say(f"long work [[touch {started}]] [[sleep 3]]", where=room)
+        with anyio.fail_after(20):
+            while not started.exists():
+                await anyio.sleep(0.05)
+        await clock.move_to(utc("2027-01-04 09:00"))
+        assert notes(h, "it starts when that turn ends")
+        assert openings(h) == [], "not while the person's turn runs"
+        [mine] = await h.adapter.wait_finished(1, room)
+        assert mine.author is not None and mine.author.id == "@alice:test"
+        with anyio.fail_after(20):
+            while not openings(h):
+                await anyio.sleep(0.05)
+        [key] = openings(h)
+        await h.adapter.wait_finished(1, ThreadRef.from_key(key))
