@@ -184,6 +184,14 @@ class Scheduler:
         await self._make(schedule, due, at)
 
     async def _when_idle(self, schedule: Schedule, due: datetime, at: int, room: ThreadRef) -> None:
+        try:
+            await self._wait_for_room(schedule, due, at, room)
+        except Exception:  # a waiting run's failure never stops the scheduler or the bridge
+            log.exception("schedule %s failed while waiting for %s", schedule.key, room.key)
+
+    async def _wait_for_room(
+        self, schedule: Schedule, due: datetime, at: int, room: ThreadRef
+    ) -> None:
         limit = max(schedule.catch_up, GRACE)
         while await self.store.thread_busy(room.key):
             if (self.clock.now() - due).total_seconds() > limit:
