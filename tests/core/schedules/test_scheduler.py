@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.core.events import ThreadRef
+from bridge.core.events import ApprovalChoice, Author, ThreadRef
 from tests.core.harness import Harness, running, thread
 from tests.core.schedules.fake_clock import FakeClock, utc
 
@@ -172,3 +172,20 @@ async def test_a_run_for_a_busy_room_without_threads_waits_for_the_turn_to_end(
                 await anyio.sleep(0.05)
         [key] = openings(h)
         await h.adapter.wait_finished(1, ThreadRef.from_key(key))
+
+
+async def test_a_run_asks_a_person_to_approve_in_its_thread(tmp_path: Path) -> None:
+    approvals = {"approvals": {"mode": "ask", "timeout": 60, "approvers": ["@bob:test"]}}
+    prompt = "[[tool run_command touch fixed.txt]]"
+    clock = FakeClock(utc("2027-01-04 08:00"))
+    async with running(tmp_path, extra=nightly(prompt=prompt) | approvals, clock=clock) as h:
+        await clock.idle()
+        await clock.move_to(utc("2027-01-04 09:00"))
+        [key] = openings(h)
+        await h.adapter.changes.until(lambda: h.adapter.requests)
+        [request] = h.adapter.requests
+        assert request.thread.key == key and request.requested_by == Author.schedule("nightly")
+        bob = Author(id="@bob:test", display_name="Bob")
+        await h.bridge.core.decide(request.thread, "req-1", ApprovalChoice.APPROVE, bob)
+        [reply] = await h.adapter.wait_finished(1, request.thread)
+        assert reply.outcome is not None and reply.outcome.error is None
