@@ -73,6 +73,14 @@ def next_after(expr: str, zone: str, now: datetime) -> datetime | None:
         return None
 
 
+def explain(expr: str, zone: str) -> str:
+    """In words, as cronsim says it: "At 09:00 on Monday through Friday (Europe/Paris)"."""
+    try:
+        return f"{CronSim(expr, datetime.now(zone_of(zone))).explain()} ({zone})"
+    except (CronSimError, BadCron):
+        return f"`{expr}` ({zone})"
+
+
 def duration(value: str | float | int) -> float:
     """Seconds from a number of seconds or a text like ``1h``, ``90m``, ``1h30m``."""
     if isinstance(value, (int, float)):

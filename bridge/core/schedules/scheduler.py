@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,17 +22,17 @@ import anyio
 
 from bridge.config import Config
 from bridge.core.capabilities import OpensThreads
-from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.events import Author, ChannelRef, IncomingMessage, ThreadRef
 from bridge.core.schedules import texts
 from bridge.core.schedules.clock import Clock
 from bridge.core.schedules.model import CHAT_PREFIX, GRACE, Schedule, configured
 from bridge.core.schedules.store import RunState, ScheduleStore
 from bridge.core.store.rows import StoreError
-from bridge.cron_times import latest_at_or_before, next_after
+from bridge.cron_times import explain, latest_at_or_before, next_after
 
 if TYPE_CHECKING:
     from bridge.core.cluster import Cluster
-    from bridge.core.events import ChannelRef, ChatAdapter, SubmitOutcome
+    from bridge.core.events import ChatAdapter, SubmitOutcome
     from bridge.core.store import Store
     from bridge.core.team.controls import TeamControls
 
@@ -41,6 +42,18 @@ log = logging.getLogger(__name__)
 MAX_SLEEP = 30.0
 # How often a run waiting for a busy room looks again (the turn's end is in the store).
 BUSY_POLL = 2.0
+
+
+@dataclass(frozen=True)
+class PersonSchedule:
+    """One of a person's schedules, as a home view lists it."""
+
+    id: str
+    thread: ThreadRef | None  # the thread it posts in; None: a new thread each run
+    place: ChannelRef
+    when: str  # "At 09:00 on Monday through Friday (Europe/Paris)"
+    what: str  # the prompt
+    next_at: float | None  # Unix time
 
 
 class Core(Protocol):
@@ -140,6 +153,27 @@ class Scheduler:
             f"• Scheduled run: `{schedule.id}` (`{schedule.cron}`, {schedule.timezone}), as "
             f"{texts.who(schedule)}, last at {texts.when(due, schedule.timezone)}",
         )
+
+    async def person_schedules(self, platform: str, user_id: str) -> list[PersonSchedule]:
+        """The schedules a person added (for a home view such as Slack's App Home)."""
+        now = self.clock.now()
+        found = []
+        for schedule in await self.store.chat_schedules():
+            author = schedule.author
+            if schedule.platform != platform or author is None or author.id != user_id:
+                continue
+            upcoming = next_after(schedule.cron, schedule.timezone, now)
+            found.append(
+                PersonSchedule(
+                    id=schedule.id,
+                    thread=schedule.target,
+                    place=schedule.place,
+                    when=explain(schedule.cron, schedule.timezone),
+                    what=schedule.prompt,
+                    next_at=upcoming.timestamp() if upcoming else None,
+                )
+            )
+        return found
 
     # --- one schedule ---------------------------------------------------------------------
 

@@ -77,6 +77,14 @@ async def test_add_list_and_remove_in_the_chat(tmp_path: Path) -> None:
         listing = last_notice(h)
         assert f"`{ident}` `0 9 * * 1-5` (Europe/Paris), by Alice (U1), in this thread" in listing
         assert f"`{other}` `30 6 * * *` (UTC)" in listing and "never" not in listing
+        # What a home view (Slack's App Home) lists for Alice, and for Bob (nothing).
+        scheduler = h.bridge.core.scheduler
+        assert scheduler is not None
+        mine = {s.id: s for s in await scheduler.person_schedules("slack", "U1")}
+        assert mine[ident].when == "At 09:00 on Monday through Friday (Europe/Paris)"
+        assert mine[ident].thread == HERE and mine[other].thread is None
+        assert mine[ident].next_at == utc("2027-01-04 08:00").timestamp()
+        assert await scheduler.person_schedules("slack", "U2") == []
         # 09:00 in Paris is 08:00 UTC: the run is posted here, as Alice's.
         await clock.move_to(utc("2027-01-04 08:00"))
         assert (HERE.key, f"**Alice (schedule {ident}) (U1)** asks:\n\ncheck the CI") in (
