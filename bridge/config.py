@@ -351,6 +351,12 @@ class Config(_Section):
             # Runs only where the bridge serves: a listed channel or room when any is listed.
             lists = {"slack": self.slack.allowed_channels, "matrix": self.matrix.allowed_rooms}
             listed = lists.get(schedule.platform)
+            paths = [w.path.expanduser() for w in self.workspaces]
+            if schedule.workspace and Path(schedule.workspace).expanduser() not in paths:
+                raise ValueError(
+                    f"schedule `{schedule.name}`: workspace {schedule.workspace} is not the path "
+                    "of a [[workspaces]] entry"
+                )
             if listed and schedule.place not in listed:
                 raise ValueError(
                     f"schedule `{schedule.name}`: the bridge does not serve {schedule.place} "

@@ -30,6 +30,9 @@ class ScheduleSection(BaseModel):
     thread: str = "new"
     prompt: str = Field(min_length=1)
     model: str | None = None
+    # The path of a [[workspaces]] entry the run's new thread works in (its worktree, notes
+    # and sandbox settings), instead of the channel's.
+    workspace: str | None = None
     # How late a missed run (the bridge was down, the host asleep) may still be made.
     catch_up: float = 3600.0
 

@@ -136,6 +136,7 @@ class Core:
         *,
         model: str | None = None,
         event_id: str | None = None,
+        workspace: str | None = None,
     ) -> ThreadRef:
         """A turn no chat message started (``author``: a schedule, a forge event, the bridge):
         a new thread in ``place``, opened by a root message saying who asks what, whose turn
@@ -144,16 +145,21 @@ class Core:
         Raises ValueError when the platform has no adapter or its adapter cannot open threads
         (:class:`bridge.core.capabilities.OpensThreads`). ``model``: the thread's model
         (``!model``) before its first turn; ``event_id``: the first message's key in the inbox
-        (a scheduled run's, so that the run's turn can be found), else the root message's."""
+        (a scheduled run's, so that the run's turn can be found), else the root message's;
+        ``workspace``: the path of the [[workspaces]] entry it works in, instead of the
+        channel's."""
         chat = self.adapters.get(place.platform)
         if chat is None:
             raise ValueError(f"no chat adapter for platform {place.platform!r}")
         if not isinstance(chat, OpensThreads):
             raise ValueError(f"the {place.platform} adapter cannot open threads")
         opened = await chat.open_thread(place.channel, opening_text(author, text))
-        if model:
+        if model or workspace:
             await self.store.ensure_thread(opened.thread)
+        if model:
             await self.store.set_model(opened.thread.key, model)
+        if workspace:
+            await self.store.set_workspace(opened.thread.key, workspace)
         message = IncomingMessage(
             thread=opened.thread,
             event_id=event_id or opened.message_id,

@@ -28,6 +28,8 @@ class Schedule:
     author: Author | None
     model: str | None = None
     catch_up: float = 3600.0
+    # The [[workspaces]] path its new threads work in (the operator's only).
+    workspace: str | None = None
 
     @property
     def id(self) -> str:
@@ -65,6 +67,7 @@ def from_section(section: ScheduleSection, config: Config) -> Schedule:
         author=None,
         model=section.model,
         catch_up=section.catch_up,
+        workspace=section.workspace,
     )
 
 

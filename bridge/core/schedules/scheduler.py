@@ -73,6 +73,7 @@ class Core(Protocol):
         *,
         model: str | None = None,
         event_id: str | None = None,
+        workspace: str | None = None,
     ) -> ThreadRef: ...
 
     async def submit(self, message: IncomingMessage) -> SubmitOutcome: ...
@@ -260,7 +261,12 @@ class Scheduler:
             target = None
         if target is None:
             return await self.core.start_thread(
-                schedule.place, schedule.prompt, author, model=schedule.model, event_id=event_id
+                schedule.place,
+                schedule.prompt,
+                author,
+                model=schedule.model,
+                event_id=event_id,
+                workspace=schedule.workspace,
             )
         await self.core.say(target, f"**{author.label}** asks:\n\n{schedule.prompt}")
         await self.core.submit(

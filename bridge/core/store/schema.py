@@ -228,7 +228,8 @@ _MIGRATIONS: dict[int, str] = {
     # definition and author) and a row for each config schedule, whose created_at is when the
     # bridge first saw it (no run is owed before). schedule_runs: one row per schedule and
     # scheduled time, written before the run starts: its primary key is what makes a run
-    # happen once across instances, restarts and clock jumps.
+    # happen once across instances, restarts and clock jumps. threads.workspace: the
+    # [[workspaces]] path a scheduled run's thread works in, instead of its channel's.
     11: """
     CREATE TABLE schedules (
         key TEXT PRIMARY KEY,
@@ -252,7 +253,8 @@ _MIGRATIONS: dict[int, str] = {
         event_key TEXT,
         note TEXT,
         PRIMARY KEY (schedule_key, due)
-    )
+    );
+    ALTER TABLE threads ADD COLUMN workspace TEXT
     """,
 }
 

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from bridge.config import ConfigError, build_config
 from bridge.core.events import ApprovalChoice, Author, ThreadRef
 from tests.core.harness import Harness, running, thread
 from tests.core.schedules.fake_clock import FakeClock, utc
@@ -189,3 +190,28 @@ async def test_a_run_asks_a_person_to_approve_in_its_thread(tmp_path: Path) -> N
         await h.bridge.core.decide(request.thread, "req-1", ApprovalChoice.APPROVE, bob)
         [reply] = await h.adapter.wait_finished(1, request.thread)
         assert reply.outcome is not None and reply.outcome.error is None
+
+
+async def test_a_run_works_in_the_schedules_workspace(tmp_path: Path) -> None:
+    channel_dir, reports = tmp_path / "channel-repo", tmp_path / "reports"
+    channel_dir.mkdir()
+    reports.mkdir()
+    settings = nightly(prompt="write it [[touch made-here]]", workspace=str(reports)) | {
+        "workspaces": [{"channel": "room", "path": str(channel_dir)}, {"path": str(reports)}]
+    }
+    clock = FakeClock(utc("2027-01-04 08:00"))
+    async with running(tmp_path, extra=settings, clock=clock) as h:
+        await clock.idle()
+        await clock.move_to(utc("2027-01-04 09:00"))
+        [key] = openings(h)
+        await h.adapter.wait_finished(1, ThreadRef.from_key(key))
+        assert (reports / "made-here").exists() and not (channel_dir / "made-here").exists()
+        # A person's thread in the same channel works in the channel's.
+        await h.say("mine [[touch mine-here]]")
+        await h.adapter.wait_finished(1, thread())
+        assert (channel_dir / "mine-here").exists()
+
+
+def test_a_schedules_workspace_must_be_a_configured_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not the path of a \\[\\[workspaces\\]\\] entry"):
+        build_config(nightly(workspace=str(tmp_path)), environ={})
