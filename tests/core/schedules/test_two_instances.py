@@ -56,7 +56,14 @@ class Instance:
         self.team = None
 
     async def start_thread(
-        self, place: ChannelRef, text: str, author: Author, *, model: Any, event_id: str
+        self,
+        place: ChannelRef,
+        text: str,
+        author: Author,
+        *,
+        model: Any,
+        event_id: str,
+        workspace: str | None,
     ) -> ThreadRef:
         await anyio.sleep(random.random() * 0.005)  # opening a thread takes a while
         self.started.append((self.name, place.channel, event_id))
