@@ -252,6 +252,8 @@ class MatrixLike(RecordingAdapter):
     """Stands in for the Matrix adapter (the one chat whose client state is local files)."""
 
     platform = "matrix"
+    # Declared, as the Matrix adapter declares it (the core names no platform).
+    single_instance = True
 
     def __init__(self) -> None:
         super().__init__()
