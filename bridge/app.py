@@ -28,6 +28,7 @@ from bridge.core.events import ChatAdapter
 from bridge.core.feedback import answer_feedback
 from bridge.core.home import CoreHealth, HomeSources, StoreFacts
 from bridge.core.leases import open_leases
+from bridge.core.schedules.clock import Clock
 from bridge.core.store import Store, store_url
 from bridge.core.store.opening import open_store
 from bridge.core.thread.turn_policy import TurnPolicy
@@ -82,9 +83,11 @@ async def open_bridge(
     caps: Capabilities | None = None,
     open_process: ProcessOpener = open_agy,
     turn_policy: TurnPolicy | None = None,
+    clock: Clock | None = None,
 ) -> AsyncIterator[Bridge]:
     """Everything but the adapters' connections: yields once the core is ready
-    (``turn_policy``: instead of the configuration's, :func:`policy_for`)."""
+    (``turn_policy``: instead of the configuration's, :func:`policy_for`; ``clock``: the
+    schedules', instead of the wall clock)."""
     data_dir = config.bridge.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = launch_settings(config, command)
@@ -139,6 +142,7 @@ async def open_bridge(
             leases,
             open_process=open_process,
             turn_policy=turn_policy,
+            clock=clock,
         ) as core:
             # The Home tab (Slack): the core's facts about a person, and the bridge's health
             # for admins; usage and schedules appear there once their providers are wired.

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from bridge.core.approvals.rules import RuleError, parse_rule
+from bridge.schedule_settings import ScheduleSection
 from bridge.team_settings import BudgetSection, PricingSection
 
 # The key of the validation context that carries the file a config was read from.
@@ -341,6 +342,7 @@ class Config(_Section):
     store: StoreSection = Field(default_factory=StoreSection)
     pricing: PricingSection = Field(default_factory=PricingSection)
     budgets: list[BudgetSection] = Field(default_factory=list)
+    schedules: list[ScheduleSection] = Field(default_factory=list)
 
     # The file this config was read from (None: defaults and environment only); agy's sandbox
     # hides it and its folder.
@@ -365,6 +367,28 @@ class Config(_Section):
         labels = [budget.label for budget in self.budgets]
         if twice := sorted({label for label in labels if labels.count(label) > 1}):
             raise ValueError(f"budgets need distinct names: {', '.join(twice)} (set `name`)")
+        return self
+
+    @model_validator(mode="after")
+    def _schedule_names(self) -> Config:
+        names = [schedule.name for schedule in self.schedules]
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"schedules need distinct names: {', '.join(twice)}")
+        for schedule in self.schedules:
+            # Runs only where the bridge serves: a listed channel or room when any is listed.
+            lists = {"slack": self.slack.allowed_channels, "matrix": self.matrix.allowed_rooms}
+            listed = lists.get(schedule.platform)
+            paths = [w.path.expanduser() for w in self.workspaces]
+            if schedule.workspace and Path(schedule.workspace).expanduser() not in paths:
+                raise ValueError(
+                    f"schedule `{schedule.name}`: workspace {schedule.workspace} is not the path "
+                    "of a [[workspaces]] entry"
+                )
+            if listed and schedule.place not in listed:
+                raise ValueError(
+                    f"schedule `{schedule.name}`: the bridge does not serve {schedule.place} "
+                    "(it is not in the allowed channels or rooms)"
+                )
         return self
 
     @model_validator(mode="after")

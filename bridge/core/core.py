@@ -41,6 +41,8 @@ from bridge.core.events import (
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
 from bridge.core.marks import Marks
 from bridge.core.router import NotHere, Routed, Router
+from bridge.core.schedules.clock import Clock, WallClock
+from bridge.core.schedules.scheduler import Scheduler
 from bridge.core.scrub import Scrubber
 from bridge.core.slots import ProcessSlots
 from bridge.core.team.audit import AuditLog, prune_daily
@@ -96,6 +98,8 @@ class Core:
         # Adapters told when a thread's conversation is reset (they post nothing then).
         self.hearing: dict[str, HearsResets] = {}
         self.disk = disk_space(config)  # for !status (the threads' rules are in their parts)
+        # Scheduled prompts (set by open_core; docs/schedules.md).
+        self.scheduler: Scheduler | None = None
 
     @property
     def threads(self) -> Mapping[str, ThreadActor]:
@@ -126,22 +130,41 @@ class Core:
             actor.tell(c.MessageStored(message.message_id, row_id, bool(message.attachments)))
         return SubmitOutcome.ACCEPTED
 
-    async def start_thread(self, place: ChannelRef, text: str, author: Author) -> ThreadRef:
+    async def start_thread(
+        self,
+        place: ChannelRef,
+        text: str,
+        author: Author,
+        *,
+        model: str | None = None,
+        event_id: str | None = None,
+        workspace: str | None = None,
+    ) -> ThreadRef:
         """A turn no chat message started (``author``: a schedule, a forge event, the bridge):
         a new thread in ``place``, opened by a root message saying who asks what, whose turn
         then runs as any other (it streams, asks approvals, obeys ``!stop``). The thread's key.
 
         Raises ValueError when the platform has no adapter or its adapter cannot open threads
-        (:class:`bridge.core.capabilities.OpensThreads`)."""
+        (:class:`bridge.core.capabilities.OpensThreads`). ``model``: the thread's model
+        (``!model``) before its first turn; ``event_id``: the first message's key in the inbox
+        (a scheduled run's, so that the run's turn can be found), else the root message's;
+        ``workspace``: the path of the [[workspaces]] entry it works in, instead of the
+        channel's."""
         chat = self.adapters.get(place.platform)
         if chat is None:
             raise ValueError(f"no chat adapter for platform {place.platform!r}")
         if not isinstance(chat, OpensThreads):
             raise ValueError(f"the {place.platform} adapter cannot open threads")
         opened = await chat.open_thread(place.channel, opening_text(author, text))
+        if model or workspace:
+            await self.store.ensure_thread(opened.thread)
+        if model:
+            await self.store.set_model(opened.thread.key, model)
+        if workspace:
+            await self.store.set_workspace(opened.thread.key, workspace)
         message = IncomingMessage(
             thread=opened.thread,
-            event_id=opened.message_id,
+            event_id=event_id or opened.message_id,
             message_id=opened.message_id,
             author=author,
             text=text,
@@ -279,7 +302,15 @@ class Core:
     # --- start and stop --------------------------------------------------------------------------
 
     async def recover(self) -> None:
-        """After a restart: end leftover agy processes, report broken turns, resume the inbox."""
+        """After a restart: end leftover agy processes, report broken turns, resume the inbox;
+        then the schedules start (the chats are connected: a run due at start can post)."""
+        try:
+            await self._recover()
+        finally:
+            if self.scheduler is not None:
+                self.scheduler.ready.set()
+
+    async def _recover(self) -> None:
         leases = self.leases
         if self.cluster.shared:
             # Only this instance's earlier runs: other instances run their own threads, and a
@@ -318,6 +349,7 @@ async def open_core(
     leases: Leases | None = None,
     open_process: ProcessOpener = open_agy,
     turn_policy: TurnPolicy | None = None,
+    clock: Clock | None = None,
 ) -> AsyncIterator[Core]:
     metrics = metrics or Metrics()
     policy = turn_policy if turn_policy is not None else policy_for(config)
@@ -375,6 +407,9 @@ async def open_core(
         core = Core(config, store, runtime, chats, router, slots, metrics, tg, team)
         core.hearing = {n: a for n, a in adapters.items() if isinstance(a, HearsResets)}
         tg.start_soon(prune_daily, audit, config.bridge.audit_days, name="audit-prune")
+        # Scheduled prompts run on every instance; a run is claimed in the store, so one makes it.
+        core.scheduler = Scheduler(core, clock or WallClock(), leases.name)
+        tg.start_soon(core.scheduler.run, name="scheduler")
         metrics.set_sources(live_processes=lambda: slots.live, queued_threads=lambda: slots.queued)
         try:
             yield core

@@ -61,11 +61,20 @@ def move_places(config: Config, old: ThreadRef, new: ThreadRef) -> None:
             os.replace(source, dest)
 
 
-def place_for(config: Config, ref: ThreadRef) -> Place:
+def workspace_at(config: Config, path: str) -> WorkspaceSection | None:
+    """The [[workspaces]] entry whose path is ``path``."""
+    wanted = Path(path).expanduser()
+    return next((w for w in config.workspaces if w.path.expanduser() == wanted), None)
+
+
+def place_for(config: Config, ref: ThreadRef, workspace_path: str | None = None) -> Place:
+    """``workspace_path``: the thread's own [[workspaces]] entry (a schedule's), else the one
+    of its channel."""
     data_dir = config.bridge.data_dir.resolve()  # once: resolving reads every path component
     slug = thread_slug(ref)
     session_dir = data_dir / "sessions" / slug
-    workspace = find_workspace(config, ref)
+    chosen = workspace_at(config, workspace_path) if workspace_path else None
+    workspace = chosen or find_workspace(config, ref)
     repo = branch = None
     if workspace is None:
         workdir = data_dir / "workspaces" / slug

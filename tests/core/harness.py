@@ -21,6 +21,7 @@ from bridge.core.events import (
     SubmitOutcome,
     ThreadRef,
 )
+from bridge.core.schedules.clock import Clock
 from bridge.core.store import Store
 from tests.doubles import Changes, RecordedReply, RecordingAdapter, signed_in
 
@@ -97,7 +98,11 @@ class Harness:
 
 @asynccontextmanager
 async def running(
-    tmp: Path, extra: dict[str, Any] | None = None, **agy: Any
+    tmp: Path,
+    extra: dict[str, Any] | None = None,
+    clock: Clock | None = None,
+    platform: str = "test",
+    **agy: Any,
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
@@ -120,8 +125,8 @@ async def running(
         **(extra or {}),
     }
     config = build_config(raw, environ={})
-    adapter = RecordingAdapter()
-    async with open_bridge(config, {"test": adapter}) as bridge:
+    adapter = RecordingAdapter(platform=platform)
+    async with open_bridge(config, {platform: adapter}, clock=clock) as bridge:
         await bridge.core.recover()
         yield Harness(bridge, adapter, tmp)
 

@@ -21,6 +21,9 @@ BOB = Author(id="@bob:test", display_name="Bob")
 
 HAND_WRITTEN_HELP = """\
 Commands in this thread:
+• `!schedule add "<cron>" [tz] <prompt>`: a prompt run on a schedule as you (`--here`: here)
+• `!schedule list`: this channel's schedules, their next and last runs
+• `!schedule remove <id>`: remove a schedule (its author or an approver)
 • `!stop`: interrupt the agent's running turn
 • `!model`: show the model; `!model <id>`: switch this thread's model (same conversation)
 • `!new`: start a fresh conversation for this thread

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from bridge.core.store.opening import open_store
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.home import StoreFacts
+from bridge.core.store.opening import open_store
 
 pytestmark = pytest.mark.anyio
 ALICE = Author(id="U0ALICE", display_name="alice")

@@ -58,6 +58,7 @@ from bridge.chat.slack.transport import (
 )
 from bridge.chat.slack.users import UserDirectory
 from bridge.config import SlackSection
+from bridge.core.capabilities import Opened
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -510,6 +511,17 @@ class SlackAdapter:
             await calls.say("message", markdown_text=chunk)
             if live is not None:
                 live.posted_elsewhere()
+
+    async def open_thread(self, channel: str, text: str) -> Opened:
+        """A thread the bridge opens (a scheduled prompt): ``text`` as a new message at the
+        channel's top level, the rest of a long text in its thread."""
+        root = ThreadRef(platform=self.platform, channel=channel)
+        ts = ""
+        for chunk in split_message(neutralise_broadcasts(text)):
+            calls = self._calls(ThreadRef(platform=self.platform, channel=channel, thread=ts))
+            response = await calls.say("new thread", markdown_text=chunk)
+            ts = ts or str(response["ts"])
+        return Opened(root.model_copy(update={"thread": ts}), ts)
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         await self._calls(thread).upload(

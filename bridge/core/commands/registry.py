@@ -19,6 +19,7 @@ from bridge.core.commands.parse import Command
 from bridge.core.disk import DiskSpace
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.router import Router
+from bridge.core.schedules.scheduler import Scheduler
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
 from bridge.core.team.controls import TeamControls
@@ -37,6 +38,8 @@ class Core(Protocol):
     team: TeamControls | None
     # The disk rules (free-space floor, workspace cap), for !status.
     disk: DiskSpace
+    # Scheduled prompts (None: a core built without them).
+    scheduler: Scheduler | None
 
     async def say(self, thread: ThreadRef, text: str) -> None: ...
 

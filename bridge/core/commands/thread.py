@@ -61,7 +61,10 @@ async def status(core: Core, message: IncomingMessage, _: Command) -> None:
         core.config.agy.model,
         core.runtime.isolation_status(),
         core.config.approvals,
-        (await team_commands.status_line(core.team, thread),) if core.team is not None else (),
+        (
+            *((await team_commands.status_line(core.team, thread),) if core.team else ()),
+            *((await core.scheduler.status_lines(thread)) if core.scheduler else ()),
+        ),
         disk_line=await disk_status(core.disk, place_for(core.config, thread).workdir),
     )
     await core.say(thread, text)

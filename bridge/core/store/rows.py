@@ -96,6 +96,8 @@ class ThreadRow(_Row):
     usage: Usage | None = None
     # The instance whose agy started the conversation (its state is under that host's home).
     conversation_instance: str | None = None
+    # The [[workspaces]] path this thread works in when it is not its channel's (a schedule's).
+    workspace: str | None = None
 
 
 class TurnRow(_Row):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store.rows import Database, StoreError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -233,6 +233,38 @@ _MIGRATIONS: dict[int, str] = {
         set_by TEXT NOT NULL,
         at {real} NOT NULL
     )
+    """,
+    # Scheduled prompts (issue 44, docs/schedules.md). schedules: those added in the chat (their
+    # definition and author) and a row for each config schedule, whose created_at is when the
+    # bridge first saw it (no run is owed before). schedule_runs: one row per schedule and
+    # scheduled time, written before the run starts: its primary key is what makes a run
+    # happen once across instances, restarts and clock jumps. threads.workspace: the
+    # [[workspaces]] path a scheduled run's thread works in, instead of its channel's.
+    12: """
+    CREATE TABLE schedules (
+        key TEXT PRIMARY KEY,
+        platform TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        thread TEXT NOT NULL,
+        cron TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        prompt TEXT NOT NULL,
+        author_json TEXT,
+        created_at {real} NOT NULL
+    );
+    CREATE INDEX schedules_channel ON schedules (platform, channel);
+    CREATE TABLE schedule_runs (
+        schedule_key TEXT NOT NULL,
+        due BIGINT NOT NULL,
+        state TEXT NOT NULL,
+        instance TEXT NOT NULL,
+        claimed_at {real} NOT NULL,
+        thread_key TEXT,
+        event_key TEXT,
+        note TEXT,
+        PRIMARY KEY (schedule_key, due)
+    );
+    ALTER TABLE threads ADD COLUMN workspace TEXT
     """,
 }
 

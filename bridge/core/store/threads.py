@@ -53,6 +53,7 @@ class ThreadQueries(StoreBase):
             model=row["model"],
             usage=Usage.model_validate_json(usage_json) if usage_json else None,
             conversation_instance=row["conversation_instance"],
+            workspace=row["workspace"],
         )
 
     async def known_thread(self, key: str) -> bool:
@@ -66,6 +67,9 @@ class ThreadQueries(StoreBase):
             " WHERE key = ?",
             (conversation_id, instance, time.time(), key),
         )
+
+    async def set_workspace(self, key: str, workspace: str | None) -> None:
+        await self._set_thread(key, "workspace", workspace)
 
     async def set_model(self, key: str, model: str | None) -> None:
         await self._set_thread(key, "model", model)

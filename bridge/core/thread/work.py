@@ -111,7 +111,8 @@ class ThreadWork:
 
     async def _prepare(self) -> None:
         parts, config = self.parts, self.parts.config
-        self.place = place = place_for(config, self.ref)
+        row = await parts.store.thread(self.ref.key)
+        self.place = place = place_for(config, self.ref, row.workspace)
         notice = await prepare_workdir(place, parts.runtime.isolation.sandbox)
         if notice is not None:
             await self.say(notice)

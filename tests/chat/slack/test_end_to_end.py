@@ -16,6 +16,7 @@ import pytest
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.chat.slack.adapter import SlackAdapter
 from bridge.config import build_config
+from bridge.core.schedules.clock import Clock
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.core.harness import SIMULATOR_ENV
@@ -44,7 +45,11 @@ class Live:
 
 @asynccontextmanager
 async def live_bridge(
-    fake: FakeSlack, tmp_path: Path, extra: dict[str, Any] | None = None, **slack: Any
+    fake: FakeSlack,
+    tmp_path: Path,
+    extra: dict[str, Any] | None = None,
+    clock: Clock | None = None,
+    **slack: Any,
 ) -> AsyncIterator[Live]:
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp_path / "sim-home"))
     fake.add_user(ALICE, "alice", "alice@example.org")
@@ -78,7 +83,7 @@ async def live_bridge(
         retry_backoff=0.05,
         home_interval=0.3,
     )
-    async with open_bridge(config, {"slack": adapter}) as bridge:
+    async with open_bridge(config, {"slack": adapter}, clock=clock) as bridge:
         async with anyio.create_task_group() as tg:
             await start_adapters(bridge, tg)
             yield Live(bridge, fake, tmp_path)
