@@ -21,12 +21,14 @@ from bridge.core.capabilities import (
     CollectsFeedback,
     KeepsTrust,
     ObservesRetries,
+    ServesHome,
     single_instance,
 )
 from bridge.core.core import Core, open_core
 from bridge.core.events import ChatAdapter
 from bridge.core.feedback import answer_feedback
 from bridge.core.home import CoreHealth, HomeSources, StoreFacts
+from bridge.core.home_sources import PersonSchedules, TeamUsage
 from bridge.core.leases import open_leases
 from bridge.core.schedules.clock import Clock
 from bridge.core.store import Store, store_url
@@ -144,16 +146,17 @@ async def open_bridge(
             turn_policy=turn_policy,
             clock=clock,
         ) as core:
-            # The Home tab (Slack): the core's facts about a person, and the bridge's health
-            # for admins; usage and schedules appear there once their providers are wired.
+            # The Home tab (Slack): the core's facts about a person, the bridge's health for
+            # admins, and usage and schedules where those features run.
             home = HomeSources(
                 facts=StoreFacts(store, config.approvals.approvers),
+                usage=TeamUsage(core.team) if core.team is not None else None,
+                schedules=PersonSchedules(core.scheduler) if core.scheduler is not None else None,
                 health=CoreHealth(store, core.slots),
             )
             for adapter in adapters.values():
-                serve_home = getattr(adapter, "serve_home", None)
-                if serve_home is not None:
-                    serve_home(home)
+                if isinstance(adapter, ServesHome):
+                    adapter.serve_home(home)
             yield Bridge(config, store, listener, runtime, core, adapters, metrics)
 
 

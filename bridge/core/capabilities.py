@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from bridge.core.events import Author, ThreadRef
 
 if TYPE_CHECKING:
+    from bridge.core.home import HomeSources
     from bridge.core.store import Store
 
 # A feedback click: the thread, the answer's message id, who clicked, up or down, the turn's
@@ -38,6 +39,14 @@ class OpensThreads(Protocol):
     async def open_thread(self, channel: str, text: str) -> Opened:
         """Post ``text`` (Markdown) as a new thread's first message in ``channel``."""
         ...
+
+
+@runtime_checkable
+class ServesHome(Protocol):
+    """A home page per person (Slack's App Home): their threads, what waits for them, and the
+    sections whose providers ``sources`` carries."""
+
+    def serve_home(self, sources: HomeSources) -> None: ...
 
 
 @runtime_checkable
