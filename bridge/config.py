@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from bridge.core.approvals.options import SpecError, parse_spec
 from bridge.core.approvals.rules import RuleError, parse_rule
 
 # The key of the validation context that carries the file a config was read from.
@@ -230,6 +231,12 @@ class ApprovalsSection(_Section):
     # Hosts read_url_content (and agy's browser) may fetch without asking: "docs.python.org"
     # or "*.python.org" (any subdomain).
     allow_hosts: list[str] = Field(default_factory=list)
+    # Options added to the gate's tables, per program or subcommand, in the tables' language
+    # (docs/approvals.md): {"mytool" = "-v --verbose -o=write", "git log" = "--my-opt"}.
+    options: dict[str, str] = Field(default_factory=dict)
+    # Files and folders that any read asks for (besides agy's login and the bridge's own
+    # files); secrets in them are never posted.
+    secret_paths: list[Path] = Field(default_factory=list)
     # Who may answer (chat user ids); empty: anyone the thread lets talk to the agent.
     approvers: list[str] = Field(default_factory=list)
     timeout: PositiveSeconds = 600.0
@@ -248,6 +255,16 @@ class ApprovalsSection(_Section):
         if errors:
             raise ValueError("; ".join(errors))
         return rules
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, options: dict[str, str]) -> dict[str, str]:
+        for name, spec in options.items():
+            try:
+                parse_spec(spec)
+            except SpecError as exc:
+                raise ValueError(f"options for `{name}`: {exc}") from None
+        return options
 
     @field_validator("allow_hosts")
     @classmethod

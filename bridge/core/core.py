@@ -20,6 +20,7 @@ from bridge.config import Config
 from bridge.core import recovery
 from bridge.core import store as st
 from bridge.core.approvals.replies import parse_reply
+from bridge.core.approvals.secrets import SecretFiles, secret_paths
 from bridge.core.approvals.texts import not_approver_text
 from bridge.core.changes import apply_change, withdrawn_text
 from bridge.core.cluster import Cluster
@@ -327,7 +328,9 @@ async def open_core(
     metrics = metrics or Metrics()
     leases = leases or LocalLeases("local")
     # Every text posted outside a turn's stream is scrubbed here.
-    chats = scrubbed(adapters, Scrubber(config.secret_values()))
+    chats = scrubbed(
+        adapters, Scrubber(config.secret_values(), files=SecretFiles(secret_paths(config)))
+    )
     slots = ProcessSlots(config.agy.max_processes)
     async with anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)

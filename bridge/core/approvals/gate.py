@@ -87,7 +87,9 @@ class ApprovalGate:
         self._told: set[str] = set()  # dropped stored rows the thread was told about
         # One policy (and so one shell parser) for the gate's life.
         self._policy = policy.Policy(
-            policy.Rules(section.allow_commands, section.deny_commands, section.allow_hosts)
+            policy.Rules(
+                section.allow_commands, section.deny_commands, section.allow_hosts, section.options
+            )
         )
 
     @property

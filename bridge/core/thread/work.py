@@ -20,6 +20,7 @@ from bridge.agy.process import AgyHandle, AgyStartError
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
+from bridge.core.approvals.secrets import SecretFiles, secret_paths
 from bridge.core.events import ChatAdapter, Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
 from bridge.core.scrub import Scrubber
@@ -52,7 +53,9 @@ class ThreadWork:
         self._tell = tell
         self._context = context
         self._report_takeover = report_takeover
-        self.scrub = Scrubber(parts.config.secret_values())
+        self.scrub = Scrubber(
+            parts.config.secret_values(), files=SecretFiles(secret_paths(parts.config))
+        )
         self.place: Place | None = None
         self.proc: AgyHandle | None = None
         self.gate: ApprovalGate | None = None
@@ -122,6 +125,7 @@ class ThreadWork:
                     place.workdir.resolve(),
                     frozenset(server_name(name) for name in mcp_servers or {}),
                     hidden=hidden_paths(config, parts.runtime.isolation),
+                    secrets=secret_paths(config),
                 ),
                 lambda: self._runner.requester() if self._runner is not None else None,
                 lambda waiting: self._tell(c.Asking(waiting)),
