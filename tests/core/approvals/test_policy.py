@@ -288,3 +288,15 @@ def test_without_a_sandbox_a_command_naming_the_bridges_files_asks(tmp_path: Pat
     assert isinstance(asked, Ask) and asked.pattern is None
     assert isinstance(run("cat ../data/bridge.sqlite3", place, rules), Ask)
     assert isinstance(run("cat notes.txt AGENTS.md", place, rules), Allow)
+
+
+def test_an_operator_extends_the_option_tables(place: Place) -> None:
+    rules = Rules(allow_commands=["mytool *", "git log *"], options={"mytool": "-v -o=write"})
+    for line in ("mytool -v a", "mytool -vo out.txt a", "mytool a"):
+        assert isinstance(run(line, place, rules), Allow), line
+    for line in ("mytool -x", "mytool -o /tmp/elsewhere a", "mytool -o.git/config"):
+        assert isinstance(run(line, place, rules), Ask), line
+    # An option added to a shipped table (a subcommand's) keeps the table's other options.
+    extended = Rules(allow_commands=["git log *"], options={"git log": "--my-format="})
+    assert isinstance(run("git log --my-format=x --oneline", place, extended), Allow)
+    assert isinstance(run("git log --my-format=x", place, Rules(allow_commands=["git log *"])), Ask)
