@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store_model import Database, StoreError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -160,6 +160,11 @@ _MIGRATIONS: dict[int, str] = {
         answered_at {real}
     );
     CREATE INDEX verifications_state ON verifications (state)
+    """,
+    # Issue 39: each approval request's short number in its thread, which typed answers name
+    # (`approve 7`): an answer decides only the request its author saw.
+    10: """
+    ALTER TABLE approvals ADD COLUMN number INTEGER
     """,
 }
 

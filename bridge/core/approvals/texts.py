@@ -80,17 +80,30 @@ def request_text(
     preview: str,
     requested_by: Author | None,
     timeout: float,
+    number: int | None = None,
 ) -> str:
     who = f" for {inert(requested_by.label)}" if requested_by else ""
     what = "run this command" if tool == "run_command" else f"use {_code(tool)}"
-    lines = [f"🔐 **Approval needed**: the agent wants to {what}{who}:", shown(summary)]
+    name = f" (request {number})" if number is not None else ""
+    lines = [f"🔐 **Approval needed**{name}: the agent wants to {what}{who}:", shown(summary)]
     if preview:
         lines.append(_fence(visible(preview)))
+    n = f" {number}" if number is not None else ""
     lines.append(
         f"It waits {minutes(timeout)}, then it is denied. "
-        "Reply `deny: <reason>` to deny and tell the agent why."
+        f"Reply `approve{n}`, or `deny{n}: <reason>` to deny and tell the agent why."
     )
     return "\n".join(lines)
+
+
+def which_waits(by: Author, why: str, number: int | None, summary: str) -> str:
+    """A typed answer that decided nothing: why, which request waits, how to answer it."""
+    n = f" {number}" if number is not None else ""
+    name = f"Request{n}" if number is not None else "A request"
+    return (
+        f"{inert(by.label)}: your answer decided nothing ({why}). {name} waits: "
+        f"{_code(summary[:200])}. To answer it, reply `approve{n}` or `deny{n}: <reason>`."
+    )
 
 
 _VERBS = {

@@ -76,3 +76,27 @@ def test_the_request_is_commonmark_bold_not_slacks() -> None:
     inline = MarkdownIt("commonmark").parseInline(text.split("\n", 1)[0])[0].children or []
     bold = [t for t in inline if t.type == "strong_open"]
     assert bold and not any(t.type == "em_open" for t in inline)
+
+
+@pytest.mark.parametrize(
+    ("text", "reply"),
+    [
+        ("approve 7", Reply(ApprovalChoice.APPROVE, number=7)),
+        ("Approve #7", Reply(ApprovalChoice.APPROVE, number=7)),
+        ("deny 7: not now", Reply(ApprovalChoice.DENY, "not now", 7)),
+        ("deny 12", Reply(ApprovalChoice.DENY, number=12)),
+        ("always 3: git push origin *", Reply(ApprovalChoice.ALWAYS, "git push origin *", 3)),
+        ("approve 7 now", None),
+        ("approve: x", None),
+        ("approve seven", None),
+    ],
+)
+def test_a_typed_answer_may_name_its_request(text: str, reply: Reply | None) -> None:
+    assert parse_reply(text) == reply
+
+
+def test_a_request_shows_its_number_and_how_to_answer_it() -> None:
+    text = request_text(
+        tool="run_command", summary="ls", preview="", requested_by=None, timeout=60, number=7
+    )
+    assert "(request 7)" in text and "`approve 7`" in text and "`deny 7: <reason>`" in text
