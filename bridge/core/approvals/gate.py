@@ -29,6 +29,7 @@ from bridge.core.events import (
     Author,
     ChatAdapter,
     DecideOutcome,
+    OutgoingFile,
     ThreadRef,
 )
 from bridge.core.store import Store
@@ -197,7 +198,16 @@ class ApprovalGate:
                 timeout=self.config.timeout,
                 number=number,
             )
-            waiting.request = request = request.model_copy(update={"number": number, "text": text})
+            update: dict[str, object] = {"number": number, "text": text}
+            if texts.too_long(ask.summary):
+                # Not shown whole in a message: attached whole, and never allowed always.
+                update["always"], waiting.pattern = False, None
+                await self.adapter.post_file(
+                    self.ref,
+                    OutgoingFile(name=f"request-{number}.txt", data=ask.summary.encode()),
+                    f"Request {number}: the whole text of what would run",
+                )
+            waiting.request = request = request.model_copy(update=update)
             waiting.handle = await self.adapter.ask_approval(request)
             self._last_event = time.monotonic()
             await store.set_approval_handle(request.id, waiting.handle)

@@ -399,13 +399,25 @@ def write_preview(args: Mapping[str, Any]) -> str:
 def _cut(lines: list[str]) -> str:
     shown = lines[:PREVIEW_LINES]
     text = "\n".join(shown)
+    hidden = ""
     if len(text) > PREVIEW_CHARS:
-        text = text[:PREVIEW_CHARS] + "…"
+        hidden = f"{len(text) - PREVIEW_CHARS:,} more characters"
+        text = text[:PREVIEW_CHARS]
     if len(lines) > len(shown):
-        text += f"\n… {len(lines) - len(shown)} more line(s)"
+        more = f"{len(lines) - len(shown):,} more line(s)"
+        hidden = f"{hidden} and {more}" if hidden else more
+    if hidden:
+        text += f"\n… ({hidden} not shown)"
     return text
 
 
+SHORT_ARGS = 1500
+
+
 def _short_args(args: Mapping[str, Any]) -> str:
+    """A tool's arguments as the request shows them; when long, cut with how much is hidden
+    (the request's text says so in words, never a bare `…`)."""
     text = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return text if len(text) <= 300 else text[:300] + "…"
+    if len(text) <= SHORT_ARGS:
+        return text
+    return f"{text[:SHORT_ARGS]} … ({len(text) - SHORT_ARGS:,} more characters not shown)"
