@@ -240,6 +240,9 @@ class ApprovalsSection(_Section):
     # Who may answer (chat user ids); empty: anyone the thread lets talk to the agent.
     approvers: list[str] = Field(default_factory=list)
     timeout: PositiveSeconds = 600.0
+    # How soon after a turn starts agy's first hook call must reach the bridge: an agy that
+    # runs no hooks is stopped then, before its tool calls can run (docs/approvals.md).
+    hook_proof_seconds: PositiveSeconds = 2.0
 
     @field_validator("allow_commands", "deny_commands")
     @classmethod

@@ -65,6 +65,15 @@ def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
     assert "✓ the PreToolUse hook asked the bridge before run_command" in done.stdout
     assert "✓ the denied command did not run" in done.stdout
     assert "✓ agy reported the denial" in done.stdout
+    assert "✓ the hooks ran before the turn's first tool" in done.stdout
     assert not (tmp_path / "data" / "doctor").exists() or not any(
         (tmp_path / "data" / "doctor").iterdir()
     )
+
+
+@pytest.mark.slow
+def test_live_turn_reports_an_agy_that_runs_no_hooks_in_one_line(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, "--live", AGY_SIM_NO_HOOKS="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = [line for line in done.stdout.splitlines() if "before the turn's first tool" in line]
+    assert line.startswith("✗ no hook ran before the turn's first tool")

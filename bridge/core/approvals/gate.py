@@ -161,10 +161,13 @@ class ApprovalGate:
                 f"word lists now), so they ask again:\n{lines}\n"
                 "`!approvals reset` clears the list."
             )
-            try:
-                await self.adapter.post_message(self.ref, notice)
-            except Exception:
-                log.exception("could not post a notice", extra={"chat_thread": self.key})
+            await self._notice(notice)
+
+    async def _notice(self, text: str) -> None:
+        try:
+            await self.adapter.post_message(self.ref, text)
+        except Exception:
+            log.exception("could not post a notice", extra={"chat_thread": self.key})
 
     def forget_allow_list(self) -> None:
         """The stored list changed elsewhere (``!approvals reset``): read it again."""
@@ -199,14 +202,8 @@ class ApprovalGate:
                 number=number,
             )
             update: dict[str, object] = {"number": number, "text": text}
-            if texts.too_long(ask.summary):
-                # Not shown whole in a message: attached whole, and never allowed always.
-                update["always"], waiting.pattern = False, None
-                await self.adapter.post_file(
-                    self.ref,
-                    OutgoingFile(name=f"request-{number}.txt", data=ask.summary.encode()),
-                    f"Request {number}: the whole text of what would run",
-                )
+            if await attach_if_too_long(self.adapter, self.ref, number, ask.summary):
+                update["always"], waiting.pattern = False, None  # never allowed always
             waiting.request = request = request.model_copy(update=update)
             waiting.handle = await self.adapter.ask_approval(request)
             self._last_event = time.monotonic()
@@ -250,8 +247,7 @@ class ApprovalGate:
     ) -> DecideOutcome:
         """An answer to the waiting request: ``handle`` is its message (a click, a reaction, a
         Matrix reply), ``#N`` (a typed answer naming its number), or None (a bare typed
-        answer, which decides only when nothing else could be meant: see
-        :data:`REACTION_SECONDS`)."""
+        answer: it decides only when nothing else could be meant, :data:`REACTION_SECONDS`)."""
         waiting = self.waiting
         if waiting is None or waiting.state is not None:
             return DecideOutcome.UNKNOWN
@@ -268,12 +264,7 @@ class ApprovalGate:
             if number is None or handle != number_handle(number):
                 return await self._explain(waiting, by, f"request {handle[1:]} is not waiting")
         elif handle is None and time.monotonic() - self._last_event < REACTION_SECONDS:
-            return await self._explain(
-                waiting,
-                by,
-                "a request of this thread was posted or decided just before it, so it could "
-                "mean another one",
-            )
+            return await self._explain(waiting, by, texts.TOO_SOON)
         if choice is ApprovalChoice.DENY:
             state = ApprovalState.DENIED
         elif choice is ApprovalChoice.ALWAYS and waiting.pattern is not None:
@@ -293,13 +284,9 @@ class ApprovalGate:
         return DecideOutcome.DECIDED
 
     async def _explain(self, waiting: _Waiting, by: Author, why: str) -> DecideOutcome:
-        """Tell the thread that a typed answer decided nothing, which request waits and how
-        to answer it."""
-        text = texts.which_waits(by, why, waiting.request.number, waiting.request.summary)
-        try:
-            await self.adapter.post_message(self.ref, text)
-        except Exception:
-            log.exception("could not post a notice", extra={"chat_thread": self.key})
+        """A typed answer decided nothing: say which request waits and how to answer it."""
+        request = waiting.request
+        await self._notice(texts.which_waits(by, why, request.number, request.summary))
         return DecideOutcome.AMBIGUOUS
 
     async def stop(self, by: str, interrupt: Callable[[], object]) -> bool:
@@ -375,6 +362,16 @@ class ApprovalGate:
             await self.store.settle_approval(approval_id, state, reason=reason)
         except StoreError:
             pass
+
+
+async def attach_if_too_long(adapter: ChatAdapter, ref: ThreadRef, number: int, text: str) -> bool:
+    """A command too long to show in a message is attached whole; whether it was."""
+    if not texts.too_long(text):
+        return False
+    name = f"request-{number}.txt"
+    title = f"Request {number}: the whole text of what would run"
+    await adapter.post_file(ref, OutgoingFile(name=name, data=text.encode()), title)
+    return True
 
 
 def request_of(row: ApprovalRow, ref: ThreadRef) -> ApprovalRequest:

@@ -163,6 +163,11 @@ def _scripts(word: str) -> set[str]:
     return found
 
 
+TOO_SOON = (
+    "a request of this thread was posted or decided just before it, so it could mean another one"
+)
+
+
 def which_waits(by: Author, why: str, number: int | None, summary: str) -> str:
     """A typed answer that decided nothing: why, which request waits, how to answer it."""
     n = f" {number}" if number is not None else ""

@@ -20,6 +20,7 @@ from bridge.agy.process import AgyHandle, AgyStartError
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
+from bridge.core.approvals.hook_watch import HookWatch
 from bridge.core.approvals.secrets import SecretFiles, secret_paths
 from bridge.core.events import ChatAdapter, Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
@@ -59,6 +60,7 @@ class ThreadWork:
         self.place: Place | None = None
         self.proc: AgyHandle | None = None
         self.gate: ApprovalGate | None = None
+        self.hooks = HookWatch(parts.config.approvals.hook_proof_seconds)
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
         self._scopes: set[anyio.CancelScope] = set()
@@ -151,7 +153,7 @@ class ThreadWork:
             turn_timeout=config.agy.turn_timeout,
             owner=parts.owner,
             save=self._ensure_saved,
-            began=lambda: self._tell(c.TurnBegan()),
+            began=self._turn_began,
             finishing=lambda: self._tell(c.TurnFinishing()),
             requeued=lambda: self._tell(c.MessageStored()),
             scrub=self.scrub,
@@ -184,6 +186,7 @@ class ThreadWork:
             )
             try:
                 self.proc = proc
+                self.hooks.new_process()
                 if proc.conversation_id != thread.conversation_id:
                     await parts.store.set_conversation(
                         self.key, proc.conversation_id, instance=parts.instance
@@ -242,7 +245,10 @@ class ThreadWork:
         assert runner is not None
         if proc is None or not proc.alive:
             return c.TurnEnded(taken=False, after=c.After.GONE)
-        result = await runner.run(proc)
+        if self.gate is not None:
+            result = await self.hooks.turn(proc, lambda: runner.run(proc), self.say)
+        else:
+            result = await runner.run(proc)
         if self.gate is not None:
             await self.gate.abandon()  # agy is past any request it made
         return c.TurnEnded(taken=result is not None, after=await after_turn(proc, result))
@@ -254,6 +260,11 @@ class ThreadWork:
         """Deny the waiting request with the turn interrupted first; False when none waited."""
         return self.gate is not None and await self.gate.stop(by, lambda: self.interrupt(by))
 
+    def _turn_began(self) -> None:
+        if self.gate is not None and self.hooks.wanted(self.proc):
+            self.flag_hook()  # its first hook call must reach the listener (hook_watch)
+        self._tell(c.TurnBegan())
+
     def flag_hook(self) -> None:
         if self._session is not None:
             self._session.mark_pending()
@@ -264,6 +275,7 @@ class ThreadWork:
         self.parts.marks.put(self.ref, message_id, reaction)
 
     async def _take_injections(self, conversation_id: str) -> list[str]:
+        self.hooks.heard()
         if self._runner is None:
             return []
         return await self._runner.take_injections(conversation_id)
@@ -273,6 +285,7 @@ class ThreadWork:
             await self._runner.injection_lost()
 
     async def _decide_tool(self, call: ToolCall) -> ToolVerdict:
+        self.hooks.heard()
         if self.gate is None:
             return ToolVerdict(allow=True)
         return await self.gate.decide(call)
