@@ -4,7 +4,10 @@ the file system (symlinks, ``.git`` files).
 The gate's promise: a command runs without a person only if every command in it is a plain
 command (words and quoted strings, no expansion of any kind, read with a real shell grammar,
 :mod:`shell`) that an allow rule names word by word (:mod:`rules`), and no word of it that
-makes the program run other code (:mod:`runners`) is left to a rule's ``*``. In order:
+makes the program run other code (:mod:`runners`) is left to a rule's ``*``, and every option
+under a rule's ``*`` is one the program's table knows to neither write nor run anything
+(:mod:`options`; an option that writes is judged as a write, :mod:`argv_checks`). A read of
+a secret path (:mod:`secrets`) asks whatever reads it. In order:
 
 - the bridge's own chat tools never ask; file reads never ask (the sandbox decides what they
   see), except that where there is no sandbox a read of the bridge's configuration or data
