@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 _SECRET_KEY = re.compile(r"token|secret|key|pass|cred|auth|cookie|session|code", re.I)
 # A value that looks like a credential wherever it stands: long, no blanks.
 _TOKENISH = re.compile(r"[A-Za-z0-9_\-./+=~:]{20,}")
+# In a line of words, the word after one of these is a secret.
+_AFTER_SECRET_WORD = re.compile(r"(?i)\b(?:password|passwd|token|secret|api[_-]?key)\s+(\S+)")
 MIN_VALUE = 8
 MAX_FILE = 256 * 1024
 MAX_FILES = 64
@@ -136,6 +138,8 @@ def values_in(text: str) -> set[str]:
         value = match.group(1).strip().strip("'\"") if match else line
         if value and not any(c.isspace() for c in value):
             found.add(value)
+        # `machine h login bob password s3cret` (.netrc), `token abc` …: the word after.
+        found.update(_AFTER_SECRET_WORD.findall(line))
     return found
 
 

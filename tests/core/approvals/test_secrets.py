@@ -82,6 +82,8 @@ def test_values_of_logins_and_secret_files() -> None:
     assert "https://www.googleapis.com/auth/cloud-platform" not in found
     env = "# deploy\nexport API_KEY='k-0123456789'\nPASSWORD=hunter2hunter2\nraw-token-value-xyz\n"
     assert {"k-0123456789", "hunter2hunter2", "raw-token-value-xyz"} <= values_in(env)
+    netrc = "machine api.example.com login bob password netrc-s3cret-value\n"
+    assert "netrc-s3cret-value" in values_in(netrc)
 
 
 def test_the_scrubber_learns_the_login_at_start_and_when_it_changes(tmp_path: Path) -> None:
