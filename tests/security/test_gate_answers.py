@@ -82,7 +82,7 @@ async def test_a_stale_typed_approve_does_not_approve_the_next_request(
         await typed(fake_slack, ts, "approve 2", CAROL)
         await live.answer(ts, "You said")
         assert (workdir(live) / "b.txt").exists() and not (workdir(live) / "a.txt").exists()
-        assert "Approved by" in second.visible
+        assert "Approved by" in second.visible and "Request 2:" in second.visible
 
 
 async def test_a_bare_answer_decides_the_only_request_once_it_was_shown_long_enough(

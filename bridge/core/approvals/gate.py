@@ -348,6 +348,7 @@ class ApprovalGate:
                 by,
                 reason,
                 pattern=waiting.pattern if state is ApprovalState.ALWAYS else None,
+                number=waiting.request.number,
             ),
         )
         try:

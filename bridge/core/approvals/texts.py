@@ -196,6 +196,7 @@ def result_text(
     at: datetime | None = None,
     *,
     pattern: str | None = None,
+    number: int | None = None,
 ) -> str:
     """The request message once decided: what it was, who decided what, and when."""
     when = (at or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -207,7 +208,8 @@ def result_text(
         line += f" ({_code(pattern)} now runs without asking here)"
     if reason:
         line += f": {inert(reason)}"
-    return f"{line}\n{shown(summary)}"
+    name = f"Request {number}:\n" if number is not None else ""
+    return f"{line}\n{name}{shown(summary)}"
 
 
 def agent_reason(state: ApprovalState, by: Author | None, reason: str, timeout: float) -> str:
