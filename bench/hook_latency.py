@@ -61,6 +61,8 @@ from bridge.core.approvals.rules import CommandRule
 from bridge.core.store import Store
 from bridge.core.store.opening import open_store
 
+# An allowed command with options the tables read and words checked against the login.
+COMMAND = "pytest -q -x --tb=short tests/test_app.py"
 LEVELS = (1, 10, 50, 200)
 REQUESTS_PER_TARGET = 400
 SHORT_ROUND = 8  # calls per loop and round when concurrency is below this
@@ -80,7 +82,7 @@ HOOK_INPUT = json.dumps(
 TOOL_INPUT = json.dumps(
     {
         **json.loads(HOOK_INPUT),
-        "toolCall": {"name": "run_command", "args": {"CommandLine": "git status"}},
+        "toolCall": {"name": "run_command", "args": {"CommandLine": COMMAND}},
         "stepIdx": 7,
     }
 )
@@ -122,7 +124,9 @@ class ToolSession:
         self.number = number
         self.calls = 0
         self.store = store
-        self.place = policy.Place(Path("/work/project"), frozenset({"bridge_chat"}))
+        # agy's login is a secret path, as in production (every word is checked against it).
+        login = (Path.home() / ".gemini" / "oauth_creds.json",)
+        self.place = policy.Place(Path("/work/project"), frozenset({"bridge_chat"}), secrets=login)
         self.policy = policy.Policy(self.RULES)
         self.always: tuple[CommandRule, ...] | None = None
 

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from bridge.core.approvals.options import SpecError, parse_spec
 from bridge.core.approvals.rules import RuleError, parse_rule
 from bridge.schedule_settings import ScheduleSection
 from bridge.team_settings import BudgetSection, PricingSection
@@ -275,9 +276,18 @@ class ApprovalsSection(_Section):
     # Hosts read_url_content (and agy's browser) may fetch without asking: "docs.python.org"
     # or "*.python.org" (any subdomain).
     allow_hosts: list[str] = Field(default_factory=list)
+    # Options added to the gate's tables, per program or subcommand, in the tables' language
+    # (docs/approvals.md): {"mytool" = "-v --verbose -o=write", "git log" = "--my-opt"}.
+    options: dict[str, str] = Field(default_factory=dict)
+    # Files and folders that any read asks for (besides agy's login and the bridge's own
+    # files); secrets in them are never posted.
+    secret_paths: list[Path] = Field(default_factory=list)
     # Who may answer (chat user ids); empty: anyone the thread lets talk to the agent.
     approvers: list[str] = Field(default_factory=list)
     timeout: PositiveSeconds = 600.0
+    # How soon after a turn starts agy's first hook call must reach the bridge: an agy that
+    # runs no hooks is stopped then, before its tool calls can run (docs/approvals.md).
+    hook_proof_seconds: PositiveSeconds = 2.0
 
     @field_validator("allow_commands", "deny_commands")
     @classmethod
@@ -293,6 +303,16 @@ class ApprovalsSection(_Section):
         if errors:
             raise ValueError("; ".join(errors))
         return rules
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, options: dict[str, str]) -> dict[str, str]:
+        for name, spec in options.items():
+            try:
+                parse_spec(spec)
+            except SpecError as exc:
+                raise ValueError(f"options for `{name}`: {exc}") from None
+        return options
 
     @field_validator("allow_hosts")
     @classmethod

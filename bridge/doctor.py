@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -489,6 +490,9 @@ class LiveSeen:
     hooks: list[str] = field(default_factory=list)
     mcp_calls: list[str] = field(default_factory=list)
     tool_hooks: list[str] = field(default_factory=list)  # PreToolUse calls, by tool name
+    # When the first hook call and the first tool's hook call came (time.monotonic()).
+    first_hook: float | None = None
+    first_tool: float | None = None
 
 
 def _live_mcp_server(seen: LiveSeen) -> Server[Any]:
@@ -519,10 +523,12 @@ async def live_turn(
 
     async def inject(conversation_id: str) -> list[str]:
         seen.hooks.append("PreInvocation")
+        seen.first_hook = seen.first_hook or time.monotonic()
         return []
 
     async def decide(call: ToolCall) -> ToolVerdict:
         seen.tool_hooks.append(call.name)
+        seen.first_tool = seen.first_tool or time.monotonic()
         if call.name == "run_command":
             return ToolVerdict(allow=False, reason=DENY_REASON)
         return ToolVerdict(allow=True)
@@ -579,6 +585,7 @@ async def live_turn(
             "the PreInvocation hook never reached the bridge: this agy build did not load the "
             "plugin's hooks.json (mid-turn messages would wait for the next turn)"
         )
+    report_hooks_first(report, seen, config.approvals.hook_proof_seconds)
     if seen.mcp_calls:
         report.ok("agy contacted the bridge's MCP server (" + ", ".join(seen.mcp_calls) + ")")
     else:
@@ -587,6 +594,23 @@ async def live_turn(
             "post_file, thread_history) will not be available to the agent"
         )
     _report_denial(report, seen, denial, ran)
+
+
+def report_hooks_first(report: Report, seen: LiveSeen, seconds: float) -> None:
+    """One line: whether the hooks ran before the turn's first tool (the bridge stops an agy
+    whose turn reaches it through no hook within ``seconds``)."""
+    if seen.first_hook is not None and (
+        seen.first_tool is None or seen.first_hook <= seen.first_tool
+    ):
+        report.ok(
+            "the hooks ran before the turn's first tool (the bridge stops an agy that runs "
+            f"none within {seconds:g} s of a turn's start)"
+        )
+    else:
+        report.bad(
+            "no hook ran before the turn's first tool: with approvals on, the bridge stops this "
+            "agy at every turn (its tool calls would run unasked)"
+        )
 
 
 @dataclass

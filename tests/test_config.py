@@ -101,3 +101,10 @@ def test_an_old_glob_rule_is_refused_with_its_replacement() -> None:
         environ={},
     )
     assert ok.approvals.allow_hosts == ["*.python.org"]
+
+
+def test_option_tables_an_operator_adds_are_read_at_start() -> None:
+    with pytest.raises(ConfigError, match=r"approvals\.options.*`mytool`.*`o=write`"):
+        build_config({"approvals": {"options": {"mytool": "o=write"}}}, environ={})
+    ok = build_config({"approvals": {"options": {"mytool": "-v -o=write"}}}, environ={})
+    assert ok.approvals.options == {"mytool": "-v -o=write"}

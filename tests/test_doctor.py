@@ -65,6 +65,7 @@ def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
     assert "✓ the PreToolUse hook asked the bridge before run_command" in done.stdout
     assert "✓ the denied command did not run" in done.stdout
     assert "✓ agy reported the denial" in done.stdout
+    assert "✓ the hooks ran before the turn's first tool" in done.stdout
     assert not (tmp_path / "data" / "doctor").exists() or not any(
         (tmp_path / "data" / "doctor").iterdir()
     )
@@ -83,3 +84,11 @@ def test_doctor_says_which_limits_hold_and_where_the_store_lives(tmp_path: Path)
     # The store and the default workspaces share the data directory's filesystem.
     assert f"the store is in {tmp_path / 'data'}" in out, out
     assert "the default workspaces share that filesystem" in out, out
+
+
+@pytest.mark.slow
+def test_live_turn_reports_an_agy_that_runs_no_hooks_in_one_line(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, "--live", AGY_SIM_NO_HOOKS="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = [line for line in done.stdout.splitlines() if "before the turn's first tool" in line]
+    assert line.startswith("✗ no hook ran before the turn's first tool")

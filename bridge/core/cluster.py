@@ -15,6 +15,7 @@ import logging
 import anyio
 
 from bridge.core.approvals.gate import may_approve
+from bridge.core.approvals.replies import number_handle
 from bridge.core.events import DecideOutcome, ThreadRef
 from bridge.core.leases import Claim, Lease, Leases, leader_key
 from bridge.core.store import Store
@@ -90,7 +91,9 @@ class Cluster:
         waiting = [
             row
             for row in await self.store.waiting_approvals(thread.key)
-            if decide.handle is None or row.handle in (decide.handle, None)
+            if decide.handle is None
+            or row.handle in (decide.handle, None)
+            or (row.number is not None and decide.handle == number_handle(row.number))
         ]
         if not waiting:
             return DecideOutcome.UNKNOWN
@@ -99,11 +102,9 @@ class Cluster:
         if await self.leases.holder(thread.key) is None:
             # Its instance is gone, and agy with it: the request expires at the takeover.
             return DecideOutcome.UNKNOWN
-        # The oldest waiting one is the one shown now (the gate asks one at a time); its handle
-        # goes along, so a late decision never answers the thread's next request.
-        pinned = c.Decide(
-            decide.handle or waiting[0].handle, decide.choice, decide.by, decide.reason
-        )
+        # A bare typed answer goes on bare: the running gate knows whether it could mean
+        # another request (and says so); a click, a reply or a number stays bound to its own.
+        pinned = c.Decide(decide.handle, decide.choice, decide.by, decide.reason)
         # CommandTooLong (a very long reason) reaches the caller, which tells the thread.
         await self.leases.send_control(thread.key, wire.encode(thread.key, pinned))
         log.info(

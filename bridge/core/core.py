@@ -19,7 +19,8 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core import recovery
 from bridge.core import store as st
-from bridge.core.approvals.replies import parse_reply
+from bridge.core.approvals.replies import number_handle, parse_reply
+from bridge.core.approvals.secrets import SecretFiles, secret_paths
 from bridge.core.approvals.texts import not_approver_text
 from bridge.core.capabilities import HearsResets, OpensThreads, single_instance
 from bridge.core.cluster import Cluster
@@ -219,8 +220,14 @@ class Core:
             return False
         if await self.store.add_message(message, state=st.MessageState.COMMAND) is None:
             return True  # a redelivery of an answer already taken
+        # Bound to the request it names (`approve 7`) or replies to (a Matrix reply to the
+        # request's message); a bare answer decides only when nothing else could be meant.
+        handle = number_handle(reply.number) if reply.number is not None else None
+        if handle is None and message.reply_to is not None:
+            replied = await self.store.approval_by_handle(message.thread.key, message.reply_to)
+            handle = replied.handle if replied is not None else None
         outcome = await self._decide(
-            message.thread, c.Decide(None, reply.choice, message.author, reply.reason)
+            message.thread, c.Decide(handle, reply.choice, message.author, reply.reason)
         )
         if outcome is DecideOutcome.NOT_APPROVER:
             await self.say(message.thread, not_approver_text(message.author))
@@ -356,7 +363,7 @@ async def open_core(
     leases = leases or LocalLeases("local")
     # Every text posted outside a turn's stream is scrubbed here; approvals and posted files
     # reach the audit trail here (docs/team-controls.md).
-    scrub = Scrubber(config.secret_values())
+    scrub = Scrubber(config.secret_values(), files=SecretFiles(secret_paths(config)))
     audit = AuditLog(store.database, leases.name, scrub)
     team = TeamControls(store.database, config, audit, metrics)
     chats = audited(adapters, scrub, audit)

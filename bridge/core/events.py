@@ -150,6 +150,9 @@ class IncomingMessage(_Model):
     text: str = ""
     attachments: list[AttachmentRef] = Field(default_factory=list)
     sent_at: datetime | None = None
+    # The message this one replies to, where the platform says so (a Matrix reply): an
+    # answer that replies to a request decides that request only.
+    reply_to: str | None = None
 
 
 class MessageChange(_Model):
@@ -235,6 +238,7 @@ class ApprovalRequest(_Model):
     always: bool = True  # whether "always in this thread" is offered
     requested_by: Author | None = None  # who asked for the turn
     text: str
+    number: int | None = None  # the short number typed answers name (`approve 7`)
 
 
 class ApprovalResult(_Model):
@@ -250,6 +254,8 @@ class DecideOutcome(enum.Enum):
     DECIDED = "decided"
     NOT_APPROVER = "not_approver"  # this user may not answer: tell them privately
     UNKNOWN = "unknown"  # no such request waits (decided already, expired)
+    # A bare typed answer that could mean another request: the thread was told how to answer.
+    AMBIGUOUS = "ambiguous"
 
 
 class HistoryEntry(_Model):

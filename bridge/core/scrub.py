@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Protocol
 
 # A listener URL: the first path segment is the session's token.
 _LISTENER_URL = re.compile(r"((?:127\.0\.0\.1|localhost|\[::1\]):\d+/)([A-Za-z0-9_\-]{16,})(?=/)")
@@ -28,9 +29,31 @@ def encodable(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+class SecretSource(Protocol):
+    """Secrets that may change while the bridge runs (the values in agy's login files)."""
+
+    generation: int
+
+    def values(self) -> tuple[str, ...]: ...
+
+
 class Scrubber:
-    def __init__(self, secrets: Iterable[str] = ()):
-        self.secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True)
+    def __init__(self, secrets: Iterable[str] = (), files: SecretSource | None = None):
+        self._fixed = {s for s in secrets if len(s) >= MIN_SECRET}
+        self._files = files
+        self._generation = -1
+        self._secrets = sorted(self._fixed, key=len, reverse=True)
+
+    @property
+    def secrets(self) -> list[str]:
+        """The secrets, longest first; those read from files as they are now."""
+        if self._files is not None:
+            values = self._files.values()
+            if self._files.generation != self._generation:
+                self._generation = self._files.generation
+                found = self._fixed | {v for v in values if len(v) >= MIN_SECRET}
+                self._secrets = sorted(found, key=len, reverse=True)
+        return self._secrets
 
     def __call__(self, text: str) -> str:
         text = encodable(text)

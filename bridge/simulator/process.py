@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import uuid
+from dataclasses import replace
 
 from bridge.simulator.account import account_error, sim_home
 from bridge.simulator.context import Context, warn
@@ -107,6 +108,10 @@ class PrintMode:
         except FatalConfigError as exc:
             self._early_error(str(exc))
             return None
+        if os.environ.get("AGY_SIM_NO_HOOKS") == "1":
+            # As the agy builds whose hooks load but never run (reported for logins by API
+            # key; plugin hooks not loaded on some builds): every tool call runs unasked.
+            plugins = [replace(plugin, hooks={}, tool_hooks={}) for plugin in plugins]
         cwd = os.getcwd()
         conversation, resumed = self._conversation(cwd)
         if conversation is None:

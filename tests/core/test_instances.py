@@ -344,7 +344,7 @@ async def test_a_typed_deny_at_the_other_instance_reaches_the_holder(
         await a.say("[[tool run_command touch nope.txt]]")
         a, b, handle = await asked(a, b)
         folder = workdir(a)
-        await b.say("deny: use the staging db", who="bob", event_id="answer")
+        await b.say("deny 1: use the staging db", who="bob", event_id="answer")
         [reply] = await a.adapter.wait_finished(1)
         assert reply.outcome is not None
         assert "denied by Bob: use the staging db" in reply.outcome.final_text

@@ -105,6 +105,7 @@ async def attacked(
     deny: list[str] | None = None,
     hosts: list[str] | None = None,
     repo: bool = True,
+    secret_paths: list[str] | None = None,
 ) -> AsyncIterator[Attack]:
     workspace = tmp_path / "ws"
     workspace.mkdir(parents=True)
@@ -121,6 +122,8 @@ async def attacked(
         approvals["deny_commands"] = deny
     if hosts:
         approvals["allow_hosts"] = hosts
+    if secret_paths:
+        approvals["secret_paths"] = secret_paths
     extra = {"approvals": approvals, "workspaces": [{"path": str(workspace)}]}
     async with running(tmp_path, extra=extra) as h:
         yield Attack(h, workspace)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.core.approvals.policy import Allow, Policy, Rules
+from bridge.core.approvals.policy import Allow, Place, Policy, Rules
 
 PROGRAMS = ["ls", "cat", "git", "grep", "wc", "tool", "pytest"]
 RULES = Rules(allow_commands=[f"{p} *" for p in PROGRAMS])
@@ -55,22 +55,24 @@ def random_line(rng: random.Random) -> str:
     return line
 
 
+SHIM = (
+    "#!/bin/sh\n"
+    # One new file per process (a pipeline's run at once), made with builtins only (PATH
+    # holds nothing else): argv joined by NUL.
+    "n=0\n"
+    'while ! { set -C; : > "$SHIM_LOG/$$.$n"; } 2>/dev/null; do n=$((n + 1)); done\n'
+    '{ printf "%s\\0" "${0##*/}"; for a in "$@"; do printf "%s\\0" "$a"; done; }'
+    ' >| "$SHIM_LOG/$$.$n"\n'
+)
+
+
 @pytest.fixture
 def shims(tmp_path: Path) -> Path:
     folder = tmp_path / "shims"
     folder.mkdir()
-    script = (
-        "#!/bin/sh\n"
-        # One new file per process (a pipeline's run at once), made with builtins only (PATH
-        # holds nothing else): argv joined by NUL.
-        "n=0\n"
-        'while ! { set -C; : > "$SHIM_LOG/$$.$n"; } 2>/dev/null; do n=$((n + 1)); done\n'
-        '{ printf "%s\\0" "${0##*/}"; for a in "$@"; do printf "%s\\0" "$a"; done; }'
-        ' >| "$SHIM_LOG/$$.$n"\n'
-    )
     for name in PROGRAMS:
         path = folder / name
-        path.write_text(script)
+        path.write_text(SHIM)
         path.chmod(0o755)
     return folder
 
@@ -121,3 +123,85 @@ def test_what_the_gate_allows_is_what_bash_runs(tmp_path: Path, shims: Path) -> 
     # Both kinds were generated in numbers, so the check is not vacuous.
     assert allowed > LINES // 5 and asked > LINES // 5, (allowed, asked)
     assert os.listdir(work) == [], "an allowed line wrote a file (a redirection ran)"
+
+
+# --- the other way: everyday commands run at once, exactly as predicted ---------------------
+
+CORPUS = Path(__file__).parent / "corpus" / "everyday_commands.txt"
+# The rules docs/approvals.md recommends ("Recommended rules"): keep the two in step.
+RECOMMENDED = [
+    *(
+        f"git {sub} *"
+        for sub in (
+            "status", "diff", "log", "show", "blame", "branch", "rev-parse", "ls-files",
+            "ls-tree", "grep", "describe", "shortlog", "reflog", "cat-file", "merge-base",
+            "show-ref", "for-each-ref", "remote", "tag", "stash", "add", "commit", "switch",
+            "checkout",
+        )
+    ),
+    *(
+        f"{program} *"
+        for program in (
+            "ls", "cat", "head", "tail", "wc", "sort", "uniq", "cut", "grep", "rg", "find", "fd",
+            "fdfind", "diff", "tree", "stat", "du", "file", "echo", "printf", "which", "jq",
+            "pytest", "make",
+        )
+    ),
+    "sed -n *", "pwd", "python -m pytest *", "python3 -m pytest *",
+    "npm test *", "npm run *", "npm run-script *", "pnpm test *", "pnpm run *", "pnpm -r test *",
+    "yarn test *", "yarn run *", "cargo test *", "cargo build *", "cargo check *",
+    "cargo clippy *", "go test *", "go build *", "go vet *",
+]  # fmt: skip
+BUILTINS = frozenset({"echo", "printf", "pwd", "true", "false", "test", "["})
+
+
+def corpus() -> list[str]:
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_the_corpus_runs_without_a_click_and_exactly_as_predicted(tmp_path: Path) -> None:
+    """At least 300 everyday commands: each allowed at once under the recommended rules (0
+    needless asks), and each starts exactly the argv the gate predicted (0 differences)."""
+    lines = corpus()
+    assert len(lines) >= 300, len(lines)
+    work = tmp_path / "work"
+    work.mkdir()
+    policy = Policy(Rules(allow_commands=RECOMMENDED))
+    place = Place(workspace=work)
+    asked = [
+        (line, verdict)
+        for line in lines
+        if not isinstance(verdict := policy.judge_command(line, place=place), Allow)
+    ]
+    assert asked == [], f"{len(asked)} needless asks: {asked[:20]}"
+    parsed = [policy.parser.parse(line) for line in lines]
+    programs = {argv[0] for line in parsed for argv in line.commands} - BUILTINS
+    folder = tmp_path / "shims"
+    folder.mkdir()
+    for name in programs:
+        path = folder / name
+        path.write_text(SHIM)
+        path.chmod(0o755)
+    bash = shutil.which("bash")
+    assert bash is not None
+    differences = []
+    for number, (line, read) in enumerate(zip(lines, parsed, strict=True)):
+        log = tmp_path / f"c{number}"
+        log.mkdir()
+        env = {"PATH": str(folder), "SHIM_LOG": str(log), "HOME": str(tmp_path)}
+        subprocess.run(
+            [bash, "-c", line],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+        predicted = Counter(argv for argv in read.commands if argv[0] not in BUILTINS)
+        if started(log) != predicted:
+            differences.append((line, started(log), predicted))
+    assert differences == [], differences[:10]
+    assert os.listdir(work) == [], "a corpus line wrote a file in the workspace"

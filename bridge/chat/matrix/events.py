@@ -113,7 +113,18 @@ def to_incoming(event: Event, room: MatrixRoom, *, threads: bool) -> IncomingMes
         text=message_text(event),
         attachments=attachments,
         sent_at=datetime.fromtimestamp(event.server_timestamp / 1000, tz=UTC),
+        reply_to=reply_target(content),
     )
+
+
+def reply_target(content: dict[str, Any]) -> str | None:
+    """The event a real reply answers (not a thread message's fallback in_reply_to)."""
+    relation = relation_of(content)
+    target = relation.get("m.in_reply_to")
+    if not isinstance(target, dict) or relation.get("is_falling_back"):
+        return None
+    event_id = target.get("event_id")
+    return event_id if isinstance(event_id, str) else None
 
 
 def stop_target(event: Event) -> str | None:

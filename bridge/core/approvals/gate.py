@@ -20,6 +20,7 @@ import anyio
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.config import ApprovalsSection
 from bridge.core.approvals import policy, texts
+from bridge.core.approvals.replies import number_handle
 from bridge.core.approvals.rules import CommandRule, RuleError, parse_rule, stored_row
 from bridge.core.events import (
     ApprovalChoice,
@@ -28,6 +29,7 @@ from bridge.core.events import (
     Author,
     ChatAdapter,
     DecideOutcome,
+    OutgoingFile,
     ThreadRef,
 )
 from bridge.core.store.ports import GateStore
@@ -37,6 +39,11 @@ from bridge.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ALLOWED = ToolVerdict(allow=True)
+# How long a request must have been shown, with nothing else posted or decided in the thread,
+# before a bare typed `approve` (with no number) may decide it: a person's reading time. In
+# the race it guards against, a second approver's `approve` written for request A reached the
+# thread 0.5 s after request B was posted.
+REACTION_SECONDS = 2.0
 
 
 @dataclass
@@ -85,9 +92,14 @@ class ApprovalGate:
         # while the thread runs (``!approvals reset`` calls :meth:`forget_allow_list`).
         self._always: tuple[CommandRule, ...] | None = None
         self._told: set[str] = set()  # dropped stored rows the thread was told about
+        # When a request of this thread was last posted or decided (a bare typed answer
+        # within REACTION_SECONDS of it could mean another request).
+        self._last_event = float("-inf")
         # One policy (and so one shell parser) for the gate's life.
         self._policy = policy.Policy(
-            policy.Rules(section.allow_commands, section.deny_commands, section.allow_hosts)
+            policy.Rules(
+                section.allow_commands, section.deny_commands, section.allow_hosts, section.options
+            )
         )
 
     @property
@@ -149,10 +161,13 @@ class ApprovalGate:
                 f"word lists now), so they ask again:\n{lines}\n"
                 "`!approvals reset` clears the list."
             )
-            try:
-                await self.adapter.post_message(self.ref, notice)
-            except Exception:
-                log.exception("could not post a notice", extra={"chat_thread": self.key})
+            await self._notice(notice)
+
+    async def _notice(self, text: str) -> None:
+        try:
+            await self.adapter.post_message(self.ref, text)
+        except Exception:
+            log.exception("could not post a notice", extra={"chat_thread": self.key})
 
     def forget_allow_list(self) -> None:
         """The stored list changed elsewhere (``!approvals reset``): read it again."""
@@ -169,22 +184,29 @@ class ApprovalGate:
             preview=ask.preview,
             always=ask.pattern is not None,
             requested_by=requested_by,
-            text=texts.request_text(
-                tool=call.name,
-                summary=ask.summary,
-                preview=ask.preview,
-                requested_by=requested_by,
-                timeout=self.config.timeout,
-            ),
+            text="",
         )
         # Waiting before it is posted: a click may come before the post call returns.
         waiting = _Waiting(request, ask.pattern)
         self.waiting = waiting
         try:
-            await store.add_approval(
+            number = await store.add_approval(
                 request.id, self.key, call.name, dict(call.args), ask.summary, requested_by
             )
+            text = texts.request_text(
+                tool=call.name,
+                summary=ask.summary,
+                preview=ask.preview,
+                requested_by=requested_by,
+                timeout=self.config.timeout,
+                number=number,
+            )
+            update: dict[str, object] = {"number": number, "text": text}
+            if await attach_if_too_long(self.adapter, self.ref, number, ask.summary):
+                update["always"], waiting.pattern = False, None  # never allowed always
+            waiting.request = request = request.model_copy(update=update)
             waiting.handle = await self.adapter.ask_approval(request)
+            self._last_event = time.monotonic()
             await store.set_approval_handle(request.id, waiting.handle)
         except Exception as exc:
             log.exception("could not ask for an approval", extra={"chat_thread": self.key})
@@ -223,17 +245,26 @@ class ApprovalGate:
     async def resolve(
         self, handle: str | None, choice: ApprovalChoice, by: Author, reason: str = ""
     ) -> DecideOutcome:
-        """An answer to the waiting request (``handle`` None: whichever waits now)."""
+        """An answer to the waiting request: ``handle`` is its message (a click, a reaction, a
+        Matrix reply), ``#N`` (a typed answer naming its number), or None (a bare typed
+        answer: it decides only when nothing else could be meant, :data:`REACTION_SECONDS`)."""
         waiting = self.waiting
         if waiting is None or waiting.state is not None:
             return DecideOutcome.UNKNOWN
         await waiting.posted.wait()
         if waiting.state is not None or waiting.handle is None:
             return DecideOutcome.UNKNOWN
-        if handle is not None and handle != waiting.handle:
+        number = waiting.request.number
+        typed = handle is None or handle.startswith("#")
+        if not typed and handle != waiting.handle:
             return DecideOutcome.UNKNOWN
         if not may_approve(self.config.approvers, by):
             return DecideOutcome.NOT_APPROVER
+        if handle is not None and typed:
+            if number is None or handle != number_handle(number):
+                return await self._explain(waiting, by, f"request {handle[1:]} is not waiting")
+        elif handle is None and time.monotonic() - self._last_event < REACTION_SECONDS:
+            return await self._explain(waiting, by, texts.TOO_SOON)
         if choice is ApprovalChoice.DENY:
             state = ApprovalState.DENIED
         elif choice is ApprovalChoice.ALWAYS and waiting.pattern is not None:
@@ -251,6 +282,12 @@ class ApprovalGate:
         if not await self._finish(waiting, state, by, reason.strip()):
             return DecideOutcome.UNKNOWN
         return DecideOutcome.DECIDED
+
+    async def _explain(self, waiting: _Waiting, by: Author, why: str) -> DecideOutcome:
+        """A typed answer decided nothing: say which request waits and how to answer it."""
+        request = waiting.request
+        await self._notice(texts.which_waits(by, why, request.number, request.summary))
+        return DecideOutcome.AMBIGUOUS
 
     async def stop(self, by: str, interrupt: Callable[[], object]) -> bool:
         """!stop while a request waits: deny it, and ``interrupt`` the turn before agy reads
@@ -293,6 +330,7 @@ class ApprovalGate:
         if before is not None:
             before()
         waiting.done.set()
+        self._last_event = time.monotonic()
         self.metrics.approval(state.value, time.monotonic() - waiting.started)
         log.info(
             "approval %s: %s",
@@ -310,6 +348,7 @@ class ApprovalGate:
                 by,
                 reason,
                 pattern=waiting.pattern if state is ApprovalState.ALWAYS else None,
+                number=waiting.request.number,
             ),
         )
         try:
@@ -324,6 +363,16 @@ class ApprovalGate:
             await self.store.settle_approval(approval_id, state, reason=reason)
         except StoreError:
             pass
+
+
+async def attach_if_too_long(adapter: ChatAdapter, ref: ThreadRef, number: int, text: str) -> bool:
+    """A command too long to show in a message is attached whole; whether it was."""
+    if not texts.too_long(text):
+        return False
+    name = f"request-{number}.txt"
+    title = f"Request {number}: the whole text of what would run"
+    await adapter.post_file(ref, OutgoingFile(name=name, data=text.encode()), title)
+    return True
 
 
 def request_of(row: ApprovalRow, ref: ThreadRef) -> ApprovalRequest:

@@ -4,7 +4,10 @@ the file system (symlinks, ``.git`` files).
 The gate's promise: a command runs without a person only if every command in it is a plain
 command (words and quoted strings, no expansion of any kind, read with a real shell grammar,
 :mod:`shell`) that an allow rule names word by word (:mod:`rules`), and no word of it that
-makes the program run other code (:mod:`runners`) is left to a rule's ``*``. In order:
+makes the program run other code (:mod:`runners`) is left to a rule's ``*``, and every option
+under a rule's ``*`` is one the program's table knows to neither write nor run anything
+(:mod:`options`; an option that writes is judged as a write, :mod:`argv_checks`). A read of
+a secret path (:mod:`secrets`) asks whatever reads it. In order:
 
 - the bridge's own chat tools never ask; file reads never ask (the sandbox decides what they
   see), except that where there is no sandbox a read of the bridge's configuration or data
@@ -26,11 +29,13 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bridge.core.approvals import argv_checks
+from bridge.core.approvals.option_tables import shipped
 from bridge.core.approvals.paths import protected_write
 from bridge.core.approvals.rules import (
     CommandRule,
@@ -40,7 +45,7 @@ from bridge.core.approvals.rules import (
     program,
     stored_rule,
 )
-from bridge.core.approvals.runners import SHELLS, code_words
+from bridge.core.approvals.runners import SHELLS
 from bridge.core.approvals.shell import LooseArgv, ShellParser
 
 log = logging.getLogger(__name__)
@@ -92,6 +97,8 @@ class Rules:
     allow_commands: Sequence[str] = ()
     deny_commands: Sequence[str] = ()
     allow_hosts: Sequence[str] = ()
+    # Options an operator adds to the shipped tables: {"mytool": "-v -o=write"}.
+    options: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,9 @@ class Place:
     # Paths no tool may read (the config file and the data directory, where no sandbox
     # hides them).
     hidden: tuple[Path, ...] = ()
+    # Paths read only with a person's approval, whatever reads them: agy's login, the
+    # bridge's own files, [approvals] secret_paths.
+    secrets: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,7 @@ class Policy:
         self.deny = parse_rules(rules.deny_commands)
         self.hosts = tuple(host.lower().strip() for host in rules.allow_hosts)
         self.parser = ShellParser()
+        self.tables = shipped().extended(rules.options)
 
     def judge(
         self,
@@ -152,17 +163,31 @@ class Policy:
         if name == MCP_TOOL and str(args.get("ServerName", "")) in place.own_servers:
             return Allow("the bridge's own chat tool")
         if name in READ_TOOLS:
+            secret = _reads_secret(name, args, place)
+            if secret is not None:
+                summary = f"{name} {_short_args(args)}".strip()
+                return Ask(summary=summary, preview=_SECRET_NOTE.format(secret), pattern=None)
             return _judge_read(name, args, place)
         if name in URL_TOOLS:
             return self._judge_url(name, args)
         if name in WRITE_TOOLS:
             return _judge_write(name, args, place)
         if name == RUN_COMMAND:
-            return self.judge_command(str(args.get("CommandLine", "")), always, place)
+            cwd = args.get("Cwd")
+            return self.judge_command(
+                str(args.get("CommandLine", "")),
+                always,
+                place,
+                cwd=cwd if isinstance(cwd, str) and cwd else None,
+            )
         return Ask(summary=f"{name} {_short_args(args)}".strip(), pattern=None)
 
     def judge_command(
-        self, text: str, always: Sequence[CommandRule] = (), place: Place | None = None
+        self,
+        text: str,
+        always: Sequence[CommandRule] = (),
+        place: Place | None = None,
+        cwd: str | None = None,
     ) -> Verdict:
         if not text.strip():
             return Deny("an empty command line")
@@ -175,25 +200,29 @@ class Policy:
             return Ask(summary=text, preview=f"Not a plain command: {line.why}.")
         whys, notes = [], []
         always_ok = len(line.commands) == 1  # "always" is offered for one command only
+        where = _where(place, cwd)
         for argv in line.commands:
             hidden = _names_hidden(argv, place) if place is not None and place.hidden else None
-            if hidden is not None:
-                notes.append(f"`{hidden}` is the bridge's own configuration or data")
+            secret = argv_checks.secret_word(argv, where)
+            found = argv_checks.findings(argv, self.tables, where)
+            if hidden is not None or secret is not None:
+                word = hidden if hidden is not None else secret
+                notes.append(_SECRET_NOTE.format(word))
                 whys.append("")
                 always_ok = False
-            elif any(rule.allows(argv) for rule in self.allow):
+            elif any(rule.covers(argv, found) for rule in self.allow):
                 whys.append("allowed by the configuration")
-            elif any(rule.allows(argv) for rule in always):
+            elif any(rule.covers(argv, found) for rule in always):
                 whys.append("allowed always in this thread")
             else:
-                notes += [what for _, what in code_words(argv)]
+                notes += [what for _, what in found]
                 whys.append("")
         if all(whys):
             return Allow(whys[0] if len(set(whys)) == 1 else "allowed by the configuration")
         pattern = exact_rule(line.commands[0]) if always_ok else None
         preview = ""
         if notes:
-            preview = "Only a rule that names it allows: " + "; ".join(dict.fromkeys(notes)) + "."
+            preview = "Not covered by a rule's `*`: " + "; ".join(dict.fromkeys(notes)) + "."
         return Ask(summary=text, preview=preview, pattern=pattern)
 
     def _every_command(self, commands: Iterable[LooseArgv], depth: int) -> Iterator[LooseArgv]:
@@ -238,6 +267,34 @@ def judge(
     """One verdict with a policy made for it (tests; the gate keeps its :class:`Policy`)."""
     policy = Policy(rules)
     return policy.judge(name, args, place, policy.always_rules(always))
+
+
+_SECRET_NOTE = (
+    "`{}` is a secret (agy's login, the bridge's own files or a configured secret path): "
+    "whatever reads it asks, and what it prints is scrubbed from the chat"
+)
+
+
+def _where(place: Place | None, cwd: str | None) -> argv_checks.Where | None:
+    if place is None:
+        return None
+    roots = tuple(Path(os.path.realpath(root)) for root in (place.workspace, place.scratch) if root)
+    base = Path(os.path.realpath(os.path.join(place.workspace, cwd or ".")))
+    return argv_checks.Where(base, roots, tuple(Path(os.path.realpath(s)) for s in place.secrets))
+
+
+def _reads_secret(name: str, args: Mapping[str, Any], place: Place) -> str | None:
+    """A path argument of a read tool that is a secret (or, for a tool that searches file
+    contents, a folder holding one)."""
+    where = _where(place, None)
+    if where is None or not where.secrets:
+        return None
+    for value in _strings(args):
+        path = _resolve(value, place.workspace)
+        holds = name in SEARCH_TOOLS and any(path in s.parents for s in where.secrets)
+        if argv_checks.is_secret(path, where) or holds:
+            return value
+    return None
 
 
 def _names_hidden(argv: Sequence[str], place: Place) -> str | None:
@@ -345,13 +402,25 @@ def write_preview(args: Mapping[str, Any]) -> str:
 def _cut(lines: list[str]) -> str:
     shown = lines[:PREVIEW_LINES]
     text = "\n".join(shown)
+    hidden = ""
     if len(text) > PREVIEW_CHARS:
-        text = text[:PREVIEW_CHARS] + "…"
+        hidden = f"{len(text) - PREVIEW_CHARS:,} more characters"
+        text = text[:PREVIEW_CHARS]
     if len(lines) > len(shown):
-        text += f"\n… {len(lines) - len(shown)} more line(s)"
+        more = f"{len(lines) - len(shown):,} more line(s)"
+        hidden = f"{hidden} and {more}" if hidden else more
+    if hidden:
+        text += f"\n… ({hidden} not shown)"
     return text
 
 
+SHORT_ARGS = 1500
+
+
 def _short_args(args: Mapping[str, Any]) -> str:
+    """A tool's arguments as the request shows them; when long, cut with how much is hidden
+    (the request's text says so in words, never a bare `…`)."""
     text = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return text if len(text) <= 300 else text[:300] + "…"
+    if len(text) <= SHORT_ARGS:
+        return text
+    return f"{text[:SHORT_ARGS]} … ({len(text) - SHORT_ARGS:,} more characters not shown)"

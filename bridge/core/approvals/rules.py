@@ -64,10 +64,15 @@ class CommandRule:
     def allows(self, argv: Sequence[str]) -> bool:
         """``argv`` starts with the rule's words (and has no more unless the rule ends in
         ``*``), and every word that makes it run other code is one of the rule's own."""
+        return self.covers(argv, code_words(argv))
+
+    def covers(self, argv: Sequence[str], found: Iterable[tuple[int, str]]) -> bool:
+        """Like :meth:`allows`, with the positions that a ``*`` must not cover given (the
+        programs that run programs, and options the gate does not know or that write)."""
         count = len(self.words)
         if tuple(argv[:count]) != self.words or (len(argv) > count and not self.star):
             return False
-        return all(position < count for position, _ in code_words(argv))
+        return all(position < count for position, _ in found)
 
     def denies(self, argv: Sequence[str | None]) -> bool:
         """Whether a (best-effort) argv is a command this deny rule names."""

@@ -107,13 +107,33 @@ def _command(node: tree_sitter.Node, source: bytes) -> Argv:
     if len(name) != 1 or name[0].type not in _ARGUMENTS:
         raise NotPlain(f"a command name that is not a plain word (`{_text(children[0], source)}`)")
     argv = [_argument(name[0], source)]
-    if argv[0] in RESERVED:
+    if argv[0] in RESERVED or argv[0] in ("{", "}"):
         raise NotPlain(f"the shell keyword `{argv[0]}`")
+    _check_braces(_text(name[0], source))
     for child in children[1:]:
         if child.type not in _ARGUMENTS:
             raise NotPlain(f"{_label(child.type)} (`{_text(child, source)}`)")
         argv.append(_argument(child, source))
+        _check_braces(_text(child, source))
     return tuple(argv)
+
+
+def _check_braces(raw: str) -> None:
+    """A word with braces is plain when no pair of them holds a brace expansion: a `,` or a
+    `..` between a `{` and its `}` (`a{b,c}`, `{1..3}`), or another brace. `stash@{0}`,
+    `@{u}..`, `HEAD^{tree}` and find's `{}` are left alone by bash. Read on the word as
+    written, quotes and all (a quoted brace never expands; asking for it is only cautious)."""
+    if "{" not in raw:
+        return
+    start = raw.find("{")
+    while start >= 0:
+        end = raw.find("}", start + 1)
+        if end < 0:
+            return  # an unmatched `{` is a literal
+        inside = raw[start + 1 : end]
+        if "," in inside or ".." in inside or "{" in inside:
+            raise NotPlain(f"a brace expansion (`{raw}`)")
+        start = raw.find("{", end + 1)
 
 
 def _argument(node: tree_sitter.Node, source: bytes) -> str:
@@ -155,7 +175,11 @@ def _unquoted(text: str) -> str:
             out.append(text[index + 1])
             index += 2
             continue
-        if not (char.isalnum() or char in _SAFE):
+        # bash leaves `~` alone except at a word's start (and after `=` or `:`, where it
+        # expands in assignments and in words that look like one: `make prefix=~/x`), and
+        # `{`/`}` unless they hold a brace expansion (checked on the whole word).
+        tilde = char == "~" and index > 0 and text[index - 1] not in "=:"
+        if not (char.isalnum() or char in _SAFE or tilde or char in "{}"):
             raise NotPlain(f"`{char}`, which the shell would expand or read as syntax (`{text}`)")
         out.append(char)
         index += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from datetime import UTC, datetime
 
@@ -50,19 +51,40 @@ def _code(text: str) -> str:
     return "`" + text.replace("`", "'").replace("\n", " ") + "`"
 
 
-# Longer commands are shown cut, with a warning: the part not shown runs too.
-SHOWN_CHARS = 2500
+# A command longer than this (once blank runs are folded) is not shown in the request: the
+# request says so and the full text is attached as a file (:func:`too_long`). Below it, one
+# request message holds it whole (Slack: a few 3,000-character sections; Matrix: one event).
+SHOWN_CHARS = 8000
+FOLD_MARK = "⏎"
+# Three or more line breaks in a row (blank lines, maybe holding blanks): shown as one line.
+_BLANK_RUN = re.compile(r"\n(?:[ \t]*\n){2,}")
+
+
+def folded(text: str) -> str:
+    """``text`` with every run of blank lines folded into one visible line (``⏎ ×2300``),
+    so that nothing after them can be pushed out of sight. A ``⏎`` of the text itself is
+    written as an escape, so the text cannot fake a fold."""
+    text = text.replace(FOLD_MARK, "\\u23ce")
+    # The number is the line breaks folded: `a` + 2,300 line breaks + `b` shows `⏎ ×2300`.
+    return _BLANK_RUN.sub(lambda m: f"\n{FOLD_MARK} ×{m.group().count(chr(10))}\n", text)
+
+
+def too_long(summary: str) -> bool:
+    return len(folded(visible(summary))) > SHOWN_CHARS
 
 
 def shown(summary: str) -> str:
-    """The command in a code block, exactly: cut (with a warning) when long, its invisible
-    characters made visible."""
-    if len(summary) <= SHOWN_CHARS:
-        return _fence(visible(summary))
-    rest = len(summary) - SHOWN_CHARS
+    """The command in a code block, exactly as it will run: every line (runs of blank lines
+    folded visibly), its invisible characters made visible. One too long for a message is
+    not shown cut: the request says so, and the gate attaches the whole text."""
+    text = folded(visible(summary))
+    if len(text) <= SHOWN_CHARS:
+        return _fence(text)
+    lines = summary.count("\n") + 1
     return (
-        _fence(visible(summary[:SHOWN_CHARS]))
-        + f"\n⚠️ {rest:,} more characters are not shown here; deny unless you know what they do."
+        f"⚠️ This is too long to show here ({len(summary):,} characters, {lines:,} lines): the "
+        "whole text is attached as a file. Read all of it before you approve; it cannot be "
+        "allowed always."
     )
 
 
@@ -80,17 +102,80 @@ def request_text(
     preview: str,
     requested_by: Author | None,
     timeout: float,
+    number: int | None = None,
 ) -> str:
     who = f" for {inert(requested_by.label)}" if requested_by else ""
     what = "run this command" if tool == "run_command" else f"use {_code(tool)}"
-    lines = [f"🔐 **Approval needed**: the agent wants to {what}{who}:", shown(summary)]
+    name = f" (request {number})" if number is not None else ""
+    lines = [f"🔐 **Approval needed**{name}: the agent wants to {what}{who}:", shown(summary)]
     if preview:
-        lines.append(_fence(visible(preview)))
+        lines.append(_fence(folded(visible(preview))))
+    lines += [f"⚠️ {warning}" for warning in look_alikes(summary)]
+    n = f" {number}" if number is not None else ""
     lines.append(
         f"It waits {minutes(timeout)}, then it is denied. "
-        "Reply `deny: <reason>` to deny and tell the agent why."
+        f"Reply `approve{n}`, or `deny{n}: <reason>` to deny and tell the agent why."
     )
     return "\n".join(lines)
+
+
+_URL_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^/\s@'\"]*@)?([^/\s:'\"?#]+)")
+_WORD = re.compile(r"[^\s'\"`=/:@,;()<>|&]+")
+
+
+def look_alikes(text: str) -> list[str]:
+    """Warnings about what may not be what it seems: a URL's host that is not plain ASCII
+    (shown in punycode, the name the network uses), and words that mix letters of several
+    scripts (`gіthub.com` with a Cyrillic `і`)."""
+    found: list[str] = []
+    for host in dict.fromkeys(_URL_HOST.findall(text)):
+        if not host.isascii():
+            found.append(
+                f"the host {_code(visible(host))} is not plain ASCII: it is "
+                f"{_code(_punycode(host))} on the network, not the name it looks like"
+            )
+    for word in dict.fromkeys(_WORD.findall(text)):
+        scripts = _scripts(word)
+        if len(scripts) > 1:
+            found.append(
+                f"{_code(visible(word))} mixes letters of several scripts "
+                f"({', '.join(sorted(scripts))}): it may imitate another word"
+            )
+    return found
+
+
+def _punycode(host: str) -> str:
+    labels = []
+    for label in host.split("."):
+        try:
+            labels.append(label.encode("idna").decode("ascii"))
+        except UnicodeError:
+            labels.append("xn--" + label.encode("punycode").decode("ascii"))
+    return ".".join(labels)
+
+
+def _scripts(word: str) -> set[str]:
+    found = set()
+    for ch in word:
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            found.add(name.split(" ")[0].title() if name else "Unknown")
+    return found
+
+
+TOO_SOON = (
+    "a request of this thread was posted or decided just before it, so it could mean another one"
+)
+
+
+def which_waits(by: Author, why: str, number: int | None, summary: str) -> str:
+    """A typed answer that decided nothing: why, which request waits, how to answer it."""
+    n = f" {number}" if number is not None else ""
+    name = f"Request{n}" if number is not None else "A request"
+    return (
+        f"{inert(by.label)}: your answer decided nothing ({why}). {name} waits: "
+        f"{_code(summary[:200])}. To answer it, reply `approve{n}` or `deny{n}: <reason>`."
+    )
 
 
 _VERBS = {
@@ -111,6 +196,7 @@ def result_text(
     at: datetime | None = None,
     *,
     pattern: str | None = None,
+    number: int | None = None,
 ) -> str:
     """The request message once decided: what it was, who decided what, and when."""
     when = (at or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -122,7 +208,8 @@ def result_text(
         line += f" ({_code(pattern)} now runs without asking here)"
     if reason:
         line += f": {inert(reason)}"
-    return f"{line}\n{shown(summary)}"
+    name = f"Request {number}:\n" if number is not None else ""
+    return f"{line}\n{name}{shown(summary)}"
 
 
 def agent_reason(state: ApprovalState, by: Author | None, reason: str, timeout: float) -> str:

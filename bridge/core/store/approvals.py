@@ -31,6 +31,7 @@ def _approval(row: Row) -> ApprovalRow:
         reason=row["reason"],
         requested_at=row["requested_at"],
         decided_at=row["decided_at"],
+        number=row["number"],
     )
 
 
@@ -45,10 +46,18 @@ class ApprovalQueries(StoreBase):
         args: dict[str, Any],
         summary: str,
         requested_by: Author | None,
-    ) -> None:
+    ) -> int:
+        """Store a new request; its short number in the thread (one more than the thread's
+        requests so far: the gate asks one at a time, so no two get the same)."""
+        rows = await self._db.fetch(
+            "SELECT COALESCE(MAX(number), 0) + 1 AS next FROM approvals WHERE thread_key = ?",
+            (thread_key,),
+        )
+        number = int(rows[0]["next"])
         await self._write(
             "INSERT INTO approvals (id, thread_key, tool, args_json, summary,"
-            " requested_by_json, state, requested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " requested_by_json, state, requested_at, number)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 approval_id,
                 thread_key,
@@ -58,8 +67,10 @@ class ApprovalQueries(StoreBase):
                 requested_by.model_dump_json() if requested_by else None,
                 ApprovalState.WAITING,
                 time.time(),
+                number,
             ),
         )
+        return number
 
     async def set_approval_handle(self, approval_id: str, handle: str) -> None:
         """The chat message that asks (to find it from a click, and to edit it)."""

@@ -133,6 +133,7 @@ class ApprovalRow(_Row):
     reason: str | None = None
     requested_at: float
     decided_at: float | None = None
+    number: int | None = None  # the request's short number in its thread
 
 
 class Tx(Protocol):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store.rows import Database, StoreError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -265,6 +265,11 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (schedule_key, due)
     );
     ALTER TABLE threads ADD COLUMN workspace TEXT
+    """,
+    # Issue 39: each approval request's short number in its thread, which typed answers name
+    # (`approve 7`): an answer decides only the request its author saw.
+    13: """
+    ALTER TABLE approvals ADD COLUMN number INTEGER
     """,
 }
 

@@ -11,6 +11,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -20,7 +21,9 @@ from bridge.agy.process import AgyHandle, AgyStartError
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
-from bridge.core.events import ChatAdapter, Reaction, ThreadRef
+from bridge.core.approvals.hook_watch import HookWatch
+from bridge.core.approvals.secrets import SecretFiles, secret_paths
+from bridge.core.events import Author, ChatAdapter, Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
 from bridge.core.scrub import Scrubber
 from bridge.core.store.rows import StoredMessage, TurnState
@@ -35,7 +38,7 @@ from bridge.core.thread.place import (
     prepare_workdir,
 )
 from bridge.core.thread.slot import ThreadSlot
-from bridge.core.thread.turn_policy import Verdict
+from bridge.core.thread.turn_policy import Ask, Verdict
 from bridge.core.turn import TurnResult, TurnRunner
 from bridge.core.workspaces import Place, place_for
 from bridge.core.worktrees import WorktreeError
@@ -59,10 +62,13 @@ class ThreadWork:
         self._tell = tell
         self._context = context
         self._report_takeover = report_takeover
-        self.scrub = Scrubber(parts.config.secret_values())
+        self.scrub = Scrubber(
+            parts.config.secret_values(), files=SecretFiles(secret_paths(parts.config))
+        )
         self.place: Place | None = None
         self.proc: AgyHandle | None = None
         self.gate: ApprovalGate | None = None
+        self.hooks = HookWatch(parts.config.approvals.hook_proof_seconds)
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
         self._scopes: set[anyio.CancelScope] = set()
@@ -120,17 +126,12 @@ class ThreadWork:
         mcp_servers = parts.mcp_servers(self) if parts.mcp_servers else None
         approvals = config.approvals
         if approvals.mode != "off":
-            self.gate = ApprovalGate(
+            self.gate = gate_for(
                 self.ref,
                 self.adapter,
-                parts.store,
-                parts.metrics,
-                approvals,
-                policy.Place(
-                    place.workdir.resolve(),
-                    frozenset(server_name(name) for name in mcp_servers or {}),
-                    hidden=hidden_paths(config, parts.runtime.isolation),
-                ),
+                parts,
+                place,
+                mcp_servers,
                 lambda: self._runner.requester() if self._runner is not None else None,
                 lambda waiting: self._tell(c.Asking(waiting)),
             )
@@ -155,7 +156,7 @@ class ThreadWork:
             turn_timeout=config.agy.turn_timeout,
             owner=parts.owner,
             save=self._ensure_saved,
-            began=lambda ask: self._tell(c.TurnBegan(ask)),
+            began=self._turn_began,
             ask_inject=lambda ask: self._tell(c.InjectAsked(ask)),
             finishing=lambda: self._tell(c.TurnFinishing()),
             requeued=lambda: self._tell(c.MessageStored()),
@@ -199,6 +200,7 @@ class ThreadWork:
                 self.proc = proc
                 if self._runner is not None:
                     self._runner.usage = thread.usage  # what the turn policy is shown
+                self.hooks.new_process()
                 if proc.conversation_id != thread.conversation_id:
                     await parts.store.set_conversation(
                         self.key, proc.conversation_id, instance=parts.instance
@@ -257,7 +259,10 @@ class ThreadWork:
         assert runner is not None
         if proc is None or not proc.alive:
             return c.TurnEnded(taken=False, after=c.After.GONE)
-        result = await runner.run(proc)
+        if self.gate is not None:
+            result = await self.hooks.turn(proc, lambda: runner.run(proc), self.say)
+        else:
+            result = await runner.run(proc)
         if self.gate is not None:
             await self.gate.abandon()  # agy is past any request it made
         return c.TurnEnded(taken=result is not None, after=await after_turn(proc, result))
@@ -274,6 +279,11 @@ class ThreadWork:
         """Deny the waiting request with the turn interrupted first; False when none waited."""
         return self.gate is not None and await self.gate.stop(by, lambda: self.interrupt(by))
 
+    def _turn_began(self, ask: Ask) -> None:
+        if self.gate is not None and self.hooks.wanted(self.proc):
+            self.flag_hook()  # its first hook call must reach the listener (hook_watch)
+        self._tell(c.TurnBegan(ask))
+
     def flag_hook(self) -> None:
         if self._session is not None:
             self._session.mark_pending()
@@ -284,6 +294,7 @@ class ThreadWork:
         self.parts.marks.put(self.ref, message_id, reaction)
 
     async def _take_injections(self, conversation_id: str) -> list[str]:
+        self.hooks.heard()
         if self._runner is None:
             return []
         return await self._runner.take_injections(conversation_id)
@@ -293,6 +304,7 @@ class ThreadWork:
             await self._runner.injection_lost()
 
     async def _decide_tool(self, call: ToolCall) -> ToolVerdict:
+        self.hooks.heard()
         if self.gate is None:
             return ToolVerdict(allow=True)
         return await self.gate.decide(call)
@@ -309,23 +321,15 @@ class ThreadWork:
 
     async def _ensure_saved(self, message: StoredMessage) -> StoredMessage:
         assert self.place is not None
-        parts = self.parts
-        return await ensure_saved(
-            message,
-            self.adapter,
-            parts.store,
-            self.place,
-            parts.config.bridge.max_attachment_bytes,
-        )
+        limit = self.parts.config.bridge.max_attachment_bytes
+        return await ensure_saved(message, self.adapter, self.parts.store, self.place, limit)
 
     async def history(self, limit: int) -> list[tuple[float, str, str]]:
         return await self.parts.store.history(self.key, limit)
 
     async def fail_pending(self, reason: str) -> None:
-        parts = self.parts
-        await failures.fail_pending(
-            self.ref, parts.store, parts.marks, parts.metrics, self.say, reason
-        )
+        p = self.parts
+        await failures.fail_pending(self.ref, p.store, p.marks, p.metrics, self.say, reason)
 
     async def say(self, text: str) -> None:
         try:
@@ -334,15 +338,18 @@ class ThreadWork:
             log.exception("could not post a notice", extra={"chat_thread": self.key})
 
     async def _tell_queued(self, position: int) -> None:
-        limit = self.parts.slots.limit
-        await self.say(
-            f"All {limit} agent slots are busy; this thread is number {position} in line and "
-            "starts as soon as one is free."
-        )
+        await self.say(queued_text(self.parts.slots.limit, position))
 
     def _bad_line(self, reason: str) -> None:
         self.parts.metrics.bad_line()
         log.warning("unreadable line from agy: %s", reason, extra={"chat_thread": self.key})
+
+
+def queued_text(limit: int, position: int) -> str:
+    return (
+        f"All {limit} agent slots are busy; this thread is number {position} in line and "
+        "starts as soon as one is free."
+    )
 
 
 async def after_turn(proc: AgyHandle, result: TurnResult | None) -> c.After:
@@ -356,3 +363,31 @@ async def after_turn(proc: AgyHandle, result: TurnResult | None) -> c.After:
             # SIGINT is wedged: closing it ends its process group.
             return c.After.WEDGED if proc.alive else c.After.RESTART
     return c.After.CARRIES_ON if proc.alive else c.After.GONE
+
+
+def gate_for(
+    ref: ThreadRef,
+    adapter: ChatAdapter,
+    parts: ThreadParts,
+    place: Place,
+    mcp_servers: dict[str, Any] | None,
+    requester: Callable[[], Author | None],
+    asking: Callable[[bool], None],
+) -> ApprovalGate:
+    """The thread's approval gate ([approvals] mode is not "off"), for its place."""
+    config = parts.config
+    return ApprovalGate(
+        ref,
+        adapter,
+        parts.store,
+        parts.metrics,
+        config.approvals,
+        policy.Place(
+            place.workdir.resolve(),
+            frozenset(server_name(name) for name in mcp_servers or {}),
+            hidden=hidden_paths(config, parts.runtime.isolation),
+            secrets=secret_paths(config),
+        ),
+        requester,
+        asking,
+    )

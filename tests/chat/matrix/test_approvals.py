@@ -149,7 +149,7 @@ async def test_a_reply_denies_with_a_reason_and_always_sticks(
     async with live_bridge(synapse, tmp_path) as live:
         await live.alice.say(live.room, "[[tool run_command touch no.txt]]")
         await asked(live, "touch no.txt")
-        await live.bob.say(live.room, "deny: use the staging db")
+        await live.bob.say(live.room, "deny 1: use the staging db")  # the request's number
         await live.alice.wait_event(
             live.room, by_bot(live, "denied by Bob: use the staging db"), within=60
         )

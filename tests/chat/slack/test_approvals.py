@@ -82,7 +82,7 @@ async def test_deny_with_a_typed_reason(fake_slack: FakeSlack, tmp_path: Path) -
         asked = await request(fake_slack, ts)
         reply = fake_slack.next_ts()
         await fake_slack.push_event(
-            message_event("deny: use the staging db", user=BOB, ts=reply, thread_ts=ts)
+            message_event("deny 1: use the staging db", user=BOB, ts=reply, thread_ts=ts)
         )
         answer = await live.answer(ts, "use the staging db")
         assert "denied by bob: use the staging db" in answer

@@ -51,7 +51,9 @@ async def test_a_request_shows_the_command_exactly_and_pings_no_one(
         assert asked.links == [], "the request shows a link in place of the command"
         assert command in asked.rendered, "the request does not show what will run"
         assert "```\n" + command + "\n```" in asked.rendered, "the command is in a code block"
-        assert "Reply `deny: <reason>`" in asked.rendered, "the bridge's own hint renders wrong"
+        assert "Reply `approve 1`, or `deny 1: <reason>`" in asked.rendered, (
+            "the bridge's own hint renders wrong"
+        )
         assert render_mrkdwn(asked.text or "").pings == ()
         assert command in render_mrkdwn(asked.text or "").text, "the fallback shows the command"
         await click(fake_slack, asked, BOB, DENY_ACTION_ID)

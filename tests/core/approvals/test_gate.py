@@ -59,7 +59,7 @@ async def test_deny_with_a_reason_reaches_the_answer(tmp_path: Path) -> None:
     async with running(tmp_path, extra=approvals()) as h:
         await h.say("[[tool run_command touch nope.txt]]")
         await request(h)
-        await h.say("deny: use the staging db", who="bob")
+        await h.say("deny 1: use the staging db", who="bob")  # the request's number
         [reply] = await h.adapter.wait_finished(1)
         assert reply.outcome is not None
         assert "denied by Bob: use the staging db" in reply.outcome.final_text

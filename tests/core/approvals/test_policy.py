@@ -122,6 +122,8 @@ def test_deny_rules_catch_abbreviated_long_options(place: Place) -> None:
     rules = Rules(
         allow_commands=["rm *", "git *", "chmod *"],
         deny_commands=["rm -rf *", "git clean --force *", "chmod --recursive *"],
+        # The options these rules' `*` may cover (no table ships for rm or git clean).
+        options={"rm": "-r --recursive --verbose -f --force", "git clean": "-n -d"},
     )
     for line in ("rm --rec --forc x", "rm -r --for x", "git clean --forc -d", "chmod --rec 777 d"):
         assert isinstance(run(line, place, rules), Deny), line
@@ -168,7 +170,9 @@ def test_old_glob_rules_are_refused_with_their_replacement(old: str, replacement
 def test_a_star_stands_for_arguments_never_for_part_of_a_word(place: Place) -> None:
     rules = Rules(allow_commands=["git diff *"])
     assert isinstance(run("git diff", place, rules), Allow)
-    assert isinstance(run("git diff --stat HEAD~1", place, rules), Ask)  # ~ is a tilde
+    # bash leaves `~` alone inside a word: HEAD~1 is a plain word.
+    assert isinstance(run("git diff --stat HEAD~1", place, rules), Allow)
+    assert isinstance(run("git diff --stat ~/x", place, rules), Ask)  # this one expands
     assert isinstance(run("git diff --stat HEAD^", place, rules), Allow)
     assert isinstance(run("git difftool", place, rules), Ask)
     assert isinstance(run("git diff '*'", place, Rules(allow_commands=["git diff"])), Ask)
@@ -284,3 +288,15 @@ def test_without_a_sandbox_a_command_naming_the_bridges_files_asks(tmp_path: Pat
     assert isinstance(asked, Ask) and asked.pattern is None
     assert isinstance(run("cat ../data/bridge.sqlite3", place, rules), Ask)
     assert isinstance(run("cat notes.txt AGENTS.md", place, rules), Allow)
+
+
+def test_an_operator_extends_the_option_tables(place: Place) -> None:
+    rules = Rules(allow_commands=["mytool *", "git log *"], options={"mytool": "-v -o=write"})
+    for line in ("mytool -v a", "mytool -vo out.txt a", "mytool a"):
+        assert isinstance(run(line, place, rules), Allow), line
+    for line in ("mytool -x", "mytool -o /tmp/elsewhere a", "mytool -o.git/config"):
+        assert isinstance(run(line, place, rules), Ask), line
+    # An option added to a shipped table (a subcommand's) keeps the table's other options.
+    extended = Rules(allow_commands=["git log *"], options={"git log": "--my-format="})
+    assert isinstance(run("git log --my-format=x --oneline", place, extended), Allow)
+    assert isinstance(run("git log --my-format=x", place, Rules(allow_commands=["git log *"])), Ask)

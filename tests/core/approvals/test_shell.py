@@ -49,7 +49,11 @@ def test_plain_lines_and_their_argv(parser: ShellParser, line: str, commands: li
         ("echo $((1+2))", "arithmetic"),
         ("echo $[1+2]", "arithmetic"),
         ("echo $'a'", "$'…'"),
-        ("echo a{b,c}", "`{`"),
+        ("echo a{b,c}", "brace expansion"),
+        ("echo {1..3}", "brace expansion"),
+        ("echo x{a}{b,c}", "brace expansion"),
+        ("make prefix=~/x", "`~`"),
+        ("echo a:~", "`~`"),
         ("ls *.py", "`*`"),
         ("ls ?", "`?`"),
         ("ls [ab]", "`[`"),
@@ -92,3 +96,25 @@ def test_a_very_long_line_is_read_without_exhausting_the_stack(parser: ShellPars
 def test_a_nul_character_is_not_plain(parser: ShellParser) -> None:
     # bash stops reading at the NUL: the gate would judge a line bash never runs.
     assert "NUL" in parser.parse("ls\x00 -la").why
+
+
+@pytest.mark.parametrize(
+    ("line", "argv"),
+    [
+        ("git diff HEAD~1", ("git", "diff", "HEAD~1")),
+        ("git show HEAD~2:src/app.py", ("git", "show", "HEAD~2:src/app.py")),
+        ("git log main..HEAD~3", ("git", "log", "main..HEAD~3")),
+        ("git diff stash@{0}", ("git", "diff", "stash@{0}")),
+        ("git log @{u}..", ("git", "log", "@{u}..")),
+        ("git log HEAD@{1}..HEAD", ("git", "log", "HEAD@{1}..HEAD")),
+        ("git show HEAD^{tree}", ("git", "show", "HEAD^{tree}")),
+        ("git log HEAD^", ("git", "log", "HEAD^")),
+        ("echo a=b", ("echo", "a=b")),
+        ("find . -name x -print {}", ("find", ".", "-name", "x", "-print", "{}")),
+    ],
+)
+def test_words_bash_leaves_untouched_are_plain(line: str, argv: tuple[str, ...]) -> None:
+    """`~` not at a word's start (nor after `=` or `:`), `{…}` with no comma or range."""
+    parsed = ShellParser().parse(line)
+    assert parsed.plain, parsed.why
+    assert parsed.commands == (argv,)
