@@ -23,7 +23,7 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from bridge.agy import wire
+from bridge.agy import private_state, wire
 from bridge.agy.launch import RUN_MARKER_ENV
 from bridge.agy.lines import LineTooLong, read_line_batches
 
@@ -34,6 +34,8 @@ STDERR_TAIL_BYTES = 4096
 # take them. Past that the reader stops reading and agy waits on its full pipe: an agy printing
 # faster than the bridge hands its text on (a slow chat) must not fill the bridge's memory.
 READ_AHEAD = 4
+# How often a start waiting for an earlier agy's state lock tries again.
+LOCK_POLL = 0.1
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ class AgyStartError(Exception):
     ):
         super().__init__(message)
         # missing (not installed), exited (before init), timeout (no init in time),
-        # error_result (a result before init, e.g. an unknown model).
+        # error_result (a result before init, e.g. an unknown model), busy (an earlier agy
+        # still holds the thread's state).
         self.kind = kind
         self.message = message
         self.exit = exit
@@ -87,6 +90,9 @@ class ProcessSpec:
     # When argv starts agy through a wrapper (a sandbox) that does not forward signals: maps
     # the started process's PID to agy's, which gets SIGINT.
     signal_pid: Callable[[int], int | None] | None = None
+    # Files locked while agy runs (its thread's private state: one agy per conversation). agy
+    # inherits the locks, so they outlive the bridge until agy and what it started are gone.
+    locks: tuple[Path, ...] = ()
 
 
 class AgyHandle(Protocol):
@@ -410,7 +416,41 @@ def _read_stat(pid: int) -> tuple[str, int] | None:
 
 @asynccontextmanager
 async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIterator[AgyProcess]:
-    """Start agy and wait for ``init``; on exit, stop it and its whole process group."""
+    """Start agy and wait for ``init``; on exit, stop it and its whole process group.
+
+    With ``spec.locks``, agy starts only once it can hold them: an earlier agy of the thread
+    (one a lost instance left) is waited for, up to the init deadline."""
+    held = await _hold_locks(spec) if spec.locks else []
+    try:
+        async with _opened(spec, on_bad_line, held) as agy:
+            yield agy
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+async def _hold_locks(spec: ProcessSpec) -> list[int]:
+    deadline = anyio.current_time() + spec.init_timeout
+    while True:
+        try:
+            return await anyio.to_thread.run_sync(private_state.try_lock, list(spec.locks))
+        except private_state.StateBusy:
+            if anyio.current_time() >= deadline:
+                raise AgyStartError(
+                    "busy",
+                    "an earlier agy process of this thread (perhaps of a bridge instance that "
+                    "stopped) still uses its conversation; it did not end within "
+                    f"{spec.init_timeout:g} s",
+                ) from None
+            await anyio.sleep(LOCK_POLL)
+        except OSError as exc:
+            raise AgyStartError("missing", f"cannot lock the thread's agy state: {exc}") from None
+
+
+@asynccontextmanager
+async def _opened(
+    spec: ProcessSpec, on_bad_line: BadLineCallback, pass_fds: list[int]
+) -> AsyncIterator[AgyProcess]:
     try:
         process = await anyio.open_process(
             list(spec.argv),
@@ -420,6 +460,7 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
             cwd=spec.cwd,
             env=dict(spec.env),
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except FileNotFoundError:
         raise AgyStartError(

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from bridge.agy import wire
+from bridge.agy import private_state, wire
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
 from bridge.agy.listener import (
@@ -34,7 +34,7 @@ from bridge.agy.plugin import (
     write_plugin,
 )
 from bridge.agy.process import ProcessSpec
-from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, wrap
+from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, state_layout, wrap
 from bridge.agy.session import (
     AgySession,
     DecideFunc,
@@ -65,6 +65,8 @@ class AgyRuntime:
     # A private folder on the sessions' filesystem where the plugin files most sessions hold
     # alike are kept once and hard-linked into each session (None: each writes its own).
     shared_files: Path | None = None
+    # agy's own state directories (where an unsandboxed agy keeps its conversations).
+    state_dirs: tuple[Path, ...] = ()
 
     @cached_property
     def _environment(self) -> dict[str, str]:
@@ -187,6 +189,7 @@ class AgyRuntime:
             )
         if "TMPDIR" in env:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
+        layout = state_layout(sandbox)
         return ProcessSpec(
             argv=wrap(
                 sandbox, argv, workdir=workdir, session_dir=session_dir, conversation=conversation
@@ -197,4 +200,21 @@ class AgyRuntime:
             stop_grace=self.stop_grace,
             max_line_bytes=self.max_line_bytes,
             signal_pid=sandboxed_pid,
+            locks=tuple(private_state.lock_paths(layout, session_dir.resolve())),
         )
+
+    def conversation_reachable(self, session_dir: Path, conversation: str) -> bool:
+        """Whether agy started here can resume the thread's ``conversation`` (its state is in
+        reach: the thread's private state, or agy's own directories without a sandbox).
+        Blocking (it looks at files): run it off the event loop."""
+        sandbox = self.isolation.sandbox
+        if sandbox is None:
+            return private_state.shared_has_conversation(self.state_dirs, conversation)
+        layout = state_layout(sandbox)
+        return private_state.conversation_reachable(layout, session_dir.resolve(), conversation)
+
+    def migrate_state(self, sessions: Path) -> int:
+        """At start: private agy state an earlier layout kept among ``sessions``, moved to
+        where every instance finds it. Blocking: run it off the event loop."""
+        sandbox = self.isolation.sandbox
+        return private_state.migrate(state_layout(sandbox), sessions) if sandbox else 0

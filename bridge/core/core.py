@@ -7,6 +7,7 @@ its actor's (:mod:`bridge.core.thread.actor`); restart recovery is :mod:`bridge.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ import anyio
 from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
-from bridge.core import recovery
+from bridge.core import recovery, retry
 from bridge.core import store as st
 from bridge.core.approvals.replies import parse_reply
 from bridge.core.approvals.texts import not_approver_text
@@ -88,6 +89,7 @@ class Core:
             "new": self._new,
             "status": self._status,
             "approvals": self._approvals,
+            "retry": self._retry,
         }
 
     @property
@@ -264,6 +266,25 @@ class Core:
         await self.router.send(message.thread, c.NewConversation(message.author))
         await self._say(message.thread, "Starting a fresh conversation from the next message.")
 
+    async def _retry(self, message: IncomingMessage, _: Command) -> None:
+        """The request a restart or failover cut off, sent again on a person's word, once."""
+        thread, by = message.thread, message.author
+        again = await retry.messages_again(self.store, message)
+        if isinstance(again, str):
+            await self._say(thread, again)
+            return
+        turn_id, stored = again
+        log.info(
+            "a cut-off request was sent again (!retry) by %s",
+            by.label,
+            extra={"chat_thread": thread.key, "turn": turn_id},
+        )
+        await self._say(thread, retry.sent_text(by, len(stored)))
+        actor = await self.router.actor_for(thread)
+        if not isinstance(actor, NotHere):
+            for message_id, row_id in stored:
+                actor.tell(c.MessageStored(message_id, row_id))
+
     async def _status(self, message: IncomingMessage, _: Command) -> None:
         thread = message.thread
         actor = self.router.local(thread.key)
@@ -299,7 +320,11 @@ class Core:
             return
         await recovery.reap(self.store, lambda row: True)
         await recovery.expire_approvals(self.store, self.adapters, self.metrics)
-        await recovery.report_restart(self.store, self.adapters)
+        await recovery.report_restart(
+            self.store,
+            self.adapters,
+            functools.partial(recovery.conversation_kept, self.store, self.runtime, self.config),
+        )
         for key in await self.store.threads_with_pending():
             ref = ThreadRef.from_key(key)
             if ref.platform in self.adapters and key not in self.router.threads:
@@ -356,7 +381,6 @@ async def open_core(
             metrics,
             tg,
             limit=slots.limit,
-            shared_agy_state=config.store.shared_agy_state,
         )
         core = Core(config, store, runtime, chats, router, slots, metrics, tg)
         metrics.set_sources(live_processes=lambda: slots.live, queued_threads=lambda: slots.queued)

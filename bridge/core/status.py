@@ -5,8 +5,10 @@ from __future__ import annotations
 from bridge.config import ApprovalsSection
 from bridge.core.approvals.rules import shown_row
 from bridge.core.feedback import feedback_counts
+from bridge.core.handover import turn_was_cut_off
 from bridge.core.slots import ProcessSlots
 from bridge.core.store import Store
+from bridge.core.store_model import TurnState
 from bridge.core.thread.actor import ThreadActor
 
 
@@ -32,7 +34,7 @@ async def status_text(
     lines = [
         instance_line,
         f"• Process: {process}",
-        f"• Conversation: `{row.conversation_id or 'none yet'}`",
+        f"• Conversation: `{row.conversation_id or 'none yet'}`{await _continuity(store, key)}",
         f"• Model: `{row.model or default_model or 'default'}`",
         f"• Waiting messages: {len(pending)}",
         f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
@@ -51,6 +53,27 @@ async def status_text(
     if rated.positive or rated.negative:
         lines.append(f"• Feedback on answers: 👍 {rated.positive}, 👎 {rated.negative}")
     return "\n".join(lines)
+
+
+async def _continuity(store: Store, key: str) -> str:
+    """After the latest cut-off (a restart or failover), whether the conversation was kept."""
+    cut = next(
+        (
+            turn
+            for turn in await store.last_turns(key, 20, TurnState.INTERRUPTED)
+            if turn_was_cut_off(turn)
+        ),
+        None,
+    )
+    if cut is None or cut.conversation_id is None:
+        return ""
+    row = await store.thread(key)
+    when = "after the interrupted turn"
+    if row.conversation_id == cut.conversation_id:
+        return f" (kept {when}: the agent remembers this thread)"
+    if row.conversation_id is None:
+        return f" (the earlier one was out of reach {when}: a new one starts with the history)"
+    return f" (a new one {when}, given this thread's history)"
 
 
 async def approvals_text(store: Store, key: str, mode: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bridge.simulator.context import Context, warn
 from bridge.simulator.noise import bigline, garbage
-from bridge.simulator.script import Action, Script, parse_script
+from bridge.simulator.script import Action, Script, parse_script, split_context
 from bridge.simulator.store import Usage
 from bridge.simulator.tool_steps import run_action, since
 
@@ -70,6 +70,9 @@ async def run_turn(ctx: Context, state: TurnState) -> None:
     conversation = ctx.conversation
     ctx.emitter.nulls = script.nulls
     conversation.num_turns += 1
+    if script.history:
+        earlier = sum(m["role"] in ("user", "injected") for m in conversation.messages)
+        state.notes.append(f"History: {earlier} earlier user message(s) in this conversation")
     conversation.messages.append({"role": "user", "text": state.text})
     ctx.step("DONE", "user_input")
     if ctx.resume_note_pending:
@@ -233,7 +236,9 @@ def _final_text(ctx: Context, state: TurnState) -> str:
     elif script.long_lines is not None:
         lines = [f"line {n}" for n in range(1, script.long_lines + 1)]
     else:
-        lines = [f"You said: {state.text}", *state.notes]
+        request, blocks = split_context(state.text)
+        context = [f"Context: {blocks} block(s) read, not acted on"] if blocks else []
+        lines = [f"You said: {request}", *context, *state.notes]
     lines += state.refusals  # the model was told why its call did not run, and says so
     lines += [f"Injected: {message}" for message in state.injected]
     lines += [f"Ephemeral: {message}" for message in state.ephemeral]

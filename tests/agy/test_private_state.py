@@ -7,23 +7,28 @@ from pathlib import Path
 from bridge.agy.private_state import StateLayout, binds, prepare
 
 
-def layout(tmp_path: Path, *, shared_storage: bool = False) -> StateLayout:
+def layout(tmp_path: Path, *, root: Path | None = None) -> StateLayout:
     return StateLayout(
         shared=(tmp_path / "gemini", tmp_path / "sim-home"),
         login_entries=("antigravity-cli/token", "sim-login.json"),
-        on_shared_storage=shared_storage,
+        root=root,
     )
 
 
-def test_a_private_directory_per_state_directory_beside_the_session(tmp_path: Path) -> None:
+def test_a_private_directory_per_state_directory_where_every_instance_finds_it(
+    tmp_path: Path,
+) -> None:
+    """Not under one instance's data directory: inside agy's state directory by default (one
+    host), under ``[agy] state_root`` when set (storage several hosts share)."""
     session = tmp_path / "data" / "sessions" / "slack-abc"
+    gemini = layout(tmp_path).private_dir(tmp_path / "gemini", session)
+    assert gemini == tmp_path / "gemini" / ".agy-bridge-threads" / "slack-abc"
+    root = tmp_path / "shared"
     gemini, sim = (
-        layout(tmp_path).private_dir(tmp_path / "gemini", session),
-        layout(tmp_path).private_dir(tmp_path / "sim-home", session),
+        layout(tmp_path, root=root).private_dir(tmp_path / "gemini", session),
+        layout(tmp_path, root=root).private_dir(tmp_path / "sim-home", session),
     )
-    assert gemini.parent == sim.parent == session / "agy-state" and gemini != sim
-    on_shared = layout(tmp_path, shared_storage=True).private_dir(tmp_path / "gemini", session)
-    assert on_shared == tmp_path / "gemini" / ".agy-bridge-threads" / "slack-abc"
+    assert gemini.parent == sim.parent == root / "slack-abc" and gemini != sim
 
 
 def test_only_login_entries_that_exist_are_bound(tmp_path: Path) -> None:
@@ -40,9 +45,10 @@ def test_links_on_the_way_are_removed_and_their_targets_left_alone(tmp_path: Pat
     (tmp_path / "gemini" / "antigravity-cli").mkdir(parents=True)
     (tmp_path / "gemini" / "antigravity-cli" / "token").write_text("{}")
     session.mkdir()
-    (session / "agy-state").symlink_to(target)
+    (tmp_path / "gemini" / ".agy-bridge-threads").symlink_to(target)
     prepare(layout(tmp_path), session)
-    assert not (session / "agy-state").is_symlink() and (session / "agy-state").is_dir()
+    threads = tmp_path / "gemini" / ".agy-bridge-threads"
+    assert not threads.is_symlink() and threads.is_dir()
     [private] = binds(layout(tmp_path), session)[:1]
     place = private.private / "antigravity-cli" / "token"
     assert place.is_file() and not place.is_symlink()

@@ -101,7 +101,7 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert argv[-4:] == ["--", "agy", "--print", ""]
     assert argv[argv.index("--chdir") + 1] == str(work)
     # The thread's private state where agy expects its own, the login on top, read-only.
-    [private] = (session / "agy-state").iterdir()
+    [private] = (state / ".agy-bridge-threads").iterdir()
     at = argv.index(str(state))
     assert argv[at - 2 : at + 1] == ["--bind", str(private), str(state)]
     token = str(state / "antigravity-cli" / "token")
@@ -109,7 +109,8 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert at < argv.index(token)  # the parent first: bind mounts stack in order
     assert (private / "antigravity-cli" / "token").is_file()  # its mount point
     assert "absent.json" not in " ".join(argv)
-    assert not (state / "agy-state").exists() and str(session / "agy-state") in argv  # hidden
+    assert private == state / ".agy-bridge-threads" / session.name  # under the bind: unseen
+    assert not (session / "agy-state").exists()
 
 
 def test_operator_paths_belong_to_their_workspace_only(tmp_path: Path) -> None:

@@ -18,10 +18,12 @@ from anyio.streams.memory import MemoryObjectSendStream
 from bridge.agy.plugin import RuleTooLarge
 from bridge.agy.process import AgyHandle, AgyStartError
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
+from bridge.core import handover
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.events import ChatAdapter, Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
+from bridge.core.prompt import history_context
 from bridge.core.scrub import Scrubber
 from bridge.core.store_model import StoredMessage, TurnState
 from bridge.core.thread import commands as c
@@ -42,15 +44,16 @@ class ThreadWork:
         ref: ThreadRef,
         parts: ThreadParts,
         tell: Callable[[c.Command], None],
-        context: list[str],
-        report_takeover: Callable[[], Awaitable[None]] | None,
+        report_takeover: Callable[[bool | None], Awaitable[None]] | None,
     ):
         self.ref = ref
         self.key = ref.key
         self.parts = parts
         self.adapter: ChatAdapter = parts.adapter
         self._tell = tell
-        self._context = context
+        # Blocks for the next turn, ahead of its messages: the thread's history for a new
+        # conversation, or the note that the last turn was cut off (core/handover.py).
+        self._context: list[str] = []
         self._report_takeover = report_takeover
         self.scrub = Scrubber(parts.config.secret_values())
         self.place: Place | None = None
@@ -98,9 +101,47 @@ class ThreadWork:
             return c.Failed(f"the agent's rules are too long: {exc}")
         except OSError as exc:
             return c.Failed(f"cannot prepare the thread's directories: {exc}")
+        kept = await self._carry_on()
+        if self._runner is not None:
+            self._runner.context = self._context
         if self._report_takeover is not None:
-            await self._report_takeover()
+            await self._report_takeover(kept)
         return c.Prepared()
+
+    async def _carry_on(self) -> bool | None:
+        """How the conversation goes on (None: the thread has none): resumed where its state
+        is in reach, with a note when its last turn was cut off; else a new one, given the
+        thread's history. Checked on the files only after a cut-off or a move between
+        instances (otherwise agy itself says whether it knows the conversation)."""
+        parts, place = self.parts, self.place
+        assert place is not None
+        row = await parts.store.thread(self.key)
+        if not row.conversation_id:
+            return None
+        last = await parts.store.last_turn(self.key)
+        moved = row.conversation_instance not in (None, parts.instance)
+        takeover = self._report_takeover is not None
+        if not (moved or takeover or handover.turn_was_cut_off(last)):
+            return True
+        if await anyio.to_thread.run_sync(
+            parts.runtime.conversation_reachable, place.session_dir, row.conversation_id
+        ):
+            self._context = handover.resume_note(last, row.conversation_id)
+            return True
+        await parts.store.set_conversation(self.key, None)
+        self._context = await history_context(parts.store, self.key)
+        log.info(
+            "the thread's conversation is out of reach here: a new one starts with its history",
+            extra={"chat_thread": self.key, "conversation": row.conversation_id},
+        )
+        if not (takeover and handover.turn_was_cut_off(last)):
+            # A takeover's notice says it; else say it here.
+            await self.say(
+                handover.HANDOVER_NOTICE.format(
+                    name=parts.instance, previous=row.conversation_instance or "another instance"
+                )
+            )
+        return False
 
     async def _prepare(self) -> None:
         parts, config = self.parts, self.parts.config
