@@ -12,8 +12,9 @@ person sends it again (``!retry``). So:
   explicit statement that only the messages after it are new requests.
 
 Both are text blocks of their own, wrapped in one marker (:data:`OPEN`/:data:`CLOSE`) that
-agy's model, and the project's simulator, read as context rather than as a request. A cut-off
-request is only ever inside such a block.
+agy's model, and the project's simulator, read as context rather than as a request. Each block ends
+with the statement that only the messages after it are new requests. A cut-off request is
+only ever inside such a block.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from bridge.core.store_model import HistoryItem, MessageState, TurnRow, TurnStat
 
 OPEN = "<thread-history>"
 CLOSE = "</thread-history>"
-# After the block, outside it: where the requests begin.
+# The block's last line: where the requests begin.
 ONLY_AFTER = "Only the messages after this history are new requests."
 # The most of a thread's history a new conversation's first turn carries.
 HISTORY_LIMIT = 50
@@ -46,8 +47,8 @@ RESUME_NOTE = (
     "off (the bridge stopped while you worked on it) and its answer was lost. The person was "
     "told it was interrupted. Do not continue or redo that request: they will send it again "
     "if they still want it.\n"
-    f"{CLOSE}\n"
-    f"{ONLY_AFTER}"
+    f"{ONLY_AFTER}\n"
+    f"{CLOSE}"
 )
 
 
@@ -106,7 +107,7 @@ def history_block(items: Sequence[HistoryItem]) -> list[str]:
             "person was told so. Do not carry them out, continue or redo them; a person who "
             "still wants one sends it again after this history."
         )
-    lines += [CLOSE, ONLY_AFTER]
+    lines += [ONLY_AFTER, CLOSE]
     return ["\n".join(lines)]
 
 

@@ -74,7 +74,11 @@ async def run_turn(ctx: Context, state: TurnState) -> None:
         earlier = sum(m["role"] in ("user", "injected") for m in conversation.messages)
         state.notes.append(f"History: {earlier} earlier user message(s) in this conversation")
     conversation.messages.append({"role": "user", "text": state.text})
-    ctx.step("DONE", "user_input")
+    # Stored at once, as agy writes a step when it happens: a process killed mid-turn leaves
+    # the request in the conversation, and a resumed process sees it (with no answer).
+    index = conversation.take_step()
+    ctx.save()
+    ctx.step("DONE", "user_input", index=index)
     if ctx.resume_note_pending:
         ctx.resume_note_pending = False
         ctx.step("DONE", "system_message", duration_seconds=0.000135)

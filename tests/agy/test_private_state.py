@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.agy.private_state import StateLayout, binds, prepare
+from bridge.agy.private_state import (
+    StateLayout,
+    binds,
+    conversation_reachable,
+    migrate,
+    prepare,
+)
 
 
 def layout(tmp_path: Path, *, root: Path | None = None) -> StateLayout:
@@ -88,3 +94,46 @@ def test_a_conversation_id_that_is_no_file_name_moves_nothing(tmp_path: Path) ->
     session = tmp_path / "s"
     session.mkdir()
     assert prepare(layout(tmp_path), session, "../conversations/x") == []
+
+
+def test_private_state_beside_the_sessions_moves_where_every_instance_finds_it(
+    tmp_path: Path,
+) -> None:
+    """The layout before: ``<session>/agy-state/<name>-<hash>``, under one instance's data
+    directory. At start it moves, whole, to the state directory's folder of threads."""
+    sessions = tmp_path / "data" / "sessions"
+    old = layout(tmp_path).earlier_places(tmp_path / "sim-home", sessions / "slack-a")[0][0]
+    (old / "conversations").mkdir(parents=True)
+    (old / "conversations" / "c-1.json").write_text("one")
+    (old / "link").symlink_to("/etc/passwd")
+    # A thread whose folder is a link (the agent's doing): followed nowhere, left alone.
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "sim-home-x" / "conversations").mkdir(parents=True)
+    (sessions / "slack-b").mkdir()
+    (sessions / "slack-b" / "agy-state").symlink_to(elsewhere)
+    assert migrate(layout(tmp_path), sessions) == 1
+    new = layout(tmp_path).private_dir(tmp_path / "sim-home", sessions / "slack-a")
+    assert (new / "conversations" / "c-1.json").read_text() == "one"
+    assert (new / "link").is_symlink()  # moved as a link, not copied through
+    assert not (sessions / "slack-a" / "agy-state").exists()
+    assert (elsewhere / "sim-home-x" / "conversations").is_dir()
+    assert not (tmp_path / "sim-home" / ".agy-bridge-threads" / "slack-b").exists()
+    # Once: nothing is left to move, and a later start finds it in place.
+    assert migrate(layout(tmp_path), sessions) == 0
+    assert conversation_reachable(layout(tmp_path), sessions / "slack-a", "c-1")
+    assert not conversation_reachable(layout(tmp_path), sessions / "slack-a", "c-2")
+
+
+def test_with_a_root_the_folders_in_the_state_directories_move_there_too(tmp_path: Path) -> None:
+    session = tmp_path / "data" / "sessions" / "slack-a"
+    session.mkdir(parents=True)
+    before = tmp_path / "sim-home" / ".agy-bridge-threads" / "slack-a"
+    (before / "conversations").mkdir(parents=True)
+    (before / "conversations" / "c-1.json").write_text("one")
+    rooted = layout(tmp_path, root=tmp_path / "root")
+    assert conversation_reachable(rooted, session, "c-1")  # in reach: moved at the start
+    prepare(rooted, session, "c-1")
+    new = rooted.private_dir(tmp_path / "sim-home", session)
+    assert (new / "conversations" / "c-1.json").read_text() == "one" and not before.exists()
+    # Another host's root: nothing of the thread there.
+    assert not conversation_reachable(layout(tmp_path, root=tmp_path / "other"), session, "c-1")

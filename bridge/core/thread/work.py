@@ -18,16 +18,15 @@ from anyio.streams.memory import MemoryObjectSendStream
 from bridge.agy.plugin import RuleTooLarge
 from bridge.agy.process import AgyHandle, AgyStartError
 from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
-from bridge.core import handover
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.events import ChatAdapter, Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
-from bridge.core.prompt import history_context
 from bridge.core.scrub import Scrubber
 from bridge.core.store_model import StoredMessage, TurnState
 from bridge.core.thread import commands as c
 from bridge.core.thread import failures
+from bridge.core.thread.continuity import Continuity
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.place import cleanup_workdir, ensure_saved, hidden_paths, prepare_workdir
 from bridge.core.thread.slot import ThreadSlot
@@ -51,9 +50,6 @@ class ThreadWork:
         self.parts = parts
         self.adapter: ChatAdapter = parts.adapter
         self._tell = tell
-        # Blocks for the next turn, ahead of its messages: the thread's history for a new
-        # conversation, or the note that the last turn was cut off (core/handover.py).
-        self._context: list[str] = []
         self._report_takeover = report_takeover
         self.scrub = Scrubber(parts.config.secret_values())
         self.place: Place | None = None
@@ -101,47 +97,15 @@ class ThreadWork:
             return c.Failed(f"the agent's rules are too long: {exc}")
         except OSError as exc:
             return c.Failed(f"cannot prepare the thread's directories: {exc}")
-        kept = await self._carry_on()
-        if self._runner is not None:
-            self._runner.context = self._context
         if self._report_takeover is not None:
-            await self._report_takeover(kept)
+            # The takeover's notice says whether the conversation is kept.
+            await self._report_takeover(await self._continuity().reachable())
         return c.Prepared()
 
-    async def _carry_on(self) -> bool | None:
-        """How the conversation goes on (None: the thread has none): resumed where its state
-        is in reach, with a note when its last turn was cut off; else a new one, given the
-        thread's history. Checked on the files only after a cut-off or a move between
-        instances (otherwise agy itself says whether it knows the conversation)."""
-        parts, place = self.parts, self.place
-        assert place is not None
-        row = await parts.store.thread(self.key)
-        if not row.conversation_id:
-            return None
-        last = await parts.store.last_turn(self.key)
-        moved = row.conversation_instance not in (None, parts.instance)
-        takeover = self._report_takeover is not None
-        if not (moved or takeover or handover.turn_was_cut_off(last)):
-            return True
-        if await anyio.to_thread.run_sync(
-            parts.runtime.conversation_reachable, place.session_dir, row.conversation_id
-        ):
-            self._context = handover.resume_note(last, row.conversation_id)
-            return True
-        await parts.store.set_conversation(self.key, None)
-        self._context = await history_context(parts.store, self.key)
-        log.info(
-            "the thread's conversation is out of reach here: a new one starts with its history",
-            extra={"chat_thread": self.key, "conversation": row.conversation_id},
-        )
-        if not (takeover and handover.turn_was_cut_off(last)):
-            # A takeover's notice says it; else say it here.
-            await self.say(
-                handover.HANDOVER_NOTICE.format(
-                    name=parts.instance, previous=row.conversation_instance or "another instance"
-                )
-            )
-        return False
+    def _continuity(self) -> Continuity:
+        assert self.place is not None
+        taken_over = self._report_takeover is not None
+        return Continuity(self.key, self.parts, self.place.session_dir, taken_over, self.say)
 
     async def _prepare(self) -> None:
         parts, config = self.parts, self.parts.config
@@ -193,7 +157,6 @@ class ThreadWork:
             requeued=lambda: self._tell(c.MessageStored()),
             scrub=self.scrub,
         )
-        self._runner.context = self._context
 
     async def has_pending(self) -> bool:
         return await self.parts.store.has_pending(self.key)
@@ -204,6 +167,8 @@ class ThreadWork:
         """Start agy and run its turns, one at a time, as they are asked for, until closed."""
         parts, place = self.parts, self.place
         assert place is not None
+        assert self._runner is not None
+        await self._continuity().carry_on(self._runner)
         thread = await parts.store.thread(self.key)
         # Off the event loop: building the sandbox reads files the agent wrote (``.git``).
         spec = await anyio.to_thread.run_sync(
