@@ -258,6 +258,8 @@ def conversation_reachable(layout: StateLayout, session_dir: Path, conversation:
     Before a takeover: keep the conversation, or start one given the thread's history."""
     if not _SAFE_ID.match(conversation):
         return False
+    if not layout.shared:
+        return True  # no state directory to look in: agy is asked
     for bind in binds(layout, session_dir):
         earlier = [old for old, _ in layout.earlier_places(bind.shared, session_dir)]
         if any(_holds(private, conversation) for private in [bind.private, *earlier]):

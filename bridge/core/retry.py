@@ -65,5 +65,5 @@ async def messages_again(
 
 
 def sent_text(by: Author, count: int) -> str:
-    what = "The interrupted request" if count == 1 else f"The {count} interrupted messages"
+    what = "The interrupted request is" if count == 1 else f"The {count} interrupted messages are"
     return f"🔁 {what} sent to the agent again, as {by.label} asked (`!retry`)."
