@@ -40,13 +40,23 @@ KEPT = {
     None: "",
 }
 AFTER_CUT = (
-    "Messages written since are being picked up now. Send `!retry` to run the interrupted "
-    "request again."
+    "Messages written since are being picked up now. Send `!retry` (or click Retry, where "
+    "there is one) to run the interrupted request again."
 )
 
 
 def cut_off_notice(first: str, kept: bool | None) -> str:
     return " ".join(part for part in (first, KEPT[kept], AFTER_CUT) if part)
+
+
+async def post_offering_retry(adapter: ChatAdapter, thread: ThreadRef, text: str) -> None:
+    """A cut-off notice, with a Retry control where the adapter has one (the scrubbed adapter
+    offers it: Slack's button); else as a message, ``!retry`` typed."""
+    offer = getattr(adapter, "post_with_retry", None)
+    if offer is None:
+        await adapter.post_message(thread, text)
+    else:
+        await offer(thread, text)
 
 
 async def conversation_kept(
@@ -121,7 +131,7 @@ async def report_restart(
             continue  # that chat is not configured now: report it when it is
         try:
             notice = cut_off_notice(RESTART_NOTICE, await kept(ref))
-            await adapters[ref.platform].post_message(ref, notice)
+            await post_offering_retry(adapters[ref.platform], ref, notice)
         except Exception:
             log.warning("could not report an interrupted turn", exc_info=True)
             continue
@@ -159,7 +169,7 @@ async def take_over(
         # recorded as reported and never said.
         try:
             first = TAKEOVER_NOTICE.format(previous=gone, name=name)
-            await adapter.post_message(thread, cut_off_notice(first, kept))
+            await post_offering_retry(adapter, thread, cut_off_notice(first, kept))
         except Exception:
             log.warning(
                 "could not report a cut-off turn; it is reported at the next takeover",

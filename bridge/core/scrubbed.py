@@ -54,6 +54,15 @@ class ScrubbedAdapter:
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         await self.inner.post_message(thread, self._scrub(text))
 
+    async def post_with_retry(self, thread: ThreadRef, text: str) -> None:
+        """A cut-off notice with the adapter's Retry control where it has one (Slack's
+        button), else a plain message (``!retry`` is typed)."""
+        offer = getattr(self.inner, "post_with_retry", None)
+        if offer is None:
+            await self.inner.post_message(thread, self._scrub(text))
+        else:
+            await offer(thread, self._scrub(text))
+
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         await self.inner.post_file(thread, file, self._scrub(title) if title else title)
 

@@ -23,6 +23,7 @@ import anyio
 import pytest
 
 from bridge.agy.private_state import THREADS_DIR
+from bridge.chat.slack.retry import RETRY_ACTION_ID
 from tests.agy.sandboxed import require_bwrap
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.conftest import fake_slack as fake_slack
@@ -202,10 +203,19 @@ async def status_says(fake: FakeSlack, inst: SandboxedInstance, ts: str, words: 
 
 
 async def retry_twice(
-    fake: FakeSlack, url: str, inst: SandboxedInstance, ts: str, root: Path
+    fake: FakeSlack, url: str, inst: SandboxedInstance, ts: str, root: Path, *, click: bool
 ) -> None:
-    """``!retry`` runs the cut-off request once more, on purpose; a second one does not."""
-    await fake.push_event(message_event("!retry", ts=fake.next_ts(), thread_ts=ts), via=inst.ws)
+    """``!retry`` (or the notice's Retry button) runs the cut-off request once more, on
+    purpose; a second one does not."""
+    if click:
+        [notice] = [
+            m
+            for m in fake.thread(CHANNEL, ts)
+            if any(b.get("action_id") == RETRY_ACTION_ID for b in m.buttons)
+        ]
+        await fake.wait_ack(await fake.click(notice, BOB, RETRY_ACTION_ID, via=inst.ws))
+    else:
+        await fake.push_event(message_event("!retry", ts=fake.next_ts(), thread_ts=ts), via=inst.ws)
     await fake.wait_for(lambda: "sent to the agent again" in fake.answer_text(CHANNEL, ts), 30)
     await ran_lines(root / "work", 2)
     await settled(url)
@@ -239,7 +249,7 @@ async def test_a_takeover_after_sigkill_keeps_the_conversation_and_runs_the_cut_
         [*_, after] = first_messages(tmp_path, conversation)
         assert OPEN in after and "Do not continue or redo" in after
         await status_says(fake_slack, survivor, ts, "kept after the interrupted turn")
-        await retry_twice(fake_slack, url, survivor, ts, tmp_path)
+        await retry_twice(fake_slack, url, survivor, ts, tmp_path, click=False)
 
 
 async def test_a_takeover_where_the_state_is_out_of_reach_starts_anew_without_the_request(
@@ -272,7 +282,8 @@ async def test_a_takeover_where_the_state_is_out_of_reach_starts_anew_without_th
             "what was the word"
         )
         await status_says(fake_slack, survivor, ts, "a new one after the interrupted turn")
-        await retry_twice(fake_slack, url, survivor, ts, tmp_path)
+        # Bob clicks the notice's Retry button: the request runs again, as Alice wrote it.
+        await retry_twice(fake_slack, url, survivor, ts, tmp_path, click=True)
 
 
 async def test_a_single_instance_restarting_after_sigkill_keeps_the_conversation(
@@ -289,4 +300,4 @@ async def test_a_single_instance_restarting_after_sigkill_keeps_the_conversation
         assert "History: 2 earlier user message(s)" in answer
         assert conversation_of(url, ts) == conversation
         assert _lines(tmp_path / "work") == 1
-        await retry_twice(fake_slack, url, inst, ts, tmp_path)
+        await retry_twice(fake_slack, url, inst, ts, tmp_path, click=True)
