@@ -43,6 +43,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -160,8 +161,7 @@ def _move_in(layout: StateLayout, bind: StateBind, session_dir: Path) -> bool:
         anchor = _made_anchor(layout, bind.shared, session_dir)
         _real_dirs(anchor, bind.private.parent)
         try:
-            # One rename on one filesystem; else a copy that keeps links as links.
-            shutil.move(old, bind.private)
+            _move(old, bind.private)
         except OSError as exc:
             log.warning("could not move a thread's agy state to %s: %s", bind.private, exc)
             return False
@@ -169,6 +169,33 @@ def _move_in(layout: StateLayout, bind: StateBind, session_dir: Path) -> bool:
         log.info("moved a thread's agy state from %s to %s", old, bind.private)
         return True
     return False
+
+
+def _move(old: Path, new: Path) -> None:
+    """One rename on one filesystem; across filesystems (a ``state_root`` on shared storage) a
+    copy that keeps links as links and leaves out what is neither a file, a folder nor a link
+    (the agent could have made a FIFO there: opening it would block the bridge)."""
+    try:
+        os.rename(old, new)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    try:
+        shutil.copytree(old, new, symlinks=True, ignore=_special_files)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)  # no half copy for the next start to use
+        raise
+    shutil.rmtree(old)
+
+
+def _special_files(folder: str, names: list[str]) -> set[str]:
+    special = set()
+    for name in names:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            special.add(name)
+    return special
 
 
 def _made_anchor(layout: StateLayout, shared: Path, session_dir: Path) -> Path:

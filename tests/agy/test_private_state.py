@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from bridge.agy.private_state import (
     StateLayout,
@@ -137,3 +142,26 @@ def test_with_a_root_the_folders_in_the_state_directories_move_there_too(tmp_pat
     assert (new / "conversations" / "c-1.json").read_text() == "one" and not before.exists()
     # Another host's root: nothing of the thread there.
     assert not conversation_reachable(layout(tmp_path, root=tmp_path / "other"), session, "c-1")
+
+
+def test_a_move_to_another_filesystem_copies_links_as_links_and_no_fifo(tmp_path: Path) -> None:
+    """A ``state_root`` on other storage: no rename, a copy. A FIFO the agent left in its
+    state is left out (opening it would block the bridge's start); links stay links."""
+    other = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        if os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+            pytest.skip("/dev/shm is on the same filesystem as the test's folder here")
+        sessions = tmp_path / "data" / "sessions"
+        rooted = layout(tmp_path, root=other)
+        old = rooted.earlier_places(tmp_path / "sim-home", sessions / "slack-a")[0][0]
+        (old / "conversations").mkdir(parents=True)
+        (old / "conversations" / "c-1.json").write_text("one")
+        (old / "link").symlink_to("/etc/passwd")
+        os.mkfifo(old / "fifo")
+        assert migrate(rooted, sessions) == 1
+        new = rooted.private_dir(tmp_path / "sim-home", sessions / "slack-a")
+        assert (new / "conversations" / "c-1.json").read_text() == "one"
+        assert (new / "link").is_symlink() and not (new / "fifo").exists()
+        assert not old.exists()
+    finally:
+        shutil.rmtree(other)
