@@ -297,6 +297,9 @@ class Core:
             self.config.agy.model,
             self.runtime.isolation_status(),
             self.config.approvals,
+            functools.partial(
+                recovery.conversation_kept, self.store, self.runtime, self.config, thread
+            ),
         )
         await self._say(thread, text)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from bridge.config import ApprovalsSection
 from bridge.core.approvals.rules import shown_row
 from bridge.core.feedback import feedback_counts
@@ -21,8 +23,11 @@ async def status_text(
     default_model: str,
     isolation_line: str,
     approvals: ApprovalsSection,
+    reachable: Callable[[], Awaitable[bool | None]] | None = None,
 ) -> str:
+    """``reachable``: whether agy started here would resume the thread's conversation."""
     row = await store.thread(key)
+    kept = await _continuity(store, key, reachable)
     pending = await store.pending(key)
     proc = actor.proc if actor is not None else None
     if actor is None or proc is None:
@@ -34,7 +39,7 @@ async def status_text(
     lines = [
         instance_line,
         f"• Process: {process}",
-        f"• Conversation: `{row.conversation_id or 'none yet'}`{await _continuity(store, key)}",
+        f"• Conversation: `{row.conversation_id or 'none yet'}`{kept}",
         f"• Model: `{row.model or default_model or 'default'}`",
         f"• Waiting messages: {len(pending)}",
         f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
@@ -55,7 +60,9 @@ async def status_text(
     return "\n".join(lines)
 
 
-async def _continuity(store: Store, key: str) -> str:
+async def _continuity(
+    store: Store, key: str, reachable: Callable[[], Awaitable[bool | None]] | None
+) -> str:
     """After the latest cut-off (a restart or failover), whether the conversation was kept."""
     cut = next(
         (
@@ -70,6 +77,11 @@ async def _continuity(store: Store, key: str) -> str:
     row = await store.thread(key)
     when = "after the interrupted turn"
     if row.conversation_id == cut.conversation_id:
+        if reachable is not None and await reachable() is False:
+            return (
+                f" (out of reach here {when}: a new one starts with the next message, given "
+                "this thread's history)"
+            )
         return f" (kept {when}: the agent remembers this thread)"
     if row.conversation_id is None:
         return f" (the earlier one was out of reach {when}: a new one starts with the history)"

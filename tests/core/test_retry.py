@@ -39,6 +39,8 @@ async def test_a_cut_off_request_runs_again_only_on_retry_and_only_once(tmp_path
         await w.bridge.core.recover()
         [(_, notice)] = w.adapter.notices
         assert KEPT[True] in notice and "`!retry`" in notice
+        await w.say("!status")
+        await w.adapter.wait_notice("(kept after the interrupted turn: the agent remembers")
         await w.say("how is it going?")
         agy = await w.agys.nth(1)
         first = await agy.wait_turns(1)

@@ -264,6 +264,7 @@ async def test_a_takeover_where_the_state_is_out_of_reach_starts_anew_without_th
         )
         notice = fake_slack.answer_text(CHANNEL, ts)
         assert LOST in notice and KEPT not in notice
+        await status_says(fake_slack, survivor, ts, "out of reach here after the interrupted turn")
         (tmp_path / "work" / "never").touch()
         answer = await ask_after(fake_slack, survivor, ts, "what was the word? [[history]]")
         await settled(url)
