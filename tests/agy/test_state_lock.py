@@ -43,8 +43,10 @@ def test_a_sandbox_keeps_the_lock_after_the_bridge_let_go(tmp_path: Path) -> Non
     assert bwrap is not None
     paths = [tmp_path / "threads" / "t.lock"]
     held = try_lock(paths)
+    ready = tmp_path / "ready"
+    binds = ["--ro-bind", "/", "/", "--bind", str(tmp_path), str(tmp_path)]
     sandbox = subprocess.Popen(
-        [bwrap, *NAMESPACE_ARGS, "--ro-bind", "/", "/", "--", "sleep", "60"],
+        [bwrap, *NAMESPACE_ARGS, *binds, "--", "sh", "-c", f"touch {ready}; exec sleep 60"],
         pass_fds=held,
         start_new_session=True,
     )
@@ -53,6 +55,12 @@ def test_a_sandbox_keeps_the_lock_after_the_bridge_let_go(tmp_path: Path) -> Non
             os.close(fd)
         with pytest.raises(StateBusy):
             try_lock(paths)
+        # Running (as agy is by the time its bridge can be lost): killed while bubblewrap
+        # still sets up, its child would not yet be bound to die with it.
+        deadline = time.monotonic() + 10
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the sandbox did not start"
+            time.sleep(0.02)
     finally:
         sandbox.kill()
         sandbox.wait()
