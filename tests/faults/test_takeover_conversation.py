@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,7 @@ from tests.chat.slack.conftest import fake_slack as fake_slack
 from tests.chat.slack.fake_slack import FakeSlack
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
+from tests.faults import test_instances
 from tests.faults.test_instances import LEASE, TAKEOVER_NOTICE, Instance, holder_of, stop_all
 from tests.faults.test_instances import query as pg_query
 from tests.pg import Postgres
@@ -302,3 +303,33 @@ async def test_a_single_instance_restarting_after_sigkill_keeps_the_conversation
         assert conversation_of(url, ts) == conversation
         assert _lines(tmp_path / "work") == 1
         await retry_twice(fake_slack, url, inst, ts, tmp_path, click=True)
+
+
+def private_conversation_messages(sim_home: Path, roles: Iterable[str]) -> list[str]:
+    """``sim_conversation_messages`` for sandboxed agy: every thread's private state."""
+    wanted = set(roles)
+    texts = []
+    for path in sorted(sim_home.glob(f"{THREADS_DIR}/*/conversations/*.json")):
+        data = json.loads(path.read_text("utf-8"))
+        texts += [m["text"] for m in data.get("messages", []) if m.get("role") in wanted]
+    return texts
+
+
+SIGKILL_UNDER_LOAD = "test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing"
+
+
+@pytest.mark.timeout(900)
+async def test_sigkill_under_load_with_sandboxed_agy_and_its_private_state(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fault suite's SIGKILL-against-alternating-instances run (tests/faults/
+    test_instances.py), with agy sandboxed and each thread's private state where both
+    instances find it: kills land before, during and after turns, takeovers wait for the lost
+    sandbox's lock; nothing is lost, nothing reaches agy twice, every cut-off is reported."""
+    require_bwrap()
+    (tmp_path / "gemini").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.setattr(test_instances, "Instance", SandboxedInstance)
+    monkeypatch.setattr(test_instances, "sim_conversation_messages", private_conversation_messages)
+    scenario = getattr(test_instances, SIGKILL_UNDER_LOAD)
+    await scenario(fake_slack, postgres, tmp_path)
