@@ -13,6 +13,7 @@ import anyio
 
 from bridge.core import handover
 from bridge.core.prompt import history_context
+from bridge.core.store_model import ThreadRow, TurnRow
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.turn import TurnRunner
 
@@ -29,32 +30,34 @@ class Continuity:
     say: Callable[[str], Awaitable[None]]
 
     async def reachable(self) -> bool | None:
-        """Whether agy started here resumes the thread's conversation (None: it has none).
+        """Whether agy started here resumes the thread's conversation (None: it has none)."""
+        return (await self._look())[0]
 
-        Looked at on the files only after a takeover, a cut-off or a move between instances
-        (otherwise agy itself says whether it knows the conversation when it starts)."""
+    async def _look(self) -> tuple[bool | None, ThreadRow, TurnRow | None]:
+        """(reachable, the thread's row, its last turn). Looked at on the files only after a
+        takeover, a cut-off or a move between instances (otherwise agy itself says whether it
+        knows the conversation when it starts)."""
         parts = self.parts
         row = await parts.store.thread(self.key)
         if not row.conversation_id:
-            return None
+            return None, row, None
         last = await parts.store.last_turn(self.key)
         moved = row.conversation_instance not in (None, parts.instance)
         if not (moved or self.takeover or handover.turn_was_cut_off(last)):
-            return True
-        return await anyio.to_thread.run_sync(
+            return True, row, last
+        reachable = await anyio.to_thread.run_sync(
             parts.runtime.conversation_reachable, self.session_dir, row.conversation_id
         )
+        return reachable, row, last
 
     async def carry_on(self, runner: TurnRunner) -> None:
         """Before agy starts: the conversation goes on where its state is in reach (with a
         note when its last turn was cut off); else a new one starts, given the thread's
         history (the thread is told, unless the cut-off's notice said so)."""
         parts = self.parts
-        reachable = await self.reachable()
+        reachable, row, last = await self._look()
         if reachable is None:
             return  # no conversation: a new thread, !new, or one dropped (history given)
-        row = await parts.store.thread(self.key)
-        last = await parts.store.last_turn(self.key)
         if reachable:
             runner.context = handover.resume_note(last, row.conversation_id)
             if row.conversation_instance not in (None, parts.instance):
