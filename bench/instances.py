@@ -88,10 +88,7 @@ def takeover(root: Path, url: str, kills: int, lease: float) -> list[tuple[float
     for n in range(kills):
         run_root = root / f"takeover-{n}"
         run_root.mkdir()
-        extra = (
-            f'[store]\nurl = "{url}"\ninstance = "NAME"\nlease_seconds = {lease}\n'
-            "shared_agy_state = true\n"
-        )
+        extra = f'[store]\nurl = "{url}"\ninstance = "NAME"\nlease_seconds = {lease}\n'
         consoles = []
         for name in ("a", "b"):
             inst = run_root / name

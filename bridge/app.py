@@ -35,7 +35,7 @@ from bridge.core.store import Store, store_url
 from bridge.core.store.opening import open_store
 from bridge.core.thread.turn_policy import TurnPolicy
 from bridge.core.tools import chat_tools_factory
-from bridge.isolation import resolve_isolation, resolve_limits
+from bridge.isolation import resolve_isolation, resolve_limits, state_dirs
 from bridge.leader import run_as_leader
 from bridge.metrics import Metrics
 
@@ -117,10 +117,20 @@ async def open_bridge(
             isolation=isolation,
             limits=limits,
             shared_files=data_dir / SHARED_PLUGIN_FILES,
+            state_dirs=tuple(state_dirs(config, settings.command)),
         )
         # Before any thread starts: copies of guidance that has since changed.
         if removed := runtime.prune_shared_files():
             log.info("removed %d shared plugin file(s) no session uses", removed)
+        # Before any thread starts: threads' agy state kept beside this instance's sessions
+        # (the layout before) moves where every instance of the host finds it.
+        if moved := await anyio.to_thread.run_sync(runtime.migrate_state, data_dir / "sessions"):
+            log.info("moved %d thread(s)' agy state to where every instance finds it", moved)
+        if config.store.shared_agy_state:
+            log.warning(
+                "[store] shared_agy_state is no longer used: every instance of this host finds "
+                "a thread's agy state; set [agy] state_root for storage shared across hosts"
+            )
         metrics = Metrics()
         for name, adapter in adapters.items():
             # The adapters' optional capabilities (bridge/core/capabilities.py), wired once.

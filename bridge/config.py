@@ -141,6 +141,11 @@ class AgySection(_Section):
     # thread gets a private directory in each one's place (conversations, settings, rules),
     # where only the login entries of the shared directory are seen, read-only.
     state_dirs: list[Path] = Field(default_factory=lambda: [Path("~/.gemini")])
+    # Where each thread's private agy state lives (sandboxed threads; docs/agy.md). Unset: in
+    # each state directory (``<state dir>/.agy-bridge-threads/<thread>``), which every instance
+    # on one host finds, so a takeover there resumes the thread's conversation. Set it to a
+    # folder on storage several hosts share for the same across hosts.
+    state_root: Path | None = None
     # agy's login: paths relative to a state directory (docs/agy.md says why these).
     login_entries: list[str] = Field(default_factory=lambda: list(DEFAULT_LOGIN_ENTRIES))
 
@@ -332,9 +337,8 @@ class StoreSection(_Section):
     url: SecretStr | None = None
     # This instance's name among several (default: the host name).
     instance: str = ""
-    # agy's state directories are on storage every instance shares: each thread's private
-    # agy state is kept there too (one folder per thread), so a thread moved to another
-    # instance resumes its conversation there instead of starting a new one.
+    # Replaced by ``[agy] state_root`` (a thread's agy state is where every instance of the
+    # host finds it by default); still accepted so older configs load, and ignored.
     shared_agy_state: bool = False
     # A thread's lease lapses this long after its instance was last heard from (PostgreSQL).
     lease_seconds: PositiveSeconds = 30.0

@@ -86,6 +86,9 @@ def state_dirs(config: Config, command: Sequence[str]) -> list[Path]:
 
 def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
     hidden = [config.bridge.data_dir.resolve()]
+    if config.agy.state_root is not None:
+        # Every thread's private agy state: each sandbox sees its own where agy expects it.
+        hidden.append(config.agy.state_root.expanduser().resolve())
     if config.source is not None:
         hidden.append(config.source)
         folder = config.source.parent
@@ -106,7 +109,7 @@ def sandbox_for(config: Config, command: Sequence[str], bwrap: str) -> Sandbox:
         hidden=tuple(hidden),
         state_dirs=tuple(state_dirs(config, command)),
         login_entries=tuple(config.agy.login_entries),
-        shared_agy_state=config.store.shared_agy_state,
+        state_root=config.agy.state_root.expanduser() if config.agy.state_root else None,
         install=tuple(install_paths(command)),
         extras=tuple(extras),
         repos=tuple(

@@ -8,12 +8,24 @@ thread's sandbox shows, where agy expects each state directory, a private direct
 thread, and inside it only the login entries of the shared directory, read-only: whatever agy
 (or the agent) writes stays in the thread; a write to a login entry fails.
 
-Where the private directories live:
+Where the private directories live, so that every instance that may take a thread over finds
+its conversation (the lease decides which one runs it; see docs/architecture.md):
 
-- ``<session>/agy-state/<name>-<hash>``: beside the thread's session, kept across idle and
-  restarts (so ``--conversation`` resumes);
-- ``<state dir>/.agy-bridge-threads/<thread>`` with ``[store] shared_agy_state``: on the
-  storage every instance shares, so another instance taking the thread over resumes it.
+- ``<state dir>/.agy-bridge-threads/<thread>`` by default: inside agy's own state directory,
+  so on one host every instance of the bridge (whatever its ``data_dir``) finds it, and on
+  storage several hosts share when agy's state directory is there;
+- ``<state_root>/<thread>/<name>-<hash>`` with ``[agy] state_root``: one folder for all of a
+  thread's private directories, on storage the operator chooses (shared across hosts).
+
+Earlier layouts are moved in (:func:`migrate`, and again before a thread's start): the private
+directories once kept beside each session, ``<session>/agy-state/<name>-<hash>``, where only the
+instance whose data directory held them could resume the conversation, and, when a root is set,
+the per-state-directory folders above.
+
+Only the agy of the instance holding the thread's lease may use these files: agy is started
+holding a lock on the thread's private state (:func:`lock_paths`, a file beside it that the
+sandbox does not show), which it and everything it started keep until they are gone; an agy of
+another instance waits for it, so a takeover never runs two agy on one conversation's files.
 
 Inside the sandbox a private directory is read-only but for :data:`WRITABLE`, what agy itself
 must write (its conversations and their artifacts, its scratch folder, cached MCP tool
@@ -32,6 +44,8 @@ thread's conversation out of the shared directory (the layout before private sta
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import logging
 import os
@@ -46,8 +60,10 @@ from pydantic import BaseModel, ConfigDict
 
 log = logging.getLogger(__name__)
 
+# Beside each session (the layout before private state followed the lease): moved out.
 PRIVATE_DIR = "agy-state"
 THREADS_DIR = ".agy-bridge-threads"
+LOCK_SUFFIX = ".lock"
 # Where one conversation's files lie in a state directory, as far as each layout is known:
 # the simulator's (conversations/<id>.json, brain/<id>/) and agy's: antigravity-cli/brain/<id>/
 # is recorded (transcriptPath, artifactDirectoryPath); antigravity-cli/conversations/<id>.pb is
@@ -82,16 +98,30 @@ class StateLayout(BaseModel):
 
     shared: tuple[Path, ...] = ()  # absolute, resolved
     login_entries: tuple[str, ...] = ()
-    on_shared_storage: bool = False
+    # ``[agy] state_root`` (absolute, resolved): None keeps them inside each state directory.
+    root: Path | None = None
 
     def private_dir(self, shared: Path, session_dir: Path) -> Path:
-        if self.on_shared_storage:
-            return shared / THREADS_DIR / session_dir.name
-        return session_dir / PRIVATE_DIR / _label(shared)
+        if self.root is not None:
+            return self.root / session_dir.name / _label(shared)
+        return shared / THREADS_DIR / session_dir.name
 
     def anchor(self, shared: Path, session_dir: Path) -> Path:
         """The directory the bridge made, under which the agent could have changed things."""
-        return shared / THREADS_DIR if self.on_shared_storage else session_dir
+        return self.root if self.root is not None else shared / THREADS_DIR
+
+    def lock_path(self, shared: Path, session_dir: Path) -> Path:
+        """Held by the thread's running agy: beside its private directory, never inside it."""
+        private = self.private_dir(shared, session_dir)
+        return private.with_name(private.name + LOCK_SUFFIX)
+
+    def earlier_places(self, shared: Path, session_dir: Path) -> list[tuple[Path, Path]]:
+        """(the folder an earlier layout made, a directory of it that must be real) for one
+        thread's private directory: moved in at its first start here."""
+        places = [(session_dir / PRIVATE_DIR / _label(shared), session_dir)]
+        if self.root is not None:
+            places.append((shared / THREADS_DIR / session_dir.name, shared))
+        return places
 
 
 def _label(shared: Path) -> str:
@@ -126,12 +156,13 @@ def prepare(layout: StateLayout, session_dir: Path, conversation: str | None = N
 
     Returns the conversation files moved out of the shared directories (relative paths), which
     happens once: when a private directory is first made and the thread has a conversation.
+    A private directory an earlier layout kept elsewhere is moved into place first.
     """
     moved: list[str] = []
     for bind in binds(layout, session_dir):
         bind.shared.mkdir(mode=0o700, parents=True, exist_ok=True)
-        anchor = layout.anchor(bind.shared, session_dir)
-        anchor.mkdir(mode=0o700, parents=True, exist_ok=True)
+        anchor = _made_anchor(layout, bind.shared, session_dir)
+        _move_in(layout, bind, session_dir)
         first = not os.path.lexists(bind.private)
         _real_dirs(anchor, bind.private)
         login = [source.relative_to(bind.shared) for source in bind.login]
@@ -143,6 +174,180 @@ def prepare(layout: StateLayout, session_dir: Path, conversation: str | None = N
         if first and conversation:
             moved += _adopt(bind, conversation)
     return moved
+
+
+def _move_in(layout: StateLayout, bind: StateBind, session_dir: Path) -> bool:
+    """The thread's private directory from where an earlier layout kept it, when it is not in
+    place yet. A link on the way is not followed (the agent could have made it)."""
+    if os.path.lexists(bind.private):
+        return False
+    for old, base in layout.earlier_places(bind.shared, session_dir):
+        if not _real_path(base, old):
+            continue
+        anchor = _made_anchor(layout, bind.shared, session_dir)
+        _real_dirs(anchor, bind.private.parent)
+        try:
+            _move(old, bind.private)
+        except OSError as exc:
+            log.warning("could not move a thread's agy state to %s: %s", bind.private, exc)
+            return False
+        _remove_if_empty(old.parent, base)
+        log.info("moved a thread's agy state from %s to %s", old, bind.private)
+        return True
+    return False
+
+
+def _move(old: Path, new: Path) -> None:
+    """One rename on one filesystem; across filesystems (a ``state_root`` on shared storage) a
+    copy that keeps links as links and leaves out what is neither a file, a folder nor a link
+    (the agent could have made a FIFO there: opening it would block the bridge)."""
+    try:
+        os.rename(old, new)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    try:
+        shutil.copytree(old, new, symlinks=True, ignore=_special_files)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)  # no half copy for the next start to use
+        raise
+    shutil.rmtree(old)
+
+
+def _special_files(folder: str, names: list[str]) -> set[str]:
+    special = set()
+    for name in names:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            special.add(name)
+    return special
+
+
+def _made_anchor(layout: StateLayout, shared: Path, session_dir: Path) -> Path:
+    """The folder of every thread's private directories, made; inside a state directory it is
+    the bridge's own, so a link there is removed (a configured root is resolved already)."""
+    anchor = layout.anchor(shared, session_dir)
+    if layout.root is None:
+        _clear_unless_dir(anchor)
+    anchor.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return anchor
+
+
+def _real_path(base: Path, path: Path) -> bool:
+    """``path`` and every directory from ``base`` down to it are real directories."""
+    try:
+        parts = path.relative_to(base).parts
+    except ValueError:
+        return False
+    current = base
+    for part in ("", *parts):
+        current = current / part if part else current
+        if current.is_symlink() or not current.is_dir():
+            return False
+    return True
+
+
+def _remove_if_empty(folder: Path, base: Path) -> None:
+    if folder == base or not folder.is_relative_to(base):
+        return
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # not empty (another state directory's folder is still there), or gone
+
+
+def migrate(layout: StateLayout, sessions: Path) -> int:
+    """Move every thread's private state an earlier layout kept under ``sessions`` (this
+    instance's session directories) to where every instance finds it. Run at start, before any
+    thread starts; returns how many private directories moved."""
+    if not layout.shared or not sessions.is_dir() or sessions.is_symlink():
+        return 0
+    count = 0
+    for session_dir in sorted(sessions.iterdir()):
+        if session_dir.is_symlink() or not (session_dir / PRIVATE_DIR).is_dir():
+            continue
+        for bind in binds(layout, session_dir):
+            count += _move_in(layout, bind, session_dir)
+    return count
+
+
+def lock_paths(layout: StateLayout, session_dir: Path) -> list[Path]:
+    """The locks a thread's agy holds while it runs, one per private directory."""
+    return [layout.lock_path(shared, session_dir) for shared in layout.shared]
+
+
+class StateBusy(Exception):
+    """Another agy (an earlier process, perhaps of a lost instance) still holds the state."""
+
+
+def try_lock(paths: list[Path]) -> list[int]:
+    """Open and lock every file of ``paths`` (made if missing, never through a link): the
+    descriptors to hold, and to hand to agy, while it runs. Raises StateBusy, holding nothing,
+    when one is held elsewhere."""
+    held: list[int] = []
+    try:
+        for path in paths:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            held.append(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise StateBusy(str(path)) from None
+                raise
+    except BaseException:
+        for fd in held:
+            os.close(fd)
+        raise
+    return held
+
+
+def conversation_reachable(layout: StateLayout, session_dir: Path, conversation: str) -> bool:
+    """Whether this instance can resume ``conversation`` of the thread: its files are in the
+    thread's private state here, or still in a shared directory (moved in at the first start),
+    or the private directory is here in a layout the bridge does not know (agy is asked).
+    Before a takeover: keep the conversation, or start one given the thread's history."""
+    if not _SAFE_ID.match(conversation):
+        return False
+    if not layout.shared:
+        return True  # no state directory to look in: agy is asked
+    for bind in binds(layout, session_dir):
+        earlier = [old for old, _ in layout.earlier_places(bind.shared, session_dir)]
+        if any(_holds(private, conversation) for private in [bind.private, *earlier]):
+            return True
+        if _has_files(bind.shared, conversation):
+            return True
+    return False
+
+
+def shared_has_conversation(shared_dirs: tuple[Path, ...], conversation: str) -> bool:
+    """Without a sandbox agy uses its state directories themselves: the conversation is
+    reachable where its files are in one of them (or where the layout is not one the bridge
+    knows: agy is asked)."""
+    if not _SAFE_ID.match(conversation):
+        return False
+    if any(_has_files(shared, conversation) for shared in shared_dirs):
+        return True
+    known = [shared / _top(pattern) for shared in shared_dirs for pattern in CONVERSATION_FILES]
+    return not any(folder.exists() for folder in known)
+
+
+def _holds(state: Path, conversation: str) -> bool:
+    if not state.is_dir():
+        return False
+    if _has_files(state, conversation):
+        return True
+    return not any((state / _top(pattern)).exists() for pattern in CONVERSATION_FILES)
+
+
+def _has_files(state: Path, conversation: str) -> bool:
+    return any(os.path.lexists(state / f) for f in _conversation_files(conversation))
+
+
+def _top(pattern: str) -> str:
+    return pattern.split("/{id}")[0]
 
 
 def _real_dirs(anchor: Path, target: Path) -> None:

@@ -24,7 +24,7 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from bridge.agy import wire
+from bridge.agy import private_state, wire
 from bridge.agy.launch import RUN_MARKER_ENV
 from bridge.agy.limits import Confinement, end_strays
 from bridge.agy.lines import LineTooLong, read_line_batches
@@ -37,6 +37,8 @@ STDERR_TAIL_BYTES = 4096
 # take them. Past that the reader stops reading and agy waits on its full pipe: an agy printing
 # faster than the bridge hands its text on (a slow chat) must not fill the bridge's memory.
 READ_AHEAD = 4
+# How often a start waiting for an earlier agy's state lock tries again.
+LOCK_POLL = 0.1
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class AgyStartError(Exception):
     ):
         super().__init__(message)
         # missing (not installed), exited (before init), timeout (no init in time),
-        # error_result (a result before init, e.g. an unknown model).
+        # error_result (a result before init, e.g. an unknown model), busy (an earlier agy
+        # still holds the thread's state).
         self.kind = kind
         self.message = message
         self.exit = exit
@@ -94,6 +97,9 @@ class ProcessSpec:
     confine: Callable[[], Confinement] | None = None
     # Makes the sandbox's own network at each start (bridge.agy.network); None: the host's.
     network: Callable[[], SandboxNetwork] | None = None
+    # Files locked while agy runs (its thread's private state: one agy per conversation). agy
+    # inherits the locks, so they outlive the bridge until agy and what it started are gone.
+    locks: tuple[Path, ...] = ()
 
 
 class AgyHandle(Protocol):
@@ -432,25 +438,54 @@ def _read_stat(pid: int) -> tuple[str, int] | None:
 @asynccontextmanager
 async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIterator[AgyProcess]:
     """Start agy and wait for ``init``; on exit, stop it and its whole process group (and
-    whatever is left in its cgroup)."""
+    whatever is left in its cgroup).
+
+    With ``spec.locks``, agy starts only once it can hold them: an earlier agy of the thread
+    (one a lost instance left) is waited for, up to the init deadline."""
+    held = await _hold_locks(spec) if spec.locks else []
     try:
-        confinement = spec.confine() if spec.confine is not None else None
-    except OSError as exc:
-        raise AgyStartError(
-            "exited", f"could not create the thread's resource limits (cgroup): {exc}"
-        ) from None
-    try:
-        async with _opened(spec, on_bad_line, confinement) as agy:
-            yield agy
+        try:
+            confinement = spec.confine() if spec.confine is not None else None
+        except OSError as exc:
+            raise AgyStartError(
+                "exited", f"could not create the thread's resource limits (cgroup): {exc}"
+            ) from None
+        try:
+            async with _opened(spec, on_bad_line, confinement, held) as agy:
+                yield agy
+        finally:
+            if confinement is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(confinement.close)
     finally:
-        if confinement is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(confinement.close)
+        for fd in held:
+            os.close(fd)
+
+
+async def _hold_locks(spec: ProcessSpec) -> list[int]:
+    deadline = anyio.current_time() + spec.init_timeout
+    while True:
+        try:
+            return await anyio.to_thread.run_sync(private_state.try_lock, list(spec.locks))
+        except private_state.StateBusy:
+            if anyio.current_time() >= deadline:
+                raise AgyStartError(
+                    "busy",
+                    "an earlier agy process of this thread (perhaps of a bridge instance that "
+                    "stopped) still uses its conversation; it did not end within "
+                    f"{spec.init_timeout:g} s",
+                ) from None
+            await anyio.sleep(LOCK_POLL)
+        except OSError as exc:
+            raise AgyStartError("missing", f"cannot lock the thread's agy state: {exc}") from None
 
 
 @asynccontextmanager
 async def _opened(
-    spec: ProcessSpec, on_bad_line: BadLineCallback, confinement: Confinement | None
+    spec: ProcessSpec,
+    on_bad_line: BadLineCallback,
+    confinement: Confinement | None,
+    lock_fds: list[int],
 ) -> AsyncIterator[AgyProcess]:
     argv = list(spec.argv)
     network = spec.network() if spec.network is not None else None
@@ -473,7 +508,7 @@ async def _opened(
             cwd=spec.cwd,
             env=dict(spec.env),
             start_new_session=True,
-            pass_fds=network.pass_fds if network is not None else (),
+            pass_fds=[*(network.pass_fds if network is not None else ()), *lock_fds],
         )
     except FileNotFoundError:
         raise AgyStartError(

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from bridge.agy import wire
+from bridge.agy import private_state, wire
 from bridge.agy.capabilities import Capabilities
 from bridge.agy.egress import proxy_env
 from bridge.agy.launch import LaunchSettings, build_argv, build_env
@@ -38,7 +38,7 @@ from bridge.agy.plugin import (
     write_plugin,
 )
 from bridge.agy.process import ProcessSpec
-from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, wrap
+from bridge.agy.sandbox import Isolation, not_isolated, sandboxed_pid, state_layout, wrap
 from bridge.agy.session import (
     AgySession,
     DecideFunc,
@@ -71,6 +71,8 @@ class AgyRuntime:
     shared_files: Path | None = None
     # How each agy process's caps are enforced (a cgroup each, rlimits, or none).
     limits: Enforcement = field(default_factory=lambda: Enforcement(Limits(), "off"))
+    # agy's own state directories (where an unsandboxed agy keeps its conversations).
+    state_dirs: tuple[Path, ...] = ()
 
     @cached_property
     def _environment(self) -> dict[str, str]:
@@ -205,6 +207,7 @@ class AgyRuntime:
             env["TMPDIR"] = "/tmp"  # the sandbox's private /tmp; the host's is not there
         # The home is read-only there: tools that cache (pip, npm, uv) cache in the private /tmp.
         env.setdefault("XDG_CACHE_HOME", "/tmp/.cache")
+        layout = state_layout(sandbox)
         return ProcessSpec(
             argv=wrap(
                 sandbox,
@@ -223,7 +226,24 @@ class AgyRuntime:
             signal_pid=sandboxed_pid,
             confine=confine,
             network=self._sandbox_network if private else None,
+            locks=tuple(private_state.lock_paths(layout, session_dir.resolve())),
         )
 
     def _sandbox_network(self) -> SandboxNetwork:
         return self.isolation.network.setup(self.listener.port, self.listener.serving)
+
+    def conversation_reachable(self, session_dir: Path, conversation: str) -> bool:
+        """Whether agy started here can resume the thread's ``conversation`` (its state is in
+        reach: the thread's private state, or agy's own directories without a sandbox).
+        Blocking (it looks at files): run it off the event loop."""
+        sandbox = self.isolation.sandbox
+        if sandbox is None:
+            return private_state.shared_has_conversation(self.state_dirs, conversation)
+        layout = state_layout(sandbox)
+        return private_state.conversation_reachable(layout, session_dir.resolve(), conversation)
+
+    def migrate_state(self, sessions: Path) -> int:
+        """At start: private agy state an earlier layout kept among ``sessions``, moved to
+        where every instance finds it. Blocking: run it off the event loop."""
+        sandbox = self.isolation.sandbox
+        return private_state.migrate(state_layout(sandbox), sessions) if sandbox else 0

@@ -130,8 +130,8 @@ class Sandbox(BaseModel):
     # with these entries of the shared one (agy's login) bound in read-only.
     state_dirs: tuple[Path, ...] = ()
     login_entries: tuple[str, ...] = ()
-    # The private directories live on the shared state directories' storage (several instances).
-    shared_agy_state: bool = False
+    # ``[agy] state_root``: where the private directories live (None: in each state directory).
+    state_root: Path | None = None
     # agy's installation, read-only.
     install: tuple[Path, ...] = ()
     extras: tuple[ExtraBinds, ...] = ()
@@ -465,22 +465,20 @@ def state_layout(sandbox: Sandbox) -> private_state.StateLayout:
     return private_state.StateLayout(
         shared=tuple(_resolved(sandbox.state_dirs)),
         login_entries=sandbox.login_entries,
-        on_shared_storage=sandbox.shared_agy_state,
+        root=Path(os.path.realpath(sandbox.state_root)) if sandbox.state_root else None,
     )
 
 
 def state_mounts(sandbox: Sandbox, session_dir: Path) -> list[Mount]:
     """Each private state directory where agy expects the shared one, read-only (agy's
-    configuration in it is the bridge's, prepared at each start), the login on top of it
-    read-only, and the private directories' folder hidden at its place in the session
-    directory (as a mount point it cannot be moved away and replaced by a link, and it is seen
-    only where agy expects it). The writable parts are :func:`state_writable_mounts`."""
+    configuration in it is the bridge's, prepared at each start), and the login on top of it
+    read-only. The folder of every thread's private directories is seen nowhere else: inside a
+    state directory it is covered by the private bind; a ``state_root`` is among the hidden
+    paths. The writable parts are :func:`state_writable_mounts`."""
     mounts = []
     for bind in private_state.binds(state_layout(sandbox), session_dir):
         mounts.append(Mount("ro", bind.shared, bind.private))
         mounts += [Mount("ro", entry) for entry in bind.login]
-    if sandbox.state_dirs and not sandbox.shared_agy_state:
-        mounts.append(Mount("tmpfs", session_dir / private_state.PRIVATE_DIR))
     return mounts
 
 

@@ -42,6 +42,14 @@ class OpensThreads(Protocol):
 
 
 @runtime_checkable
+class OffersRetry(Protocol):
+    """A notice that a turn was cut off, posted with a Retry control (Slack's button: a
+    click is that person's ``!retry``)."""
+
+    async def post_with_retry(self, thread: ThreadRef, text: str) -> None: ...
+
+
+@runtime_checkable
 class ServesHome(Protocol):
     """A home page per person (Slack's App Home): their threads, what waits for them, and the
     sections whose providers ``sources`` carries."""

@@ -7,6 +7,7 @@ its actor's (:mod:`bridge.core.thread.actor`); restart recovery is :mod:`bridge.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -331,7 +332,11 @@ class Core:
             return
         await recovery.reap(self.store, lambda row: True)
         await recovery.expire_approvals(self.store, self.adapters, self.metrics)
-        await recovery.report_restart(self.store, self.adapters)
+        await recovery.report_restart(
+            self.store,
+            self.adapters,
+            functools.partial(recovery.conversation_kept, self.store, self.runtime, self.config),
+        )
         for key in await self.store.threads_with_pending():
             ref = ThreadRef.from_key(key)
             if ref.platform in self.adapters and key not in self.router.threads:
@@ -409,7 +414,6 @@ async def open_core(
             metrics,
             tg,
             limit=slots.limit,
-            shared_agy_state=config.store.shared_agy_state,
         )
         core = Core(config, store, runtime, chats, router, slots, metrics, tg, team)
         core.hearing = {n: a for n, a in adapters.items() if isinstance(a, HearsResets)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bridge.core import handover
 from bridge.core.store.ports import HistoryStore
 from bridge.core.store.rows import StoredMessage
 
@@ -43,23 +44,8 @@ def injected_text(message: StoredMessage) -> str:
     return f"(Message written in the chat while you were working)\n{message_text(message)}"
 
 
-# The most of a thread's history a new conversation's first turn carries.
-HISTORY_LIMIT = 50
-
-
 async def history_context(store: HistoryStore, key: str) -> list[str]:
-    """The thread's history as one block for a new conversation's first turn (none if empty).
-
-    The messages waiting now are the first turn's own: the history is what came before."""
-    waiting = {m.text for m in await store.pending(key)}
-    history = [
-        f"{who}: {text}"
-        for _, who, text in await store.history(key, HISTORY_LIMIT)
-        if who == "agent" or text not in waiting
-    ]
-    if not history:
-        return []
-    return [
-        "(This chat thread was handled by an earlier conversation you cannot see. Its "
-        "history so far, oldest first, for context:)\n" + "\n".join(history)
-    ]
+    """The thread's history as one block for a new conversation's first turn (none if empty),
+    cut-off requests marked as not to be redone (:mod:`bridge.core.handover`). The messages
+    waiting now are the first turn's own: the history is what came before."""
+    return handover.history_block(await store.history_of_turns(key, handover.HISTORY_LIMIT))

@@ -4,35 +4,73 @@ tell the threads whose turn was cut off."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+
+import anyio
 
 from bridge.agy.process import reap_group
+from bridge.agy.runtime import AgyRuntime
+from bridge.config import Config
+from bridge.core import handover
 from bridge.core import store as st
 from bridge.core.approvals import texts as approval_texts
 from bridge.core.approvals.gate import request_of
+from bridge.core.capabilities import OffersRetry
 from bridge.core.events import ApprovalResult, ChatAdapter, ThreadRef
-from bridge.core.prompt import history_context
 from bridge.core.store.ports import RecoveryStore
+from bridge.core.workspaces import place_for
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 RESTART_NOTICE = (
     "⚠️ The bridge restarted while the agent was working on this thread, so that turn was "
-    "interrupted and its answer is lost. Messages written since then are being picked up now; "
-    "repeat your last request if it still matters."
+    "interrupted and its answer is lost; it is not run again by itself."
 )
 TAKEOVER_NOTICE = (
     "⚠️ The bridge instance that was running this thread (`{previous}`) stopped answering "
-    "while the agent was working, so that turn was interrupted and its answer is lost. "
-    "Instance `{name}` has taken the thread over; messages written since are being picked up "
-    "now. Repeat your last request if it still matters."
+    "while the agent was working, so that turn was interrupted and its answer is lost; it is "
+    "not run again by itself. Instance `{name}` has taken the thread over."
 )
-HANDOVER_NOTICE = (
-    "ℹ️ This thread moved to bridge instance `{name}`, which cannot see the agent's earlier "
-    "conversation (it is kept on `{previous}`). The agent starts a new conversation and is "
-    "given this thread's history as context."
+# Whether the agent still has the thread's conversation (None: it had none yet).
+KEPT = {
+    True: "The agent's conversation is kept: it remembers this thread.",
+    False: (
+        "The agent's conversation could not be reached from here: a new one starts, given "
+        "this thread's history (the interrupted request marked as not to be redone)."
+    ),
+    None: "",
+}
+AFTER_CUT = (
+    "Messages written since are being picked up now. Send `!retry` (or click Retry, where "
+    "there is one) to run the interrupted request again."
 )
+
+
+def cut_off_notice(first: str, kept: bool | None) -> str:
+    return " ".join(part for part in (first, KEPT[kept], AFTER_CUT) if part)
+
+
+async def post_offering_retry(adapter: ChatAdapter, thread: ThreadRef, text: str) -> None:
+    """A cut-off notice, with a Retry control where the adapter has one (the scrubbed adapter
+    offers it: Slack's button); else as a message, ``!retry`` typed."""
+    if isinstance(adapter, OffersRetry):
+        await adapter.post_with_retry(thread, text)
+    else:
+        await adapter.post_message(thread, text)
+
+
+async def conversation_kept(
+    store: st.Store, runtime: AgyRuntime, config: Config, ref: ThreadRef
+) -> bool | None:
+    """Whether agy started here resumes the thread's conversation (None: it has none)."""
+    row = await store.thread(ref.key)
+    if not row.conversation_id:
+        return None
+    session = place_for(config, ref).session_dir
+    return await anyio.to_thread.run_sync(
+        runtime.conversation_reachable, session, row.conversation_id
+    )
 
 
 async def reap(store: RecoveryStore, which: Callable[[st.ProcessRow], bool]) -> None:
@@ -81,21 +119,24 @@ async def expire_approvals(
             log.warning("could not mark a request expired", exc_info=True)
 
 
-async def report_restart(store: RecoveryStore, adapters: Mapping[str, ChatAdapter]) -> None:
-    """Turns a restart cut off: told first, recorded second (a failed post is tried again at
-    the next start)."""
+async def report_restart(
+    store: RecoveryStore,
+    adapters: Mapping[str, ChatAdapter],
+    kept: Callable[[ThreadRef], Awaitable[bool | None]],
+) -> None:
+    """Turns a restart cut off: told first (whether the conversation is kept), recorded second
+    (a failed post is tried again at the next start)."""
     for turn in await store.running_turns():
         ref = ThreadRef.from_key(turn.thread_key)
         if ref.platform not in adapters:
             continue  # that chat is not configured now: report it when it is
         try:
-            await adapters[ref.platform].post_message(ref, RESTART_NOTICE)
+            notice = cut_off_notice(RESTART_NOTICE, await kept(ref))
+            await post_offering_retry(adapters[ref.platform], ref, notice)
         except Exception:
             log.warning("could not report an interrupted turn", exc_info=True)
             continue
-        await store.finish_turn(
-            turn.id, st.TurnState.INTERRUPTED, error="the bridge restarted during this turn"
-        )
+        await store.finish_turn(turn.id, st.TurnState.INTERRUPTED, error=handover.RESTARTED)
 
 
 async def take_over(
@@ -106,8 +147,10 @@ async def take_over(
     previous: str,
     owner: str,
     name: str,
+    kept: bool | None = None,
 ) -> None:
-    """A dead instance's thread: end its agy here, expire its requests, report its turn."""
+    """A dead instance's thread: end its agy here, expire its requests, report its turn
+    (saying whether the agent's conversation is ``kept``)."""
     await reap(store, lambda row: row.thread_key == thread.key and row.owner != owner)
     gone = previous.split("#")[0]
     # Its requests waited on an agy that is gone: they can never run. Only this thread's:
@@ -126,7 +169,8 @@ async def take_over(
         # an instance killed meanwhile must leave the turn to be reported again rather than
         # recorded as reported and never said.
         try:
-            await adapter.post_message(thread, TAKEOVER_NOTICE.format(previous=gone, name=name))
+            first = TAKEOVER_NOTICE.format(previous=gone, name=name)
+            await post_offering_retry(adapter, thread, cut_off_notice(first, kept))
         except Exception:
             log.warning(
                 "could not report a cut-off turn; it is reported at the next takeover",
@@ -135,28 +179,9 @@ async def take_over(
             )
             continue
         if await store.end_running_turn(
-            turn.id, st.TurnState.INTERRUPTED, f"instance {gone} stopped during this turn"
+            turn.id, st.TurnState.INTERRUPTED, handover.instance_stopped(gone)
         ):
             log.info(
                 "took over a thread whose turn was cut off",
                 extra={"chat_thread": thread.key, "conversation": turn.conversation_id},
             )
-
-
-async def handover_context(
-    store: RecoveryStore, adapter: ChatAdapter, thread: ThreadRef, name: str, shared_state: bool
-) -> list[str]:
-    """agy's conversation lives on the instance that started it, unless its state is shared:
-    elsewhere the thread starts a new one, given its history (the blocks returned)."""
-    if shared_state:
-        return []
-    row = await store.thread(thread.key)
-    other = row.conversation_instance
-    if not (row.conversation_id and other and other != name):
-        return []
-    await store.set_conversation(thread.key, None)
-    try:
-        await adapter.post_message(thread, HANDOVER_NOTICE.format(name=name, previous=other))
-    except Exception:
-        log.exception("could not post a notice", extra={"chat_thread": thread.key})
-    return await history_context(store, thread.key)

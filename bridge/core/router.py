@@ -59,7 +59,6 @@ class Router:
         task_group: TaskGroup,
         *,
         limit: int,
-        shared_agy_state: bool,
     ):
         self._parts_for = parts_for
         self.cluster = cluster
@@ -68,7 +67,6 @@ class Router:
         self.metrics = metrics
         self._tg = task_group
         self._limit = limit
-        self._shared_agy_state = shared_agy_state
         self.threads: dict[str, ThreadActor] = {}
 
     def local(self, key: str) -> ThreadActor | None:
@@ -136,33 +134,27 @@ class Router:
             claim = await cluster.claim(thread.key)
             if not claim.granted:
                 return NotHere.HELD
-            context: list[str] = []
             report = None
-            if cluster.shared:
-                adapter = self.adapters[thread.platform]
-                if claim.previous is not None:
-                    report = functools.partial(
-                        recovery.take_over,
-                        self.store,
-                        adapter,
-                        self.metrics,
-                        thread,
-                        claim.previous,
-                        cluster.leases.owner,
-                        cluster.name,
-                    )
-                context = await recovery.handover_context(
-                    self.store, adapter, thread, cluster.name, self._shared_agy_state
+            if cluster.shared and claim.previous is not None:
+                # Whether the conversation is kept is known once the thread's place is.
+                report = functools.partial(
+                    recovery.take_over,
+                    self.store,
+                    self.adapters[thread.platform],
+                    self.metrics,
+                    thread,
+                    claim.previous,
+                    cluster.leases.owner,
+                    cluster.name,
                 )
-            return self.start(thread, context, report)
+            return self.start(thread, report)
 
     def start(
         self,
         thread: ThreadRef,
-        context: list[str] | None = None,
-        report_takeover: Callable[[], Awaitable[None]] | None = None,
+        report_takeover: Callable[[bool | None], Awaitable[None]] | None = None,
     ) -> ThreadActor:
-        actor = ThreadActor(thread, self._parts_for(thread), self._exited, context, report_takeover)
+        actor = ThreadActor(thread, self._parts_for(thread), self._exited, report_takeover)
         self.threads[thread.key] = actor
         self._tg.start_soon(actor.run, name=f"thread {thread.key}")
         return actor

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import BinaryIO
 
-from bridge.core.capabilities import Opened, OpensThreads
+from bridge.core.capabilities import OffersRetry, Opened, OpensThreads
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -56,6 +56,14 @@ class ScrubbedAdapter:
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         await self.inner.post_message(thread, self._scrub(text))
+
+    async def post_with_retry(self, thread: ThreadRef, text: str) -> None:
+        """A cut-off notice with the adapter's Retry control where it has one (Slack's
+        button), else a plain message (``!retry`` is typed)."""
+        if isinstance(self.inner, OffersRetry):
+            await self.inner.post_with_retry(thread, self._scrub(text))
+        else:
+            await self.inner.post_message(thread, self._scrub(text))
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         await self.inner.post_file(thread, file, self._scrub(title) if title else title)

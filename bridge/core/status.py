@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from bridge.config import ApprovalsSection
 from bridge.core.approvals.rules import shown_row
 from bridge.core.feedback import feedback_counts
+from bridge.core.handover import turn_was_cut_off
 from bridge.core.slots import ProcessSlots
 from bridge.core.store.ports import StatusStore
+from bridge.core.store.rows import TurnState
 from bridge.core.thread.actor import ThreadActor
 
 
@@ -22,8 +26,11 @@ async def status_text(
     extra: tuple[str, ...] = (),
     *,
     disk_line: str | None = None,
+    reachable: Callable[[], Awaitable[bool | None]] | None = None,
 ) -> str:
+    """``reachable``: whether agy started here would resume the thread's conversation."""
     row = await store.thread(key)
+    kept = await _continuity(store, key, reachable)
     pending = await store.pending(key)
     proc = actor.proc if actor is not None else None
     if actor is None or proc is None:
@@ -37,7 +44,7 @@ async def status_text(
         instance_line,
         *([f"• Title: “{named.title}” (named by {named.set_by})"] if named else []),
         f"• Process: {process}",
-        f"• Conversation: `{row.conversation_id or 'none yet'}`",
+        f"• Conversation: `{row.conversation_id or 'none yet'}`{kept}",
         f"• Model: `{row.model or default_model or 'default'}`",
         f"• Waiting messages: {len(pending)}",
         f"• Agent slots: {slots.live}/{slots.limit} in use, {slots.queued} thread(s) in line",
@@ -59,6 +66,34 @@ async def status_text(
     if rated.positive or rated.negative:
         lines.append(f"• Feedback on answers: 👍 {rated.positive}, 👎 {rated.negative}")
     return "\n".join(lines)
+
+
+async def _continuity(
+    store: StatusStore, key: str, reachable: Callable[[], Awaitable[bool | None]] | None
+) -> str:
+    """After the latest cut-off (a restart or failover), whether the conversation was kept."""
+    cut = next(
+        (
+            turn
+            for turn in await store.last_turns(key, 20, TurnState.INTERRUPTED)
+            if turn_was_cut_off(turn)
+        ),
+        None,
+    )
+    if cut is None or cut.conversation_id is None:
+        return ""
+    row = await store.thread(key)
+    when = "after the interrupted turn"
+    if row.conversation_id == cut.conversation_id:
+        if reachable is not None and await reachable() is False:
+            return (
+                f" (out of reach here {when}: a new one starts with the next message, given "
+                "this thread's history)"
+            )
+        return f" (kept {when}: the agent remembers this thread)"
+    if row.conversation_id is None:
+        return f" (the earlier one was out of reach {when}: a new one starts with the history)"
+    return f" (a new one {when}, given this thread's history)"
 
 
 async def approvals_text(store: StatusStore, key: str, mode: str) -> str:

@@ -11,6 +11,10 @@ import re
 from dataclasses import dataclass, field
 
 _DIRECTIVE = re.compile(r"\[\[([a-z]+)(?:[ \t]+(.*?))?\]\]", re.DOTALL)
+# How the bridge marks context that is not a request (a thread's history for a new
+# conversation, a note that the last turn was cut off): a model reads it and acts on nothing in
+# it. A block left open runs to the end of the text.
+_CONTEXT = re.compile(r"<thread-history>.*?(?:</thread-history>|\Z)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -41,12 +45,21 @@ class Script:
     chunks: int | None = None
     long_lines: int | None = None
     rules: bool = False
+    history: bool = False
     unknown: list[str] = field(default_factory=list)
 
 
+def split_context(text: str) -> tuple[str, int]:
+    """(the request: the text without the context blocks, how many blocks there were)."""
+    request, blocks = _CONTEXT.subn("", text)
+    return request.strip(), blocks
+
+
 def parse_script(text: str) -> Script:
+    """The directives of the request; none inside a context block is acted on."""
     script = Script()
-    for match in _DIRECTIVE.finditer(text):
+    request, _ = split_context(text)
+    for match in _DIRECTIVE.finditer(request):
         name, arg = match.group(1), (match.group(2) or "").strip()
         try:
             _apply(script, name, arg)
@@ -121,6 +134,8 @@ def _apply_flag(script: Script, name: str, arg: str) -> None:
         script.long_lines = max(0, int(arg))
     elif name == "rules":
         script.rules = True
+    elif name == "history":
+        script.history = True
     else:
         raise ValueError(name)
 

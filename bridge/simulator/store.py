@@ -1,8 +1,8 @@
 """Conversations on disk, so ``--conversation ID`` resumes like agy's.
 
 One JSON file per conversation under ``$AGY_SIM_HOME/conversations/``, replaced atomically
-(write a temporary file, then rename) after every turn and every injected message, so a
-process killed at any moment leaves either the old state or the new one.
+(write a temporary file, then rename) when a turn starts and ends and after every injected
+message, so a process killed at any moment leaves either the old state or the new one.
 """
 
 from __future__ import annotations

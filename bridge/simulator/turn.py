@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bridge.simulator.context import Context, warn
 from bridge.simulator.noise import bigline, garbage
-from bridge.simulator.script import Action, Script, parse_script
+from bridge.simulator.script import Action, Script, parse_script, split_context
 from bridge.simulator.store import Usage
 from bridge.simulator.tool_steps import run_action, since
 
@@ -70,8 +70,15 @@ async def run_turn(ctx: Context, state: TurnState) -> None:
     conversation = ctx.conversation
     ctx.emitter.nulls = script.nulls
     conversation.num_turns += 1
+    if script.history:
+        earlier = sum(m["role"] in ("user", "injected") for m in conversation.messages)
+        state.notes.append(f"History: {earlier} earlier user message(s) in this conversation")
     conversation.messages.append({"role": "user", "text": state.text})
-    ctx.step("DONE", "user_input")
+    # Stored at once, as agy writes a step when it happens: a process killed mid-turn leaves
+    # the request in the conversation, and a resumed process sees it (with no answer).
+    index = conversation.take_step()
+    ctx.save()
+    ctx.step("DONE", "user_input", index=index)
     if ctx.resume_note_pending:
         ctx.resume_note_pending = False
         ctx.step("DONE", "system_message", duration_seconds=0.000135)
@@ -233,7 +240,9 @@ def _final_text(ctx: Context, state: TurnState) -> str:
     elif script.long_lines is not None:
         lines = [f"line {n}" for n in range(1, script.long_lines + 1)]
     else:
-        lines = [f"You said: {state.text}", *state.notes]
+        request, blocks = split_context(state.text)
+        context = [f"Context: {blocks} block(s) read, not acted on"] if blocks else []
+        lines = [f"You said: {request}", *context, *state.notes]
     lines += state.refusals  # the model was told why its call did not run, and says so
     lines += [f"Injected: {message}" for message in state.injected]
     lines += [f"Ephemeral: {message}" for message in state.ephemeral]

@@ -2,28 +2,44 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
-from bridge.agy.private_state import StateLayout, binds, prepare
+import pytest
+
+from bridge.agy.private_state import (
+    StateLayout,
+    binds,
+    conversation_reachable,
+    migrate,
+    prepare,
+)
 
 
-def layout(tmp_path: Path, *, shared_storage: bool = False) -> StateLayout:
+def layout(tmp_path: Path, *, root: Path | None = None) -> StateLayout:
     return StateLayout(
         shared=(tmp_path / "gemini", tmp_path / "sim-home"),
         login_entries=("antigravity-cli/token", "sim-login.json"),
-        on_shared_storage=shared_storage,
+        root=root,
     )
 
 
-def test_a_private_directory_per_state_directory_beside_the_session(tmp_path: Path) -> None:
+def test_a_private_directory_per_state_directory_where_every_instance_finds_it(
+    tmp_path: Path,
+) -> None:
+    """Not under one instance's data directory: inside agy's state directory by default (one
+    host), under ``[agy] state_root`` when set (storage several hosts share)."""
     session = tmp_path / "data" / "sessions" / "slack-abc"
+    gemini = layout(tmp_path).private_dir(tmp_path / "gemini", session)
+    assert gemini == tmp_path / "gemini" / ".agy-bridge-threads" / "slack-abc"
+    root = tmp_path / "shared"
     gemini, sim = (
-        layout(tmp_path).private_dir(tmp_path / "gemini", session),
-        layout(tmp_path).private_dir(tmp_path / "sim-home", session),
+        layout(tmp_path, root=root).private_dir(tmp_path / "gemini", session),
+        layout(tmp_path, root=root).private_dir(tmp_path / "sim-home", session),
     )
-    assert gemini.parent == sim.parent == session / "agy-state" and gemini != sim
-    on_shared = layout(tmp_path, shared_storage=True).private_dir(tmp_path / "gemini", session)
-    assert on_shared == tmp_path / "gemini" / ".agy-bridge-threads" / "slack-abc"
+    assert gemini.parent == sim.parent == root / "slack-abc" and gemini != sim
 
 
 def test_only_login_entries_that_exist_are_bound(tmp_path: Path) -> None:
@@ -40,9 +56,10 @@ def test_links_on_the_way_are_removed_and_their_targets_left_alone(tmp_path: Pat
     (tmp_path / "gemini" / "antigravity-cli").mkdir(parents=True)
     (tmp_path / "gemini" / "antigravity-cli" / "token").write_text("{}")
     session.mkdir()
-    (session / "agy-state").symlink_to(target)
+    (tmp_path / "gemini" / ".agy-bridge-threads").symlink_to(target)
     prepare(layout(tmp_path), session)
-    assert not (session / "agy-state").is_symlink() and (session / "agy-state").is_dir()
+    threads = tmp_path / "gemini" / ".agy-bridge-threads"
+    assert not threads.is_symlink() and threads.is_dir()
     [private] = binds(layout(tmp_path), session)[:1]
     place = private.private / "antigravity-cli" / "token"
     assert place.is_file() and not place.is_symlink()
@@ -82,3 +99,69 @@ def test_a_conversation_id_that_is_no_file_name_moves_nothing(tmp_path: Path) ->
     session = tmp_path / "s"
     session.mkdir()
     assert prepare(layout(tmp_path), session, "../conversations/x") == []
+
+
+def test_private_state_beside_the_sessions_moves_where_every_instance_finds_it(
+    tmp_path: Path,
+) -> None:
+    """The layout before: ``<session>/agy-state/<name>-<hash>``, under one instance's data
+    directory. At start it moves, whole, to the state directory's folder of threads."""
+    sessions = tmp_path / "data" / "sessions"
+    old = layout(tmp_path).earlier_places(tmp_path / "sim-home", sessions / "slack-a")[0][0]
+    (old / "conversations").mkdir(parents=True)
+    (old / "conversations" / "c-1.json").write_text("one")
+    (old / "link").symlink_to("/etc/passwd")
+    # A thread whose folder is a link (the agent's doing): followed nowhere, left alone.
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "sim-home-x" / "conversations").mkdir(parents=True)
+    (sessions / "slack-b").mkdir()
+    (sessions / "slack-b" / "agy-state").symlink_to(elsewhere)
+    assert migrate(layout(tmp_path), sessions) == 1
+    new = layout(tmp_path).private_dir(tmp_path / "sim-home", sessions / "slack-a")
+    assert (new / "conversations" / "c-1.json").read_text() == "one"
+    assert (new / "link").is_symlink()  # moved as a link, not copied through
+    assert not (sessions / "slack-a" / "agy-state").exists()
+    assert (elsewhere / "sim-home-x" / "conversations").is_dir()
+    assert not (tmp_path / "sim-home" / ".agy-bridge-threads" / "slack-b").exists()
+    # Once: nothing is left to move, and a later start finds it in place.
+    assert migrate(layout(tmp_path), sessions) == 0
+    assert conversation_reachable(layout(tmp_path), sessions / "slack-a", "c-1")
+    assert not conversation_reachable(layout(tmp_path), sessions / "slack-a", "c-2")
+
+
+def test_with_a_root_the_folders_in_the_state_directories_move_there_too(tmp_path: Path) -> None:
+    session = tmp_path / "data" / "sessions" / "slack-a"
+    session.mkdir(parents=True)
+    before = tmp_path / "sim-home" / ".agy-bridge-threads" / "slack-a"
+    (before / "conversations").mkdir(parents=True)
+    (before / "conversations" / "c-1.json").write_text("one")
+    rooted = layout(tmp_path, root=tmp_path / "root")
+    assert conversation_reachable(rooted, session, "c-1")  # in reach: moved at the start
+    prepare(rooted, session, "c-1")
+    new = rooted.private_dir(tmp_path / "sim-home", session)
+    assert (new / "conversations" / "c-1.json").read_text() == "one" and not before.exists()
+    # Another host's root: nothing of the thread there.
+    assert not conversation_reachable(layout(tmp_path, root=tmp_path / "other"), session, "c-1")
+
+
+def test_a_move_to_another_filesystem_copies_links_as_links_and_no_fifo(tmp_path: Path) -> None:
+    """A ``state_root`` on other storage: no rename, a copy. A FIFO the agent left in its
+    state is left out (opening it would block the bridge's start); links stay links."""
+    other = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        if os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+            pytest.skip("/dev/shm is on the same filesystem as the test's folder here")
+        sessions = tmp_path / "data" / "sessions"
+        rooted = layout(tmp_path, root=other)
+        old = rooted.earlier_places(tmp_path / "sim-home", sessions / "slack-a")[0][0]
+        (old / "conversations").mkdir(parents=True)
+        (old / "conversations" / "c-1.json").write_text("one")
+        (old / "link").symlink_to("/etc/passwd")
+        os.mkfifo(old / "fifo")
+        assert migrate(rooted, sessions) == 1
+        new = rooted.private_dir(tmp_path / "sim-home", sessions / "slack-a")
+        assert (new / "conversations" / "c-1.json").read_text() == "one"
+        assert (new / "link").is_symlink() and not (new / "fifo").exists()
+        assert not old.exists()
+    finally:
+        shutil.rmtree(other)

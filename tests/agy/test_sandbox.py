@@ -102,7 +102,7 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert argv[argv.index("--chdir") + 1] == str(work)
     # The thread's private state where agy expects its own, read-only (agy's configuration is
     # the bridge's), what agy must write writable, the login on top, read-only.
-    [private] = (session / "agy-state").iterdir()
+    [private] = (state / ".agy-bridge-threads").iterdir()
     at = argv.index(str(state))
     assert argv[at - 2 : at + 1] == ["--ro-bind", str(private), str(state)]
     brain = str(state / "antigravity-cli" / "brain")
@@ -118,7 +118,8 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert at < argv.index(token)  # the parent first: bind mounts stack in order
     assert (private / "antigravity-cli" / "token").is_file()  # its mount point
     assert "absent.json" not in " ".join(argv)
-    assert not (state / "agy-state").exists() and str(session / "agy-state") in argv  # hidden
+    assert private == state / ".agy-bridge-threads" / session.name  # under the bind: unseen
+    assert not (session / "agy-state").exists()
 
 
 def test_operator_paths_belong_to_their_workspace_only(tmp_path: Path) -> None:

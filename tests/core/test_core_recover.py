@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
-from bridge.core.recovery import RESTART_NOTICE
+from bridge.core.recovery import RESTART_NOTICE, cut_off_notice
 from bridge.core.store.rows import ApprovalState, TurnState
 from bridge.metrics import PREFIX
 from tests.core.scripted import World, ref, world
@@ -52,7 +52,7 @@ async def test_a_turn_left_running_is_reported_once_and_what_waited_runs(tmp_pat
         turn = await running_turn(w, ref(), 1)
         await w.bridge.store.add_message(message("written meanwhile", ref(), 2))
         await w.bridge.core.recover()
-        assert w.adapter.notices == [(ref().key, RESTART_NOTICE)]
+        assert w.adapter.notices == [(ref().key, cut_off_notice(RESTART_NOTICE, None))]
         assert await turn_state(w, turn) == (
             TurnState.INTERRUPTED,
             "the bridge restarted during this turn",
@@ -92,7 +92,7 @@ async def test_a_report_that_cannot_be_posted_is_tried_at_the_next_start(
         )
         monkeypatch.undo()
         await w.bridge.core.recover()
-        assert w.adapter.notices == [(ref().key, RESTART_NOTICE)]
+        assert w.adapter.notices == [(ref().key, cut_off_notice(RESTART_NOTICE, None))]
         assert (await turn_state(w, turn))[0] == TurnState.INTERRUPTED
 
 

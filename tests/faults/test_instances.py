@@ -91,7 +91,7 @@ class Instance:
             f"[admin]\nenabled = true\nport = {self.port}\n"
             f"[approvals]\n{self.approvals}"
             f'[store]\nurl = "{self.url}"\ninstance = "{self.name}"\n'
-            f"lease_seconds = {LEASE}\ndrain_seconds = 20\nshared_agy_state = true\n"
+            f"lease_seconds = {LEASE}\ndrain_seconds = 20\n"
         )
         return path
 

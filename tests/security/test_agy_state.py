@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.agy.private_state import _label
 from bridge.core.thread.commands import Restart
 from tests.agy.sandboxed import Sandboxed, sandboxed_bridge
 from tests.core.harness import thread
@@ -103,8 +104,8 @@ async def test_a_thread_cannot_configure_another_threads_agy_nor_read_its_conver
 def private_conversation(box: Sandboxed, where: object, conversation: str) -> Path:
     """Where the thread's own agy (the simulator) keeps ``conversation``, seen from outside."""
     session = box.session_dir(where)  # type: ignore[arg-type]
-    [found] = session.glob(f"agy-state/sim-home-*/conversations/{conversation}.json")
-    return found
+    threads = box.sim_home / ".agy-bridge-threads"
+    return threads / session.name / "conversations" / f"{conversation}.json"
 
 
 async def conversation_of(box: Sandboxed, where: object) -> str:
@@ -126,7 +127,7 @@ async def test_the_login_is_read_only_and_a_refresh_by_agy_stays_in_its_process(
     async with sandboxed_bridge(tmp_path) as box:
         wrote = await box.run(A, f"echo forged > {login}; rm -f {login}; mv {login} x; cat {login}")
         assert json.loads(login.read_text()) == expired, "agy's refresh was not written back"
-        private = box.session_dir(A) / "agy-state"
+        private = box.sim_home / ".agy-bridge-threads"
         assert not list(private.glob("*/.login-*")), "the failed refresh left nothing behind"
         # The operator signs in again outside: a new file in the login's place.
         fresh = login.with_name("fresh.json")
@@ -163,35 +164,70 @@ async def test_both_threads_resume_after_idle_and_after_a_bridge_restart(tmp_pat
             assert f"first in {({A: B, B: A}[where]).thread}" not in stored
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["shared state", "local state"])
-async def test_a_takeover_resumes_only_with_shared_agy_state(
-    tmp_path: Path, postgres: Postgres, shared: bool
+@pytest.mark.parametrize("reach", [True, False], ids=["state in reach", "state out of reach"])
+async def test_a_takeover_resumes_where_the_threads_state_is_in_reach(
+    tmp_path: Path, postgres: Postgres, reach: bool
 ) -> None:
-    """Two instances with their own data directories and one store; agy's state directories
-    are the same folders, as on shared storage (``shared_agy_state``) or not."""
-    store = {"url": postgres.new_database(), "lease_seconds": 3, "shared_agy_state": shared}
-    async with sandboxed_bridge(tmp_path, data="a", store={**store, "instance": "a"}) as a:
+    """Two instances with their own data directories and one store, on one host: the thread's
+    private agy state is where both find it (in agy's state directory), so B resumes A's
+    conversation. With a ``state_root`` of each on storage the other does not reach (two hosts)
+    it cannot: a new conversation, given the thread's history, and the thread is told."""
+    store = {"url": postgres.new_database(), "lease_seconds": 3}
+    own = {} if reach else {"state_root": str(tmp_path / "a-state")}
+    async with sandboxed_bridge(tmp_path, data="a", store={**store, "instance": "a"}, agy=own) as a:
         await a.turn(A, "remember the word zebra")
         before = await conversation_of(a, A)
         await a.h.bridge.core.shutdown()
-    async with sandboxed_bridge(tmp_path, data="b", store={**store, "instance": "b"}) as b:
-        await b.h.say("what was the word?", where=A, event_id="question")
+    elsewhere = {} if reach else {"state_root": str(tmp_path / "b-state")}
+    async with sandboxed_bridge(
+        tmp_path, data="b", store={**store, "instance": "b"}, agy=elsewhere
+    ) as b:
+        await b.h.say("what was the word? [[history]]", where=A, event_id="question")
         [answer] = await b.h.adapter.wait_finished(1, A)
         assert answer.outcome is not None and answer.outcome.error is None
         after = await conversation_of(b, A)
         notices = [text for _, text in b.h.adapter.notices]
-    if shared:
+    if reach:
         assert after == before and not notices
+        assert "History: 1 earlier user message(s)" in answer.outcome.final_text
         folder = tmp_path / "sim-home" / ".agy-bridge-threads" / b.session_dir(A).name
         stored = (folder / "conversations" / f"{after}.json").read_text()
         assert "zebra" in stored and "what was the word" in stored
     else:
         assert after != before
         assert any("moved to bridge instance `b`" in text for text in notices)
-        [fresh] = (tmp_path / "b").glob(
-            f"sessions/*/agy-state/sim-home-*/conversations/{after}.json"
-        )
-        assert "history so far" in fresh.read_text() and "zebra" in fresh.read_text()
+        assert "History: 0 earlier user message(s)" in answer.outcome.final_text
+        [fresh] = (tmp_path / "b-state").glob(f"*/sim-home-*/conversations/{after}.json")
+        assert "<thread-history>" in fresh.read_text() and "zebra" in fresh.read_text()
+
+
+async def test_private_state_kept_beside_a_session_moves_where_every_instance_finds_it(
+    tmp_path: Path,
+) -> None:
+    """The upgrade from private state under one instance's data directory: at start each
+    thread's private directories move to the state directory's, and the thread resumes."""
+    async with sandboxed_bridge(tmp_path) as old:
+        await old.turn(A, "remember the word zebra")
+        conversation = await conversation_of(old, A)
+        session = old.session_dir(A)
+    # Where the previous version kept it: <session>/agy-state/<name>-<hash>.
+    for shared in (tmp_path / "gemini", tmp_path / "sim-home"):
+        private = shared / ".agy-bridge-threads" / session.name
+        label = _label(shared.resolve())
+        (session / "agy-state").mkdir(exist_ok=True)
+        private.rename(session / "agy-state" / label)
+    async with sandboxed_bridge(tmp_path) as box:
+        # Moved at start, before any thread runs.
+        assert not (session / "agy-state").exists()
+        box.h.adapter.sent = 100
+        await box.turn(A, "what was the word? [[history]]")
+        assert await conversation_of(box, A) == conversation
+        [reply] = box.h.adapter.finished(A)[-1:]
+        assert reply.outcome is not None
+        assert "History: 1 earlier user message(s)" in reply.outcome.final_text
+        stored = private_conversation(box, A, conversation).read_text()
+    assert "zebra" in stored and "what was the word" in stored
+    assert not box.h.adapter.notices
 
 
 async def test_a_conversation_kept_in_the_shared_state_moves_into_its_thread(
@@ -228,7 +264,7 @@ async def test_links_left_in_the_private_state_lead_nowhere_at_the_next_start(
     tmp_path: Path,
 ) -> None:
     """An agent plants a link where a login entry will be bound (one the operator adds later)
-    and tries to reach its private state through its session directory: at the next start the
+    and tries to move its private state away (a mount point: pinned): at the next start the
     link is removed, not followed (bubblewrap would bind the login over the thread's hooks)."""
     async with sandboxed_bridge(tmp_path) as box:
         await box.turn(A, "hello")
@@ -236,12 +272,11 @@ async def test_links_left_in_the_private_state_lead_nowhere_at_the_next_start(
         before = hooks.read_text()
         planted = await box.run(
             A,
-            f"ln -s {hooks} {box.sim_home}/oauth_creds.json; "
-            f"ls -a {box.session_dir(A)}/agy-state; rm -rf {box.session_dir(A)}/agy-state",
+            f"ln -s {hooks} {box.sim_home}/oauth_creds.json; mv {box.sim_home} {box.sim_home}.x",
         )
         (box.sim_home / "oauth_creds.json").write_text('{"operator": "login"}')  # added later
         box.h.bridge.core.threads[A.key].tell(Restart())
         seen = await box.run(A, f"cat {box.sim_home}/oauth_creds.json; cat {hooks}")
         assert hooks.read_text() == before
-    assert "Device or resource busy" in planted  # the private folder is hidden there, pinned
+    assert "Device or resource busy" in planted  # the private folder is a mount point, pinned
     assert '{"operator": "login"}' in seen and before.strip() in seen

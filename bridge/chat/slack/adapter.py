@@ -48,6 +48,7 @@ from bridge.chat.slack.format import neutralise_broadcasts, split_message
 from bridge.chat.slack.history import ThreadHistory
 from bridge.chat.slack.home import REFRESH_INTERVAL as HOME_REFRESH
 from bridge.chat.slack.reply import Recipient, ReplySettings, SlackLiveReply
+from bridge.chat.slack.retry import RETRY_ACTION_ID, RetryClicks, retry_blocks
 from bridge.chat.slack.session import Sessions, SessionSupport
 from bridge.chat.slack.stops import Stops
 from bridge.chat.slack.transport import (
@@ -169,6 +170,7 @@ class SlackAdapter:
         )
         self._sessions = Sessions(self._client, data_dir, spawn=self._spawn)
         self._feedback = FeedbackClicks(self._access, self._users, refuse=self._notify_refused)
+        self._retry_clicks = RetryClicks(self._access, self._users, refuse=self._notify_refused)
         self._pane = AssistantPane(
             config,
             self._client,
@@ -301,6 +303,10 @@ class SlackAdapter:
             await ack()
             self._spawn(self._feedback.on_click, body, action)
 
+        async def on_retry(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._spawn(self._retry_clicks.on_click, inbound, body, action)
+
         async def on_approval(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()
             self._spawn(self._approvals.on_action, inbound, body, action)
@@ -315,6 +321,7 @@ class SlackAdapter:
         for action_id in ACTION_CHOICES:
             app.action(action_id)(on_approval)
         app.action(FEEDBACK_ACTION_ID)(on_feedback)
+        app.action(RETRY_ACTION_ID)(on_retry)
         return app
 
     # ----- incoming ---------------------------------------------------------------------------
@@ -522,6 +529,17 @@ class SlackAdapter:
             response = await calls.say("new thread", markdown_text=chunk)
             ts = ts or str(response["ts"])
         return Opened(root.model_copy(update={"thread": ts}), ts)
+
+    async def post_with_retry(self, thread: ThreadRef, text: str) -> None:
+        """A notice that a turn was cut off, with a Retry button (the thread's ``!retry``)."""
+        blocks = retry_blocks(thread, neutralise_broadcasts(text))
+        if blocks is None:
+            await self.post_message(thread, text)
+            return
+        await self._calls(thread).say("message", blocks=blocks, text=text[:3000])
+        live = self._live.get(thread.key)
+        if live is not None:
+            live.posted_elsewhere()
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         await self._calls(thread).upload(

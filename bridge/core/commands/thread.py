@@ -1,16 +1,23 @@
-"""The commands about one thread's agent: stop, model, new conversation, status, approvals,
-help."""
+"""The commands about one thread's agent: stop, model, new conversation, retry, status,
+approvals, help."""
 
 from __future__ import annotations
 
+import functools
+import logging
+
+from bridge.core import recovery, retry
 from bridge.core.commands.parse import Command
 from bridge.core.commands.registry import REGISTRY, Core, command
 from bridge.core.disk import status_line as disk_status
 from bridge.core.events import IncomingMessage
+from bridge.core.router import NotHere
 from bridge.core.status import approvals_text, status_text
 from bridge.core.team import commands as team_commands
 from bridge.core.thread import commands as c
 from bridge.core.workspaces import place_for
+
+log = logging.getLogger(__name__)
 
 
 @command("stop", "`!stop`: interrupt the agent's running turn")
@@ -48,6 +55,27 @@ async def new(core: Core, message: IncomingMessage, _: Command) -> None:
     await core.conversation_reset(message.thread)
 
 
+@command("retry", "`!retry`: send the request a bridge restart or failover interrupted again, once")
+async def retry_cut_off(core: Core, message: IncomingMessage, _: Command) -> None:
+    """The request a restart or failover cut off, sent again on a person's word, once."""
+    thread, by = message.thread, message.author
+    again = await retry.messages_again(core.store, message)
+    if isinstance(again, str):
+        await core.say(thread, again)
+        return
+    turn_id, stored = again
+    log.info(
+        "a cut-off request was sent again (!retry) by %s",
+        by.label,
+        extra={"chat_thread": thread.key, "turn": turn_id},
+    )
+    await core.say(thread, retry.sent_text(by, len(stored)))
+    actor = await core.router.actor_for(thread)
+    if not isinstance(actor, NotHere):
+        for message_id, row_id in stored:
+            actor.tell(c.MessageStored(message_id, row_id))
+
+
 @command("status", "`!status`: process, conversation, queue and usage of this thread")
 async def status(core: Core, message: IncomingMessage, _: Command) -> None:
     thread = message.thread
@@ -66,6 +94,9 @@ async def status(core: Core, message: IncomingMessage, _: Command) -> None:
             *((await core.scheduler.status_lines(thread)) if core.scheduler else ()),
         ),
         disk_line=await disk_status(core.disk, place_for(core.config, thread).workdir),
+        reachable=functools.partial(
+            recovery.conversation_kept, core.store, core.runtime, core.config, thread
+        ),
     )
     await core.say(thread, text)
 

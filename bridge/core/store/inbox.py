@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from bridge.core.events import AttachmentRef, Author, IncomingMessage
 from bridge.core.store.rows import (
+    HistoryItem,
     MessageState,
     Row,
     StoreBase,
@@ -221,6 +222,49 @@ class InboxQueries(StoreBase):
             (MessageState.PENDING,),
         )
         return [r["thread_key"] for r in rows]
+
+    async def turn_messages(self, turn_id: int) -> list[StoredMessage]:
+        """The messages one turn took (as a turn or injected into it), oldest first."""
+        rows = await self._db.fetch(
+            "SELECT * FROM inbox WHERE turn_id = ? AND state IN (?, ?) ORDER BY id",
+            (turn_id, MessageState.IN_TURN, MessageState.INJECTED),
+        )
+        return [message_row(r) for r in rows]
+
+    async def history_of_turns(self, thread_key: str, limit: int) -> list[HistoryItem]:
+        """The thread's messages and answers, oldest first, each message with how its turn
+        went: what a new conversation is told of the thread."""
+        rows = await self._db.fetch(
+            "SELECT at, who, text, kind, turn_state, turn_error FROM ("
+            " SELECT inbox.received_at AS at, inbox.author_json AS who, inbox.text AS text,"
+            "  inbox.state AS kind, turns.state AS turn_state, turns.error AS turn_error"
+            "  FROM inbox LEFT JOIN turns ON turns.id = inbox.turn_id"
+            "  WHERE inbox.thread_key = ? AND inbox.state NOT IN (?, ?, ?)"
+            " UNION ALL"
+            " SELECT ended_at AS at, NULL AS who, response AS text, 'answer' AS kind,"
+            "  state AS turn_state, NULL AS turn_error FROM turns"
+            "  WHERE thread_key = ? AND response IS NOT NULL AND response != ''"
+            ") AS h ORDER BY at DESC LIMIT ?",
+            (
+                thread_key,
+                MessageState.COMMAND,
+                MessageState.PENDING,
+                MessageState.WITHDRAWN,
+                thread_key,
+                limit,
+            ),
+        )
+        return [
+            HistoryItem(
+                at=row["at"],
+                who=Author.model_validate_json(row["who"]).label if row["who"] else "agent",
+                text=row["text"],
+                kind=row["kind"],
+                turn_state=row["turn_state"],
+                turn_error=row["turn_error"],
+            )
+            for row in reversed(rows)
+        ]
 
     async def history(self, thread_key: str, limit: int) -> list[tuple[float, str, str]]:
         """(time, author label, text) of user messages and agent answers, oldest first."""

@@ -22,6 +22,7 @@ from bridge.core.store.rows import (
     ApprovalRow,
     ApprovalState,
     Database,
+    HistoryItem,
     MessageState,
     ProcessRow,
     StoredMessage,
@@ -35,6 +36,8 @@ from bridge.core.store.titles import ThreadTitle
 
 class HistoryStore(Protocol):
     async def history(self, thread_key: str, limit: int) -> list[tuple[float, str, str]]: ...
+
+    async def history_of_turns(self, thread_key: str, limit: int) -> list[HistoryItem]: ...
 
     async def pending(self, thread_key: str) -> list[StoredMessage]: ...
 
@@ -107,6 +110,10 @@ class StatusStore(FeedbackStore, Protocol):
     async def thread(self, key: str) -> ThreadRow: ...
 
     async def title(self, thread_key: str) -> ThreadTitle | None: ...
+
+    async def last_turns(
+        self, thread_key: str, limit: int, state: TurnState | None = None
+    ) -> list[TurnRow]: ...
 
     async def pending(self, thread_key: str) -> list[StoredMessage]: ...
 

@@ -113,6 +113,18 @@ class TurnRow(_Row):
     owner: str | None = None
 
 
+class HistoryItem(_Row):
+    """One entry of a thread's history: a message (``kind`` is its inbox state, with its
+    turn's state and error) or an agent's answer (``kind`` "answer")."""
+
+    at: float
+    who: str
+    text: str
+    kind: str
+    turn_state: str | None = None
+    turn_error: str | None = None
+
+
 class ProcessRow(_Row):
     pgid: int
     thread_key: str

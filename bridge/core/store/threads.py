@@ -127,6 +127,35 @@ class ThreadQueries(StoreBase):
             )
         return changed > 0
 
+    async def last_turn(self, thread_key: str) -> TurnRow | None:
+        """The thread's latest turn (how the conversation last went), None before the first."""
+        turns = await self.last_turns(thread_key, 1)
+        return turns[0] if turns else None
+
+    async def last_turns(
+        self, thread_key: str, limit: int, state: TurnState | None = None
+    ) -> list[TurnRow]:
+        """The thread's latest turns (of one ``state``), newest first."""
+        sql, params = "WHERE thread_key = ?", [thread_key]
+        if state is not None:
+            sql, params = sql + " AND state = ?", [*params, state]
+        rows = await self._db.fetch(
+            f"SELECT * FROM turns {sql} ORDER BY id DESC LIMIT ?", (*params, limit)
+        )
+        return [
+            TurnRow(
+                id=r["id"],
+                thread_key=r["thread_key"],
+                state=TurnState(r["state"]),
+                conversation_id=r["conversation_id"],
+                started_at=r["started_at"],
+                ended_at=r["ended_at"],
+                error=r["error"],
+                owner=r["owner"],
+            )
+            for r in rows
+        ]
+
     async def running_turns(self, thread_key: str | None = None) -> list[TurnRow]:
         if thread_key is None:
             rows = await self._db.fetch(

@@ -39,8 +39,7 @@ class ThreadActor:
         ref: ThreadRef,
         parts: ThreadParts,
         on_exit: Callable[[ThreadActor], None],
-        context: list[str] | None = None,
-        report_takeover: Callable[[], Awaitable[None]] | None = None,
+        report_takeover: Callable[[bool | None], Awaitable[None]] | None = None,
     ):
         self.ref = ref
         self.key = ref.key
@@ -52,7 +51,7 @@ class ThreadActor:
         self._arrived = anyio.Event()
         # The idle spell's timer: when it rings, and which spell it is for.
         self._idle: tuple[float, int] | None = None
-        self.work = ThreadWork(ref, parts, self.tell, context or [], report_takeover)
+        self.work = ThreadWork(ref, parts, self.tell, report_takeover)
         self._tg: TaskGroup | None = None
         # Set at the next transition, for whoever waits on one (made only when someone does).
         self._changed: anyio.Event | None = None

@@ -29,6 +29,7 @@ from bridge.core.scrub import Scrubber
 from bridge.core.store.rows import StoredMessage, TurnState
 from bridge.core.thread import commands as c
 from bridge.core.thread import failures
+from bridge.core.thread.continuity import Continuity
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.place import (
     bring_branch_back,
@@ -52,15 +53,13 @@ class ThreadWork:
         ref: ThreadRef,
         parts: ThreadParts,
         tell: Callable[[c.Command], None],
-        context: list[str],
-        report_takeover: Callable[[], Awaitable[None]] | None,
+        report_takeover: Callable[[bool | None], Awaitable[None]] | None,
     ):
         self.ref = ref
         self.key = ref.key
         self.parts = parts
         self.adapter: ChatAdapter = parts.adapter
         self._tell = tell
-        self._context = context
         self._report_takeover = report_takeover
         self.scrub = Scrubber(
             parts.config.secret_values(), files=SecretFiles(secret_paths(parts.config))
@@ -112,8 +111,14 @@ class ThreadWork:
         except OSError as exc:
             return c.Failed(f"cannot prepare the thread's directories: {exc}")
         if self._report_takeover is not None:
-            await self._report_takeover()
+            # The takeover's notice says whether the conversation is kept.
+            await self._report_takeover(await self._continuity().reachable())
         return c.Prepared()
+
+    def _continuity(self) -> Continuity:
+        assert self.place is not None
+        taken_over = self._report_takeover is not None
+        return Continuity(self.key, self.parts, self.place.session_dir, taken_over, self.say)
 
     async def _prepare(self) -> None:
         parts, config = self.parts, self.parts.config
@@ -166,7 +171,6 @@ class ThreadWork:
             disk=parts.disk,
             workdir=place.workdir,
         )
-        self._runner.context = self._context
 
     async def _bring_branch_back(self) -> None:
         await bring_branch_back(self.place, self.parts.runtime.isolation.sandbox, self.key)
@@ -180,6 +184,8 @@ class ThreadWork:
         """Start agy and run its turns, one at a time, as they are asked for, until closed."""
         parts, place = self.parts, self.place
         assert place is not None
+        assert self._runner is not None
+        await self._continuity().carry_on(self._runner)
         thread = await parts.store.thread(self.key)
         # Off the event loop: building the sandbox reads files the agent wrote (``.git``).
         spec = await anyio.to_thread.run_sync(

@@ -46,7 +46,7 @@ async def instance(tmp: Path, name: str, url: str) -> AsyncIterator[Harness]:
             "stop_grace": 2,
             "isolation": "none",
         },
-        "store": {"url": url, "instance": name, "lease_seconds": 3, "shared_agy_state": True},
+        "store": {"url": url, "instance": name, "lease_seconds": 3},
         "approvals": {"mode": "off"},
         "budgets": TINY,
     }
