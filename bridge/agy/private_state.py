@@ -273,8 +273,9 @@ def migrate(layout: StateLayout, sessions: Path) -> int:
 
 
 def lock_paths(layout: StateLayout, session_dir: Path) -> list[Path]:
-    """The locks a thread's agy holds while it runs, one per private directory."""
-    return [layout.lock_path(shared, session_dir) for shared in layout.shared]
+    """The locks a thread's agy holds while it runs, one per private directory (each once:
+    a second flock of the same file by the same agy would wait for the first)."""
+    return list(dict.fromkeys(layout.lock_path(shared, session_dir) for shared in layout.shared))
 
 
 class StateBusy(Exception):

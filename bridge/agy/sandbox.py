@@ -462,8 +462,10 @@ def _without_redundant(mounts: list[Mount], hidden: list[Path]) -> list[Mount]:
 
 
 def state_layout(sandbox: Sandbox) -> private_state.StateLayout:
+    # Each state directory once: the same one named twice (a configured path and the default
+    # under the home) would be locked twice by one agy, which then waits for itself.
     return private_state.StateLayout(
-        shared=tuple(_resolved(sandbox.state_dirs)),
+        shared=tuple(dict.fromkeys(_resolved(sandbox.state_dirs))),
         login_entries=sandbox.login_entries,
         root=Path(os.path.realpath(sandbox.state_root)) if sandbox.state_root else None,
     )

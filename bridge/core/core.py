@@ -21,7 +21,7 @@ from bridge.config import Config
 from bridge.core import recovery
 from bridge.core import store as st
 from bridge.core.approvals.replies import number_handle, parse_reply
-from bridge.core.approvals.secrets import SecretFiles, secret_paths
+from bridge.core.approvals.secrets import scrubber_for
 from bridge.core.approvals.texts import not_approver_text
 from bridge.core.capabilities import HearsResets, OpensThreads, single_instance
 from bridge.core.cluster import Cluster
@@ -45,7 +45,6 @@ from bridge.core.marks import Marks
 from bridge.core.router import NotHere, Routed, Router
 from bridge.core.schedules.clock import Clock, WallClock
 from bridge.core.schedules.scheduler import Scheduler
-from bridge.core.scrub import Scrubber
 from bridge.core.slots import ProcessSlots
 from bridge.core.team.audit import AuditLog, prune_daily
 from bridge.core.team.audited import audited
@@ -368,7 +367,7 @@ async def open_core(
     leases = leases or LocalLeases("local")
     # Every text posted outside a turn's stream is scrubbed here; approvals and posted files
     # reach the audit trail here (docs/team-controls.md).
-    scrub = Scrubber(config.secret_values(), files=SecretFiles(secret_paths(config)))
+    scrub = scrubber_for(config)
     audit = AuditLog(store.database, leases.name, scrub)
     team = TeamControls(store.database, config, audit, metrics)
     chats = audited(adapters, scrub, audit)

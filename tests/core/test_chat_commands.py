@@ -27,6 +27,7 @@ Commands in this thread:
 • `!stop`: interrupt the agent's running turn
 • `!model`: show the model; `!model <id>`: switch this thread's model (same conversation)
 • `!new`: start a fresh conversation for this thread
+• `!retry`: send the request a bridge restart or failover interrupted again, once
 • `!status`: process, conversation, queue and usage of this thread
 • `!approvals`: requests waiting for approval and this thread's allow list
 • `!approvals reset`: clear this thread's allow list

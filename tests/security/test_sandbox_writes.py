@@ -274,6 +274,13 @@ async def test_writes_outside_the_workspace_and_into_configuration_fail(
         await box.box.h.adapter.wait_notice("fresh conversation")
         await box.turn(A, "a new start")
         fresh = await box.box.h.bridge.store.thread(A.key)
+        # The thread's private state, where every instance of the host finds it (issue 41):
+        # read before the home goes.
+        private = box.home / ".gemini" / ".agy-bridge-threads" / box.box.session_dir(A).name
+        [stored_file] = private.glob(f"conversations/{conversation.conversation_id}.json")
+        stored = stored_file.read_text()
+        [new_file] = private.glob(f"conversations/{fresh.conversation_id}.json")
+        new = new_file.read_text()
     written = sorted(name for name, result in report.items() if result == "written")
     assert written == sorted(LEGITIMATE), json.dumps(report, indent=1)
     assert pwned(repo) == []
@@ -282,15 +289,9 @@ async def test_writes_outside_the_workspace_and_into_configuration_fail(
     assert "GEMINI.md" not in loaded and "plugin" not in loaded.lower()
     # agy's own conversation survived the restart (its writable part of the state).
     assert conversation.conversation_id
-    [stored] = (box.box.session_dir(A) / "agy-state").glob(
-        f"*/conversations/{conversation.conversation_id}.json"
-    )
-    assert "zebra" in stored.read_text() and "what was the word" in stored.read_text()
+    assert "zebra" in stored and "what was the word" in stored
     assert fresh.conversation_id not in (None, conversation.conversation_id)
-    [new] = (box.box.session_dir(A) / "agy-state").glob(
-        f"*/conversations/{fresh.conversation_id}.json"
-    )
-    assert "a new start" in new.read_text()
+    assert "a new start" in new
 
 
 # --- 3. a worktree thread moving the team's refs ---------------------------------------------

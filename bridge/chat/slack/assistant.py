@@ -24,7 +24,7 @@ from bridge.chat.slack.client import CALL_ERRORS, describe
 from bridge.chat.slack.events import PLATFORM
 from bridge.chat.slack.format import neutralise_broadcasts, one_line
 from bridge.config import SlackSection
-from bridge.core.commands import parse_command
+from bridge.core.command_text import is_command
 from bridge.core.events import ThreadRef
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class AssistantPane:
     def text_for_agent(self, channel: str, thread_ts: str, text: str) -> str:
         """A message's text with the channel its author looks at, if that is news (never on
         a ``!command``)."""
-        if parse_command(text) is not None:
+        if is_command(text):
             return text
         context = self._contexts.take(channel, thread_ts)
         return with_context(text, context) if context is not None else text

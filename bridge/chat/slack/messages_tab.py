@@ -32,7 +32,7 @@ from bridge.chat.slack.events import BotIdentity, Candidate
 from bridge.chat.slack.format import neutralise_broadcasts
 from bridge.chat.slack.users import UserDirectory
 from bridge.config import SlackSection
-from bridge.core.commands import parse_command
+from bridge.core.command_text import is_command
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class MessagesTab:
     async def text_for_agent(self, candidate: Candidate, text: str, bot: BotIdentity) -> str:
         """A DM message's text with what its author looked at since their last message, once
         (never on a ``!command``)."""
-        if not candidate.is_dm or parse_command(text) is not None:
+        if not candidate.is_dm or is_command(text):
             return text
         channel = self._contexts.take(candidate.user)
         if channel is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.config import Config
+from bridge.core.scrub import Scrubber
 
 log = logging.getLogger(__name__)
 
@@ -154,3 +155,9 @@ def _json_values(data: Any, key: str) -> Iterator[str]:
         if _SECRET_KEY.search(key) or _TOKENISH.fullmatch(data):
             if not data.startswith(("http://", "https://")):
                 yield data
+
+
+def scrubber_for(config: Config) -> Scrubber:
+    """The scrubber of everything the bridge posts: the config's secrets, and the values in
+    agy's login and the other secret paths (read again when they change)."""
+    return Scrubber(config.secret_values(), files=SecretFiles(secret_paths(config)))

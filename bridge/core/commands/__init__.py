@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from bridge.core.commands.parse import PREFIX, Command, parse
+from bridge.core.command_text import PREFIX, Command, parse
 from bridge.core.commands.registry import REGISTRY, Who, command, run_command
 
 for _module in pkgutil.iter_modules(__path__):

@@ -15,7 +15,7 @@ from typing import Protocol
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.cluster import Cluster
-from bridge.core.commands.parse import Command
+from bridge.core.command_text import Command
 from bridge.core.disk import DiskSpace
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.router import Router

@@ -7,7 +7,7 @@ import functools
 import logging
 
 from bridge.core import recovery, retry
-from bridge.core.commands.parse import Command
+from bridge.core.command_text import Command
 from bridge.core.commands.registry import REGISTRY, Core, command
 from bridge.core.disk import status_line as disk_status
 from bridge.core.events import IncomingMessage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bridge.core.commands.parse import Command
+from bridge.core.command_text import Command
 from bridge.core.commands.registry import Core, command
 from bridge.core.events import IncomingMessage
 from bridge.core.team import commands as team

@@ -22,10 +22,9 @@ from bridge.agy.session import AgySession, ToolCall, ToolVerdict, server_name
 from bridge.core.approvals import policy
 from bridge.core.approvals.gate import ApprovalGate
 from bridge.core.approvals.hook_watch import HookWatch
-from bridge.core.approvals.secrets import SecretFiles, secret_paths
+from bridge.core.approvals.secrets import scrubber_for, secret_paths
 from bridge.core.events import Author, ChatAdapter, Reaction, ThreadRef
 from bridge.core.guidance import build_guidance
-from bridge.core.scrub import Scrubber
 from bridge.core.store.rows import StoredMessage, TurnState
 from bridge.core.thread import commands as c
 from bridge.core.thread import failures
@@ -61,9 +60,7 @@ class ThreadWork:
         self.adapter: ChatAdapter = parts.adapter
         self._tell = tell
         self._report_takeover = report_takeover
-        self.scrub = Scrubber(
-            parts.config.secret_values(), files=SecretFiles(secret_paths(parts.config))
-        )
+        self.scrub = scrubber_for(parts.config)
         self.place: Place | None = None
         self.proc: AgyHandle | None = None
         self.gate: ApprovalGate | None = None

@@ -103,7 +103,9 @@ def test_y_a_and_n_answer_the_prompt(tmp_path: Path) -> None:
 
         console.type("[[tool run_command touch why.txt]]")
         console.wait("approve? [y/a/N]", 4)
-        console.type("deny: not on a Friday")
+        # Typed at once: a bare answer could mean the request decided a moment ago, so it names
+        # its request (docs/approvals.md, "An answer decides only the request its author saw").
+        console.type("deny 4: not on a Friday")
         console.wait("denied by alice: not on a Friday")
         assert not made(tmp_path / "data", "why.txt")()
     finally:

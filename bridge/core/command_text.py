@@ -1,5 +1,9 @@
 """A message that is a chat command: ``!word [argument]``. No slash: Slack does not allow slash
-commands in threads."""
+commands in threads.
+
+Outside :mod:`bridge.core.commands` (whose package loads every command and, through them, the
+core's turn machinery): a chat adapter tells a command from a message with :func:`is_command`
+without loading any of that."""
 
 from __future__ import annotations
 
@@ -31,3 +35,9 @@ def parse(text: str, names: Collection[str]) -> Command | None:
     if name not in names:
         return Command("unknown", arg.strip(), word)
     return Command(name, arg.strip(), word)
+
+
+def is_command(text: str) -> bool:
+    """Whether a message is a ``!word`` command (a known one or not) rather than a message for
+    the agent."""
+    return parse(text, ()) is not None
