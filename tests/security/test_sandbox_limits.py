@@ -8,6 +8,7 @@ and /tmp and the sandbox's root were tmpfs of half the host's memory each.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
@@ -51,10 +52,12 @@ def _count(argv0: bytes, marker: str) -> int:
 
 
 def _cgroups() -> list[Path]:
+    """This process's sandbox cgroups (named with its PID: another test worker's bridge has
+    its own)."""
     return [
         path
         for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup/memory"))
-        for path in root.rglob("agy-bridge.*")
+        for path in root.rglob(f"agy-bridge.{os.getpid()}.*")
         if path.is_dir()
     ]
 
