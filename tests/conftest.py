@@ -10,6 +10,9 @@ import pytest
 
 from tests.pg import Postgres, PostgresError, postgres_bin, start_postgres
 
+# Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`).
+pytest_plugins = ["tests.profiling"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

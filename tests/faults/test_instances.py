@@ -468,12 +468,21 @@ def broken_turns(url: str) -> set[int]:
     return {t[0] for t in turns if t[1] == "interrupted" and "stopped during" in (t[2] or "")}
 
 
+# Twenty kill cycles as four test items of five (each its own pair of instances, database and
+# Slack fake), so pytest-xdist spreads them over its workers rather than one worker waiting on
+# twenty restarts in a row; every cycle still kills one instance while the other carries on.
+KILL_CYCLES = 20
+KILL_PARTS = 4
+
+
+@pytest.mark.parametrize("part", range(KILL_PARTS))
 async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, part: int
 ) -> None:
     seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
     print(f"instances SIGKILL seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
-    rng = random.Random(seed)
+    # The part is mixed in: one BRIDGE_FAULT_SEED gives the four items different choices.
+    rng = random.Random(f"{seed}/{part}")
     url = postgres.new_database()
     a, b = await two_instances(tmp_path, fake_slack, url)
     pair = (a, b)
@@ -491,7 +500,8 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
         )
 
     try:
-        for cycle in range(20):
+        first = part * KILL_CYCLES // KILL_PARTS
+        for cycle in range(first, (part + 1) * KILL_CYCLES // KILL_PARTS):
             victim, other = pair[cycle % 2], pair[(cycle + 1) % 2]
             for n in range(rng.randint(2, 4)):
                 token = f"tok-{cycle:02d}-{n:02d}"
