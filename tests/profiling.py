@@ -106,6 +106,11 @@ class TestCost:
     wall: float
     cpu: float
     worker: str
+    setup_cpu: float = 0.0  # the fixtures' set-up: what sharing could save
+
+    @property
+    def file(self) -> str:
+        return self.nodeid.split("::", 1)[0]
 
 
 @dataclass
@@ -162,7 +167,7 @@ class Profiler:
         if not self.is_worker and (config.getoption("--profile") or option):
             self.calibration = calibrate()
         self.controller_cpu = 0.0
-        self.last_wall = self.last_cpu = 0.0
+        self.last_wall = self.last_cpu = self.setup_cpu = 0.0
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, None]:
@@ -171,7 +176,13 @@ class Profiler:
         wall, cpu = time.monotonic() - wall, cpu_seconds() - cpu
         self.in_tests += wall
         self.tests.append(
-            TestCost(item.nodeid, wall - self.last_wall, cpu - self.last_cpu, self.worker)
+            TestCost(
+                item.nodeid,
+                wall - self.last_wall,
+                cpu - self.last_cpu,
+                self.worker,
+                self.setup_cpu,
+            )
         )
         if self.last_cpu > 0.05:
             # The worker's last tear-down stops its session-scoped servers (Synapse, PostgreSQL):
@@ -179,7 +190,13 @@ class Profiler:
             self.tests.append(
                 TestCost(SERVERS_TEARDOWN, self.last_wall, self.last_cpu, self.worker)
             )
-        self.last_wall = self.last_cpu = 0.0
+        self.last_wall = self.last_cpu = self.setup_cpu = 0.0
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, None]:
+        cpu = cpu_seconds()
+        yield
+        self.setup_cpu = cpu_seconds() - cpu
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(
@@ -237,22 +254,38 @@ class Profiler:
     def over_budget(self) -> bool:
         return self.budget is not None and self.reference_cpu() > self.budget.seconds
 
+    def _write_tests(self, terminalreporter: Any) -> None:
+        write = terminalreporter.write_line
+        terminalreporter.section("cost of each test (wall and CPU, children included)")
+        heading = f"{'wall s':>8} {'cpu s':>8} {'set-up':>7}  {'worker':<6} test"
+        write(f"the {TOP} longest:")
+        write(heading)
+        for t in sorted(self.tests, key=lambda t: t.wall, reverse=True)[:TOP]:
+            write(f"{t.wall:8.2f} {t.cpu:8.2f} {t.setup_cpu:7.2f}  {t.worker:<6} {t.nodeid}")
+        write(f"the {TOP} costliest in CPU:")
+        write(heading)
+        for t in sorted(self.tests, key=lambda t: t.cpu, reverse=True)[:TOP]:
+            write(f"{t.wall:8.2f} {t.cpu:8.2f} {t.setup_cpu:7.2f}  {t.worker:<6} {t.nodeid}")
+        files: dict[str, list[TestCost]] = {}
+        for t in self.tests:
+            files.setdefault(t.file, []).append(t)
+        write(f"the {TOP} costliest files in CPU (set-up: what their fixtures cost):")
+        write(f"{'wall s':>8} {'cpu s':>8} {'set-up':>7} {'tests':>6}  file")
+        ranked = sorted(files.items(), key=lambda kv: sum(t.cpu for t in kv[1]), reverse=True)
+        for name, tests in ranked[:TOP]:
+            wall, cpu = sum(t.wall for t in tests), sum(t.cpu for t in tests)
+            setup = sum(t.setup_cpu for t in tests)
+            write(f"{wall:8.1f} {cpu:8.1f} {setup:7.1f} {len(tests):>6}  {name}")
+        tests = [t for t in self.tests if t.nodeid != SERVERS_TEARDOWN]
+        cpu, setup = sum(t.cpu for t in tests), sum(t.setup_cpu for t in tests)
+        write(f"{len(tests)} tests: {cpu:.1f} s CPU, of which set-up {setup:.1f} s")
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or not self.workers:
             return
         write = terminalreporter.write_line
         if self.config.getoption("--profile"):
-            terminalreporter.section("cost of each test (wall and CPU, children included)")
-            write(f"{'wall s':>8} {'cpu s':>8}  {'worker':<6} test")
-            ranked = sorted(self.tests, key=lambda t: t.wall, reverse=True)
-            for t in ranked[:TOP]:
-                write(f"{t.wall:8.2f} {t.cpu:8.2f}  {t.worker:<6} {t.nodeid}")
-            by_cpu = sorted(self.tests, key=lambda t: t.cpu, reverse=True)[:TOP]
-            write(f"the {len(by_cpu)} costliest in CPU:")
-            for t in by_cpu:
-                write(f"{t.wall:8.2f} {t.cpu:8.2f}  {t.worker:<6} {t.nodeid}")
-            tests = [t for t in self.tests if t.nodeid != SERVERS_TEARDOWN]
-            write(f"{len(tests)} tests: {sum(t.cpu for t in tests):.1f} s CPU in tests")
+            self._write_tests(terminalreporter)
         terminalreporter.section("CPU per worker")
         heading = ("worker", "tests", "cpu s", "wall s", "in tests", "cpu/wall")
         write("{:<8} {:>6} {:>8} {:>8} {:>9} {:>9}".format(*heading))
