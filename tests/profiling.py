@@ -16,8 +16,9 @@ gives the time the reference machine took for a fixed piece of pure-Python work
 (`calibration: C s`), the run measures the same work on its own machine, and the total is
 scaled by the ratio before it is compared.
 
-A child's CPU is counted when the process waits for it; a grandchild left to init by a
-SIGKILLed parent is not (a few simulator processes in the fault tests). Under pytest-xdist each
+A process's CPU is counted while it runs below the test process and when it is waited for; a
+grandchild left to init by a SIGKILLed parent is lost from then on (a few simulator processes of
+the fault tests). Under pytest-xdist each
 worker measures itself and hands its numbers to the controller at its end.
 """
 
@@ -44,17 +45,54 @@ SERVERS_TEARDOWN = "(the worker's last tear-down: its session-scoped servers sto
 
 
 def cpu_seconds() -> float:
-    """User and system time of this process and of the children it has waited for."""
+    """User and system time of this process, of the children it has waited for, and so far of
+    its descendants still running (a session's Synapse and PostgreSQL: without them a test's
+    share of a server's work would land on whichever test stops the server)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    done = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return done + _running_descendants_cpu(os.getpid())
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _running_descendants_cpu(root: int) -> float:
+    """The CPU of the live processes below ``root``: each one's own time and that of the
+    children it reaped (Linux's /proc/PID/task/TID/children; nothing elsewhere)."""
+    ticks = 0
+    todo = _children(root)
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile: reaped, so in its parent's children time now
+        # utime, stime, cutime, cstime: fields 14 to 17 of stat(5).
+        ticks += sum(int(f) for f in fields[11:15])
+        todo += _children(pid)
+    return ticks / _TICK
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def process_start() -> float:
     """When this process started, on time.monotonic()'s clock (Linux: both count from boot)."""
     try:
         stat = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        return int(stat[19]) / os.sysconf("SC_CLK_TCK")
+        return int(stat[19]) / _TICK
     except (OSError, ValueError, IndexError):
         return time.monotonic()
 
