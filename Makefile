@@ -15,7 +15,7 @@ SYNAPSE_VENV ?= .venv-synapse
 SYNAPSE_STAMP := $(SYNAPSE_VENV)/.installed
 CONFIG ?= config.toml
 
-.PHONY: run test lint typecheck venv synapse postgres lock clean bench bubblewrap js-client
+.PHONY: run test test-profile lint typecheck venv synapse postgres lock clean bench bubblewrap js-client
 
 $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
@@ -88,13 +88,22 @@ postgres:
 # the CPU, so a worker per core keeps both busy; worksteal evens out the long tail. The two
 # virtualenvs install side by side (pip waits on the network and the disk); the apt-get steps
 # stay one after the other (they share apt's lock). docs/testing.md says how the suite is split.
+# The run ends with each worker's CPU time (children included) and fails when their total is
+# above the budget written in docs/testing.md (tests/profiling.py): a change that makes the
+# suite much costlier says so in its own CI run. `make test-profile` also lists each test's wall
+# and CPU time.
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20
+CPU_BUDGET ?= docs/testing.md
 
 test:
 	@$(MAKE) --no-print-directory -j2 venv synapse
 	@$(MAKE) --no-print-directory bubblewrap postgres js-client lint typecheck
-	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest $(PYTEST_ARGS)
+	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest \
+		$(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET)
+
+test-profile:
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="$(PYTEST_ARGS) --profile"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
