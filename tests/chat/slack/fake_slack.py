@@ -524,6 +524,8 @@ class FakeSlack:
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
         self.socket_connections = 0
+        # id(socket) -> the client's (host, port): which process holds a connection.
+        self.socket_peers: dict[int, tuple[str, int]] = {}
         # While the connection is lost (:meth:`lose_connection`): new connections are refused
         # and what people write is kept (readable through the Web API) but not delivered.
         self.connection_lost = False
@@ -933,6 +935,9 @@ class FakeSlack:
             return web.Response(status=503, text="the network is down")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer:
+            self.socket_peers[id(ws)] = (str(peer[0]), int(peer[1]))
         self.sockets.append(ws)
         self.socket_connections += 1
         self._notify()
