@@ -205,6 +205,7 @@ class Profiler:
         if not self.is_worker and (config.getoption("--profile") or option):
             self.calibration = calibrate()
         self.controller_cpu = 0.0
+        self.is_controller = False  # the xdist controller, once its workers reported
         self.last_wall = self.last_cpu = self.setup_cpu = 0.0
 
     @pytest.hookimpl(hookwrapper=True)
@@ -268,6 +269,7 @@ class Profiler:
             self.workers.append(self._own_cost())
         else:
             self.controller_cpu = cpu_seconds() - self.start_cpu
+            self.is_controller = True
         if self.over_budget() and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -337,6 +339,14 @@ class Profiler:
         if self.calibration:
             line += f"; this machine's calibration: {self.calibration:.3f} s"
         write(line)
+        wall = time.monotonic() - self.start_wall
+        if self.is_controller and wall > 0:
+            # How many cores the workers kept busy on average: well under the machine's, the
+            # run waits more than it computes (more workers would help); near it, it computes.
+            write(
+                f"cores busy on average: {self.total_cpu() / wall:.2f} of {os.cpu_count()} "
+                f"({wall:.0f} s from the start of the run)"
+            )
         budget = self.budget
         if budget is None:
             return
