@@ -96,11 +96,14 @@ PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20
 CPU_BUDGET ?= docs/testing.md
 
+# PYTHONDONTWRITEBYTECODE (set in some environments) would have every `python -m bridge` the
+# tests start compile the bridge from source again (about 0.3 s of CPU each, hundreds of times)
+# and every worker rewrite the test modules' asserts anew: the run writes its bytecode.
 test:
 	@$(MAKE) --no-print-directory -j2 venv synapse
 	@$(MAKE) --no-print-directory bubblewrap postgres js-client lint typecheck
-	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest \
-		$(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET)
+	PYTHONDONTWRITEBYTECODE= AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
+		$(BIN)/python -m pytest $(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET)
 
 test-profile:
 	@$(MAKE) --no-print-directory test PYTEST_ARGS="$(PYTEST_ARGS) --profile"
