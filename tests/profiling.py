@@ -41,7 +41,7 @@ BUDGET_LINE = re.compile(
 )
 WORKER_KEY = "agy_bridge_profile"
 TOP = 30
-SERVERS_TEARDOWN = "(the worker's last tear-down: its session-scoped servers stop)"
+SERVERS_TEARDOWN = "(a worker's last tear-down: its last test's fixtures, its session's servers)"
 
 
 def cpu_seconds() -> float:
