@@ -83,6 +83,12 @@ postgres:
 			--no-install-recommends postgresql; \
 	else echo "PostgreSQL's server binaries are missing: its tests will not run"; fi
 
+# The system packages the tests need, one after the other (apt-get's lock); beside them in
+# `make test`: npm for the JS client (mostly network) and the cold mypy (mostly CPU).
+.PHONY: system-packages
+system-packages:
+	@$(MAKE) --no-print-directory bubblewrap postgres
+
 # The suite runs over every core (pytest-xdist; more than four workers would each start their
 # own Synapse and PostgreSQL for little gain). Most tests wait on processes and sockets, not
 # the CPU, so a worker per core keeps both busy; worksteal evens out the long tail. The two
@@ -101,7 +107,7 @@ CPU_BUDGET ?= docs/testing.md
 # and every worker rewrite the test modules' asserts anew: the run writes its bytecode.
 test:
 	@$(MAKE) --no-print-directory -j2 venv synapse
-	@$(MAKE) --no-print-directory bubblewrap postgres js-client lint typecheck
+	@$(MAKE) --no-print-directory -j3 --output-sync=target system-packages js-client lint typecheck
 	PYTHONDONTWRITEBYTECODE= AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
 		$(BIN)/python -m pytest $(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET)
 
