@@ -911,7 +911,9 @@ class FakeSlack:
         )
 
     async def _push(self, envelope: dict[str, Any], via: Any = None) -> str:
-        await self.wait_for(lambda: any(not ws.closed for ws in self.sockets))
+        # Until the app is connected: a bridge process just started may take seconds to import
+        # itself on a busy machine (5 s was too short under load).
+        await self.wait_for(lambda: any(not ws.closed for ws in self.sockets), 60)
         envelope_id = str(uuid.uuid4())
         envelope["envelope_id"] = envelope_id
         if via is not None and via.closed:
