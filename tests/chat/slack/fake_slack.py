@@ -325,6 +325,10 @@ class Download:
 
 # Slack gives an Events API request this long to be answered, then sends it again.
 HTTP_ANSWER_WITHIN = 3.0
+# How long a test waits by default for what it expects (an event, not a time: a passing test
+# never waits it out). Generous, since a bridge process on a busy machine, with more test workers
+# than cores, can take several seconds to import itself and connect.
+WAIT = 30.0
 
 
 @dataclass
@@ -708,7 +712,7 @@ class FakeSlack:
     def answer_text(self, channel: str, thread_ts: str) -> str:
         return "\n\n".join(m.visible for m in self.answer_messages(channel, thread_ts))
 
-    async def wait_for(self, predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], seconds: float = WAIT) -> None:
         with anyio.fail_after(seconds):
             while True:
                 changed = self._changed
@@ -922,7 +926,7 @@ class FakeSlack:
         await ws.send_str(json.dumps(envelope))
         return envelope_id
 
-    async def wait_ack(self, envelope_id: str, seconds: float = 5.0) -> dict[str, Any]:
+    async def wait_ack(self, envelope_id: str, seconds: float = WAIT) -> dict[str, Any]:
         await self.wait_for(lambda: envelope_id in self.acks, seconds)
         return self.acks[envelope_id]
 
