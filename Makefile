@@ -15,7 +15,7 @@ SYNAPSE_VENV ?= .venv-synapse
 SYNAPSE_STAMP := $(SYNAPSE_VENV)/.installed
 CONFIG ?= config.toml
 
-.PHONY: run test lint typecheck venv synapse postgres lock clean bench bubblewrap js-client
+.PHONY: run test test-profile lint typecheck venv synapse postgres lock clean bench bubblewrap js-client
 
 $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
@@ -86,18 +86,36 @@ postgres:
 			--no-install-recommends postgresql; \
 	else echo "PostgreSQL's server binaries are missing: its tests will not run"; fi
 
+# The system packages the tests need, one after the other (apt-get's lock); beside them in
+# `make test`: npm for the JS client (mostly network) and the cold mypy (mostly CPU).
+.PHONY: system-packages
+system-packages:
+	@$(MAKE) --no-print-directory bubblewrap postgres
+
 # The suite runs over every core (pytest-xdist; more than four workers would each start their
 # own Synapse and PostgreSQL for little gain). Most tests wait on processes and sockets, not
 # the CPU, so a worker per core keeps both busy; worksteal evens out the long tail. The two
 # virtualenvs install side by side (pip waits on the network and the disk); the apt-get steps
 # stay one after the other (they share apt's lock). docs/testing.md says how the suite is split.
+# The run ends with each worker's CPU time (children included) and fails when their total is
+# above the budget written in docs/testing.md (tests/profiling.py): a change that makes the
+# suite much costlier says so in its own CI run. `make test-profile` also lists each test's wall
+# and CPU time.
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20
+CPU_BUDGET ?= docs/testing.md
 
+# PYTHONDONTWRITEBYTECODE (set in some environments) would have every `python -m bridge` the
+# tests start compile the bridge from source again (about 0.3 s of CPU each, hundreds of times)
+# and every worker rewrite the test modules' asserts anew: the run writes its bytecode.
 test:
 	@$(MAKE) --no-print-directory -j2 venv synapse
-	@$(MAKE) --no-print-directory bubblewrap postgres js-client lint typecheck
-	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python $(BIN)/python -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory -j3 --output-sync=target system-packages js-client lint typecheck
+	PYTHONDONTWRITEBYTECODE= AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
+		$(BIN)/python -m pytest $(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET)
+
+test-profile:
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="$(PYTEST_ARGS) --profile"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -15,12 +15,18 @@ instance's threads are taken over, and how many messages per second the shared i
   limit before agy processes are (a host runs a handful of agy turns per second at most).
 
     python -m bench.instances [--turns 200] [--kills 5] [--lease 3] [--seconds 5] [--quick]
+                              [--only overhead|takeover|inbox] [--postgres URL]
+
+`--only` runs one of the three (the smoke test runs them side by side); `--postgres` takes the
+databases from a running server (its URL to the `postgres` database) instead of starting one:
+the smoke test hands it the suite's, whose fsync is off, so its numbers are not the benchmark's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -28,9 +34,11 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import psycopg
 
 from bench.common import machine, ms, percentile, table, timing_adapter
 from bench.overhead import alternate, core_variant, running_bridge
@@ -45,8 +53,26 @@ GOAL_TAKEOVER_S = 2.0
 TAKEOVER_NOTICE = "stopped answering while the agent was working"
 
 
+@dataclass
+class ExistingServer:
+    """A running PostgreSQL this benchmark only takes fresh databases from."""
+
+    url: str
+    count: int = 0
+
+    def new_database(self) -> str:
+        self.count += 1
+        name = f"bench_instances_{os.getpid()}_{self.count}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
+
+
 @asynccontextmanager
-async def postgres_server() -> AsyncIterator[Postgres]:
+async def postgres_server(existing: str | None) -> AsyncIterator[Postgres | ExistingServer]:
+    if existing:
+        yield ExistingServer(existing)
+        return
     bindir = postgres_bin()
     if bindir is None:
         raise SystemExit("PostgreSQL's server binaries are not installed (see `make postgres`)")
@@ -191,48 +217,69 @@ def inbox_rate(url: str, instances: int, seconds: float, run: int) -> float:
 # --- the run -------------------------------------------------------------------------------------
 
 
+PARTS = ("overhead", "takeover", "inbox")
+
+
 async def drive(args: argparse.Namespace) -> int:
     where = machine()
+    parts = [args.only] if args.only else PARTS
     with tempfile.TemporaryDirectory(prefix="agy-bench-instances-") as tmp:
         root = Path(tmp)
-        async with postgres_server() as pg:
-            rows = await overhead(root, pg.new_database(), args.turns, args.warmup)
-            print(f"per-turn overhead, {args.turns} turns each ({where})")
-            print(table(["variant", "turns", "p50 ms", "p99 ms", "+p50 ms"], rows))
-            extra = float(rows[1][4])
-            met = extra < GOAL_OVERHEAD_MS
-            print(f"PostgreSQL adds {extra:.2f} ms at p50 (goal < {GOAL_OVERHEAD_MS} ms: "
-                  f"{'met' if met else 'missed'})\n")  # fmt: skip
-
-            times = await anyio.to_thread.run_sync(
-                takeover, root, pg.new_database(), args.kills, args.lease
-            )
-            print(f"takeover after SIGKILL, lease {args.lease:g} s, {len(times)} kills")
-            print(
-                table(
-                    ["kill", "reported s", "answered s", "minus lease s"],
-                    [
-                        [str(i + 1), f"{r:.2f}", f"{a:.2f}", f"{max(r, a) - args.lease:.2f}"]
-                        for i, (r, a) in enumerate(times)
-                    ],
-                )
-            )
-            worst = max(max(r, a) for r, a in times) - args.lease
-            met = worst < GOAL_TAKEOVER_S
-            print(f"worst: lease + {worst:.2f} s (goal lease + < {GOAL_TAKEOVER_S:g} s: "
-                  f"{'met' if met else 'missed'})\n")  # fmt: skip
-
-            url = pg.new_database()
-            one = await anyio.to_thread.run_sync(inbox_rate, url, 1, args.seconds, 1)
-            two = await anyio.to_thread.run_sync(inbox_rate, url, 2, args.seconds, 2)
-            print(f"messages per second into the shared inbox, {args.seconds:g} s each")
-            print(
-                table(
-                    ["instances", "messages/s", "vs one"],
-                    [["1", f"{one:.0f}", "1.00"], ["2", f"{two:.0f}", f"{two / one:.2f}"]],
-                )
-            )
+        async with postgres_server(args.postgres) as pg:
+            if "overhead" in parts:
+                await print_overhead(root, pg, args, where)
+            if "takeover" in parts:
+                await print_takeover(root, pg, args)
+            if "inbox" in parts:
+                await print_inbox(pg, args)
     return 0
+
+
+async def print_overhead(
+    root: Path, pg: Postgres | ExistingServer, args: argparse.Namespace, where: str
+) -> None:
+    rows = await overhead(root, pg.new_database(), args.turns, args.warmup)
+    print(f"per-turn overhead, {args.turns} turns each ({where})")
+    print(table(["variant", "turns", "p50 ms", "p99 ms", "+p50 ms"], rows))
+    extra = float(rows[1][4])
+    met = extra < GOAL_OVERHEAD_MS
+    print(f"PostgreSQL adds {extra:.2f} ms at p50 (goal < {GOAL_OVERHEAD_MS} ms: "
+          f"{'met' if met else 'missed'})\n")  # fmt: skip
+
+
+async def print_takeover(
+    root: Path, pg: Postgres | ExistingServer, args: argparse.Namespace
+) -> None:
+    times = await anyio.to_thread.run_sync(
+        takeover, root, pg.new_database(), args.kills, args.lease
+    )
+    print(f"takeover after SIGKILL, lease {args.lease:g} s, {len(times)} kills")
+    print(
+        table(
+            ["kill", "reported s", "answered s", "minus lease s"],
+            [
+                [str(i + 1), f"{r:.2f}", f"{a:.2f}", f"{max(r, a) - args.lease:.2f}"]
+                for i, (r, a) in enumerate(times)
+            ],
+        )
+    )
+    worst = max(max(r, a) for r, a in times) - args.lease
+    met = worst < GOAL_TAKEOVER_S
+    print(f"worst: lease + {worst:.2f} s (goal lease + < {GOAL_TAKEOVER_S:g} s: "
+          f"{'met' if met else 'missed'})\n")  # fmt: skip
+
+
+async def print_inbox(pg: Postgres | ExistingServer, args: argparse.Namespace) -> None:
+    url = pg.new_database()
+    one = await anyio.to_thread.run_sync(inbox_rate, url, 1, args.seconds, 1)
+    two = await anyio.to_thread.run_sync(inbox_rate, url, 2, args.seconds, 2)
+    print(f"messages per second into the shared inbox, {args.seconds:g} s each")
+    print(
+        table(
+            ["instances", "messages/s", "vs one"],
+            [["1", f"{one:.0f}", "1.00"], ["2", f"{two:.0f}", f"{two / one:.2f}"]],
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=float, default=3.0, help="lease_seconds for the kills")
     parser.add_argument("--seconds", type=float, default=5.0, help="inbox fill time per run")
     parser.add_argument("--quick", action="store_true", help="smallest run (smoke test)")
+    parser.add_argument("--only", choices=PARTS, help="run one of the three measurements")
+    parser.add_argument(
+        "--postgres", metavar="URL", help="a running server's postgres database (none started)"
+    )
     parser.add_argument(
         "--fill", nargs=3, metavar=("URL", "SECONDS", "TAG"), help=argparse.SUPPRESS
     )

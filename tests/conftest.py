@@ -10,10 +10,23 @@ import pytest
 
 from tests.pg import Postgres, PostgresError, postgres_bin, start_postgres
 
+# Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`).
+pytest_plugins = ["tests.profiling"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tier first (a stable sort: each keeps its order, as do the others).
+
+    pytest-xdist's worksteal hands each worker a contiguous part of this list and lets an idle
+    worker take the end of another's queue. A 20-second test that starts last keeps one worker
+    busy while the others wait; started first, the quick tests even out behind it. Every worker
+    sorts alike, so the collections still agree."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 # -- PostgreSQL (the shared store of several instances) --------------------------------------

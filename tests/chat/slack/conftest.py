@@ -35,6 +35,7 @@ from tests.chat.slack.fake_slack import (
     BOT_TOKEN,
     BOT_USER,
     SIGNING_SECRET,
+    WAIT,
     FakeSlack,
     Message,
     serve_fake_slack,
@@ -99,7 +100,7 @@ class RecordingInbound:
         self._notify()
         return known
 
-    async def wait_for(self, predicate: Any, seconds: float = 5.0) -> None:
+    async def wait_for(self, predicate: Any, seconds: float = WAIT) -> None:
         with anyio.fail_after(seconds):
             while True:
                 changed = self._changed

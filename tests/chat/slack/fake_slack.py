@@ -345,6 +345,10 @@ class Download:
 
 # Slack gives an Events API request this long to be answered, then sends it again.
 HTTP_ANSWER_WITHIN = 3.0
+# How long a test waits by default for what it expects (an event, not a time: a passing test
+# never waits it out). Generous, since a bridge process on a busy machine, with more test workers
+# than cores, can take several seconds to import itself and connect.
+WAIT = 30.0
 
 
 @dataclass
@@ -550,6 +554,8 @@ class FakeSlack:
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
         self.socket_connections = 0
+        # id(socket) -> the client's (host, port): which process holds a connection.
+        self.socket_peers: dict[int, tuple[str, int]] = {}
         # While the connection is lost (:meth:`lose_connection`): new connections are refused
         # and what people write is kept (readable through the Web API) but not delivered.
         self.connection_lost = False
@@ -732,7 +738,7 @@ class FakeSlack:
     def answer_text(self, channel: str, thread_ts: str) -> str:
         return "\n\n".join(m.visible for m in self.answer_messages(channel, thread_ts))
 
-    async def wait_for(self, predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], seconds: float = WAIT) -> None:
         with anyio.fail_after(seconds):
             while True:
                 changed = self._changed
@@ -941,7 +947,9 @@ class FakeSlack:
         )
 
     async def _push(self, envelope: dict[str, Any], via: Any = None) -> str:
-        await self.wait_for(lambda: any(not ws.closed for ws in self.sockets))
+        # Until the app is connected: a bridge process just started may take seconds to import
+        # itself on a busy machine (5 s was too short under load).
+        await self.wait_for(lambda: any(not ws.closed for ws in self.sockets), 60)
         envelope_id = str(uuid.uuid4())
         envelope["envelope_id"] = envelope_id
         if via is not None and via.closed:
@@ -950,7 +958,7 @@ class FakeSlack:
         await ws.send_str(json.dumps(envelope))
         return envelope_id
 
-    async def wait_ack(self, envelope_id: str, seconds: float = 5.0) -> dict[str, Any]:
+    async def wait_ack(self, envelope_id: str, seconds: float = WAIT) -> dict[str, Any]:
         await self.wait_for(lambda: envelope_id in self.acks, seconds)
         return self.acks[envelope_id]
 
@@ -965,6 +973,9 @@ class FakeSlack:
             return web.Response(status=503, text="the network is down")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer:
+            self.socket_peers[id(ws)] = (str(peer[0]), int(peer[1]))
         self.sockets.append(ws)
         self.socket_connections += 1
         self._notify()
