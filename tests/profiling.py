@@ -268,7 +268,9 @@ class Profiler:
         if not self.workers:
             self.workers.append(self._own_cost())
         else:
-            self.controller_cpu = cpu_seconds() - self.start_cpu
+            # Its own time only: its children are the workers, counted above.
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            self.controller_cpu = own.ru_utime + own.ru_stime
             self.is_controller = True
         if self.over_budget() and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
