@@ -66,7 +66,8 @@ class Instance:
     url: str
     port: int = field(default_factory=free_port)
     process: Process | None = None
-    ws: Any = None
+    # The Socket Mode connection this process last held (see :attr:`ws`).
+    socket: Any = None
     runs: int = 0
     # The [approvals] section: these tests run tools freely unless one turns the gate on.
     approvals: str = 'mode = "off"\n'
@@ -146,7 +147,16 @@ class Instance:
     async def connected(self) -> None:
         """Until this process holds an open Socket Mode connection to the fake: its `ws`."""
         await self.fake.wait_for(lambda: self._own_socket() is not None, 30)
-        self.ws = self._own_socket()
+        self.socket = self._own_socket()
+
+    @property
+    def ws(self) -> Any:
+        """This process's Socket Mode connection: the one it holds now, when the one it held
+        was closed (Slack's SDK connects again by itself, for example when a ping goes
+        unanswered on a busy machine); the last one when it holds none (it was killed)."""
+        if self.socket is None or self.socket.closed:
+            self.socket = self._own_socket() or self.socket
+        return self.socket
 
     def _own_socket(self) -> Any:
         assert self.process is not None
