@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,3 +67,22 @@ def store_where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'db.sqlite3'}"
     server: Postgres = request.getfixturevalue("postgres")
     return server.new_database()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """``agy-bridge``'s own command run in the test's process sets up logging for a process
+    (the root logger's handlers and level, quieter third-party loggers): put it back, or later
+    tests in the same worker would log nowhere pytest sees. A logger first made meanwhile (by
+    ``setup_logging`` quieting one not yet imported, such as uvicorn's) goes back to no level of
+    its own: left at WARNING it would hide a later test's records."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for name in list(logging.root.manager.loggerDict):
+            logging.getLogger(name).setLevel(levels.get(name, logging.NOTSET))

@@ -11,7 +11,6 @@ which an allowed human and the bot (a running :class:`MatrixAdapter`) are both j
 
 from __future__ import annotations
 
-import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -379,20 +378,3 @@ async def matrix_world(
         async with running_adapter(adapter, inbound):
             await human.wait_joined(room_id, bot_user.user_id)
             yield MatrixWorld(synapse, bot_user, human, adapter, inbound, room_id, data_dir)
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """``agy-bridge``'s own command run in the test's process sets up logging for a process
-    (the root logger's handlers and level, quieter third-party loggers): put it back, or later
-    tests in the same worker would log nowhere pytest sees."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
-    try:
-        yield
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        for name, value in levels.items():
-            logging.getLogger(name).setLevel(value)

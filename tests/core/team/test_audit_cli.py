@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -17,22 +15,6 @@ from bridge.core.store.opening import open_store
 from bridge.core.team.audit import AuditLog
 
 REF = ThreadRef(platform="slack", channel="C1", thread="1700.1")
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """``cli.main`` sets up logging for a process: put it back, or later tests in the same
-    worker would log nowhere pytest sees."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
-    try:
-        yield
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        for name, value in levels.items():
-            logging.getLogger(name).setLevel(value)
 
 
 def config(tmp_path: Path) -> Path:
