@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
+from bridge.chat.slack.bound import ThreadCalls
+from bridge.chat.slack.client import CALL_ERRORS
+from bridge.chat.slack.events import PLATFORM
+from bridge.chat.slack.spawn import TaskSlot
+from bridge.core.events import ThreadRef
 
 NOTICE_TEXT = (
     "Sorry, the agent is not available to you here: ask the bridge's operator to add you "
@@ -46,3 +51,25 @@ class NoticeLedger:
 
     def first_time(self, user: str, channel: str) -> bool:
         return self._seen.add((user, channel), None)
+
+
+class Refusals:
+    """Tells a person privately (an ephemeral message), once per channel and run, that the
+    agent is not available to them there; sent as a task, outside the event's handler."""
+
+    def __init__(self, calls: Callable[[ThreadRef], ThreadCalls], tasks: TaskSlot) -> None:
+        self._calls = calls
+        self._tasks = tasks
+        self._ledger = NoticeLedger()
+
+    def refuse(self, user: str, channel: str, thread_ts: str) -> None:
+        if not self._tasks.running or not self._ledger.first_time(user, channel):
+            return
+        self._tasks.spawn(self._send, user, channel, thread_ts)
+
+    async def _send(self, user: str, channel: str, thread_ts: str) -> None:
+        try:
+            thread = ThreadRef(platform=PLATFORM, channel=channel, thread=thread_ts)
+            await self._calls(thread).whisper("access notice", user, NOTICE_TEXT)
+        except CALL_ERRORS:
+            pass  # logged by with_retries

@@ -9,12 +9,11 @@ changes nothing and is answered with an ephemeral message only that person sees.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bridge.chat.slack.access import AccessPolicy
-from bridge.chat.slack.bound import Retries, ThreadCalls
+from bridge.chat.slack.bound import ThreadCalls
 from bridge.chat.slack.client import CALL_ERRORS
 from bridge.chat.slack.events import PLATFORM
 from bridge.chat.slack.format import mrkdwn_fallback, mrkdwn_sections
@@ -91,19 +90,15 @@ class SlackApprovals:
 
     def __init__(
         self,
-        client: AsyncWebClient,
         access: AccessPolicy,
         users: UserDirectory,
         *,
-        retries: Retries,
+        calls: Callable[[ThreadRef], ThreadCalls],
     ) -> None:
-        self._client = client
         self._access = access
         self._users = users
-        self._retries = retries
-
-    def _calls(self, thread: ThreadRef) -> ThreadCalls:
-        return ThreadCalls(self._client, thread, self._retries)
+        # A request posted beside a running reply is reported to it (see bound.py).
+        self._calls = calls
 
     async def ask(self, request: ApprovalRequest) -> str:
         thread = request.thread

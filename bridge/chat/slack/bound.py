@@ -5,6 +5,11 @@ already knows its client, channel and thread), a caller says what to post, not w
 ``ThreadCalls(client, thread, retries).say("message", markdown_text=text)``. Each call goes
 through :func:`bridge.chat.slack.client.with_retries` with the knobs in :class:`Retries`; the
 rate budget is the client's own (``build_client``), so a bound call spends it as a direct one.
+
+What a ``ThreadCalls`` posts in its thread (a message, a file) it reports to its
+:class:`PostWatcher`: the adapter's running replies learn so that Slack took their status line
+down, without each poster having to remember to tell them. :class:`BoundCalls` makes the
+``ThreadCalls`` of any thread with the same client, retries and watcher.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -49,23 +54,50 @@ class Retries:
         )
 
 
-class ThreadCalls:
-    """The retried Slack calls of one thread. ``what`` names each call in the logs."""
+class RetryReport:
+    """Who counts the retried calls (for metrics). The app names them only once the adapter's
+    parts, each with its :class:`Retries`, exist: they ask :meth:`current` at each call."""
 
-    def __init__(self, client: AsyncWebClient, thread: ThreadRef, retries: Retries) -> None:
+    def __init__(self) -> None:
+        self.observer: RetryObserver | None = None
+
+    def current(self) -> RetryObserver | None:
+        return self.observer
+
+
+class PostWatcher(Protocol):
+    def posted(self, thread: ThreadRef) -> None:
+        """Something was posted in ``thread`` (a message or a file)."""
+
+
+class ThreadCalls:
+    """The retried Slack calls of one thread. ``what`` names each call in the logs; what is
+    posted in the thread is reported to ``watcher``."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        thread: ThreadRef,
+        retries: Retries,
+        *,
+        watcher: PostWatcher | None = None,
+    ) -> None:
         self._client = client
         self._thread = thread
         self._retries = retries
+        self._watcher = watcher
 
     async def say(self, what: str, **fields: Any) -> AsyncSlackResponse:
         """``chat.postMessage`` in the thread (at the channel's top level for a whole channel)."""
-        return await self._run(
+        response = await self._run(
             what,
             self._client.chat_postMessage,
             channel=self._thread.channel,
             thread_ts=self._thread.thread or None,
             **fields,
         )
+        self._posted()
+        return response
 
     async def whisper(self, what: str, user: str, text: str) -> AsyncSlackResponse:
         """``chat.postEphemeral``: a message in the thread only ``user`` sees."""
@@ -90,13 +122,15 @@ class ThreadCalls:
 
     async def upload(self, what: str, **fields: Any) -> AsyncSlackResponse:
         """``files_upload_v2`` into the thread."""
-        return await self._run(
+        response = await self._run(
             what,
             self._client.files_upload_v2,
             channel=self._thread.channel,
             thread_ts=self._thread.thread or None,
             **fields,
         )
+        self._posted()
+        return response
 
     async def replies(self, what: str, **fields: Any) -> AsyncSlackResponse:
         """``conversations.replies`` of the thread (one page; ``fields`` pick it)."""
@@ -108,8 +142,24 @@ class ThreadCalls:
             **fields,
         )
 
+    def _posted(self) -> None:
+        if self._watcher is not None:
+            self._watcher.posted(self._thread)
+
     async def _run(self, what: str, method: Callable[..., Awaitable[T]], **arguments: Any) -> T:
         # A fresh call of ``method`` with the same arguments on every try.
         return await self._retries.run(
             functools.partial(method, **arguments), what=what, thread_key=self._thread.key
         )
+
+
+@dataclass(frozen=True, slots=True)
+class BoundCalls:
+    """The :class:`ThreadCalls` of any thread, all with one client, retries and watcher."""
+
+    client: AsyncWebClient
+    retries: Retries
+    watcher: PostWatcher | None = None
+
+    def __call__(self, thread: ThreadRef) -> ThreadCalls:
+        return ThreadCalls(self.client, thread, self.retries, watcher=self.watcher)

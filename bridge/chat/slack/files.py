@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from typing import BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
+from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.slack.bound import Retries
+from bridge.chat.slack.client import CALL_ERRORS, describe
+from bridge.chat.slack.events import FILES_INFO, SlackFile, attachments
 from bridge.core.events import AttachmentError, AttachmentRef
 
 _CHUNK = 64 * 1024
@@ -126,3 +131,38 @@ async def _save(response: aiohttp.ClientResponse, out: BinaryIO, max_bytes: int)
             raise too_big(max_bytes)
         out.write(chunk)  # a local regular file: quick
     return total
+
+
+class Attachments:
+    """The files of people's messages, fetched with the bot token (see :func:`download`)."""
+
+    def __init__(self, client: AsyncWebClient, retries: Retries, hosts: FileHosts) -> None:
+        self._client = client
+        self._retries = retries
+        self._hosts = hosts
+
+    async def fetch(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
+        token = self._client.token
+        if not token:
+            raise RuntimeError("the Slack client has no bot token")
+        if ref.source.startswith(FILES_INFO):
+            ref = await self._described(ref)
+        return await download(ref, out, max_bytes, token=token, hosts=self._hosts)
+
+    async def _described(self, ref: AttachmentRef) -> AttachmentRef:
+        """A file the event gave without URLs (Slack Connect), as ``files.info`` describes it."""
+        file_id = ref.source.removeprefix(FILES_INFO)
+        try:
+            response = await self._retries.run(
+                functools.partial(self._client.files_info, file=file_id),
+                what="files.info",
+                thread_key=file_id,
+            )
+        except CALL_ERRORS as exc:
+            raise AttachmentError(
+                f"{ref.name}: Slack did not let the bot read this file ({describe(exc)})"
+            ) from None
+        [described] = attachments([SlackFile.model_validate(response.get("file") or {})]) or [ref]
+        if described.source.startswith(FILES_INFO):
+            raise AttachmentError(f"{ref.name}: Slack gave no download link for this file")
+        return described

@@ -60,6 +60,7 @@ from bridge.chat.slack.format import (
     split_message,
 )
 from bridge.chat.slack.keeper import TurnKeeper
+from bridge.chat.slack.recipients import Recipient
 from bridge.chat.slack.session import AgentSession
 from bridge.chat.slack.summary import summary_block
 from bridge.chat.slack.tasks import TaskBoard, TaskDisplay
@@ -82,18 +83,6 @@ FIRST_TEXT_CHARS = 256
 START_ATTEMPTS = 3
 # The most of the final text a stream's last stop carries (chat.stopStream: 12,000 at most).
 _REST_LIMIT = 11_000
-
-
-@dataclass(frozen=True)
-class Recipient:
-    """Whom a stream in a channel is for: Slack requires both ids outside DMs."""
-
-    user_id: str | None = None
-    team_id: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.user_id and self.team_id)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ async def test_a_mark_someone_took_off_already_is_no_failure(
     for ts in (gone, failing):
         await adapter.react(thread(ts), ts, Reaction.QUEUED)
     fake_slack.reactions[(CHANNEL, gone)].clear()
-    with caplog.at_level(logging.INFO, "bridge.chat.slack.adapter"):
+    with caplog.at_level(logging.INFO, "bridge.chat.slack.reactions"):
         await adapter.react(thread(gone), gone, Reaction.INJECTED)
         assert "removing a reaction" not in caplog.text
         fake_slack.fail("reactions.remove", status=500, times=3)
@@ -205,7 +205,7 @@ async def test_each_refused_person_is_told_once_with_the_notice_text(
 ) -> None:
     fake_slack.add_user("UEVE0001", "eve")
     retries: list[str] = []
-    caplog.set_level(logging.INFO, "bridge.chat.slack.adapter")
+    caplog.set_level(logging.INFO, "bridge.chat.slack.intake")
     async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
         adapter.observe_retries(retries.append)
         fake_slack.fail("chat.postEphemeral", status=500, times=5)
@@ -292,7 +292,7 @@ async def test_history_is_asked_only_for_a_thread_and_a_positive_limit(
     fake_slack.add_message(CHANNEL, BOB, "an answer", thread_ts=root.ts)
     # Not signed in yet: no history.
     assert await adapter.history(thread(root.ts), 5) == []
-    adapter._bot = await adapter._identify()
+    await adapter._identity.sign_in()
     assert await adapter.history(thread(root.ts), 0) == []
     assert await adapter.history(ThreadRef(platform="slack", channel=CHANNEL), 5) == []
     assert fake_slack.calls_to("conversations.replies") == []
@@ -392,23 +392,23 @@ async def test_a_streams_recipient_is_the_stored_author_else_the_writer_seen_els
 ) -> None:
     adapter = adapter_for(fake_slack, tmp_path)
     root, reply = fake_slack.next_ts(), fake_slack.next_ts()
-    adapter._writers.put((CHANNEL, root), Recipient(user_id=ALICE, team_id="T0ROOT01"))
-    adapter._writers.put((CHANNEL, reply), Recipient(user_id=BOB, team_id="T0REPLY1"))
+    adapter._recipients.writers.put((CHANNEL, root), Recipient(user_id=ALICE, team_id="T0ROOT01"))
+    adapter._recipients.writers.put((CHANNEL, reply), Recipient(user_id=BOB, team_id="T0REPLY1"))
     stored = Author(id=MALLORY, display_name="m", org="E0GRID01")
     # The author the core stored with the message wins (it survives a restart).
-    assert adapter._recipient(thread(root), reply, stored) == Recipient(MALLORY, "E0GRID01")
+    assert adapter._recipients.of(thread(root), reply, stored) == Recipient(MALLORY, "E0GRID01")
     # An author without an organisation is not enough: the writer of the message replied to...
     no_org = Author(id=MALLORY, display_name="m")
-    assert adapter._recipient(thread(root), reply, no_org) == Recipient(BOB, "T0REPLY1")
+    assert adapter._recipients.of(thread(root), reply, no_org) == Recipient(BOB, "T0REPLY1")
     # ... else the writer of the thread's root, else nobody (never a half-filled pair).
-    assert adapter._recipient(thread(root), None, None) == Recipient(ALICE, "T0ROOT01")
-    assert adapter._recipient(thread(root), fake_slack.next_ts(), None) == Recipient(
+    assert adapter._recipients.of(thread(root), None, None) == Recipient(ALICE, "T0ROOT01")
+    assert adapter._recipients.of(thread(root), fake_slack.next_ts(), None) == Recipient(
         ALICE, "T0ROOT01"
     )
-    assert adapter._recipient(thread(fake_slack.next_ts()), None, None) == Recipient()
+    assert adapter._recipients.of(thread(fake_slack.next_ts()), None, None) == Recipient()
     other = ThreadRef(platform="slack", channel="C0ELSEWHERE", thread=root)
-    assert adapter._recipient(other, reply, None) == Recipient()
-    assert adapter._recipient(ThreadRef(platform="slack", channel=CHANNEL), None, None) == (
+    assert adapter._recipients.of(other, reply, None) == Recipient()
+    assert adapter._recipients.of(ThreadRef(platform="slack", channel=CHANNEL), None, None) == (
         Recipient()
     )
 
