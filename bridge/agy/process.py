@@ -39,6 +39,8 @@ STDERR_TAIL_BYTES = 4096
 READ_AHEAD = 4
 # How often a start waiting for an earlier agy's state lock tries again.
 LOCK_POLL = 0.1
+# Where no pidfd can be had: how often the end of a killed group's orphans is looked for.
+ORPHAN_POLL = 0.02
 
 
 @dataclass(frozen=True)
@@ -388,12 +390,45 @@ async def end_process_group(pgid: int, *, wait_for: Process | None = None) -> No
         with anyio.move_on_after(patience):
             if wait_for is not None and wait_for.returncode is None:
                 await wait_for.wait()
-            # Orphaned children are not ours to wait() for: poll /proc until they are gone.
-            while _group_alive(pgid):  # noqa: ASYNC110
-                await anyio.sleep(0.02)
+            await _group_gone(pgid)
     if wait_for is not None and wait_for.returncode is None:
         with anyio.move_on_after(1):
             await wait_for.wait()
+
+
+async def _group_gone(pgid: int) -> None:
+    """Until no live process is left in group ``pgid`` (zombies need no killing).
+
+    Orphaned children are not ours to ``wait()`` for; a pidfd (``pidfd_open``, Linux 5.3)
+    becomes readable when its process ends, child of ours or not, so each member is waited for
+    as an event. The members are listed again after each has ended: one may have forked
+    meanwhile (its child is in the group, and was sent the same signal)."""
+    while members := [pid for pid in group_members(pgid) if pid_state(pid) not in (None, "Z")]:
+        for pid in members:
+            await _ended(pid, pgid)
+
+
+async def _ended(pid: int, pgid: int) -> None:
+    """Until process ``pid`` of group ``pgid`` has ended (at once when it is no member now)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # ended already
+    except OSError:
+        # No pidfd here (a kernel before 5.3, or a seccomp filter that refuses the call):
+        # nothing else tells a process that is not the parent that another one ended. Look
+        # again after a short pause; the caller's patience (a few seconds) bounds how long.
+        await anyio.sleep(ORPHAN_POLL)
+        return
+    try:
+        # The id may have been reused between the listing and the pidfd (which now holds one
+        # process): wait only for a live member of the group.
+        stat = _read_stat(pid)
+        if stat is None or stat[1] != pgid or stat[0] == "Z":
+            return
+        await anyio.wait_readable(fd)
+    finally:
+        os.close(fd)
 
 
 def _group_alive(pgid: int) -> bool:
