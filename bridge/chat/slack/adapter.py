@@ -112,7 +112,7 @@ class SlackAdapter:
         )
         self._attachments = Attachments(client, retries, FileHosts(config.api_url))
         self._marks = Marks(client)
-        self._recipients = Recipients()
+        self._recipients = Recipients(self._identity)
         self._approvals = SlackApprovals(access, users, calls=self._calls)
         # What the adapter does beside messages and replies, each in its own module: stops,
         # agent sessions, feedback clicks, the assistant container (the DM pane).

@@ -12,7 +12,8 @@ It is as strict as Slack where the bridge depends on it:
 - streams end ``stream_lifetime`` seconds after they started, text flowing or not, and
   ``chat.update`` on a message still streaming answers ``streaming_state_conflict``;
 - ``chat.startStream`` wants ``recipient_user_id`` and ``recipient_team_id`` together (both
-  outside DMs) and names the one missing;
+  outside DMs) and names the one missing; the user must be one of the workspace's (the bot
+  user is one) and the team a team or enterprise id;
 - ``task_update`` chunks (:class:`StreamChunks`) build a stream's tasks by id, checked as
   Slack checks them; an edit (``chat.update``) leaves a message without them;
 - a stream a person stopped in Slack (:meth:`FakeSlack.stop_stream_as_user`) answers every
@@ -82,6 +83,7 @@ APP_ID = "A0FAKE01"
 TIERS: dict[str, Tier] = dict(SLACK_TIERS)
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _TS = re.compile(r"^\d+\.\d+$")
+_TEAM_ID = re.compile(r"^[TE][A-Z0-9]{2,}$")
 
 
 @dataclass
@@ -1241,6 +1243,14 @@ class FakeSlack:
         # The two go together (required outside DMs); Slack names the one that is missing.
         if (user or team or not channel.startswith("D")) and not (user and team):
             raise SlackApiFail("missing_recipient_team_id" if user else "missing_recipient_user_id")
+        # "The encoded ID of the user to receive the streaming text" and of "the team the user
+        # ... belongs to": a user of the workspace (the bot is one) and a team or enterprise id,
+        # not a name the bridge made up for a schedule. Slack documents no error code for
+        # these: the fake answers with its usual ones.
+        if user and user != BOT_USER and user not in self.users:
+            raise SlackApiFail("user_not_found")
+        if team and not _TEAM_ID.match(str(team)):
+            raise SlackApiFail("invalid_arguments")
         StreamChunks.check(args.get("chunks"))
         mode = args.get("task_display_mode")
         if mode is not None and mode not in TASK_DISPLAY_MODES:

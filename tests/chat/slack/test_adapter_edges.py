@@ -35,7 +35,7 @@ from tests.chat.slack.conftest import (
     running_adapter,
     slack_section,
 )
-from tests.chat.slack.fake_slack import BOT_USER, FakeSlack
+from tests.chat.slack.fake_slack import BOT_USER, TEAM, FakeSlack
 from tests.doubles import fetch_into, outgoing
 
 pytestmark = pytest.mark.anyio
@@ -411,6 +411,15 @@ async def test_a_streams_recipient_is_the_stored_author_else_the_writer_seen_els
     assert adapter._recipients.of(ThreadRef(platform="slack", channel=CHANNEL), None, None) == (
         Recipient()
     )
+    # A turn the bridge opened (a schedule) answers the bot's own root message: the bot, once
+    # it knows who it is; a person's message it saw still wins.
+    schedule = Author.schedule("morning")
+    fresh = thread(fake_slack.next_ts())
+    assert adapter._recipients.of(fresh, None, schedule) == Recipient()
+    await adapter._identity.sign_in()
+    assert adapter._recipients.of(fresh, None, schedule) == Recipient(BOT_USER, TEAM)
+    assert adapter._recipients.of(thread(root), None, schedule) == Recipient(ALICE, "T0ROOT01")
+    assert adapter._recipients.of(fresh, None, None) == Recipient()
 
 
 async def test_a_reply_needs_a_running_adapter(fake_slack: FakeSlack, tmp_path: Path) -> None:

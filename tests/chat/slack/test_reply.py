@@ -26,7 +26,7 @@ from tests.chat.slack.conftest import (
     mention_event,
     running_adapter,
 )
-from tests.chat.slack.fake_slack import FakeSlack
+from tests.chat.slack.fake_slack import BOT_USER, TEAM, FakeSlack
 
 pytestmark = pytest.mark.anyio
 
@@ -272,6 +272,29 @@ async def test_the_authors_organisation_addresses_the_stream_after_a_restart(
     [start] = fake_slack.calls_to("chat.startStream")
     assert (start.args["recipient_user_id"], start.args["recipient_team_id"]) == (ALICE, "E0GRID01")
     assert fake_slack.answer_text(CHANNEL, root) == "streamed to alice"
+
+
+async def test_a_turn_the_bridge_opened_streams_to_the_bot_that_wrote_its_root(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """A schedule's turn answers no person: it answers the root message the bot posted (see
+    bridge/chat/slack/recipients.py), so it streams with the bot as its recipient, in the
+    bot's team, instead of editing one message."""
+    async with running_adapter(fake_slack, inbound, tmp_path) as adapter:
+        opened = await adapter.open_thread(CHANNEL, "**schedule morning** asks:\n\ntriage")
+        thread, schedule = opened.thread, Author.schedule("morning")
+        async with adapter.open_reply(thread, opened.message_id, schedule) as reply:
+            await reply.append("streamed for the schedule")
+            await fake_slack.wait_for(lambda: bool(fake_slack.ok_calls("chat.startStream")))
+            assert reply.streaming
+            await reply.finish(TurnOutcome(final_text="streamed for the schedule"))
+
+    [start] = fake_slack.calls_to("chat.startStream")
+    assert (start.args["recipient_user_id"], start.args["recipient_team_id"]) == (BOT_USER, TEAM)
+    assert start.args["thread_ts"] == thread.thread
+    [root, answer] = fake_slack.answer_messages(CHANNEL, thread.thread)
+    assert root.ts == thread.thread and "asks:" in root.visible
+    assert answer.visible == "streamed for the schedule" and not answer.streaming
 
 
 async def test_final_edit_outlasts_rate_limits(
