@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bridge.agy import wire
 from bridge.agy.turn import TurnEnd, TurnStatus
 from bridge.core.events import TurnOutcome
-from bridge.core.store.rows import TurnState
+from bridge.core.store.rows import TurnState, Usage
+from bridge.core.tokens import turn_delta
 
 _STATES = {
     TurnStatus.DONE: TurnState.DONE,
@@ -59,17 +61,30 @@ def classify(
 
 
 def summarised(
-    result: Classified, files: list[str], tokens_before: int, end: TurnEnd
+    result: Classified, files: list[str], usage_before: Usage | None, end: TurnEnd
 ) -> Classified:
     """``result`` with what the turn did: the files it wrote, and the tokens it used (agy's
-    totals are the conversation's: the turn's share is the difference from before it, or the
-    whole total when agy started counting anew, after a resume or ``!new``)."""
+    totals are the conversation's: the turn's share is :func:`bridge.core.tokens.turn_delta`
+    from ``usage_before``, the conversation's total before it, as the usage ledger counts it)."""
     tokens = None
-    if end.usage is not None and end.usage.total_tokens:
-        total = end.usage.total_tokens
-        tokens = total - tokens_before if 0 < tokens_before <= total else total
+    usage = stored_usage(end.usage)
+    if usage is not None and usage.total_tokens:
+        tokens = turn_delta(usage, usage_before).total
     update = {"files_changed": list(files), "tokens": tokens}
     return Classified(result.outcome.model_copy(update=update), result.state)
+
+
+def stored_usage(usage: wire.Usage | None) -> Usage | None:
+    """agy's usage as the store keeps it."""
+    if usage is None:
+        return None
+    return Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        thinking_tokens=usage.thinking_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+    )
 
 
 def stopped_by_shutdown() -> Classified:

@@ -28,7 +28,13 @@ from bridge.core.approvals.policy import WRITE_TOOLS
 from bridge.core.disk import DiskSpace
 from bridge.core.events import Author, ChatAdapter, LiveReply, Reaction, ThreadRef, ToolActivity
 from bridge.core.marks import Marks
-from bridge.core.outcome import Classified, classify, stopped_by_shutdown, summarised
+from bridge.core.outcome import (
+    Classified,
+    classify,
+    stopped_by_shutdown,
+    stored_usage,
+    summarised,
+)
 from bridge.core.prompt import injected_text, turn_blocks
 from bridge.core.scrub import Scrubber, StreamScrubber
 from bridge.core.store.ports import TurnStore
@@ -73,9 +79,9 @@ class RunningTurn:
     # Each tool call agy finished or failed, for the audit trail.
     on_tool: Callable[[ToolUpdate], Awaitable[object]] | None = None
     # The files the turn wrote, in order (for the summary under the answer), and the
-    # conversation's token total before it.
+    # conversation's usage before it (agy's totals: the turn's own is the difference).
     files: list[str] = field(default_factory=list)
-    tokens_before: int = 0
+    usage_before: Usage | None = None
     # Why the disk watch stopped it (the thread is told).
     disk_stopped: str = ""
     _reply: LiveReply | None = None
@@ -245,7 +251,7 @@ class TurnRunner:
                 self.scrub.stream(),
                 author=last.author,
                 on_tool=self.team.on_tool(turn_id),
-                tokens_before=await tokens_so_far(self.store, self.key, proc.conversation_id),
+                usage_before=await usage_so_far(self.store, self.key, proc.conversation_id),
             )
             self._proc = proc
             self.current = turn
@@ -296,7 +302,7 @@ class TurnRunner:
                     stopped_by=turn.stopped_by,
                     deadline_minutes=self.turn_timeout / 60 if turn.timed_out else None,
                 )
-                result = summarised(result, turn.files, turn.tokens_before, end)
+                result = summarised(result, turn.files, turn.usage_before, end)
             result = await self.limits.noted(proc, result, turn.disk_stopped)
             count(self.metrics, self.ref.platform, proc, turn, result)
             if self._settle is not None:
@@ -450,12 +456,12 @@ async def follow(
     return turn.reader.ended or TurnEnd(TurnStatus.INTERRUPTED, turn.reader.streamed)
 
 
-async def tokens_so_far(store: TurnStore, key: str, conversation_id: str) -> int:
-    """The conversation's token total before a turn (0 for a new conversation)."""
+async def usage_so_far(store: TurnStore, key: str, conversation_id: str) -> Usage | None:
+    """The conversation's usage before a turn (None for a new conversation)."""
     row = await store.thread(key)
-    if row.usage is None or row.conversation_id != conversation_id:
-        return 0
-    return row.usage.total_tokens
+    if row.conversation_id != conversation_id:
+        return None
+    return row.usage
 
 
 def count(
@@ -477,25 +483,14 @@ async def record_turn(
 ) -> None:
     """How the turn ended, in the store; the thread is told when that cannot be written."""
     outcome = result.outcome
-    usage = end.usage if end is not None else None
-    stored_usage = (
-        Usage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            total_tokens=usage.total_tokens,
-            thinking_tokens=usage.thinking_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-        )
-        if usage is not None
-        else None
-    )
+    usage = stored_usage(end.usage) if end is not None else None
     try:
         await store.finish_turn(
             turn_id,
             result.state,
             error=outcome.error,
             response=outcome.final_text,
-            usage=stored_usage,  # the conversation's so far: also the thread's
+            usage=usage,  # the conversation's so far: also the thread's
         )
     except StoreError as exc:
         metrics.error("store")

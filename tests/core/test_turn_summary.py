@@ -8,6 +8,12 @@ from typing import Any
 
 import pytest
 
+from bridge.agy import wire
+from bridge.agy.turn import TurnEnd, TurnStatus
+from bridge.core.events import TurnOutcome
+from bridge.core.outcome import Classified, summarised
+from bridge.core.store.rows import TurnState, Usage
+from bridge.core.team.usage import turn_delta
 from tests.core.scripted import delta, event, world
 
 pytestmark = pytest.mark.anyio
@@ -56,3 +62,29 @@ async def test_a_turn_reports_the_files_it_wrote_and_its_own_tokens(tmp_path: Pa
     assert (first.files_changed, first.tokens) == ([], 1200)
     assert second.files_changed == ["src/app.py", "tests/test_app.py"]
     assert second.tokens == 800
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (None, (900, 300, 1200)),
+        ((900, 300, 1200), (1500, 500, 2000)),
+        ((900, 300, 1200), (400, 100, 500)),  # agy counts afresh: all of it is the turn's
+        ((900, 300, 1200), (800, 700, 1500)),  # input went down: counted afresh too
+    ],
+)
+def test_the_summary_and_the_usage_ledger_count_a_turns_tokens_alike(
+    before: tuple[int, int, int] | None, after: tuple[int, int, int]
+) -> None:
+    """One computation of a turn's own tokens (bridge/core/tokens.py) for the line under the
+    answer and the team's usage ledger (bridge/core/team/usage.py)."""
+
+    def usage(counts: tuple[int, int, int]) -> Usage:
+        return Usage(input_tokens=counts[0], output_tokens=counts[1], total_tokens=counts[2])
+
+    previous = usage(before) if before is not None else None
+    wire_usage = wire.Usage(input_tokens=after[0], output_tokens=after[1], total_tokens=after[2])
+    end = TurnEnd(TurnStatus.DONE, "done", usage=wire_usage)
+    plain = Classified(TurnOutcome(final_text="done"), TurnState.DONE)
+    shown = summarised(plain, [], previous, end).outcome.tokens
+    assert shown == turn_delta(usage(after), previous).total

@@ -4,7 +4,8 @@ agy's ``result.usage`` is the conversation's running total: earlier turns, earli
 the conversation before a ``--conversation`` resume are all inside it. A turn's own usage is the
 difference from the total its conversation had at the end of the turn before (the ``turns``
 table keeps each turn's total); a conversation with no earlier turn starts from zero. A total
-smaller than the one before (agy started counting again) is taken whole.
+smaller than the one before (agy started counting again) is taken whole. The difference is
+:func:`bridge.core.tokens.turn_delta`, the one the summary under the answer shows too.
 
 A turn is attributed to the authors of its messages (taken as the turn or injected into it),
 split evenly: tokens are whole numbers, so what does not divide goes one token each to the
@@ -16,58 +17,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bridge.core.events import Author, ThreadRef
 from bridge.core.store.rows import Database, MessageState, Tx, Usage
+from bridge.core.tokens import Tokens, turn_delta
 from bridge.team_settings import PricingSection
 
 # Who a turn nobody typed is attributed to.
 BRIDGE = "bridge"
 # The model when neither the thread nor the configuration names one (agy's own default).
 DEFAULT_MODEL = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    input: int = 0
-    output: int = 0
-    thinking: int = 0
-    cache_read: int = 0
-    total: int = 0
-
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(
-            self.input + other.input,
-            self.output + other.output,
-            self.thinking + other.thinking,
-            self.cache_read + other.cache_read,
-            self.total + other.total,
-        )
-
-
-def _tokens(usage: Usage) -> Tokens:
-    total = usage.total_tokens or usage.input_tokens + usage.output_tokens
-    return Tokens(
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.thinking_tokens,
-        usage.cache_read_tokens,
-        total,
-    )
-
-
-def turn_delta(current: Usage, previous: Usage | None) -> Tokens:
-    """One turn's usage from the conversation's totals after it and after the turn before."""
-    now = _tokens(current)
-    if previous is None:
-        return now
-    before = _tokens(previous)
-    parts = (now.input, now.output, now.thinking, now.cache_read, now.total)
-    earlier = (before.input, before.output, before.thinking, before.cache_read, before.total)
-    if any(a < b for a, b in zip(parts, earlier, strict=True)):
-        return now  # agy counts afresh (a conversation it no longer knew): all of it is new
-    return Tokens(*(a - b for a, b in zip(parts, earlier, strict=True)))
 
 
 def split(tokens: Tokens, people: int) -> list[Tokens]:
@@ -159,7 +119,7 @@ class Filter:
 
 @dataclass(frozen=True, slots=True)
 class Sum:
-    tokens: Tokens = Tokens()
+    tokens: Tokens = field(default_factory=Tokens)
     cost: float = 0.0
     turns: int = 0
 
