@@ -86,6 +86,8 @@ SLICES: dict[str, tuple[list[str], list[str]]] = {
             "bridge/chat/slack/events.py",
             "bridge/chat/slack/access.py",
             "bridge/chat/slack/adapter.py",
+            # What the adapter's event handling was before the split (issue 42).
+            "bridge/chat/slack/intake.py",
         ],
         ["tests/chat/slack"],
     ),
