@@ -6,7 +6,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bridge.chat.slack.bound import Retries, RetryObserver, ThreadCalls
+from bridge.chat.slack.bound import BoundCalls, Retries, RetryObserver, ThreadCalls
 from bridge.core.events import ThreadRef
 from tests.chat.slack.conftest import ALICE, CHANNEL
 from tests.chat.slack.fake_slack import BOT_TOKEN, FakeSlack
@@ -68,3 +68,34 @@ async def test_a_bound_call_retries_as_told_and_reports_to_the_observer_of_the_m
     with pytest.raises(SlackApiError):
         await calls.say("message", markdown_text="y")
     assert len(fake_slack.calls_to("chat.postMessage")) == 6
+
+
+async def test_what_is_posted_in_a_thread_is_reported_and_nothing_else(
+    fake_slack: FakeSlack,
+) -> None:
+    """A message or a file going up in a thread is reported to the watcher (the adapter's
+    running replies: Slack took their status line down); edits, whispers, deletions, reads and
+    a call that failed are not."""
+
+    reports: list[ThreadRef] = []
+
+    class Seen:
+        def posted(self, thread: ThreadRef) -> None:
+            reports.append(thread)
+
+    client = bare_client(fake_slack)
+    thread = ThreadRef(platform="slack", channel=CHANNEL, thread=fake_slack.next_ts())
+    calls = BoundCalls(client, Retries(attempts=1, backoff=0.01), watcher=Seen())(thread)
+    posted = await calls.say("message", markdown_text="a notice")
+    assert reports == [thread]
+    await calls.edit("edit", str(posted["ts"]), markdown_text="edited")
+    await calls.whisper("notice", ALICE, "only for you")
+    await calls.replies("history", limit=10)
+    await calls.delete("removal", str(posted["ts"]))
+    assert reports == [thread]
+    await calls.upload("file upload", content=b"log", filename="a.log", title="a.log")
+    assert reports == [thread, thread]
+    fake_slack.fail("chat.postMessage", status=500, times=1)
+    with pytest.raises(SlackApiError):
+        await calls.say("message", markdown_text="lost")
+    assert reports == [thread, thread]
