@@ -21,6 +21,7 @@ from bridge.chat.slack.agent_view import AgentExperience
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.assistant import AssistantPane
 from bridge.chat.slack.bound import Retries, ThreadCalls
+from bridge.chat.slack import members
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.catch_up import CatchUp
 from bridge.chat.slack.changes import is_change, parse_change
@@ -518,6 +519,16 @@ class SlackAdapter:
             await calls.say("message", markdown_text=chunk)
             if live is not None:
                 live.posted_elsewhere()
+
+    # The web console (bridge/core/capabilities.py KnowsMembers, PostsWithoutPreviews).
+    async def is_member(self, channel: str, user_id: str) -> bool:
+        return await members.is_member(self._client, channel, user_id)
+
+    async def is_direct(self, channel: str) -> bool:
+        return members.is_direct(channel)
+
+    async def post_without_previews(self, thread: ThreadRef, text: str) -> None:
+        await members.post_without_previews(self._calls(thread), text)
 
     async def open_thread(self, channel: str, text: str) -> Opened:
         """A thread the bridge opens (a scheduled prompt): ``text`` as a new message at the
