@@ -16,12 +16,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
+from bridge.chat.slack import members
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.agent_view import AgentExperience
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
 from bridge.chat.slack.assistant import AssistantPane
 from bridge.chat.slack.bound import Retries, ThreadCalls
-from bridge.chat.slack import members
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.catch_up import CatchUp
 from bridge.chat.slack.changes import is_change, parse_change
