@@ -86,6 +86,5 @@ def test_the_other_instances_console_approves_and_stops(tmp_path: Path, postgres
             run(actor.wait_until, lambda state: state.busy)
             form = {"csrf": csrf, "t": ROOM.key}
             assert client.post("/thread/stop", data=form, follow_redirects=False).status_code == 303
-            import time; time.sleep(3); print("ROWS", [dict(r) for r in run(b.bridge.store.database.fetch, "SELECT thread_key, text, state, event_key FROM inbox")])
             [_, stopped] = run(a.adapter.wait_finished, 2, timeout=60)
             assert stopped.outcome is not None and stopped.outcome.interrupted
