@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import anyio
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.chat.slack import members
 from bridge.chat.slack.access import AccessPolicy, Refusals
 from bridge.chat.slack.agent_view import AgentExperience
 from bridge.chat.slack.approvals import SlackApprovals
@@ -271,6 +272,16 @@ class SlackAdapter:
         calls = self._calls(thread)
         for chunk in split_message(neutralise_broadcasts(text)):
             await calls.say("message", markdown_text=chunk)
+
+    # The web console (bridge/core/capabilities.py KnowsMembers, PostsWithoutPreviews).
+    async def is_member(self, channel: str, user_id: str) -> bool:
+        return await members.is_member(self._client, channel, user_id)
+
+    async def is_direct(self, channel: str) -> bool:
+        return members.is_direct(channel)
+
+    async def post_without_previews(self, thread: ThreadRef, text: str) -> None:
+        await members.post_without_previews(self._calls(thread), text)
 
     async def open_thread(self, channel: str, text: str) -> Opened:
         """A thread the bridge opens (a scheduled prompt): ``text`` as a new message at the
