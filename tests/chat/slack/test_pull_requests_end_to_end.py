@@ -73,7 +73,9 @@ async def test_thread_to_merged_pull_request(
         await fake_slack.push_event(
             mention_event(f"add a greeting {commit('hello.txt', 'hi')}", ts=ts)
         )
-        await live.answer(ts, "add a greeting")
+        answer = await live.answer(ts, "new commit(s)")
+        # The turn that committed ends its answer with the branch's one-line stat.
+        assert "1 new commit(s), 1 file changed, 1 insertion(+)" in answer
         key = f"slack|{CHANNEL}|{ts}"
 
         await say(live, ts, "!diff")
