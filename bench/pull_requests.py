@@ -99,7 +99,7 @@ async def run(rounds: int, poll: float) -> None:
                 aiohttp.ClientSession() as http,
             ):
                 pulls = PullRequests(
-                    config, store, http, told.say, purpose, no_turn, None, lambda: None
+                    config, store, http, told.say, purpose, no_turn, None, lambda: None, scrub=str
                 )
                 follower = CheckFollower(pulls, LocalLeases("bench"))
                 pr_times, base_times, poll_times, hook_times = [], [], [], []
