@@ -69,6 +69,7 @@ class Harness:
         place = place_for(self.config, THREAD)
         assert place.branch is not None
         await ensure_worktree(place.repo or Path(), place.workdir, place.branch)
+        (place.workdir / name).parent.mkdir(parents=True, exist_ok=True)
         (place.workdir / name).write_text(name)
         git("-C", str(place.workdir), "add", name)
         git("-C", str(place.workdir), "commit", "-qm", name)
@@ -101,8 +102,11 @@ async def test_pr_opened_then_updated_and_its_description_scrubbed(
         assert "Co-authored-by: Carol <@carol:x>" in pull.body
         assert "Co-authored-by: Dan <dan-gh@users.noreply.github.com>" in pull.body
         assert "https://matrix.to/#/!room:x/$root" in pull.body
-        await h.commit("b.txt")
+        await h.commit(".github/workflows/ci.yml")
         again = await pulls.open_or_update(THREAD, CAROL, "Greet politely, v2")
+        warned = next(i for i, text in enumerate(h.said) if "changes CI definitions" in text)
+        assert "`.github/workflows/ci.yml`" in h.said[warned]
+        assert h.said[warned + 1].startswith("Updated pull request")
         assert again.number == first.number and len(remote.github.pulls) == 1
         assert pull.title == "Greet politely, v2"
         row = await store.pull(THREAD.key)
