@@ -93,6 +93,8 @@ class GitHubForge:
             raise ForgeError(0, str(exc)) from None
         except aiohttp.ClientError as exc:
             raise ForgeError(0, f"GitHub could not be reached: {exc}") from None
+        except TimeoutError:
+            raise ForgeError(0, "GitHub did not answer in time") from None
 
     def _pull(self, data: Mapping[str, Any]) -> PullRequest:
         state = "merged" if data.get("merged") else str(data.get("state", "open"))
