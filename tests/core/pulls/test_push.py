@@ -12,8 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bridge.agy.sandbox import Sandbox
 from bridge.core.pulls.push import PushRefused, plan_push, push, remote_url, repo_from_remote
 from bridge.core.worktrees import ensure_worktree
+from tests.agy.sandboxed import require_bwrap
 from tests.forge.conftest import REPO, TOKEN, Remote
 from tests.forge.git_http import git
 
@@ -176,3 +178,19 @@ async def test_a_push_the_remote_declines_carries_its_words(remote: Remote, tmp_
         await push(
             remote.team, BRANCH, sha, await remote_url(remote.team), TOKEN, "x-access-token", None
         )
+
+
+async def test_the_branch_comes_home_through_the_git_sandbox(
+    remote: Remote, tmp_path: Path
+) -> None:
+    require_bwrap()
+    sandbox = Sandbox(bwrap="bwrap")
+    work = tmp_path / "worktrees" / "t1"
+    await ensure_worktree(remote.team, work, BRANCH, sandbox=sandbox)
+    sha = agent_commits(work, ".gitlab-ci.yml", "stages: [x]")
+    plan = await plan_push(
+        remote.team, work, BRANCH, since=None, base_ref="refs/heads/main", sandbox=sandbox
+    )
+    assert plan.sha == sha and plan.ci_files == (".gitlab-ci.yml",)
+    await push(remote.team, BRANCH, sha, await remote_url(remote.team), TOKEN, "x-access-token", None)
+    assert remote.git.branch_sha(REPO, BRANCH) == sha
