@@ -192,5 +192,6 @@ async def test_the_branch_comes_home_through_the_git_sandbox(
         remote.team, work, BRANCH, since=None, base_ref="refs/heads/main", sandbox=sandbox
     )
     assert plan.sha == sha and plan.ci_files == (".gitlab-ci.yml",)
-    await push(remote.team, BRANCH, sha, await remote_url(remote.team), TOKEN, "x-access-token", None)
+    url = await remote_url(remote.team)
+    await push(remote.team, BRANCH, sha, url, TOKEN, "x-access-token", None)
     assert remote.git.branch_sha(REPO, BRANCH) == sha
