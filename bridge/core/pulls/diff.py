@@ -112,7 +112,10 @@ def diff_text(diff: BranchDiff, branch: str) -> str:
         lines += [
             f"• `{c.split(' ', 1)[0]}` {c.split(' ', 1)[1] if ' ' in c else ''}" for c in shown
         ]
-        lines += ["```", diff.stat, "```"]
+        # git indents every line by one space; its output reaches us stripped (the first
+        # line's lost): the rest lose theirs too, so the columns line up.
+        stat = [line.removeprefix(" ") for line in diff.stat.splitlines()]
+        lines += ["```", *stat, "```"]
     if diff.uncommitted:
         lines.append("Uncommitted in the thread's working tree (not in the patch):")
         lines += ["```", *diff.uncommitted[:40], "```"]
