@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import aiohttp
+import anyio
 
 from bridge.agy.sandbox import Sandbox
 from bridge.config import Config
@@ -58,6 +59,7 @@ class PullRequests:
         # What leaves for the forge or the agent (the agent's description, CI logs) is
         # scrubbed of the bridge's secrets first, as everything posted in a chat is.
         self.scrub = scrub
+        self._pushing: dict[str, anyio.Lock] = {}
 
     async def target(self, thread: ThreadRef) -> Target:
         return await target_for(self.config, self.store, thread, self.http)
@@ -74,7 +76,14 @@ class PullRequests:
     # --- the push ------------------------------------------------------------------------------
 
     async def push_thread(self, target: Target, by: Author | str, base: str) -> str:
-        """The thread's branch on the forge (CI files named first); the commit pushed."""
+        """The thread's branch on the forge (CI files named first); the commit pushed. One
+        push of a thread at a time here (``!pr`` and the follower's), each leasing on what the
+        one before pushed."""
+        lock = self._pushing.setdefault(target.thread.key, anyio.Lock())
+        async with lock:
+            return await self._push_thread(target, by, base)
+
+    async def _push_thread(self, target: Target, by: Author | str, base: str) -> str:
         row = await self.store.pull(target.thread.key)
         since = row.pushed_sha if row is not None and row.state == "open" else None
         plan = await plan_push(
