@@ -155,7 +155,7 @@ class TurnRunner:
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
         team: TeamControls | None = None,
-        settle: Callable[[], Awaitable[None]] | None = None,
+        settle: Callable[[], Awaitable[list[str]]] | None = None,
         disk: DiskSpace | None = None,
         workdir: Path | None = None,
     ):
@@ -182,7 +182,7 @@ class TurnRunner:
         self._finishing = finishing
         self._wake = requeued
         # What must be done before the answer is posted (a worktree thread's branch brought
-        # into the workspace's repository, so the answer and the repository agree).
+        # home, so answer and repository agree); its notes (a one-line stat) end the answer.
         self._settle = settle
         self._proc: AgyHandle | None = None
         self._requeued_last = False
@@ -306,7 +306,7 @@ class TurnRunner:
             result = await self.limits.noted(proc, result, turn.disk_stopped)
             count(self.metrics, self.ref.platform, proc, turn, result)
             if self._settle is not None:
-                await self._settle()
+                result = with_notes(result, await self._settle())
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
             await self._deliver(turn, result)
@@ -503,3 +503,11 @@ async def record_turn(
             )
         except Exception:
             log.exception("could not post a notice", extra={"chat_thread": ref.key})
+
+
+def with_notes(result: Classified, notes: list[str]) -> Classified:
+    """``result`` with ``notes`` at the end of its outcome's notes."""
+    if not notes:
+        return result
+    outcome = result.outcome.model_copy(update={"notes": [*result.outcome.notes, *notes]})
+    return Classified(outcome, result.state)
