@@ -29,6 +29,7 @@ from pydantic import (
 
 from bridge.core.approvals.options import SpecError, parse_spec
 from bridge.core.approvals.rules import RuleError, parse_rule
+from bridge.forge_settings import FORGE_TOKEN_ENV, ForgeSection, merged_forge, with_env_token
 from bridge.schedule_settings import ScheduleSection
 from bridge.team_settings import BudgetSection, PricingSection
 
@@ -257,6 +258,8 @@ class WorkspaceSection(_Section):
     # Extra paths this workspace's sandboxes see read-only / read-write (e.g. a shared cache).
     read_only: list[Path] = Field(default_factory=list)
     read_write: list[Path] = Field(default_factory=list)
+    # This workspace's forge, key by key over [forge] (docs/pull-requests.md).
+    forge: ForgeSection | None = None
 
     @property
     def is_default(self) -> bool:
@@ -367,6 +370,8 @@ class Config(_Section):
     pricing: PricingSection = Field(default_factory=PricingSection)
     budgets: list[BudgetSection] = Field(default_factory=list)
     schedules: list[ScheduleSection] = Field(default_factory=list)
+    # Pull requests from worktree threads (docs/pull-requests.md); per workspace too.
+    forge: ForgeSection | None = None
 
     # The file this config was read from (None: defaults and environment only); agy's sandbox
     # hides it and its folder.
@@ -421,6 +426,10 @@ class Config(_Section):
             raise ValueError("only one [[workspaces]] entry may omit both channel and room")
         return self
 
+    def forge_for(self, workspace: WorkspaceSection | None) -> ForgeSection | None:
+        """The forge a thread of ``workspace`` uses (None: no forge configured)."""
+        return merged_forge(self.forge, workspace.forge if workspace is not None else None)
+
     def secret_values(self) -> list[str]:
         """Every secret this config holds, for scrubbing from logs and agy's environment."""
         values: list[str] = []
@@ -434,11 +443,16 @@ class Config(_Section):
         ):
             if secret is not None and secret.get_secret_value():
                 values.append(secret.get_secret_value())
-        return values
+        forges = [self.forge, *(w.forge for w in self.workspaces)]
+        for forge in forges:
+            for secret in (forge.token, forge.webhook_secret) if forge is not None else ():
+                if secret is not None and secret.get_secret_value():
+                    values.append(secret.get_secret_value())
+        return list(dict.fromkeys(values))
 
     def secret_env_names(self) -> list[str]:
         """Environment variable names agy must never inherit."""
-        return [*ENV_SECRETS, *self.bridge.secret_env]
+        return [*ENV_SECRETS, FORGE_TOKEN_ENV, *self.bridge.secret_env]
 
 
 def _describe(error: ValidationError) -> str:
@@ -467,6 +481,8 @@ def build_config(
             section_data = dict(data.get(section) or {})
             section_data[key] = value
             data[section] = section_data
+    if forge_token := environ.get(FORGE_TOKEN_ENV):
+        data = with_env_token(data, forge_token)
     try:
         context = {SOURCE_CONTEXT: source.resolve()} if source is not None else None
         return Config.model_validate(data, context=context)

@@ -8,6 +8,7 @@ import pytest
 
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.feedback import record_feedback
+from bridge.core.store import PullRow
 from bridge.core.store.moves import THREAD_TABLES
 from bridge.core.store.opening import open_store
 
@@ -51,6 +52,21 @@ async def test_every_row_of_the_thread_moves_together(store_where: str) -> None:
             (ALICE.id, OLD.key, OLD.channel, time.time()),
         )
         await store.set_title(OLD.key, "Flaky CI hunt", ALICE.label)
+        await store.save_pull(
+            PullRow(
+                thread_key=OLD.key,
+                forge="github",
+                repo="team/app",
+                number=3,
+                head="agy/x",
+                base="main",
+                url="https://x/3",
+                state="open",
+                pushed_sha="a" * 40,
+                checks_sha="",
+                checks={},
+            )
+        )
         assert all((await counts(store, OLD.key)).values())
         assert await store.move_thread(OLD, NEW, "me")
         assert not any((await counts(store, OLD.key)).values())

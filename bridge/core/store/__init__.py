@@ -27,6 +27,7 @@ from bridge.core.store.changes import ChangeQueries
 from bridge.core.store.identities import IdentityPin, IdentityQueries, VerificationQueries
 from bridge.core.store.inbox import InboxQueries
 from bridge.core.store.moves import MoveQueries
+from bridge.core.store.pulls import PullQueries, PullRow
 from bridge.core.store.rows import (
     ApprovalRow,
     ApprovalState,
@@ -54,6 +55,7 @@ __all__ = [
     "IdentityPin",
     "MessageState",
     "ProcessRow",
+    "PullRow",
     "Row",
     "Store",
     "StoreError",
@@ -85,6 +87,7 @@ class Store(
     IdentityQueries,
     VerificationQueries,
     TitleQueries,
+    PullQueries,
 ):
     # The PostgreSQL channel that carries the thread key of a message stored for a thread the
     # storing instance does not run.

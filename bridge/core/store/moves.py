@@ -26,6 +26,7 @@ THREAD_TABLES = (
     # A thread's usage (docs/team-controls.md); the audit trail is never rewritten.
     "usage_shares",
     "thread_titles",
+    "pull_requests",
 )
 
 

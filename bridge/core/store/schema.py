@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store.rows import Database, StoreError
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -270,6 +270,26 @@ _MIGRATIONS: dict[int, str] = {
     # (`approve 7`): an answer decides only the request its author saw.
     13: """
     ALTER TABLE approvals ADD COLUMN number INTEGER
+    """,
+    # Issue 45: a worktree thread's pull request (one per thread), the commit the bridge last
+    # pushed (a push never overwrites commits the bridge did not make) and the check states
+    # last told in the thread (each change told once, across restarts and instances).
+    14: """
+    CREATE TABLE pull_requests (
+        thread_key TEXT PRIMARY KEY,
+        forge TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        head TEXT NOT NULL,
+        base TEXT NOT NULL,
+        url TEXT NOT NULL,
+        state TEXT NOT NULL,
+        pushed_sha TEXT NOT NULL,
+        checks_sha TEXT NOT NULL,
+        checks_json TEXT NOT NULL,
+        updated_at {real} NOT NULL
+    );
+    CREATE UNIQUE INDEX pull_requests_number ON pull_requests (forge, repo, number)
     """,
 }
 
