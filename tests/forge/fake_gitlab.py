@@ -403,6 +403,8 @@ class FakeGitLab:
                     raise GitLabError(404, {"message": "404 Not found"})
                 return self._protected_json(project, name)
             case ("GET", ["merge_requests"]):
+                for mr in project.merge_requests.values():
+                    await self._refresh(project, mr)
                 return [
                     self._mr_json(project, mr)
                     for mr in sorted(project.merge_requests.values(), key=lambda m: -m.iid)
@@ -414,6 +416,7 @@ class FakeGitLab:
                 mr = project.merge_requests.get(int(iid)) if iid.isdigit() else None
                 if mr is None:
                     raise GitLabError(404, {"message": "404 Not found"})
+                await self._refresh(project, mr)
                 return await self._mr_route(method, project, mr, more, body)
             case ("GET", ["pipelines"]):
                 return [
@@ -473,6 +476,11 @@ class FakeGitLab:
         if project.read_branch is not None:
             return await project.read_branch(name)
         return project.branches.get(name)
+
+    async def _refresh(self, project: Project, mr: MergeRequest) -> None:
+        """An open merge request follows its source branch (GitLab updates it on push)."""
+        if mr.state == "opened":
+            mr.sha = await self._branch(project, mr.source_branch) or mr.sha
 
     @staticmethod
     def _matches(mr: MergeRequest, query: Any) -> bool:
@@ -547,7 +555,6 @@ class FakeGitLab:
         return "mergeable"
 
     async def _merge(self, project: Project, mr: MergeRequest, body: dict[str, Any]) -> Any:
-        mr.sha = await self._branch(project, mr.source_branch) or mr.sha
         status = self._detailed_status(project, mr)
         if status == "conflict":
             raise GitLabError(406, {"message": "Branch cannot be merged"})
