@@ -45,7 +45,7 @@ class WebhookEndpoint:
     """One configured repository whose forge may call: its kind, path and webhook secret."""
 
     kind: ForgeKind
-    repo: str
+    repo: str | None  # None: any repository (the event must still be a thread's PR's)
     secret: str
 
 
@@ -156,7 +156,7 @@ class WebhookReceiver:
         handled = 0
         try:
             for item in events:
-                if item.repo.lower() != endpoint.repo.lower():
+                if endpoint.repo is not None and item.repo.lower() != endpoint.repo.lower():
                     log.warning(
                         "forge webhook: %s delivery %s names %s, not %s: ignored",
                         endpoint.kind,

@@ -1,0 +1,180 @@
+"""What a forge's webhook event does to a thread (docs/pull-requests.md, "Webhooks").
+
+- A review comment on a thread's pull request, by a forge user mapped in ``[forge] users`` to
+  a chat user the thread serves, is that user's message: stored in the inbox like any other
+  (a turn when the agent is idle, injected into the running turn when it works). Anyone else's
+  comment is shown in the thread, marked unlisted, and never reaches the agent.
+- Check changes go to the CI follower, which tells each change once.
+- A pull request merged or closed on the forge is recorded, and the thread is told once.
+
+Events about pull requests no thread opened are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from bridge.config import Config
+from bridge.core.events import Author, IncomingMessage, SubmitOutcome, ThreadRef
+from bridge.core.store.pulls import PullRow
+from bridge.core.workspaces import find_workspace
+from bridge.forge.hook_events import ChecksChanged, ForgeEvent, PrClosed, ReviewComment
+from bridge.forge.webhooks import WebhookEndpoint
+
+log = logging.getLogger(__name__)
+
+# A comment longer than this is cut (a whole pasted log is not a review comment).
+MAX_COMMENT_CHARS = 6000
+FORGE_NAMES = {"github": "GitHub", "gitlab": "GitLab"}
+
+ChecksSink = Callable[[ChecksChanged], Awaitable[None]]
+
+
+class HookCore(Protocol):
+    """What of the core the forge's events use."""
+
+    async def submit(self, message: IncomingMessage) -> SubmitOutcome: ...
+
+    async def say(self, thread: ThreadRef, text: str) -> None: ...
+
+
+class PullStore(Protocol):
+    async def pull_by_number(self, forge: str, repo: str, number: int) -> PullRow | None: ...
+
+    async def set_pull_state(self, thread_key: str, state: str) -> None: ...
+
+
+def webhook_endpoints(config: Config) -> list[WebhookEndpoint]:
+    """One endpoint per configured forge with a webhook secret (``[forge]`` and each
+    workspace's): a forge with its repository named accepts only that repository's events;
+    one whose repository comes from the remote accepts any, and the event must still be about
+    a pull request a thread opened."""
+    sections = [config.forge, *(config.forge_for(w) for w in config.workspaces)]
+    found: dict[tuple[str, str | None, str], WebhookEndpoint] = {}
+    for section in sections:
+        if section is None or section.webhook_secret is None:
+            continue
+        secret = section.webhook_secret.get_secret_value()
+        if not secret:
+            continue
+        repo = section.repo or None
+        found[(section.kind, repo, secret)] = WebhookEndpoint(section.kind, repo, secret)
+    return list(found.values())
+
+
+def _listed(config: Config, platform: str, user: str) -> bool:
+    """Whether the access lists serve ``user`` on ``platform`` (an empty list: everyone in
+    the allowed channels and rooms, which the thread is in)."""
+    users: list[str] = []
+    if platform == "slack":
+        users = config.slack.allowed_users
+    elif platform == "matrix":
+        users = config.matrix.allowed_users
+    return not users or user in users
+
+
+def _fence(text: str) -> str:
+    """``text`` as a fenced block no backtick run inside it can close: a comment's markup,
+    mentions and links are shown, never rendered."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+class ForgeHooks:
+    """The sink of :class:`bridge.forge.webhooks.WebhookReceiver`."""
+
+    def __init__(
+        self,
+        config: Config,
+        core: HookCore,
+        store: PullStore,
+        checks: ChecksSink | None = None,
+    ) -> None:
+        self._config = config
+        self._core = core
+        self._store = store
+        self._checks = checks
+
+    async def __call__(self, event: ForgeEvent) -> None:
+        match event:
+            case ReviewComment():
+                await self.comment(event)
+            case ChecksChanged():
+                await self.checks_changed(event)
+            case PrClosed():
+                await self.closed(event)
+
+    async def _pull(self, forge: str, repo: str, number: int) -> PullRow | None:
+        row = await self._store.pull_by_number(forge, repo, number)
+        if row is None:
+            log.info("forge webhook: %s %s #%d is no thread's pull request", forge, repo, number)
+        return row
+
+    async def comment(self, event: ReviewComment) -> None:
+        row = await self._pull(event.forge, event.repo, event.number)
+        if row is None:
+            return
+        thread = ThreadRef.from_key(row.thread_key)
+        forge = FORGE_NAMES[event.forge]
+        where = f" on `{event.path}`" + (f" line {event.line}" if event.line else "")
+        where = where if event.path else ""
+        body = event.body.strip()
+        if len(body) > MAX_COMMENT_CHARS:
+            body = body[:MAX_COMMENT_CHARS] + "\n… (cut)"
+        link = f" ({event.url})" if event.url else ""
+        section = self._config.forge_for(find_workspace(self._config, thread))
+        user = section.users.get(event.login) if section is not None else None
+        if user is None or not _listed(self._config, thread.platform, user):
+            log.info(
+                "forge webhook: a comment by %s, who is not a mapped teammate, is shown only",
+                event.login,
+                extra={"chat_thread": thread.key},
+            )
+            await self._core.say(
+                thread,
+                f"Unlisted: **{event.login}** commented on {forge}{where}{link}; not passed "
+                f"to the agent (not a teammate mapped in `[forge] users`):\n\n{_fence(body)}",
+            )
+            return
+        # As the mapped person's own message: stored once (the comment's id is its event id,
+        # so a redelivered webhook stops at the inbox), then a turn or an injection.
+        text = f"(review comment on {forge}{where}{link})\n\n{body}"
+        message = IncomingMessage(
+            thread=thread,
+            event_id=f"forge:{event.forge}:{event.repo}:{event.comment_id}",
+            message_id=f"forge:{event.forge}:{event.comment_id}",
+            author=Author(id=user, display_name=f"{event.login} on {forge}"),
+            text=text,
+        )
+        outcome = await self._core.submit(message)
+        log.info(
+            "forge webhook: a comment by %s on #%d (%s)",
+            event.login,
+            event.number,
+            outcome.value,
+            extra={"chat_thread": thread.key},
+        )
+
+    async def checks_changed(self, event: ChecksChanged) -> None:
+        if self._checks is None:
+            log.debug("forge webhook: checks changed on %s, no CI follower wired", event.sha)
+            return
+        await self._checks(event)
+
+    async def closed(self, event: PrClosed) -> None:
+        row = await self._pull(event.forge, event.repo, event.number)
+        if row is None:
+            return
+        state = "merged" if event.merged else "closed"
+        if row.state == state:
+            return  # the bridge merged it and said so already
+        await self._store.set_pull_state(row.thread_key, state)
+        what = "merged" if event.merged else "closed without merging"
+        await self._core.say(
+            ThreadRef.from_key(row.thread_key),
+            f"The {FORGE_NAMES[event.forge]} pull request {row.url} was {what}.",
+        )
