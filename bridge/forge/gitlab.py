@@ -22,7 +22,15 @@ from urllib.parse import quote
 
 import aiohttp
 
-from bridge.forge.base import Check, ForgeError, MergeMethod, MergeResult, PrState, PullRequest
+from bridge.forge.base import (
+    Check,
+    ForgeError,
+    ForgeKind,
+    MergeMethod,
+    MergeResult,
+    PrState,
+    PullRequest,
+)
 from bridge.forge.hook_payloads import gitlab_job_state
 
 log = logging.getLogger(__name__)
@@ -66,7 +74,7 @@ def _message(data: Any, fallback: str) -> str:
 class GitLabForge:
     """One GitLab project, reached with one token (``PRIVATE-TOKEN``)."""
 
-    kind = "gitlab"
+    kind: ForgeKind = "gitlab"
 
     def __init__(self, session: aiohttp.ClientSession, api_url: str, token: str, repo: str):
         self._session = session
