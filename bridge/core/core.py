@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -42,6 +42,7 @@ from bridge.core.events import (
 )
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
 from bridge.core.marks import Marks
+from bridge.core.pulls.seat import Pulls, has_forge, open_pulls
 from bridge.core.router import NotHere, Routed, Router
 from bridge.core.schedules.clock import Clock, WallClock
 from bridge.core.schedules.scheduler import Scheduler
@@ -101,6 +102,8 @@ class Core:
         self.disk = disk_space(config)  # for !status (the threads' rules are in their parts)
         # Scheduled prompts (set by open_core; docs/schedules.md).
         self.scheduler: Scheduler | None = None
+        # Pull requests of worktree threads (None: no forge configured; docs/pull-requests.md).
+        self.pulls: Pulls | None = None
 
     @property
     def threads(self) -> Mapping[str, ThreadActor]:
@@ -376,7 +379,7 @@ async def open_core(
     slots = ProcessSlots(config.agy.max_processes)
     disk = disk_space(config)
     await anyio.to_thread.run_sync(disk.keep_reserve)
-    async with anyio.create_task_group() as tg:
+    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
         # The store's disk reserve, given out when the disk fills between turns too.
         tg.start_soon(disk.keep_reserve_forever, name="disk reserve")
@@ -420,6 +423,12 @@ async def open_core(
         # Scheduled prompts run on every instance; a run is claimed in the store, so one makes it.
         core.scheduler = Scheduler(core, clock or WallClock(), leases.name)
         tg.start_soon(core.scheduler.run, name="scheduler")
+        if has_forge(config):
+            import aiohttp  # only where a forge is configured
+
+            http = await stack.enter_async_context(aiohttp.ClientSession())
+            core.pulls = open_pulls(config, store, router, runtime, leases, audit, http)
+            tg.start_soon(core.pulls.follower.run, name="ci-follower")
         metrics.set_sources(live_processes=lambda: slots.live, queued_threads=lambda: slots.queued)
         try:
             yield core

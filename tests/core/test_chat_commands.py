@@ -21,6 +21,10 @@ BOB = Author(id="@bob:test", display_name="Bob")
 
 HAND_WRITTEN_HELP = """\
 Commands in this thread:
+• `!diff`: this thread's commits and diff stat against the base; the full patch as a file
+• `!pr [title]`: push this thread's branch and open its pull request (again: update it)
+• `!merge`: merge this thread's pull request once its required checks passed
+• `!fix`: hand the agent the failing CI jobs' logs of this thread's pull request
 • `!schedule add "<cron>" [tz] <prompt>`: a prompt run on a schedule as you (`--here`: here)
 • `!schedule list`: this channel's schedules, their next and last runs
 • `!schedule remove <id>`: remove a schedule (its author or an approver)

@@ -18,6 +18,7 @@ from bridge.core.cluster import Cluster
 from bridge.core.command_text import Command
 from bridge.core.disk import DiskSpace
 from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.pulls.seat import Pulls
 from bridge.core.router import Router
 from bridge.core.schedules.scheduler import Scheduler
 from bridge.core.slots import ProcessSlots
@@ -40,6 +41,8 @@ class Core(Protocol):
     disk: DiskSpace
     # Scheduled prompts (None: a core built without them).
     scheduler: Scheduler | None
+    # Pull requests of worktree threads (None: no forge configured).
+    pulls: Pulls | None
 
     async def say(self, thread: ThreadRef, text: str) -> None: ...
 

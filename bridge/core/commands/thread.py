@@ -8,6 +8,7 @@ import logging
 
 from bridge.core import recovery, retry
 from bridge.core.command_text import Command
+from bridge.core.commands.pulls import status_lines as pull_status_lines
 from bridge.core.commands.registry import REGISTRY, Core, command
 from bridge.core.disk import status_line as disk_status
 from bridge.core.events import IncomingMessage
@@ -92,6 +93,7 @@ async def status(core: Core, message: IncomingMessage, _: Command) -> None:
         (
             *((await team_commands.status_line(core.team, thread),) if core.team else ()),
             *((await core.scheduler.status_lines(thread)) if core.scheduler else ()),
+            *(await pull_status_lines(core, thread)),
         ),
         disk_line=await disk_status(core.disk, place_for(core.config, thread).workdir),
         reachable=functools.partial(

@@ -136,3 +136,15 @@ class PullQueries(StoreBase):
             ),
         )
         return changed > 0
+
+    async def turn_answer(self, message_id: int) -> tuple[str, str] | None:
+        """The state and answer of the turn that took inbox row ``message_id``, once ended
+        (None: not taken yet, or still running)."""
+        rows = await self._db.fetch(
+            "SELECT turns.state AS state, turns.response AS response FROM inbox"
+            " JOIN turns ON turns.id = inbox.turn_id WHERE inbox.id = ?",
+            (message_id,),
+        )
+        if not rows or rows[0]["state"] == "running":
+            return None
+        return str(rows[0]["state"]), str(rows[0]["response"] or "")

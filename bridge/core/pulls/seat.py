@@ -1,0 +1,67 @@
+"""The pull request parts of one core: wired once in ``open_core`` when a forge is configured."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import aiohttp
+
+from bridge.agy.runtime import AgyRuntime
+from bridge.config import Config
+from bridge.core.events import Author, ThreadRef
+from bridge.core.leases import Leases
+from bridge.core.pulls.follow import CheckFollower
+from bridge.core.pulls.purpose import ask_purpose, submit_turn
+from bridge.core.pulls.service import PullRequests
+from bridge.core.router import Router
+from bridge.core.store import Store
+from bridge.core.team.audit import AuditLog
+from bridge.forge.base import Check
+
+# The longest the agent gets to write a PR's description.
+PURPOSE_SECONDS = 300.0
+
+
+def has_forge(config: Config) -> bool:
+    return config.forge is not None or any(w.forge is not None for w in config.workspaces)
+
+
+@dataclass
+class Pulls:
+    requests: PullRequests
+    follower: CheckFollower
+
+    async def report_checks(self, thread_key: str, sha: str, checks: list[Check]) -> bool:
+        """Checks a webhook reported: told in the thread when they changed (once)."""
+        return await self.follower.report_checks(thread_key, sha, checks)
+
+
+def open_pulls(
+    config: Config,
+    store: Store,
+    router: Router,
+    runtime: AgyRuntime,
+    leases: Leases,
+    audit: AuditLog | None,
+    http: aiohttp.ClientSession,
+) -> Pulls:
+    wait = min(PURPOSE_SECONDS, config.agy.turn_timeout)
+
+    async def purpose(thread: ThreadRef, author: Author) -> str | None:
+        return await ask_purpose(store, router, thread, author, wait)
+
+    async def turn(thread: ThreadRef, author: Author, text: str) -> None:
+        await submit_turn(store, router, thread, author, text)
+
+    requests = PullRequests(
+        config,
+        store,
+        http,
+        router.say,
+        purpose,
+        turn,
+        audit,
+        functools.partial(lambda: runtime.isolation.sandbox),
+    )
+    return Pulls(requests, CheckFollower(requests, leases))
