@@ -170,7 +170,7 @@ def _webhooks(bridge: Bridge) -> tuple[dict[str, PostHandler], int]:
     endpoints = webhook_endpoints(bridge.config)
     if not endpoints:
         return {}, 1024
-    hooks = ForgeHooks(bridge.config, bridge.core, bridge.store)
+    hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
     return dict(WebhookReceiver(endpoints, hooks).routes()), MAX_BODY_BYTES
 
 

@@ -4,8 +4,10 @@
   a chat user the thread serves, is that user's message: stored in the inbox like any other
   (a turn when the agent is idle, injected into the running turn when it works). Anyone else's
   comment is shown in the thread, marked unlisted, and never reaches the agent.
-- Check changes go to the CI follower, which tells each change once.
-- A pull request merged or closed on the forge is recorded, and the thread is told once.
+- Check changes: the commit's checks are read whole and handed to the CI follower
+  (:mod:`bridge.core.pulls.follow`), which tells each change once, whoever saw it first.
+- A pull request merged or closed on the forge: the follower looks at once, records it and
+  tells the thread.
 
 Events about pull requests no thread opened are ignored.
 """
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from bridge.config import Config
 from bridge.core.events import Author, IncomingMessage, SubmitOutcome, ThreadRef
+from bridge.core.pulls.seat import Pulls
+from bridge.core.pulls.target import Refused
 from bridge.core.store.pulls import PullRow
 from bridge.core.workspaces import find_workspace
+from bridge.forge.base import ForgeError
 from bridge.forge.hook_events import ChecksChanged, ForgeEvent, PrClosed, ReviewComment
 from bridge.forge.webhooks import WebhookEndpoint
 
@@ -29,8 +33,6 @@ log = logging.getLogger(__name__)
 # A comment longer than this is cut (a whole pasted log is not a review comment).
 MAX_COMMENT_CHARS = 6000
 FORGE_NAMES = {"github": "GitHub", "gitlab": "GitLab"}
-
-ChecksSink = Callable[[ChecksChanged], Awaitable[None]]
 
 
 class HookCore(Protocol):
@@ -44,7 +46,7 @@ class HookCore(Protocol):
 class PullStore(Protocol):
     async def pull_by_number(self, forge: str, repo: str, number: int) -> PullRow | None: ...
 
-    async def set_pull_state(self, thread_key: str, state: str) -> None: ...
+    async def open_pulls(self) -> list[PullRow]: ...
 
 
 def webhook_endpoints(config: Config) -> list[WebhookEndpoint]:
@@ -88,16 +90,12 @@ class ForgeHooks:
     """The sink of :class:`bridge.forge.webhooks.WebhookReceiver`."""
 
     def __init__(
-        self,
-        config: Config,
-        core: HookCore,
-        store: PullStore,
-        checks: ChecksSink | None = None,
+        self, config: Config, core: HookCore, store: PullStore, pulls: Pulls | None
     ) -> None:
         self._config = config
         self._core = core
         self._store = store
-        self._checks = checks
+        self._pulls = pulls
 
     async def __call__(self, event: ForgeEvent) -> None:
         match event:
@@ -160,21 +158,51 @@ class ForgeHooks:
         )
 
     async def checks_changed(self, event: ChecksChanged) -> None:
-        if self._checks is None:
-            log.debug("forge webhook: checks changed on %s, no CI follower wired", event.sha)
+        """Read the commit's checks whole (an event names one check, or one pipeline's jobs)
+        and hand them to the CI follower, which tells a change once."""
+        if self._pulls is None:
+            log.debug("forge webhook: checks changed on %s, no CI follower", event.sha[:12])
             return
-        await self._checks(event)
+        for row in await self._rows_of(event):
+            sha = event.sha or row.pushed_sha
+            if sha != row.pushed_sha:
+                continue  # an older commit's checks: the thread follows its latest push
+            thread = ThreadRef.from_key(row.thread_key)
+            try:
+                target = await self._pulls.requests.target(thread)
+                checks = await target.forge.checks(sha)
+            except (Refused, ForgeError) as exc:
+                log.info(
+                    "forge webhook: checks of %s not read: %s",
+                    sha[:12],
+                    exc,
+                    extra={"chat_thread": row.thread_key},
+                )
+                continue
+            await self._pulls.report_checks(row.thread_key, sha, checks)
+
+    async def _rows_of(self, event: ChecksChanged) -> list[PullRow]:
+        """The open pull requests an event is about: those it names, else those whose head
+        is its branch or its commit."""
+        rows = []
+        for number in event.prs:
+            row = await self._store.pull_by_number(event.forge, event.repo, number)
+            if row is not None and row.state == "open":
+                rows.append(row)
+        if rows or event.prs:
+            return rows
+        return [
+            row
+            for row in await self._store.open_pulls()
+            if row.forge == event.forge
+            and row.repo.lower() == event.repo.lower()
+            and ((event.branch and row.head == event.branch) or row.pushed_sha == event.sha)
+        ]
 
     async def closed(self, event: PrClosed) -> None:
+        """The CI follower looks at once: it records the forge's state and tells the thread
+        (once: a merge the bridge made is recorded already)."""
         row = await self._pull(event.forge, event.repo, event.number)
-        if row is None:
+        if row is None or self._pulls is None or row.state != "open":
             return
-        state = "merged" if event.merged else "closed"
-        if row.state == state:
-            return  # the bridge merged it and said so already
-        await self._store.set_pull_state(row.thread_key, state)
-        what = "merged" if event.merged else "closed without merging"
-        await self._core.say(
-            ThreadRef.from_key(row.thread_key),
-            f"The {FORGE_NAMES[event.forge]} pull request {row.url} was {what}.",
-        )
+        self._pulls.follower.wake(row.thread_key)

@@ -12,7 +12,7 @@ import aiohttp
 from bridge.config import Config
 from bridge.core.git import GitError, run_git
 from bridge.forge.base import ForgeError
-from bridge.forge.clients import FORGE_NAMES, forge_client
+from bridge.forge.opening import open_forge
 from bridge.forge_settings import ForgeSection
 
 # What !pr and !merge need, per forge: any one of the sets.
@@ -23,6 +23,7 @@ NEEDED: dict[str, tuple[frozenset[str], ...]] = {
     "github": (frozenset({"repo"}), frozenset({"public_repo"})),
 }
 NEEDED_TEXT = {"gitlab": "api", "github": "repo (or public_repo)"}
+FORGE_NAMES = {"github": "GitHub", "gitlab": "GitLab"}
 
 
 class Lines(Protocol):
@@ -83,11 +84,10 @@ async def _check_one(
     section: ForgeSection, repo: str, session: aiohttp.ClientSession, report: Lines
 ) -> None:
     name = FORGE_NAMES[section.kind]
-    try:
-        client = forge_client(section, session, repo)
-    except ForgeError as exc:
-        report.bad(f"{name} {repo}: {exc.text}")
+    if section.token is None or not section.token.get_secret_value():
+        report.bad(f"{name} {repo}: no token: set [forge] token or AGY_BRIDGE_FORGE_TOKEN")
         return
+    client = open_forge(section.kind, section.api, section.token.get_secret_value(), repo, session)
     try:
         scopes = await client.token_scopes()
     except ForgeError as exc:

@@ -1,7 +1,6 @@
 """Review comments from a forge's webhook into the thread, on the simulator: a mapped
 teammate's comment is their message (a turn when idle, injected when the agent works); anyone
-else's is shown as unlisted and never reaches the agent; a redelivery stores nothing twice; a
-merge on the forge is told once."""
+else's is shown as unlisted and never reaches the agent; a redelivery stores nothing twice."""
 
 from __future__ import annotations
 
@@ -53,7 +52,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         }
         async with running(tmp_path, extra={"forge": forge}) as h:
             bridge = h.bridge
-            hooks = ForgeHooks(bridge.config, bridge.core, bridge.store)
+            hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
             receiver = WebhookReceiver(webhook_endpoints(bridge.config), hooks)
             async with open_admin(
                 bridge.metrics,
@@ -131,17 +130,3 @@ async def test_a_mapped_comment_while_the_agent_works_is_injected(tmp_path: Path
         )
         assert comment.text.endswith("also rename y")
         assert len(h.adapter.finished(thread())) == 1
-
-
-async def test_a_merge_on_the_forge_is_told_once(tmp_path: Path) -> None:
-    async with world(tmp_path) as w:
-        w.project.only_allow_merge_if_pipeline_succeeds = False
-        async with aiohttp.ClientSession() as session:
-            await GitLabForge(session, w.gitlab.api_url, TOKEN, REPO).merge(1, "squash", "t", "")
-        notice = await w.h.adapter.wait_notice("was merged")
-        assert notice.endswith("/-/merge_requests/1 was merged.")
-        pull = await w.h.bridge.store.pull(thread().key)
-        assert pull is not None and pull.state == "merged"
-        merged = next(d for d in w.gitlab.deliveries if b'"action": "merge"' in d.body)
-        await w.gitlab.redeliver(merged)
-        assert [n for _, n in w.h.adapter.notices if "was merged" in n] == [notice]

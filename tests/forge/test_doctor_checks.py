@@ -50,7 +50,7 @@ async def test_gitlab_scopes_and_reachability(tmp_path: Path) -> None:
         report = Report()
         await check_forges(config(tmp_path, {k: v for k, v in base.items()}), report)
         assert report.lines == [
-            "✗ GitLab team/app: no GitLab token: set [forge] token or AGY_BRIDGE_FORGE_TOKEN"
+            "✗ GitLab team/app: no token: set [forge] token or AGY_BRIDGE_FORGE_TOKEN"
         ]
 
 
