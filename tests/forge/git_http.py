@@ -26,6 +26,8 @@ class GitHttpServer:
         self.url = ""
         # (method, path, authenticated) of every request, for tests.
         self.requests: list[tuple[str, str, bool]] = []
+        # Seconds each request waits before it is answered (a slow remote, for scans).
+        self.delay = 0.0
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -76,6 +78,8 @@ class GitHttpServer:
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         authorized = self._authorized(request)
+        if self.delay:
+            await anyio.sleep(self.delay)
         self.requests.append((request.method, request.path, authorized))
         if not authorized:
             return web.Response(

@@ -75,7 +75,7 @@ async def remote_url(team: Path) -> str:
 def _credential_options(fd: int, scheme: str) -> list[str]:
     # The helper prints what the bridge wrote into the pipe, once, for `get`; git reads
     # username and password from it. No token is part of this text.
-    helper = f'!f() {{ test "$1" = get && cat <&{fd}; }}; f'
+    helper = f'!f() {{ test "$1" = get && cat /dev/fd/{fd}; }}; f'
     return [
         "-c",
         f"credential.helper={helper}",
