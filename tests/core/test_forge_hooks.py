@@ -14,11 +14,12 @@ import aiohttp
 import pytest
 
 from bridge.admin import open_admin
+from bridge.config import build_config
 from bridge.core.events import Reaction
 from bridge.core.forge_hooks import ForgeHooks, webhook_endpoints
 from bridge.core.store.pulls import PullRow
 from bridge.forge.gitlab import GitLabForge
-from bridge.forge.webhooks import GITLAB_PATH, MAX_BODY_BYTES, WebhookReceiver
+from bridge.forge.webhooks import GITLAB_PATH, MAX_BODY_BYTES, WebhookEndpoint, WebhookReceiver
 from tests.core.harness import Harness, running, thread
 from tests.forge.fake_gitlab import TOKEN, FakeGitLab, Project, serve_fake_gitlab
 
@@ -130,3 +131,25 @@ async def test_a_mapped_comment_while_the_agent_works_is_injected(tmp_path: Path
         )
         assert comment.text.endswith("also rename y")
         assert len(h.adapter.finished(thread())) == 1
+
+
+def test_webhook_endpoints_come_from_each_forge_with_a_secret(tmp_path: Path) -> None:
+    raw: dict[str, Any] = {
+        "bridge": {"data_dir": str(tmp_path)},
+        "forge": {"kind": "github", "token": "t", "webhook_secret": "s1"},
+        "workspaces": [
+            {"path": str(tmp_path), "channel": "C1"},
+            {
+                "path": str(tmp_path),
+                "channel": "C2",
+                "forge": {"kind": "gitlab", "repo": "g/app", "webhook_secret": "s2"},
+            },
+        ],
+    }
+    assert webhook_endpoints(build_config(raw, environ={})) == [
+        WebhookEndpoint("github", None, "s1"),
+        WebhookEndpoint("gitlab", "g/app", "s2"),
+    ]
+    raw["forge"].pop("webhook_secret")
+    raw["workspaces"].pop()
+    assert webhook_endpoints(build_config(raw, environ={})) == []

@@ -318,3 +318,19 @@ async def _open_mr(gitlab: FakeGitLab, project: Any) -> None:
         ) as resp,
     ):
         assert resp.status == 201
+
+
+async def test_a_body_over_the_cap_is_refused_unread(served: tuple[AdminServer, Recorder]) -> None:
+    server, sink = served
+    body = b"{" + b" " * MAX_BODY_BYTES + b"}"
+    headers = {
+        "X-GitHub-Event": "issue_comment",
+        "X-GitHub-Delivery": "big",
+        "X-Hub-Signature-256": github_signature(SECRET, body),
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(server.url + GITHUB_PATH, data=body, headers=headers) as resp,
+    ):
+        assert resp.status == 413
+    assert sink.events == []
