@@ -6,7 +6,8 @@ Both are compared in constant time against every configured secret of that forge
 matches also names the only repository whose events the delivery may carry. A delivery without
 a valid signature is answered 401 and logged with its id and event, never with a header's or
 the secret's value. Each delivery's id (GitHub's ``X-GitHub-Delivery``, GitLab's
-``Idempotency-Key``, which its retries keep) is remembered, so a replay is acknowledged and
+``Idempotency-Key``, which its retries keep; older GitLab sends none, and the body's hash
+stands in) is remembered, so a replay is acknowledged and
 dropped; comments are also stored under their forge ids, which the inbox keeps unique.
 """
 
@@ -105,6 +106,9 @@ class WebhookReceiver:
         )
         token = request.headers.get("X-Gitlab-Token")
         body = await request.read()
+        if not delivery:
+            # GitLab before 16.2 sends no delivery id: the body itself names the event.
+            delivery = "body-" + hashlib.sha256(body).hexdigest()[:32]
         endpoint = None
         if token is not None:
             endpoint = next(

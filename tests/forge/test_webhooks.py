@@ -271,6 +271,19 @@ async def test_gitlab_token_valid_wrong_missing_and_replay(
     ]
     assert await gitlab.redeliver(good) == 200  # GitLab's retry: the same Idempotency-Key
     assert len(sink.events) == 1
+    # An older GitLab sends no delivery id: the same body is the same delivery.
+    old = {
+        k: v
+        for k, v in good.headers.items()
+        if k not in ("Idempotency-Key", "X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID")
+    }
+    for _ in range(2):
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(good.url, data=good.body, headers=old) as resp,
+        ):
+            assert resp.status == 200
+    assert len(sink.events) == 2
     missing = {k: v for k, v in good.headers.items() if k != "X-Gitlab-Token"}
     async with (
         aiohttp.ClientSession() as session,
