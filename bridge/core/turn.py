@@ -149,7 +149,7 @@ class TurnRunner:
         requeued: Callable[[], None] = lambda: None,
         scrub: Scrubber | None = None,
         team: TeamControls | None = None,
-        settle: Callable[[], Awaitable[None]] | None = None,
+        settle: Callable[[], Awaitable[list[str]]] | None = None,
         disk: DiskSpace | None = None,
         workdir: Path | None = None,
     ):
@@ -176,7 +176,8 @@ class TurnRunner:
         self._finishing = finishing
         self._wake = requeued
         # What must be done before the answer is posted (a worktree thread's branch brought
-        # into the workspace's repository, so the answer and the repository agree).
+        # into the workspace's repository, so the answer and the repository agree); the notes
+        # it returns end the answer (the branch's one-line stat after a turn that committed).
         self._settle = settle
         self._proc: AgyHandle | None = None
         self._requeued_last = False
@@ -299,8 +300,11 @@ class TurnRunner:
                 result = summarised(result, turn.files, turn.tokens_before, end)
             result = await self.limits.noted(proc, result, turn.disk_stopped)
             count(self.metrics, self.ref.platform, proc, turn, result)
-            if self._settle is not None:
-                await self._settle()
+            if self._settle is not None and (settled := await self._settle()):
+                notes = [*result.outcome.notes, *settled]
+                result = Classified(
+                    result.outcome.model_copy(update={"notes": notes}), result.state
+                )
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
             await self._deliver(turn, result)

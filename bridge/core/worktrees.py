@@ -171,6 +171,33 @@ async def bring_back(repo: Path, path: Path, branch: str, *, sandbox: Sandbox | 
     )
 
 
+async def branch_tip(repo: Path, branch: str) -> str | None:
+    """The team repository's commit of ``branch`` (None: none yet)."""
+    return await _tip(team_git_dir(repo), f"refs/heads/{branch}")
+
+
+async def commits_stat(repo: Path, branch: str, before: str | None) -> list[str]:
+    """The one-line stat of the commits ``branch`` gained since ``before`` (brought home: every
+    object checked), or nothing when it gained none."""
+    team = team_git_dir(repo)
+    after = await _tip(team, f"refs/heads/{branch}")
+    if after is None or after == before:
+        return []
+    if before is None:
+        # The branch's first commits: counted from where it left the team's checked-out branch.
+        try:
+            before = await _git(team, "merge-base", "HEAD", after)
+        except WorktreeError:
+            return []
+    count = await _git(team, "rev-list", "--count", f"{before}..{after}", "--")
+    stat = await _git(
+        team, "diff", "--no-ext-diff", "--no-textconv", "--shortstat", before, after, "--"
+    )
+    if not stat or count == "0":
+        return []
+    return [f"`{branch}`: {count} new commit(s), {stat.strip()} (`!diff` shows them)"]
+
+
 async def _tip(repo: Path, ref: str) -> str | None:
     """The commit a ref names (read from the ref itself), or None when there is none."""
     try:

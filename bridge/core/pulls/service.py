@@ -6,7 +6,6 @@ sentence when something is missing; the forge's own error text is shown as it sa
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -182,15 +181,7 @@ class PullRequests:
         return "\n".join(lines)
 
     async def _teammates(self, thread_key: str) -> list[Author]:
-        people: dict[str, Author] = {}
-        for _, who, _ in await self.store.history(thread_key, 10_000):
-            try:
-                author = Author.model_validate(json.loads(who))
-            except ValueError:
-                continue
-            if author.person:
-                people.setdefault(author.id, author)
-        return list(people.values())
+        return [a for a in await self.store.thread_authors(thread_key) if a.person]
 
     # --- !merge --------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict
 
+from bridge.core.events import Author
 from bridge.core.store.rows import Row, StoreBase
 
 
@@ -148,3 +149,19 @@ class PullQueries(StoreBase):
         if not rows or rows[0]["state"] == "running":
             return None
         return str(rows[0]["state"]), str(rows[0]["response"] or "")
+
+    async def thread_authors(self, thread_key: str) -> list[Author]:
+        """Everyone who wrote in the thread (messages and commands), first message first."""
+        rows = await self._db.fetch(
+            "SELECT author_json, MIN(id) AS first FROM inbox WHERE thread_key = ?"
+            " GROUP BY author_json ORDER BY first",
+            (thread_key,),
+        )
+        people: dict[str, Author] = {}
+        for row in rows:
+            try:
+                author = Author.model_validate_json(row["author_json"])
+            except ValueError:
+                continue
+            people.setdefault(author.id, author)
+        return list(people.values())

@@ -15,7 +15,9 @@ from bridge.core.store.rows import StoredMessage
 from bridge.core.workspaces import Place
 from bridge.core.worktrees import (
     WorktreeError,
+    branch_tip,
     bring_back,
+    commits_stat,
     ensure_worktree,
     is_repository,
     remove_worktree,
@@ -64,17 +66,21 @@ async def cleanup_workdir(place: Place | None, sandbox: Sandbox | None, key: str
         log.warning("could not remove a worktree", exc_info=True, extra={"chat_thread": key})
 
 
-async def bring_branch_back(place: Place | None, sandbox: Sandbox | None, key: str) -> None:
+async def bring_branch_back(place: Place | None, sandbox: Sandbox | None, key: str) -> list[str]:
     """A worktree thread's branch into the workspace's repository (after a turn): where the
-    operator and other threads see it. A failure is logged; the thread carries on."""
+    operator and other threads see it. A failure is logged; the thread carries on. The note
+    for the answer's end: the new commits' one-line stat, when the turn committed."""
     if place is None or place.repo is None or place.branch is None:
-        return
+        return []
     try:
+        before = await branch_tip(place.repo, place.branch)
         await bring_back(place.repo, place.workdir, place.branch, sandbox=sandbox)
+        return await commits_stat(place.repo, place.branch, before)
     except (WorktreeError, OSError):
         log.warning(
             "could not bring a thread's branch back", exc_info=True, extra={"chat_thread": key}
         )
+        return []
 
 
 async def ensure_saved(

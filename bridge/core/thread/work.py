@@ -169,8 +169,8 @@ class ThreadWork:
             workdir=place.workdir,
         )
 
-    async def _bring_branch_back(self) -> None:
-        await bring_branch_back(self.place, self.parts.runtime.isolation.sandbox, self.key)
+    async def _bring_branch_back(self) -> list[str]:
+        return await bring_branch_back(self.place, self.parts.runtime.isolation.sandbox, self.key)
 
     async def has_pending(self) -> bool:
         return await self.parts.store.has_pending(self.key)
