@@ -42,7 +42,7 @@ from bridge.config import Config
 from bridge.core import disk as disk_usage
 from bridge.core.store import store_url
 from bridge.core.store.opening import open_store
-from bridge.forge.doctor_checks import check_forges
+from bridge.doctor_forge import check_forges
 from bridge.isolation import IsolationError, executables, resolve_isolation, resolve_limits
 
 LIVE_TURN_SECONDS = 180.0

@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
 from pydantic import ValidationError
 
-from bridge.chat.common.lru import LRUMap
 from bridge.forge.base import ForgeKind
 from bridge.forge.hook_events import ForgeEvent
 from bridge.forge.hook_payloads import parse_github, parse_gitlab
@@ -66,7 +66,8 @@ class WebhookReceiver:
     def __init__(self, endpoints: Sequence[WebhookEndpoint], sink: Sink) -> None:
         self._endpoints = list(endpoints)
         self._sink = sink
-        self._seen: LRUMap[str, bool] = LRUMap(SEEN_CAPACITY)
+        # Delivery keys, oldest first, at most SEEN_CAPACITY.
+        self._seen: OrderedDict[str, None] = OrderedDict()
 
     def routes(self) -> Mapping[str, Handler]:
         """The POST routes to serve: one per forge that has a configured endpoint."""
@@ -156,7 +157,9 @@ class WebhookReceiver:
                 type(exc).__name__,
             )
             return web.json_response({"error": "malformed payload"}, status=400)
-        self._seen.put(key, True)
+        self._seen[key] = None
+        while len(self._seen) > SEEN_CAPACITY:
+            self._seen.popitem(last=False)
         handled = 0
         try:
             for item in events:
@@ -173,7 +176,7 @@ class WebhookReceiver:
                 handled += 1
         except Exception:
             # Forget it, so that the forge's retry is handled.
-            self._seen.pop(key)
+            self._seen.pop(key, None)
             log.exception("forge webhook: %s delivery %s failed", endpoint.kind, delivery)
             return web.json_response({"error": "not handled"}, status=500)
         log.debug("forge webhook: %s %s (%s): %d events", endpoint.kind, delivery, event, handled)

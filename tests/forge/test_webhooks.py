@@ -347,3 +347,17 @@ async def test_a_body_over_the_cap_is_refused_unread(served: tuple[AdminServer, 
     ):
         assert resp.status == 413
     assert sink.events == []
+
+
+async def test_remembered_deliveries_are_bounded(
+    served: tuple[AdminServer, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, sink = served
+    monkeypatch.setattr("bridge.forge.webhooks.SEEN_CAPACITY", 2)
+    for delivery in ("d1", "d2", "d3", "d3", "d1"):
+        assert await post_github(
+            server, "issue_comment", issue_comment(delivery), delivery=delivery
+        )
+    # d3 again is a replay; d1 was forgotten after two newer ones (its comment id still
+    # keeps it from being stored twice: the inbox's unique event id).
+    assert [e.body for e in sink.events] == ["d1", "d2", "d3", "d1"]  # type: ignore[union-attr]

@@ -10,10 +10,11 @@ import pytest
 
 from bridge.config import build_config
 from bridge.doctor import Report
-from bridge.forge.doctor_checks import check_forges
+from bridge.doctor_forge import check_forges
 from tests.forge.conftest import REPO as GH_REPO
 from tests.forge.conftest import TOKEN as GH_TOKEN
 from tests.forge.conftest import Remote
+from tests.forge.conftest import remote as remote
 from tests.forge.fake_gitlab import READ_TOKEN, TOKEN, serve_fake_gitlab
 from tests.forge.git_http import git
 
