@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -15,10 +16,12 @@ import pytest
 
 from bridge.admin import open_admin
 from bridge.config import build_config
-from bridge.core.events import Reaction
+from bridge.core.events import Reaction, ThreadRef
 from bridge.core.forge_hooks import ForgeHooks, webhook_endpoints
 from bridge.core.store.pulls import PullRow
+from bridge.forge.base import Check
 from bridge.forge.gitlab import GitLabForge
+from bridge.forge.hook_events import ChecksChanged, PrClosed
 from bridge.forge.webhooks import GITLAB_PATH, MAX_BODY_BYTES, WebhookEndpoint, WebhookReceiver
 from tests.core.harness import Harness, running, thread
 from tests.forge.fake_gitlab import TOKEN, FakeGitLab, Project, serve_fake_gitlab
@@ -153,3 +156,83 @@ def test_webhook_endpoints_come_from_each_forge_with_a_secret(tmp_path: Path) ->
     raw["forge"].pop("webhook_secret")
     raw["workspaces"].pop()
     assert webhook_endpoints(build_config(raw, environ={})) == []
+
+
+class _Follower:
+    def __init__(self) -> None:
+        self.woken: list[str | None] = []
+
+    def wake(self, thread_key: str | None = None) -> None:
+        self.woken.append(thread_key)
+
+
+class _Forge:
+    async def checks(self, sha: str) -> list[Check]:
+        return [Check(name="test", state="failed")]
+
+
+class _Requests:
+    async def target(self, thread: ThreadRef) -> Any:
+        return SimpleNamespace(forge=_Forge())
+
+
+class _Pulls:
+    def __init__(self) -> None:
+        self.follower = _Follower()
+        self.requests = _Requests()
+        self.reported: list[tuple[str, str, list[str]]] = []
+
+    async def report_checks(self, thread_key: str, sha: str, checks: list[Check]) -> bool:
+        self.reported.append((thread_key, sha, [c.name for c in checks]))
+        return True
+
+
+class _Store:
+    def __init__(self, rows: list[PullRow]) -> None:
+        self.rows = rows
+
+    async def pull_by_number(self, forge: str, repo: str, number: int) -> PullRow | None:
+        return next(
+            (r for r in self.rows if (r.forge, r.repo, r.number) == (forge, repo, number)), None
+        )
+
+    async def open_pulls(self) -> list[PullRow]:
+        return [r for r in self.rows if r.state == "open"]
+
+
+def _row(key: str, number: int, head: str, sha: str, state: str = "open") -> PullRow:
+    return PullRow(
+        thread_key=key,
+        forge="gitlab",
+        repo=REPO,
+        number=number,
+        head=head,
+        base="main",
+        url=f"https://gl/{number}",
+        state=state,
+        pushed_sha=sha,
+        checks_sha="",
+        checks={},
+    )
+
+
+async def test_check_events_find_their_pull_request_and_read_its_checks_whole(
+    tmp_path: Path,
+) -> None:
+    k1, k2 = thread("k1").key, thread("k2").key
+    rows = [_row(k1, 1, "agy/a", "a" * 40), _row(k2, 2, "agy/b", "b" * 40)]
+    pulls = _Pulls()
+    config = build_config({"bridge": {"data_dir": str(tmp_path)}}, environ={})
+    hooks = ForgeHooks(config, None, _Store(rows), pulls)  # type: ignore[arg-type]
+    one = Check(name="lint", state="passed")
+    await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="a" * 40, prs=(1,), checks=(one,)))
+    await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="b" * 40, branch="agy/b"))
+    # An older commit of a thread's branch, another repository's branch: nothing.
+    await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="c" * 40, branch="agy/b"))
+    await hooks(ChecksChanged(forge="gitlab", repo="x/y", sha="b" * 40, branch="agy/b"))
+    assert pulls.reported == [(k1, "a" * 40, ["test"]), (k2, "b" * 40, ["test"])]
+    await hooks(PrClosed(forge="gitlab", repo=REPO, number=2, merged=True))
+    rows[0] = _row(k1, 1, "agy/a", "a" * 40, state="merged")
+    await hooks(PrClosed(forge="gitlab", repo=REPO, number=1, merged=True))  # told already
+    await hooks(PrClosed(forge="gitlab", repo=REPO, number=9, merged=True))  # no thread's
+    assert pulls.follower.woken == [k2]
