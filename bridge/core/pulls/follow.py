@@ -23,6 +23,7 @@ from bridge.core.leases import Leases
 from bridge.core.pulls.service import PullRequests
 from bridge.core.pulls.target import Refused
 from bridge.core.store import PullRow
+from bridge.core.worktrees import branch_tip
 from bridge.forge.base import Check, ForgeError
 
 log = logging.getLogger(__name__)
@@ -124,8 +125,10 @@ class CheckFollower:
                 await self.pulls.store.set_pull_state(row.thread_key, pull.state)
                 await self.pulls.say(thread, f"Pull request #{row.number} was {pull.state}.")
                 return True
-            sha = await self.pulls.push_thread(target, "bridge", pull.base)
-            if sha != row.pushed_sha:
+            # The branch comes home after each turn: its tip alone says whether to push.
+            tip = await branch_tip(target.team, target.branch)
+            if tip is not None and tip != row.pushed_sha:
+                sha = await self.pulls.push_thread(target, "bridge", pull.base)
                 await self.pulls.say(
                     thread, f"Pushed `{sha[:7]}` to pull request #{row.number}: {row.url}"
                 )

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bridge.core.team.audit import AuditLog
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.fake_slack import FakeSlack
 from tests.chat.slack.test_end_to_end import Live, live_bridge
@@ -139,6 +140,12 @@ async def test_thread_to_merged_pull_request(
         await once(fake_slack, ts, "Merged pull request #1 into `main`")
         assert pull.merged and pull.merge_call["merge_method"] == "squash"
         assert "Co-authored-by: alice <alice@example.org>" in pull.merge_call["commit_message"]
+        trail = await AuditLog(live.bridge.store.database).records()
+        kinds = [record.kind for record in trail]
+        for kind in ("forge.push", "forge.pr_opened", "forge.fix", "forge.merged"):
+            assert kind in kinds
+        merged = next(r for r in trail if r.kind == "forge.merged")
+        assert merged.person == BOB
         row = await live.bridge.store.pull(key)
         assert row is not None and row.state == "merged"
         workdir = tmp_path / "data" / "worktrees"
