@@ -145,8 +145,9 @@ async def test_thread_to_merged_merge_request_with_webhooks(
             assert any(auth for method, _, auth in server.requests if method == "POST")
 
             pipeline = fake.add_pipeline(project, sha, mr.source_branch, [("test", "pending")])
+            started_at = time.monotonic()
             await fake.set_pipeline(project, pipeline, "running", {"test": "running"})
-            await once(fake_slack, ts, "⏳ running:")
+            running = await once(fake_slack, ts, "⏳ running:")
             pipeline.jobs[0].trace = "collecting...\nE   AssertionError: greeting is rude\n"
             failed_at = time.monotonic()
             await fake.set_pipeline(project, pipeline, "failed", {"test": "failed"})
@@ -191,5 +192,6 @@ async def test_thread_to_merged_merge_request_with_webhooks(
                     await anyio.sleep(0.05)
             print(
                 f"\nGitLab: !pr to link posted: {linked - asked:.2f} s; a pipeline's webhook to "
-                f"the thread's message: {told - failed_at:.2f} s"
+                f"the thread's message: {running - started_at:.2f} s (running), "
+                f"{told - failed_at:.2f} s (failed, behind Slack's pace of one post a second)"
             )
