@@ -236,3 +236,18 @@ async def test_check_events_find_their_pull_request_and_read_its_checks_whole(
     await hooks(PrClosed(forge="gitlab", repo=REPO, number=1, merged=True))  # told already
     await hooks(PrClosed(forge="gitlab", repo=REPO, number=9, merged=True))  # no thread's
     assert pulls.follower.woken == [k2]
+
+
+def test_the_run_command_serves_webhooks_only_when_a_secret_is_set(tmp_path: Path) -> None:
+    from bridge.cli import _webhooks
+
+    forge: dict[str, Any] = {"kind": "gitlab", "token": "t"}
+
+    def bridge_of() -> Any:
+        config = build_config({"bridge": {"data_dir": str(tmp_path)}, "forge": forge}, environ={})
+        return SimpleNamespace(config=config, core=SimpleNamespace(pulls=None), store=None)
+
+    assert _webhooks(bridge_of()) == ({}, 1024)
+    forge["webhook_secret"] = "s"
+    routes, cap = _webhooks(bridge_of())
+    assert list(routes) == [GITLAB_PATH] and cap == MAX_BODY_BYTES
