@@ -427,7 +427,7 @@ async def open_core(
             import aiohttp  # only where a forge is configured
 
             http = await stack.enter_async_context(aiohttp.ClientSession())
-            core.pulls = open_pulls(config, store, router, runtime, leases, audit, http)
+            core.pulls = open_pulls(config, store, router, runtime, leases, audit, http, scrub)
             tg.start_soon(core.pulls.follower.run, name="ci-follower")
         metrics.set_sources(live_processes=lambda: slots.live, queued_threads=lambda: slots.queued)
         try:

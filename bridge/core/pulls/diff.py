@@ -71,7 +71,9 @@ async def branch_diff(
     uncommitted = await run_git(
         workdir,
         "status",
-        "--porcelain",
+        # v2: every line starts with its kind (run_git strips the output, and v1's first line
+        # may start with a space).
+        "--porcelain=v2",
         "--untracked-files=normal",
         sandbox=sandbox,
         readable=(team_git_dir(team) / "objects",),
@@ -82,8 +84,20 @@ async def branch_diff(
         stat=stat,
         shortstat=short.strip(),
         patch=patch + "\n" if patch else "",
-        uncommitted=[line for line in uncommitted.splitlines() if line],
+        uncommitted=[short for line in uncommitted.splitlines() if (short := _short(line))],
     )
+
+
+def _short(line: str) -> str:
+    """A ``git status --porcelain=v2`` line as the short form people read (`` M path``)."""
+    kind, _, rest = line.partition(" ")
+    if kind == "?":
+        return f"?? {rest}"
+    if kind in ("1", "2", "u"):
+        fields = rest.split(" ", {"1": 7, "2": 8, "u": 9}[kind])
+        xy = fields[0].replace(".", " ")
+        return f"{xy} {fields[-1].split(chr(9))[0]}"
+    return ""
 
 
 def diff_text(diff: BranchDiff, branch: str) -> str:

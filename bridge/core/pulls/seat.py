@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -45,6 +45,7 @@ def open_pulls(
     leases: Leases,
     audit: AuditLog | None,
     http: aiohttp.ClientSession,
+    scrub: Callable[[str], str],
 ) -> Pulls:
     wait = min(PURPOSE_SECONDS, config.agy.turn_timeout)
 
@@ -62,6 +63,7 @@ def open_pulls(
         purpose,
         turn,
         audit,
-        functools.partial(lambda: runtime.isolation.sandbox),
+        lambda: runtime.isolation.sandbox,
+        scrub=scrub,
     )
     return Pulls(requests, CheckFollower(requests, leases))

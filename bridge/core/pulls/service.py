@@ -44,6 +44,8 @@ class PullRequests:
         start_turn: Turn,
         audit: AuditLog | None,
         sandbox: Callable[[], Sandbox | None],
+        *,
+        scrub: Callable[[str], str],
     ) -> None:
         self.config = config
         self.store = store
@@ -53,6 +55,9 @@ class PullRequests:
         self.start_turn = start_turn
         self.audit = audit
         self.sandbox = sandbox
+        # What leaves for the forge or the agent (the agent's description, CI logs) is
+        # scrubbed of the bridge's secrets first, as everything posted in a chat is.
+        self.scrub = scrub
 
     async def target(self, thread: ThreadRef) -> Target:
         return await target_for(self.config, self.store, thread, self.http)
@@ -126,8 +131,9 @@ class PullRequests:
             base = await self.base(target)
             sha = await self.push_thread(target, by, base)
             purpose = await self.ask_purpose(thread, by)
-            body = await self._body(target, purpose)
-            title = (title or _title_of(purpose) or f"Changes from {target.branch}")[:MAX_TITLE]
+            body = self.scrub(await self._body(target, purpose))
+            title = self.scrub(title or _title_of(purpose) or f"Changes from {target.branch}")
+            title = title[:MAX_TITLE]
             row = await self.store.pull(thread.key)
             if row is not None and row.state == "open":
                 pull = await target.forge.update_pr(row.number, title, body)
@@ -256,7 +262,7 @@ class PullRequests:
         await self._audit(
             "forge.fix", thread, by, number=pull.number, checks=[c.name for c in failing]
         )
-        await self.start_turn(thread, by, "\n\n".join(parts))
+        await self.start_turn(thread, by, self.scrub("\n\n".join(parts)))
         return failing
 
     # --- cleanup -------------------------------------------------------------------------------

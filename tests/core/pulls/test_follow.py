@@ -45,7 +45,7 @@ def follower(store: Any, said: list[str]) -> CheckFollower:
         return None
 
     config = build_config({}, {})
-    pulls = PullRequests(config, store, None, say, nothing, nothing, None, lambda: None)  # type: ignore[arg-type]
+    pulls = PullRequests(config, store, None, say, nothing, nothing, None, lambda: None, scrub=str)  # type: ignore[arg-type]
     return CheckFollower(pulls, LocalLeases("here"))
 
 

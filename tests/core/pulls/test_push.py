@@ -162,3 +162,17 @@ def _scan_once(secret: bytes, found: list[str]) -> None:
     timer.start()
     _scan(secret, [], found, stop)
     timer.cancel()
+
+
+async def test_a_push_the_remote_declines_carries_its_words(remote: Remote, tmp_path: Path) -> None:
+    hook = remote.git.root / f"{REPO}.git" / "hooks" / "pre-receive"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\necho 'GH006: Protected branch update failed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    work = await thread_repo(remote, tmp_path)
+    sha = agent_commits(work, "a.txt", "one")
+    await home(remote, work)
+    with pytest.raises(PushRefused, match=r"rejected.*GH006: Protected branch update failed"):
+        await push(
+            remote.team, BRANCH, sha, await remote_url(remote.team), TOKEN, "x-access-token", None
+        )

@@ -1,0 +1,157 @@
+"""!pr, !merge and !fix's steps (bridge/core/pulls/service.py) against the GitHub fake and a
+real git remote: the same PR updated, the description scrubbed, the forge's words on refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bridge.config import build_config
+from bridge.core.approvals.secrets import scrubber_for
+from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.pulls.service import PullRequests
+from bridge.core.pulls.target import Refused
+from bridge.core.store.opening import open_store
+from bridge.core.workspaces import place_for
+from bridge.core.worktrees import ensure_worktree
+from tests.forge.conftest import REPO, TOKEN, Remote
+from tests.forge.git_http import git
+
+pytestmark = pytest.mark.anyio
+THREAD = ThreadRef(platform="matrix", channel="!room:x", thread="$root")
+CAROL = Author(id="@carol:x", display_name="Carol")
+DAN = Author(id="@dan:x", display_name="Dan")
+
+
+class Harness:
+    def __init__(self, remote: Remote, tmp_path: Path, **forge: Any) -> None:
+        raw = {
+            "bridge": {"data_dir": str(tmp_path / "data")},
+            "workspaces": [{"path": str(remote.team), "worktree": True}],
+            "forge": {
+                "api_url": remote.github.url,
+                "token": TOKEN,
+                "users": {"dan-gh": DAN.id},
+                **forge,
+            },
+        }
+        self.config = build_config(raw, {})
+        self.said: list[str] = []
+        self.turns: list[str] = []
+        self.purpose = "Greet politely\n\nThe greeting was rude."
+
+    async def say(self, thread: ThreadRef, text: str) -> None:
+        self.said.append(text)
+
+    async def ask(self, thread: ThreadRef, author: Author) -> str:
+        return self.purpose
+
+    async def turn(self, thread: ThreadRef, author: Author, text: str) -> None:
+        self.turns.append(text)
+
+    def pulls(self, store: Any, http: aiohttp.ClientSession) -> PullRequests:
+        return PullRequests(
+            self.config,
+            store,
+            http,
+            self.say,
+            self.ask,
+            self.turn,
+            None,
+            lambda: None,
+            scrub=scrubber_for(self.config),
+        )
+
+    async def commit(self, name: str) -> str:
+        place = place_for(self.config, THREAD)
+        assert place.branch is not None
+        await ensure_worktree(place.repo or Path(), place.workdir, place.branch)
+        (place.workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (place.workdir / name).write_text(name)
+        git("-C", str(place.workdir), "add", name)
+        git("-C", str(place.workdir), "commit", "-qm", name)
+        return place.branch
+
+
+async def wrote(store: Any, author: Author, n: int) -> None:
+    await store.add_message(
+        IncomingMessage(
+            thread=THREAD, event_id=f"e{n}", message_id=f"m{n}", author=author, text="hi"
+        ),
+        record_thread=True,
+    )
+
+
+async def test_pr_opened_then_updated_and_its_description_scrubbed(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    h = Harness(remote, tmp_path)
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        await wrote(store, CAROL, 1)
+        await wrote(store, DAN, 2)
+        pulls = h.pulls(store, session)
+        branch = await h.commit("a.txt")
+        h.purpose = f"Greet politely\n\nUsed the token {TOKEN} to test."
+        first = await pulls.open_or_update(THREAD, CAROL, "")
+        pull = remote.github.pulls[(REPO, first.number)]
+        assert pull.title == "Greet politely" and pull.head == branch
+        assert TOKEN not in pull.body and "Used the token" in pull.body
+        assert "Co-authored-by: Carol <@carol:x>" in pull.body
+        assert "Co-authored-by: Dan <dan-gh@users.noreply.github.com>" in pull.body
+        assert "https://matrix.to/#/!room:x/$root" in pull.body
+        await h.commit(".github/workflows/ci.yml")
+        again = await pulls.open_or_update(THREAD, CAROL, "Greet politely, v2")
+        warned = next(i for i, text in enumerate(h.said) if "changes CI definitions" in text)
+        assert "`.github/workflows/ci.yml`" in h.said[warned]
+        assert h.said[warned + 1].startswith("Updated pull request")
+        assert again.number == first.number and len(remote.github.pulls) == 1
+        assert pull.title == "Greet politely, v2"
+        row = await store.pull(THREAD.key)
+        assert row is not None and row.pushed_sha == remote.git.branch_sha(REPO, branch)
+        assert h.said[0].startswith(f"Opened pull request #{first.number}:")
+        assert h.said[-1].startswith(f"Updated pull request #{first.number}:")
+
+
+async def test_merge_waits_for_configured_checks_and_uses_the_method(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    h = Harness(remote, tmp_path, required_checks=["build", "lint"], merge_method="rebase")
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        pulls = h.pulls(store, session)
+        branch = await h.commit("a.txt")
+        opened = await pulls.open_or_update(THREAD, CAROL, "t")
+        sha = remote.git.branch_sha(REPO, branch) or ""
+        remote.github.set_check(REPO, sha, "build", "completed", "success")
+        with pytest.raises(Refused, match="`lint` not reported"):
+            await pulls.merge(THREAD, CAROL)
+        remote.github.set_check(REPO, sha, "lint", "completed", "failure", log="E lint\n")
+        with pytest.raises(Refused, match="`lint` failed"):
+            await pulls.merge(THREAD, CAROL)
+        failing = await pulls.fix(THREAD, CAROL)
+        assert [c.name for c in failing] == ["lint"] and "E lint" in h.turns[-1]
+        remote.github.set_check(REPO, sha, "lint", "completed", "success")
+        merged, clean = await pulls.merge(THREAD, CAROL)
+        assert clean and merged.state == "merged"
+        assert remote.github.pulls[(REPO, opened.number)].merge_call["merge_method"] == "rebase"
+        with pytest.raises(Refused, match="is merged: nothing to merge"):
+            await pulls.merge(THREAD, CAROL)
+
+
+async def test_the_forges_own_words_when_it_refuses(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    h = Harness(remote, tmp_path)
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        pulls = h.pulls(store, session)
+        await h.commit("a.txt")
+        remote.github.scopes = "read:user"
+        with pytest.raises(Refused) as refused:
+            await pulls.open_or_update(THREAD, CAROL, "t")
+        assert str(refused.value) == (
+            "The forge refused: Resource not accessible by personal access token (HTTP 403)"
+        )
+        with pytest.raises(Refused, match="no pull request"):
+            await pulls.merge(THREAD, CAROL)
