@@ -2,8 +2,9 @@
 
 - A review comment on a thread's pull request, by a forge user mapped in ``[forge] users`` to
   a chat user the thread serves, is that user's message: stored in the inbox like any other
-  (a turn when the agent is idle, injected into the running turn when it works). Anyone else's
-  comment is shown in the thread, marked unlisted, and never reaches the agent.
+  (a turn when the agent is idle, injected into the running turn when it works) and shown in
+  the thread. Anyone else's comment is shown in the thread, marked unlisted, and never reaches
+  the agent.
 - Check changes: the commit's checks are read whole and handed to the CI follower
   (:mod:`bridge.core.pulls.follow`), which tells each change once, whoever saw it first.
 - A pull request merged or closed on the forge: the follower looks at once, records it and
@@ -149,6 +150,13 @@ class ForgeHooks:
             text=text,
         )
         outcome = await self._core.submit(message)
+        if outcome is SubmitOutcome.ACCEPTED:
+            # The thread sees what the agent got (once: a redelivery is a duplicate).
+            await self._core.say(
+                thread,
+                f"💬 **{event.login}** commented on {forge}{where}{link}, passed to the agent "
+                f"as their message:\n\n{_fence(body)}",
+            )
         log.info(
             "forge webhook: a comment by %s on #%d (%s)",
             event.login,

@@ -103,6 +103,8 @@ async def test_a_mapped_teammates_comment_is_their_turn_and_a_strangers_is_shown
         assert await h.bridge.store.pending(thread().key) == []
         await w.gitlab.add_note(w.project, 1, "alice", "please add a test for x")
         [reply] = await h.adapter.wait_finished(1, thread())
+        shown = await h.adapter.wait_notice("💬 **alice** commented on GitLab")
+        assert shown.endswith("```\nplease add a test for x\n```")
         assert reply.author is not None and reply.author.id == "@alice:test"
         assert reply.author.display_name == "alice on GitLab"
         final = reply.outcome.final_text if reply.outcome else ""
@@ -112,9 +114,19 @@ async def test_a_mapped_teammates_comment_is_their_turn_and_a_strangers_is_shown
         delivery = next(d for d in w.gitlab.deliveries if b"please add a test" in d.body)
         assert await w.gitlab.redeliver(delivery) == 200
         await h.say("and now?")
+        assert len([n for _, n in h.adapter.notices if n.startswith("💬")]) == 1
         replies = await h.adapter.wait_finished(2, thread())
         second = replies[1].outcome.final_text if replies[1].outcome else ""
         assert len(replies) == 2 and "please add a test" not in second
+
+
+async def test_a_comment_is_never_a_chat_command(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        await w.gitlab.add_note(w.project, 1, "alice", "!merge")
+        [reply] = await w.h.adapter.wait_finished(1, thread())
+        assert reply.outcome is not None and "!merge" in reply.outcome.final_text
+        assert await w.h.bridge.store.pull(thread().key) is not None
+        assert not [n for _, n in w.h.adapter.notices if "approvers" in n or "Merged" in n]
 
 
 async def test_a_mapped_comment_while_the_agent_works_is_injected(tmp_path: Path) -> None:
