@@ -166,15 +166,16 @@ class ForgeHooks:
         )
 
     async def checks_changed(self, event: ChecksChanged) -> None:
-        """Read the commit's checks whole (an event names one check, or one pipeline's jobs)
-        and hand them to the CI follower, which tells a change once."""
+        """Read the pull request's checks whole (an event names one check, or one pipeline's
+        jobs) and hand them to the CI follower, which tells a change once."""
         if self._pulls is None:
             log.debug("forge webhook: checks changed on %s, no CI follower", event.sha[:12])
             return
         for row in await self._rows_of(event):
-            sha = event.sha or row.pushed_sha
-            if sha != row.pushed_sha:
-                continue  # an older commit's checks: the thread follows its latest push
+            # The head the bridge pushed last, whatever commit the event names: a merged
+            # results pipeline runs on a merge commit, and an older commit's event changes
+            # nothing there (the follower tells only a change).
+            sha = row.pushed_sha
             thread = ThreadRef.from_key(row.thread_key)
             try:
                 target = await self._pulls.requests.target(thread)

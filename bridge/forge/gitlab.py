@@ -7,9 +7,10 @@ things differently from GitHub, and this module is where that is translated:
 
 - a pull request is a merge request, numbered by its ``iid`` within the project;
 - the project is addressed by its URL-encoded path (``group%2Fsub%2Fname``);
-- checks are the jobs of the commit's latest pipeline, the pipeline itself as one check named
-  ``pipeline`` (the one a project's "Pipelines must succeed" setting requires), and any
-  external commit statuses beside them;
+- checks are the jobs of the commit's latest pipeline (or, when none ran on the commit itself,
+  its merge request's head pipeline: a merged results pipeline runs on a merge commit), the
+  pipeline itself as one check named ``pipeline`` (what a project's "Pipelines must succeed"
+  setting requires), and any external commit statuses beside them;
 - a refused merge answers 405 with nothing but "Method Not Allowed": the merge request's
   ``detailed_merge_status`` (``ci_still_running``, ``draft_status``, …) is read and added.
 """
@@ -239,8 +240,8 @@ class GitLabForge:
             params={"sha": sha, "order_by": "id", "sort": "desc", "per_page": "1"},
         )
         found: list[Check] = []
-        if pipelines:
-            latest = pipelines[0]
+        latest = pipelines[0] if pipelines else await self._merge_request_pipeline(sha)
+        if latest is not None:
             found.append(
                 Check(
                     name=PIPELINE_CHECK,
@@ -276,6 +277,18 @@ class GitLabForge:
                 )
             )
         return found
+
+    async def _merge_request_pipeline(self, sha: str) -> dict[str, Any] | None:
+        """The pipeline of the open merge request whose head is ``sha``, when none ran on
+        ``sha`` itself: a merged results pipeline runs on a merge commit GitLab makes."""
+        mrs = await self._call("GET", f"{self._project}/repository/commits/{sha}/merge_requests")
+        for mr in mrs:
+            if mr.get("state") == "opened" and mr.get("sha") == sha:
+                full = await self._call("GET", f"{self._project}/merge_requests/{mr['iid']}")
+                pipeline = full.get("head_pipeline")
+                if isinstance(pipeline, dict):
+                    return pipeline
+        return None
 
     async def job_log(self, check: Check, tail_bytes: int = 8000) -> str:
         if check.job_id is None:

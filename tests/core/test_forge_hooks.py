@@ -239,10 +239,16 @@ async def test_check_events_find_their_pull_request_and_read_its_checks_whole(
     one = Check(name="lint", state="passed")
     await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="a" * 40, prs=(1,), checks=(one,)))
     await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="b" * 40, branch="agy/b"))
-    # An older commit of a thread's branch, another repository's branch: nothing.
-    await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="c" * 40, branch="agy/b"))
+    # A merge commit's pipeline (merged results) naming the request: the head's checks.
+    await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="m" * 40, prs=(2,)))
+    # Another repository's branch, a commit and branch no thread pushed: nothing.
     await hooks(ChecksChanged(forge="gitlab", repo="x/y", sha="b" * 40, branch="agy/b"))
-    assert pulls.reported == [(k1, "a" * 40, ["test"]), (k2, "b" * 40, ["test"])]
+    await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="c" * 40, branch="agy/c"))
+    assert pulls.reported == [
+        (k1, "a" * 40, ["test"]),
+        (k2, "b" * 40, ["test"]),
+        (k2, "b" * 40, ["test"]),
+    ]
     await hooks(PrClosed(forge="gitlab", repo=REPO, number=2, merged=True))
     rows[0] = _row(k1, 1, "agy/a", "a" * 40, state="merged")
     await hooks(PrClosed(forge="gitlab", repo=REPO, number=1, merged=True))  # told already

@@ -216,9 +216,15 @@ class FakeGitLab:
         ref: str,
         jobs: list[tuple[str, str]] | None = None,
         status: str = "running",
+        source: str = "push",
     ) -> Pipeline:
         pipeline = Pipeline(
-            id=next(self._ids), iid=len(project.pipelines) + 1, sha=sha, ref=ref, status=status
+            id=next(self._ids),
+            iid=len(project.pipelines) + 1,
+            sha=sha,
+            ref=ref,
+            status=status,
+            source=source,
         )
         for name, job_status in jobs or []:
             pipeline.jobs.append(Job(next(self._ids), name, "test", job_status))
@@ -435,6 +441,14 @@ class FakeGitLab:
                         if str(job.id) == jid:
                             return web.Response(text=job.trace, content_type="text/plain")
                 raise GitLabError(404, {"message": "404 Not found"})
+            case ("GET", ["repository", "commits", sha, "merge_requests"]):
+                for mr in project.merge_requests.values():
+                    await self._refresh(project, mr)
+                return [
+                    self._mr_json(project, mr)
+                    for mr in project.merge_requests.values()
+                    if mr.sha == sha
+                ]
             case ("GET", ["repository", "commits", sha, "statuses"]):
                 return [s for s in project.statuses if s["sha"] == sha]
             case ("POST", ["statuses", sha]):
@@ -466,7 +480,7 @@ class FakeGitLab:
                 return [
                     self._pipeline_json(project, p)
                     for p in sorted(project.pipelines.values(), key=lambda p: -p.id)
-                    if p.ref == mr.source_branch
+                    if p.ref in self._refs(mr)
                 ]
         raise GitLabError(404, {"error": "404 Not Found"})
 
@@ -533,8 +547,19 @@ class FakeGitLab:
         project.merge_requests[iid] = mr
         return self._mr_json(project, mr, single=True)
 
+    @staticmethod
+    def _refs(mr: MergeRequest) -> set[str]:
+        """The refs a merge request's pipelines run on: its branch, and GitLab's own refs for
+        merge request pipelines (``…/head``) and merged results pipelines (``…/merge``)."""
+        return {
+            mr.source_branch,
+            f"refs/merge-requests/{mr.iid}/head",
+            f"refs/merge-requests/{mr.iid}/merge",
+        }
+
     def _head_pipeline(self, project: Project, mr: MergeRequest) -> Pipeline | None:
-        ours = [p for p in project.pipelines.values() if p.ref == mr.source_branch]
+        refs = self._refs(mr)
+        ours = [p for p in project.pipelines.values() if p.ref in refs]
         return max(ours, key=lambda p: p.id) if ours else None
 
     def _detailed_status(self, project: Project, mr: MergeRequest) -> str:
@@ -711,7 +736,7 @@ class FakeGitLab:
         }
 
     def _pipeline_hook(self, project: Project, p: Pipeline) -> dict[str, Any]:
-        mr = next((m for m in project.merge_requests.values() if m.source_branch == p.ref), None)
+        mr = next((m for m in project.merge_requests.values() if p.ref in self._refs(m)), None)
         return {
             "object_kind": "pipeline",
             "object_attributes": {

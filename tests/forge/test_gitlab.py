@@ -183,3 +183,23 @@ async def test_protected_branches_and_an_unreachable_gitlab(
     with pytest.raises(ForgeError) as unreachable:
         await gone.default_branch()
     assert unreachable.value.status == 0 and TOKEN not in str(unreachable.value)
+
+
+async def test_a_merged_results_pipeline_is_the_heads_checks(
+    gitlab: FakeGitLab, session: aiohttp.ClientSession
+) -> None:
+    project = gitlab.project(REPO)
+    client = forge(gitlab, session)
+    await client.open_pr(HEAD, "trunk", "Add x", "")
+    # GitLab runs it on a merge commit of its own, on refs/merge-requests/1/merge.
+    pipeline = gitlab.add_pipeline(
+        project,
+        "m" * 40,
+        "refs/merge-requests/1/merge",
+        [("test", "failed")],
+        "failed",
+        source="merge_request_event",
+    )
+    checks = await client.checks(SHA)
+    assert [(c.name, c.state) for c in checks] == [(PIPELINE_CHECK, "failed"), ("test", "failed")]
+    assert checks[1].job_id == str(pipeline.jobs[0].id)
