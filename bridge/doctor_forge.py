@@ -10,9 +10,11 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from bridge.config import Config
+from bridge.core.forge_hooks import webhook_endpoints
 from bridge.core.git import GitError, run_git
 from bridge.forge.base import ForgeError
 from bridge.forge.opening import open_forge
+from bridge.forge.webhooks import GITHUB_PATH, GITLAB_PATH
 from bridge.forge_settings import ForgeSection
 
 # What !pr and !merge need, per forge: any one of the sets.
@@ -78,6 +80,19 @@ async def check_forges(config: Config, report: Lines) -> None:
                 continue
             seen.add(key)
             await _check_one(section, repo, session, report)
+    _webhook_lines(config, report)
+
+
+def _webhook_lines(config: Config, report: Lines) -> None:
+    """Where each forge's webhook is served, when a secret is set."""
+    kinds = sorted({e.kind for e in webhook_endpoints(config)})
+    host = f"[{config.admin.host}]" if ":" in config.admin.host else config.admin.host
+    for kind in kinds:
+        path = GITHUB_PATH if kind == "github" else GITLAB_PATH
+        report.ok(
+            f"{FORGE_NAMES[kind]} webhooks: served at http://{host}:{config.admin.port}{path} "
+            "(the [admin] listener; the forge reaches it through your reverse proxy)"
+        )
 
 
 async def _check_one(

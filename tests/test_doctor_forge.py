@@ -37,6 +37,13 @@ async def test_gitlab_scopes_and_reachability(tmp_path: Path) -> None:
             "✓ GitLab repository team/app reachable (default branch trunk)",
         ]
         report = Report()
+        hooked = {**base, "token": TOKEN, "webhook_secret": "s"}
+        await check_forges(config(tmp_path, hooked, admin={"port": 9999}), report)
+        assert report.lines[-1] == (
+            "✓ GitLab webhooks: served at http://127.0.0.1:9999/forge/gitlab (the [admin] "
+            "listener; the forge reaches it through your reverse proxy)"
+        )
+        report = Report()
         await check_forges(config(tmp_path, {**base, "token": READ_TOKEN}), report)
         assert report.lines[0] == ("✗ GitLab token scopes: read_api; !pr and !merge need api")
         assert report.failed == 1
