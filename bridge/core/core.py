@@ -42,7 +42,7 @@ from bridge.core.events import (
 )
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
 from bridge.core.marks import Marks
-from bridge.core.pulls.seat import Pulls, has_forge, open_pulls
+from bridge.core.pulls.seat import FORGE_TIMEOUT, Pulls, has_forge, open_pulls
 from bridge.core.router import NotHere, Routed, Router
 from bridge.core.schedules.clock import Clock, WallClock
 from bridge.core.schedules.scheduler import Scheduler
@@ -426,7 +426,9 @@ async def open_core(
         if has_forge(config):
             import aiohttp  # only where a forge is configured
 
-            http = await stack.enter_async_context(aiohttp.ClientSession())
+            # A forge that stops answering holds no step (or the CI follower) for long.
+            timeout = aiohttp.ClientTimeout(total=FORGE_TIMEOUT)
+            http = await stack.enter_async_context(aiohttp.ClientSession(timeout=timeout))
             core.pulls = open_pulls(config, store, router, runtime, leases, audit, http, scrub)
             tg.start_soon(core.pulls.follower.run, name="ci-follower")
         metrics.set_sources(live_processes=lambda: slots.live, queued_threads=lambda: slots.queued)

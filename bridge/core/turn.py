@@ -176,8 +176,7 @@ class TurnRunner:
         self._finishing = finishing
         self._wake = requeued
         # What must be done before the answer is posted (a worktree thread's branch brought
-        # into the workspace's repository, so the answer and the repository agree); the notes
-        # it returns end the answer (the branch's one-line stat after a turn that committed).
+        # home, so answer and repository agree); its notes (a one-line stat) end the answer.
         self._settle = settle
         self._proc: AgyHandle | None = None
         self._requeued_last = False
@@ -300,11 +299,8 @@ class TurnRunner:
                 result = summarised(result, turn.files, turn.tokens_before, end)
             result = await self.limits.noted(proc, result, turn.disk_stopped)
             count(self.metrics, self.ref.platform, proc, turn, result)
-            if self._settle is not None and (settled := await self._settle()):
-                notes = [*result.outcome.notes, *settled]
-                result = Classified(
-                    result.outcome.model_copy(update={"notes": notes}), result.state
-                )
+            if self._settle is not None:
+                result = with_notes(result, await self._settle())
             # The answer goes to the thread first: a store that cannot be written must not
             # cost the team the agent's work.
             await self._deliver(turn, result)
@@ -512,3 +508,11 @@ async def record_turn(
             )
         except Exception:
             log.exception("could not post a notice", extra={"chat_thread": ref.key})
+
+
+def with_notes(result: Classified, notes: list[str]) -> Classified:
+    """``result`` with ``notes`` at the end of its outcome's notes."""
+    if not notes:
+        return result
+    outcome = result.outcome.model_copy(update={"notes": [*result.outcome.notes, *notes]})
+    return Classified(outcome, result.state)

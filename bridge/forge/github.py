@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+import anyio
 import gidgethub
-import gidgethub.aiohttp
+import gidgethub.abc
 
 from bridge.forge.base import (
     Check,
@@ -27,18 +28,25 @@ from bridge.forge.base import (
 USER_AGENT = "agy-bridge"
 
 
-class _Api(gidgethub.aiohttp.GitHubAPI):
-    """gidgethub's aiohttp client that keeps the last answer's headers (the token's scopes are
-    only said in ``X-OAuth-Scopes``)."""
+class _Api(gidgethub.abc.GitHubAPI):
+    """gidgethub over the bridge's aiohttp session: its one transport method, as gidgethub
+    asks of an implementation (its own aiohttp module is the same, and sleeps with asyncio);
+    the last answer's headers kept (a token's scopes are only said in ``X-OAuth-Scopes``)."""
 
-    last_headers: Mapping[str, str] = {}
+    def __init__(self, session: aiohttp.ClientSession, requester: str, **kwargs: Any) -> None:
+        super().__init__(requester, **kwargs)
+        self._session = session
+        self.last_headers: Mapping[str, str] = {}
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
-        status, answer_headers, data = await super()._request(method, url, headers, body)
-        self.last_headers = answer_headers
-        return status, answer_headers, data
+        async with self._session.request(method, url, headers=headers, data=body) as answer:
+            self.last_headers = answer.headers
+            return answer.status, answer.headers, await answer.read()
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
 
 
 def _run_state(run: Mapping[str, Any]) -> CheckState:
@@ -93,6 +101,8 @@ class GitHubForge:
             raise ForgeError(0, str(exc)) from None
         except aiohttp.ClientError as exc:
             raise ForgeError(0, f"GitHub could not be reached: {exc}") from None
+        except TimeoutError:
+            raise ForgeError(0, "GitHub did not answer in time") from None
 
     def _pull(self, data: Mapping[str, Any]) -> PullRequest:
         state = "merged" if data.get("merged") else str(data.get("state", "open"))

@@ -22,7 +22,7 @@ from bridge.core.events import ThreadRef
 from bridge.core.leases import Leases
 from bridge.core.pulls.service import PullRequests
 from bridge.core.pulls.target import Refused
-from bridge.core.store import PullRow
+from bridge.core.store import PullRow, StoreError
 from bridge.core.worktrees import branch_tip
 from bridge.forge.base import Check, ForgeError
 
@@ -79,7 +79,11 @@ class CheckFollower:
 
     async def run(self) -> None:
         while True:
-            wait = await self.tick()
+            try:
+                wait = await self.tick()
+            except StoreError:
+                log.warning("could not read the open pull requests", exc_info=True)
+                wait = 30.0
             with anyio.move_on_after(wait):
                 await self._wake.wait()
             self._wake = anyio.Event()
@@ -122,8 +126,9 @@ class CheckFollower:
             target = await self.pulls.target(thread)
             pull = await target.forge.get_pr(row.number)
             if pull.state != "open":
-                await self.pulls.store.set_pull_state(row.thread_key, pull.state)
-                await self.pulls.say(thread, f"Pull request #{row.number} was {pull.state}.")
+                # Said once: by whoever moves the row from open (a merge here says its own).
+                if await self.pulls.store.close_pull(row.thread_key, pull.state):
+                    await self.pulls.say(thread, f"Pull request #{row.number} was {pull.state}.")
                 return True
             # The branch comes home after each turn: its tip alone says whether to push.
             tip = await branch_tip(target.team, target.branch)

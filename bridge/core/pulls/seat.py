@@ -19,6 +19,8 @@ from bridge.core.store import Store
 from bridge.core.team.audit import AuditLog
 from bridge.forge.base import Check
 
+# The longest one request to the forge may take (seconds).
+FORGE_TIMEOUT = 60.0
 # The longest the agent gets to write a PR's description.
 PURPOSE_SECONDS = 300.0
 

@@ -94,16 +94,16 @@ class PullRequests:
                 f"⚠️ This push changes CI definitions: {named}. The forge runs them with the "
                 "repository's secrets; review them before anyone approves a run.",
             )
+        # The lease: the commit the bridge pushed last (a merged PR's branch too), else none.
+        lease = row.pushed_sha if row is not None else None
         try:
-            await push(
-                target.team,
-                target.branch,
-                plan.sha,
-                target.push_url,
-                target.token,
-                GIT_USERNAME.get(target.settings.kind, "oauth2"),
-                since,
-            )
+            try:
+                await self._push(target, plan.sha, lease)
+            except PushRefused:
+                if row is None or row.state == "open":
+                    raise
+                # After a merge the forge may have deleted the branch: a first push again.
+                await self._push(target, plan.sha, None)
         except PushRefused as exc:
             await self._audit(
                 "forge.push_refused", target.thread, by, branch=target.branch, reason=str(exc)
@@ -122,6 +122,10 @@ class PullRequests:
             await self.store.set_pull_pushed(target.thread.key, plan.sha)
         return plan.sha
 
+    async def _push(self, target: Target, sha: str, lease: str | None) -> None:
+        username = GIT_USERNAME.get(target.settings.kind, "oauth2")
+        await push(target.team, target.branch, sha, target.push_url, target.token, username, lease)
+
     # --- !pr -----------------------------------------------------------------------------------
 
     async def open_or_update(self, thread: ThreadRef, by: Author, title: str) -> PullRequest:
@@ -135,6 +139,9 @@ class PullRequests:
             title = self.scrub(title or _title_of(purpose) or f"Changes from {target.branch}")
             title = title[:MAX_TITLE]
             row = await self.store.pull(thread.key)
+            if row is not None and row.state == "open":
+                if (await target.forge.get_pr(row.number)).state != "open":
+                    row = row.model_copy(update={"state": "closed"})
             if row is not None and row.state == "open":
                 pull = await target.forge.update_pr(row.number, title, body)
                 opened = False

@@ -120,6 +120,15 @@ class PullQueries(StoreBase):
             (state, time.time(), thread_key),
         )
 
+    async def close_pull(self, thread_key: str, state: str) -> bool:
+        """Move an open PR's row to ``state``: whether this call moved it."""
+        changed = await self._write(
+            "UPDATE pull_requests SET state = ?, updated_at = ? WHERE thread_key = ?"
+            " AND state = 'open'",
+            (state, time.time(), thread_key),
+        )
+        return changed > 0
+
     async def claim_checks(self, seen: PullRow, sha: str, now: dict[str, str]) -> bool:
         """Record ``now`` as the states told for ``sha`` if the row still holds what ``seen``
         read: whether this caller is the one to tell the change (compare and set, so two

@@ -86,3 +86,25 @@ def test_change_text_marks_what_changed() -> None:
     )
     assert text.splitlines()[0] == "CI on pull request #4 (`aaaaaaa`): all checks passed."
     assert "✅ passed: **build**, lint" in text
+
+
+class HeldElsewhere(LocalLeases):
+    async def holder(self, key: str) -> str | None:
+        return "another-instance"
+
+
+async def test_only_the_lease_holder_looks(tmp_path: Path) -> None:
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        await store.save_pull(row())
+        said: list[str] = []
+        looked: list[str] = []
+        mine = follower(store, said)
+
+        async def target(thread: ThreadRef) -> Any:
+            looked.append(thread.key)
+            raise AssertionError("not for this instance")
+
+        elsewhere = CheckFollower(mine.pulls, HeldElsewhere("here"))
+        mine.pulls.target = target  # type: ignore[method-assign]
+        assert not await elsewhere._look(row())
+        assert looked == []

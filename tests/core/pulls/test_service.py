@@ -138,6 +138,20 @@ async def test_merge_waits_for_configured_checks_and_uses_the_method(
         assert remote.github.pulls[(REPO, opened.number)].merge_call["merge_method"] == "rebase"
         with pytest.raises(Refused, match="is merged: nothing to merge"):
             await pulls.merge(THREAD, CAROL)
+        # The thread carries on: its next PR goes over the merged branch the bridge pushed.
+        await h.commit("c.txt")
+        second = await pulls.open_or_update(THREAD, CAROL, "more")
+        assert second.number == opened.number + 1
+        assert remote.git.branch_sha(REPO, branch) == second.head_sha
+        # And when the forge deleted the merged branch (GitHub's auto-delete), a first push.
+        remote.github.set_check(REPO, second.head_sha, "build", "completed", "success")
+        remote.github.set_check(REPO, second.head_sha, "lint", "completed", "success")
+        await pulls.merge(THREAD, CAROL)
+        git("--git-dir", str(remote.git.root / f"{REPO}.git"), "branch", "-D", branch)
+        await h.commit("d.txt")
+        third = await pulls.open_or_update(THREAD, CAROL, "even more")
+        assert third.number == second.number + 1
+        assert remote.git.branch_sha(REPO, branch) == third.head_sha
 
 
 async def test_the_forges_own_words_when_it_refuses(
