@@ -269,3 +269,19 @@ def test_the_run_command_serves_webhooks_only_when_a_secret_is_set(tmp_path: Pat
     forge["webhook_secret"] = "s"
     routes, cap = _webhooks(bridge_of())
     assert list(routes) == [GITLAB_PATH] and cap == MAX_BODY_BYTES
+
+
+def test_a_mapped_user_must_be_one_the_access_lists_serve(tmp_path: Path) -> None:
+    from bridge.core.forge_hooks import _listed
+
+    raw = {
+        "bridge": {"data_dir": str(tmp_path)},
+        "slack": {"allowed_users": ["U0ALICE"]},
+        "matrix": {"allowed_users": ["@alice:example.org"]},
+    }
+    config = build_config(raw, environ={})
+    assert _listed(config, "slack", "U0ALICE") and not _listed(config, "slack", "U0BOB")
+    assert _listed(config, "matrix", "@alice:example.org")
+    assert not _listed(config, "matrix", "@bob:example.org")
+    open_lists = build_config({"bridge": {"data_dir": str(tmp_path)}}, environ={})
+    assert _listed(open_lists, "matrix", "@bob:example.org")  # the rooms' lists decide
