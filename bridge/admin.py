@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +23,8 @@ from bridge.metrics import Metrics
 log = logging.getLogger(__name__)
 
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
+# A POST route served beside them (a forge's webhook: bridge/forge/webhooks.py).
+PostHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # A probe that hangs is worse than one that fails: answer 503 after this long.
 HEALTH_TIMEOUT = 5.0
@@ -49,15 +51,18 @@ async def open_admin(
     port: int = 9464,
     health: HealthCheck,
     health_timeout: float = HEALTH_TIMEOUT,
+    posts: Mapping[str, PostHandler] | None = None,
+    max_body: int = 1024,
 ) -> AsyncIterator[AdminServer]:
-    """Serve /healthz and /metrics until the context exits, then close the listening socket."""
+    """Serve /healthz and /metrics (and ``posts``, which read bodies of up to ``max_body``
+    bytes) until the context exits, then close the listening socket."""
     if not is_loopback(host):
         log.warning(
             "admin: listening on %s, so /metrics and /healthz are reachable from the network",
             host or "all interfaces",
         )
     runner = web.AppRunner(
-        _make_app(metrics, health, health_timeout),
+        _make_app(metrics, health, health_timeout, posts or {}, max_body),
         access_log_class=_PathOnlyAccessLogger,
         shutdown_timeout=SHUTDOWN_TIMEOUT,
     )
@@ -84,7 +89,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _make_app(metrics: Metrics, health: HealthCheck, health_timeout: float) -> web.Application:
+def _make_app(
+    metrics: Metrics,
+    health: HealthCheck,
+    health_timeout: float,
+    posts: Mapping[str, PostHandler],
+    max_body: int,
+) -> web.Application:
     async def healthz(request: web.Request) -> web.Response:
         try:
             with anyio.fail_after(health_timeout):
@@ -104,10 +115,13 @@ def _make_app(metrics: Metrics, health: HealthCheck, health_timeout: float) -> w
         # aiohttp's content_type argument refuses parameters (version, charset): set the header.
         return web.Response(body=body, headers={"Content-Type": content_type})
 
-    # Neither endpoint reads a body; refuse anything more than a few bytes unread.
-    app = web.Application(client_max_size=1024)
+    # Neither endpoint reads a body; refuse anything more than a few bytes unread (or more
+    # than the posted routes take).
+    app = web.Application(client_max_size=max_body)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", scrape)
+    for path, handler in posts.items():
+        app.router.add_post(path, handler)
     return app
 
 

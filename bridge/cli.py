@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from bridge import __version__, audit_cli
-from bridge.admin import open_admin
+from bridge.admin import PostHandler, open_admin
 from bridge.app import Bridge, chat_adapters, open_bridge, start_adapters
 from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator_command
 from bridge.chat.console.screen import Screen
@@ -131,16 +131,23 @@ async def _run(config: Config) -> int:
             AsyncExitStack() as stack,
             anyio.create_task_group() as tg,
         ):
-            if config.admin.enabled:
+            posts, max_body = _webhooks(bridge)
+            if config.admin.enabled or posts:
                 admin = await stack.enter_async_context(
                     open_admin(
                         bridge.metrics,
                         host=config.admin.host,
                         port=config.admin.port,
                         health=lambda: health(bridge),
+                        posts=posts,
+                        max_body=max_body,
                     )
                 )
-                log.info("admin endpoint on %s (/healthz, /metrics)", admin.url)
+                log.info(
+                    "admin endpoint on %s (/healthz, /metrics%s)",
+                    admin.url,
+                    "".join(f", {path}" for path in posts),
+                )
             if config.web.enabled:
                 from bridge.web.serving import open_console
 
@@ -156,6 +163,19 @@ async def _run(config: Config) -> int:
             await bridge.core.shutdown()
             tg.cancel_scope.cancel()
     return 0
+
+
+def _webhooks(bridge: Bridge) -> tuple[dict[str, PostHandler], int]:
+    """The forges' webhook routes when a ``[forge] webhook_secret`` is set (served on the
+    admin listener, which they open), and the body size they take."""
+    from bridge.core.forge_hooks import ForgeHooks, webhook_endpoints
+    from bridge.forge.webhooks import MAX_BODY_BYTES, WebhookReceiver
+
+    endpoints = webhook_endpoints(bridge.config)
+    if not endpoints:
+        return {}, 1024
+    hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
+    return dict(WebhookReceiver(endpoints, hooks).routes()), MAX_BODY_BYTES
 
 
 async def health(bridge: Bridge) -> dict[str, Any]:

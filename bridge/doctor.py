@@ -42,6 +42,7 @@ from bridge.config import Config
 from bridge.core import disk as disk_usage
 from bridge.core.store import store_url
 from bridge.core.store.opening import open_store
+from bridge.doctor_forge import check_forges
 from bridge.isolation import IsolationError, executables, resolve_isolation, resolve_limits
 
 LIVE_TURN_SECONDS = 180.0
@@ -703,6 +704,7 @@ async def doctor(config: Config, live: bool) -> int:
     check_environment(config, report, os.environ)
     check_chats(config, report)
     await check_matrix_identities(config, report)
+    await check_forges(config, report)
     if live:
         if report.failed:
             report.info("skipping the live turn until the problems above are fixed")

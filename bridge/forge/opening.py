@@ -7,6 +7,7 @@ import aiohttp
 
 from bridge.forge.base import Forge, ForgeError
 from bridge.forge.github import GitHubForge
+from bridge.forge.gitlab import GitLabForge
 
 
 def open_forge(
@@ -14,6 +15,8 @@ def open_forge(
 ) -> Forge:
     if kind == "github":
         return GitHubForge(session, api_url, token, repo)
+    if kind == "gitlab":
+        return GitLabForge(session, api_url, token, repo)
     raise ForgeError(0, f"the forge kind `{kind}` is not supported by this bridge yet")
 
 
