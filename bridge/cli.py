@@ -141,6 +141,10 @@ async def _run(config: Config) -> int:
                     )
                 )
                 log.info("admin endpoint on %s (/healthz, /metrics)", admin.url)
+            if config.web.enabled:
+                from bridge.web.serving import open_console
+
+                await stack.enter_async_context(open_console(bridge.core))
             # Before the chat connections: a reconnect's discarded clients must stay collectable.
             stack.enter_context(server_collector())
             await start_adapters(bridge, tg)
@@ -190,8 +194,13 @@ async def _console(config: Config, thread: str, user: str) -> int:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
             open_bridge(config, {"console": adapter}, command=command) as bridge,
+            AsyncExitStack() as stack,
             anyio.create_task_group() as tg,
         ):
+            if config.web.enabled:
+                from bridge.web.serving import open_console
+
+                await stack.enter_async_context(open_console(bridge.core))
             # The same lines as `!status`: how threads are isolated and how approvals are set.
             lines = [bridge.runtime.isolation_status(), approvals_line(config.approvals)]
             Screen(sys.stderr).markdown(banner(lines, simulated=simulated))

@@ -269,6 +269,27 @@ class AdminSection(_Section):
     port: int = Field(default=9464, ge=0, le=65535)
 
 
+class WebSection(_Section):
+    """The operator console in the browser (docs/console.md): off unless enabled."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8470, ge=0, le=65535)
+    # The address people open (behind the operator's TLS proxy): the base of the sign-in links
+    # `!web` sends; an https address makes the session cookie Secure.
+    public_url: str = ""
+    # Chat user ids who see every thread (others see the threads of their channels and DMs).
+    admins: list[str] = Field(default_factory=list)
+    # A header the operator's proxy sets to the signed-in person's chat user id (off: "");
+    # its platform is trusted_platform. Only for a console reachable through that proxy alone.
+    trusted_header: str = ""
+    trusted_platform: str = ""
+    link_seconds: PositiveSeconds = 300.0
+    session_hours: float = Field(default=12.0, gt=0)
+    # How long a person's channel memberships are trusted before the chat is asked again.
+    membership_seconds: PositiveSeconds = 60.0
+
+
 class ApprovalsSection(_Section):
     """Which tool calls wait for a person in the thread (agy's ``PreToolUse`` hook)."""
 
@@ -362,6 +383,7 @@ class Config(_Section):
     matrix: MatrixSection = Field(default_factory=MatrixSection)
     workspaces: list[WorkspaceSection] = Field(default_factory=list)
     admin: AdminSection = Field(default_factory=AdminSection)
+    web: WebSection = Field(default_factory=WebSection)
     approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     store: StoreSection = Field(default_factory=StoreSection)
     pricing: PricingSection = Field(default_factory=PricingSection)

@@ -98,3 +98,23 @@ class SingleInstance(Protocol):
 
 def single_instance(adapter: object) -> bool:
     return isinstance(adapter, SingleInstance) and adapter.single_instance
+
+
+@runtime_checkable
+class KnowsMembers(Protocol):
+    """Whether a person is a member of a channel or room (a DM with the bot included), as the
+    chat knows it: what the web console shows a person follows the chat's own rules."""
+
+    async def is_member(self, channel: str, user_id: str) -> bool: ...
+
+    async def is_direct(self, channel: str) -> bool:
+        """Whether ``channel`` is a direct conversation of one person with the bot."""
+        ...
+
+
+@runtime_checkable
+class PostsWithoutPreviews(Protocol):
+    """A message whose links the chat must not preview (a sign-in link: a preview fetches
+    it)."""
+
+    async def post_without_previews(self, thread: ThreadRef, text: str) -> None: ...

@@ -23,7 +23,13 @@ from bridge.core import store as st
 from bridge.core.approvals.replies import number_handle, parse_reply
 from bridge.core.approvals.secrets import scrubber_for
 from bridge.core.approvals.texts import not_approver_text
-from bridge.core.capabilities import HearsResets, OpensThreads, single_instance
+from bridge.core.capabilities import (
+    HearsResets,
+    KnowsMembers,
+    OpensThreads,
+    PostsWithoutPreviews,
+    single_instance,
+)
 from bridge.core.cluster import Cluster
 from bridge.core.commands import parse_command, run_command
 from bridge.core.disk import disk_space
@@ -41,10 +47,12 @@ from bridge.core.events import (
     ThreadRef,
 )
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
+from bridge.core.live import LiveHub
 from bridge.core.marks import Marks
 from bridge.core.router import NotHere, Routed, Router
 from bridge.core.schedules.clock import Clock, WallClock
 from bridge.core.schedules.scheduler import Scheduler
+from bridge.core.scrubbed_chat import ScrubbedAdapter
 from bridge.core.slots import ProcessSlots
 from bridge.core.team.audit import AuditLog, prune_daily
 from bridge.core.team.audited import audited
@@ -98,9 +106,14 @@ class Core:
         self._tg = task_group
         # Adapters told when a thread's conversation is reset (they post nothing then).
         self.hearing: dict[str, HearsResets] = {}
+        # Adapters that know who is in a channel, and that post without link previews.
+        self.members: dict[str, KnowsMembers] = {}
+        self.quiet: dict[str, PostsWithoutPreviews] = {}
         self.disk = disk_space(config)  # for !status (the threads' rules are in their parts)
         # Scheduled prompts (set by open_core; docs/schedules.md).
         self.scheduler: Scheduler | None = None
+        # This instance's running turns as they happen, for watchers (the web console).
+        self.live = LiveHub()
 
     @property
     def threads(self) -> Mapping[str, ThreadActor]:
@@ -415,7 +428,12 @@ async def open_core(
             limit=slots.limit,
         )
         core = Core(config, store, runtime, chats, router, slots, metrics, tg, team)
+        for chat in chats.values():
+            if isinstance(chat, ScrubbedAdapter):
+                chat.live = core.live
         core.hearing = {n: a for n, a in adapters.items() if isinstance(a, HearsResets)}
+        core.members = {n: a for n, a in adapters.items() if isinstance(a, KnowsMembers)}
+        core.quiet = {n: a for n, a in adapters.items() if isinstance(a, PostsWithoutPreviews)}
         tg.start_soon(prune_daily, audit, config.bridge.audit_days, name="audit-prune")
         # Scheduled prompts run on every instance; a run is claimed in the store, so one makes it.
         core.scheduler = Scheduler(core, clock or WallClock(), leases.name)

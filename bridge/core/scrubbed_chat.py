@@ -34,6 +34,7 @@ from bridge.core.events import (
     Reaction,
     ThreadRef,
 )
+from bridge.core.live import LiveEvent, LiveHub
 from bridge.core.scrub import Scrubber
 
 
@@ -44,6 +45,8 @@ class ScrubbedAdapter:
         self.inner = inner
         self.platform = inner.platform
         self._scrub = scrub
+        # Watchers of this instance's running turns (the web console), set by open_core.
+        self.live: LiveHub | None = None
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         await self.inner.run(inbound, started)
@@ -52,7 +55,10 @@ class ScrubbedAdapter:
         self, thread: ThreadRef, reply_to: str | None, author: Author | None
     ) -> AbstractAsyncContextManager[LiveReply]:
         # Scrubbed by the turn as a stream (see the module docstring).
-        return self.inner.open_reply(thread, reply_to, author)
+        reply = self.inner.open_reply(thread, reply_to, author)
+        if self.live is not None:
+            return self.live.watch(thread.key, author, reply)
+        return reply
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
         await self.inner.post_message(thread, self._scrub(text))
@@ -70,6 +76,7 @@ class ScrubbedAdapter:
 
     async def react(self, thread: ThreadRef, message_id: str, reaction: Reaction) -> None:
         await self.inner.react(thread, message_id, reaction)
+        self._tell(thread, LiveEvent("mark", data={"message": message_id, "mark": reaction.value}))
 
     async def fetch_attachment(self, ref: AttachmentRef, out: BinaryIO, max_bytes: int) -> int:
         return await self.inner.fetch_attachment(ref, out, max_bytes)
@@ -78,7 +85,9 @@ class ScrubbedAdapter:
         return await self.inner.history(thread, limit)
 
     async def ask_approval(self, request: ApprovalRequest) -> str:
-        return await self.inner.ask_approval(self._request(request))
+        handle = await self.inner.ask_approval(self._request(request))
+        self._tell(request.thread, LiveEvent("approval", data={"state": "waiting"}))
+        return handle
 
     async def settle_approval(
         self, request: ApprovalRequest, handle: str, result: ApprovalResult
@@ -87,6 +96,11 @@ class ScrubbedAdapter:
             update={"text": self._scrub(result.text), "reason": self._scrub(result.reason)}
         )
         await self.inner.settle_approval(self._request(request), handle, shown)
+        self._tell(request.thread, LiveEvent("approval", data={"state": result.state}))
+
+    def _tell(self, thread: ThreadRef, event: LiveEvent) -> None:
+        if self.live is not None:
+            self.live.publish(thread.key, event)
 
     def _request(self, request: ApprovalRequest) -> ApprovalRequest:
         return request.model_copy(

@@ -34,6 +34,7 @@ Commands in this thread:
 • `!usage`: your, this thread's and this channel's usage (`!usage day`, `week`, `month`)
 • `!budget`: the budgets that apply to you here
 • `!budget extend <name> <amount> [person]`: raise a budget for this period (approvers)
+• `!web` (in a DM with me): a one-time sign-in link for the web console
 • `!help`: this list
 Anything else is a message for the agent."""
 

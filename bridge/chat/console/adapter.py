@@ -145,6 +145,13 @@ class ConsoleAdapter:
         self._asking: str | None = None  # the handle of the request waiting for an answer
         self._opened = 0  # turns the bridge started (start_thread)
 
+    async def is_member(self, channel: str, user_id: str) -> bool:
+        """The terminal is one person's direct conversation with the bot (the web console)."""
+        return user_id == self.author.id
+
+    async def is_direct(self, channel: str) -> bool:
+        return True
+
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         started()
         count = 0

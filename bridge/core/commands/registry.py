@@ -14,6 +14,7 @@ from typing import Protocol
 
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
+from bridge.core.capabilities import KnowsMembers, PostsWithoutPreviews
 from bridge.core.cluster import Cluster
 from bridge.core.command_text import Command
 from bridge.core.disk import DiskSpace
@@ -40,6 +41,10 @@ class Core(Protocol):
     disk: DiskSpace
     # Scheduled prompts (None: a core built without them).
     scheduler: Scheduler | None
+    # The adapters that know channel members and direct conversations (!web), and those that
+    # post without link previews, by platform.
+    members: dict[str, KnowsMembers]
+    quiet: dict[str, PostsWithoutPreviews]
 
     async def say(self, thread: ThreadRef, text: str) -> None: ...
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store.rows import Database, StoreError
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -270,6 +270,29 @@ _MIGRATIONS: dict[int, str] = {
     # (`approve 7`): an answer decides only the request its author saw.
     13: """
     ALTER TABLE approvals ADD COLUMN number INTEGER
+    """,
+    # Issue 46: the console's sign-in links (single use across instances), its sessions, and
+    # the key that signs links (made once, shared by every instance).
+    14: """
+    CREATE TABLE web_links (
+        token_hash TEXT PRIMARY KEY,
+        author_json TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        expires_at {real} NOT NULL,
+        used_at {real}
+    );
+    CREATE TABLE web_sessions (
+        id_hash TEXT PRIMARY KEY,
+        author_json TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        created_at {real} NOT NULL,
+        expires_at {real} NOT NULL
+    );
+    CREATE TABLE web_keys (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )
     """,
 }
 

@@ -1,0 +1,29 @@
+// The live part of a thread's page: the running turn's text and tool calls as they stream
+// (Server-Sent Events); the page is read again when a turn begins or ends, or a request or a
+// message changes. Without JavaScript the page shows the same, as of when it was loaded.
+(function () {
+  "use strict";
+  var box = document.getElementById("live");
+  if (!box || !window.EventSource) {
+    return;
+  }
+  var text = document.getElementById("live-text");
+  var tools = document.getElementById("live-tools");
+  var source = new EventSource(box.getAttribute("data-events"));
+  source.addEventListener("delta", function (e) {
+    text.textContent += JSON.parse(e.data).text;
+  });
+  source.addEventListener("tool", function (e) {
+    var tool = JSON.parse(e.data);
+    var item = document.createElement("li");
+    item.className = "tool tool-" + String(tool.state).toLowerCase();
+    item.textContent = tool.state + " " + tool.name + " " + tool.summary;
+    tools.appendChild(item);
+  });
+  ["turn", "end", "approval", "mark"].forEach(function (kind) {
+    source.addEventListener(kind, function () {
+      source.close();
+      window.location.reload();
+    });
+  });
+})();
