@@ -16,6 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.chat.common.lru import LRUMap
+from bridge.chat.slack import members
 from bridge.chat.slack.access import NOTICE_TEXT, AccessPolicy, NoticeLedger
 from bridge.chat.slack.agent_view import AgentExperience
 from bridge.chat.slack.approvals import ACTION_CHOICES, SlackApprovals
@@ -518,6 +519,16 @@ class SlackAdapter:
             await calls.say("message", markdown_text=chunk)
             if live is not None:
                 live.posted_elsewhere()
+
+    # The web console (bridge/core/capabilities.py KnowsMembers, PostsWithoutPreviews).
+    async def is_member(self, channel: str, user_id: str) -> bool:
+        return await members.is_member(self._client, channel, user_id)
+
+    async def is_direct(self, channel: str) -> bool:
+        return members.is_direct(channel)
+
+    async def post_without_previews(self, thread: ThreadRef, text: str) -> None:
+        await members.post_without_previews(self._calls(thread), text)
 
     async def open_thread(self, channel: str, text: str) -> Opened:
         """A thread the bridge opens (a scheduled prompt): ``text`` as a new message at the

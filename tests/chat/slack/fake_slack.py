@@ -115,6 +115,9 @@ class Message:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The plan's title (``plan_update`` chunks), shown only in a ``task_display_mode`` plan.
     plan_title: str | None = None
+    # chat.postMessage's unfurl_links / unfurl_media as given (Slack unfurls unless false).
+    unfurl_links: Any = None
+    unfurl_media: Any = None
     # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
     bot_id: str | None = None
     username: str | None = None
@@ -1194,6 +1197,8 @@ class FakeSlack:
             text=args.get("text"),
             markdown=markdown,
             blocks=blocks,
+            unfurl_links=args.get("unfurl_links"),
+            unfurl_media=args.get("unfurl_media"),
         )
         self.messages[message.ts] = message
         self._posted(message)
