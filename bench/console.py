@@ -5,8 +5,9 @@
 A bridge on the agy simulator with the console on: the store holds ``--threads`` threads (each
 with a finished turn and its usage), and one more thread has a turn running (its answer on the
 way, a tool call done, held before its last model call). The console is served by uvicorn on
-loopback, as the bridge serves it, with a directory of static files mounted beside it in the
-same application. A client in a process of its own (http.client on one kept-alive connection,
+loopback by the console's own server (``bridge.web.serving.open_console``: its socket, its
+uvicorn settings), with a directory of static files mounted beside the console's application.
+A client in a process of its own (http.client on one kept-alive connection,
 as a browser reuses its connection) asks, alternately, for a console page and for a static
 file of exactly that page's size, and times each answer: the ratio is what rendering the page
 costs over sending the same bytes.
@@ -44,10 +45,10 @@ from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.signin import WebSessions
 from bridge.core.store import Store
 from bridge.core.store.rows import TurnState, Usage
-from bridge.web.app import console_app
+from bridge.web import serving
+from bridge.web.core import ConsoleCore
 from bridge.web.guard import COOKIE
 from tests.doubles import RecordingAdapter, signed_in
-from tests.web.serve import serve
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
 PLATFORM = "bench"
@@ -138,7 +139,8 @@ async def start_streaming(bridge: object, core: object, go: Path) -> None:
 
 CLIENT = r"""
 import http.client, json, sys, time
-host, port, cookie, pairs, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5])
+host, port, cookie = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+pairs, count = json.loads(sys.argv[4]), int(sys.argv[5])
 conn = http.client.HTTPConnection(host, port)
 def get(path, with_cookie):
     headers = {"Cookie": cookie} if with_cookie else {}
@@ -194,8 +196,8 @@ def same_size_file(where: Path, name: str, size: int) -> str:
     return f"/same-size/{name}"
 
 
-async def fetch_size(base: str, path: str, cookie: str) -> int:
-    def get() -> int:
+async def fetch(base: str, path: str, cookie: str) -> str:
+    def get() -> str:
         import http.client
 
         host, port = base.removeprefix("http://").split(":")
@@ -206,7 +208,7 @@ async def fetch_size(base: str, path: str, cookie: str) -> int:
         conn.close()
         if answer.status != 200:
             raise RuntimeError(f"{path}: HTTP {answer.status}: {body[:300]!r}")
-        return len(body)
+        return body.decode()
 
     return await anyio.to_thread.run_sync(get)
 
@@ -228,7 +230,12 @@ async def measure(threads: int, requests: int) -> list[list[str]]:
                 "state_dirs": [],
             },
             "approvals": {"mode": "off"},
-            "web": {"enabled": True, "public_url": "http://127.0.0.1", "admins": [ADMIN.id]},
+            "web": {
+                "enabled": True,
+                "port": 0,
+                "public_url": "http://127.0.0.1",
+                "admins": [ADMIN.id],
+            },
         },
         environ={},
     )
@@ -239,20 +246,30 @@ async def measure(threads: int, requests: int) -> list[list[str]]:
         await add_threads(bridge.store, threads)
         await start_streaming(bridge, core, go)
         sessions = WebSessions(bridge.store.database, 300, 3600)
-        app = Starlette(
-            routes=[
-                Mount("/same-size", StaticFiles(directory=static)),
-                Mount("/", console_app(core)),
-            ]
-        )
+        console_app = serving.console_app
+
+        def beside_static(core: ConsoleCore) -> Starlette:
+            return Starlette(
+                routes=[
+                    Mount("/same-size", StaticFiles(directory=static)),
+                    Mount("/", console_app(core)),
+                ]
+            )
+
+        # The console's own server (its socket, its uvicorn settings), with the static
+        # directory mounted beside its application.
+        serving.console_app = beside_static  # type: ignore[assignment]
         try:
-            async with serve(app) as base:
+            async with serving.open_console(core) as base:
                 for who, author in (("admin", ADMIN), ("member", MEMBER)):
                     cookie = f"{COOKIE}={await sessions.open(author, PLATFORM)}"
                     pages = {"threads": "/", "live thread": f"/thread?t={LIVE.key}"}
                     pairs = []
                     for name, path in pages.items():
-                        size = await fetch_size(base, path, cookie)
+                        body = await fetch(base, path, cookie)
+                        size = len(body.encode())
+                        if path != "/":  # the live page shows the turn running, not a past one
+                            assert "echo step 1" in body and 'id="no-turn"' not in body, body
                         pairs.append((path, same_size_file(static, f"{who}-{name[:4]}.html", size)))
                     timed = await anyio.to_thread.run_sync(
                         run_client, base, cookie, pairs, requests
@@ -260,6 +277,7 @@ async def measure(threads: int, requests: int) -> list[list[str]]:
                     for (name, path), (_, _static) in zip(pages.items(), pairs, strict=True):
                         rows.append(row(f"{name} ({who})", timed[path]))
         finally:
+            serving.console_app = console_app  # type: ignore[assignment]
             go.touch()
             with anyio.move_on_after(30):
                 while core.live.current(LIVE.key) is not None:
