@@ -1,0 +1,260 @@
+"""The web console in a real browser: signing in through a `!web` link from the Slack fake, a
+turn streaming into the live page (and the same page with JavaScript off), approving a gated
+command so that agy's hook answers `allow`, and what may not work: controls for a person who
+may not approve, forged POSTs (another site, a person who may not, another channel's thread),
+used and expired links, and a link opened by a preview bot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiohttp
+import anyio
+import pytest
+
+from bridge.core.store.rows import ApprovalState
+from tests.chat.slack.conftest import ALICE, BOB, OTHER_CHANNEL
+from tests.chat.slack.fake_slack import FakeSlack, serve_fake_slack
+from tests.web.browser.chrome import Page
+from tests.web.browser.console import CAROL, Live, live_console
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def fake() -> FakeSlack:  # type: ignore[misc]
+    async with serve_fake_slack() as slack:
+        yield slack
+
+
+async def _until(predicate, seconds: float = 30) -> None:  # type: ignore[no-untyped-def]
+    with anyio.fail_after(seconds):
+        while not await predicate():
+            await anyio.sleep(0.02)
+
+
+async def test_sign_in_through_a_web_link_and_watch_a_turn_stream(
+    page: Page, fake: FakeSlack, tmp_path: Path
+) -> None:
+    tool_go, answer_go = tmp_path / "tool-go", tmp_path / "answer-go"
+    async with live_console(fake, tmp_path) as live:
+        await live.sign_in(page, ALICE, "alice")
+        assert "Threads" in await page.text_of("h1")
+        ts = await live.say(
+            f"[[tool run_command until test -e {tool_go}; do sleep 0.05; done]] "
+            f"[[narrate Looking at the build first.]] [[calls 2]] [[wait {answer_go}]] "
+            "[[long 12]] why is the build red?"
+        )
+        await page.open(live.page_of(ts))
+        # The tool call shows while it runs (rendered, or streamed in if the turn began later).
+        await page.wait_text("#live-tools", f"until test -e {tool_go}")
+        assert await page.text_of("#state") in ("running", "approval", "queued")
+
+        # JavaScript off: the same page, read-only, as it was when loaded.
+        await page.javascript(enabled=False)
+        await page.open(live.page_of(ts))
+        assert f"until test -e {tool_go}" in await page.text_of("#live-tools")
+        assert await page.text_of("#state") == "running"
+        await page.javascript(enabled=True)
+
+        await page.open(live.page_of(ts))
+        await page.wait_text("#live-tools", f"until test -e {tool_go}")
+        tool_go.touch()
+        # What the turn says arrives in the open page while the turn still runs.
+        await page.wait_text("#live-text", "Looking at the build first.")
+        assert await page.text_of("#state") == "running"
+        answer_go.touch()
+        # The end reloads the page: no turn runs, the turn is listed as done.
+        await page.wait_text("#no-turn", "No turn is running")
+        assert "done" in await page.text_of("#turns")
+        assert await page.outside_requests() == []
+
+
+async def _request_in(live: Live, channel: str, user: str, name: str) -> tuple[str, str]:
+    """A gated command asked in a new thread of ``channel``: (thread ts, request id)."""
+    ts = await live.say(f"[[tool run_command touch {name}]]", user=user, channel=channel)
+    key = live.thread(ts, channel).key
+
+    async def waiting() -> bool:
+        return bool(await live.bridge.store.waiting_approvals(key))
+
+    await _until(waiting)
+    [row] = await live.bridge.store.waiting_approvals(key)
+    return ts, row.id
+
+
+async def _forge(page: Page, action: str, fields: dict[str, str]) -> None:
+    """A form the page did not offer, posted from the page (the person's own cookie goes)."""
+    await page.call(
+        page.driver.execute_script,
+        """const [action, fields] = arguments;
+        const form = document.createElement("form");
+        form.method = "post"; form.action = action;
+        for (const [name, value] of Object.entries(fields)) {
+          const input = document.createElement("input");
+          input.type = "hidden"; input.name = name; input.value = value;
+          form.appendChild(input);
+        }
+        document.body.appendChild(form); form.submit();""",
+        action,
+        fields,
+    )
+
+
+async def _csrf(page: Page) -> str:
+    element = await page.element('input[name="csrf"]')
+    return str(await page.call(element.get_attribute, "value"))
+
+
+async def test_approve_from_the_browser_and_agy_is_told_allow(
+    page: Page, fake: FakeSlack, tmp_path: Path
+) -> None:
+    approvals = {"mode": "ask", "timeout": 120, "approvers": [ALICE]}
+    async with live_console(fake, tmp_path, approvals=approvals) as live:
+        ts, request_id = await _request_in(live, "C0GENERAL", BOB, "ran.txt")
+        key = live.thread(ts).key
+
+        # Bob sees the request in his channel's thread, but no control: he is no approver.
+        await live.sign_in(page, BOB, "bob")
+        await page.open(live.page_of(ts))
+        await page.wait_text(".approval", "touch ran.txt")
+        assert await page.count("button.approve") == 0 and await page.count("#stop") == 0
+        # A form he builds himself, with his own valid token, is refused all the same.
+        fields = {"csrf": await _csrf(page), "t": key, "approval": request_id, "choice": "approve"}
+        await _forge(page, "/thread/decide", fields)
+        await page.wait_text("main", "not")
+        row = await live.bridge.store.approval(request_id)
+        assert row is not None and row.state is ApprovalState.WAITING
+
+        # Alice, an approver, signs in (the browser's cookies are cleared first) and approves.
+        await page.call(page.driver.delete_all_cookies)
+        await live.sign_in(page, ALICE, "alice")
+        await page.open(live.page_of(ts))
+        await page.click("button.approve")
+
+        async def approved() -> bool:
+            row = await live.bridge.store.approval(request_id)
+            return row is not None and row.state is ApprovalState.APPROVED
+
+        await _until(approved)
+        # agy's PreToolUse hook was answered allow: the simulator ran the command.
+        ran = tmp_path / "ran.txt"
+        workdirs = list((tmp_path / "data").rglob("ran.txt"))
+        await _until(lambda: _exists(tmp_path))
+        assert workdirs or ran.exists() or list((tmp_path / "data").rglob("ran.txt"))
+        await page.wait_text("#no-turn", "No turn is running")
+
+
+async def _exists(root: Path) -> bool:
+    return bool(list((root / "data").rglob("ran.txt")))
+
+
+async def test_forged_posts_from_another_site_and_for_another_channel_are_refused(
+    page: Page, fake: FakeSlack, tmp_path: Path
+) -> None:
+    approvals = {"mode": "ask", "timeout": 120, "approvers": [ALICE, CAROL]}
+    async with live_console(fake, tmp_path, approvals=approvals) as live:
+        ts, request_id = await _request_in(live, "C0GENERAL", BOB, "mine.txt")
+        other_ts, other_id = await _request_in(live, OTHER_CHANNEL, CAROL, "theirs.txt")
+        await live.sign_in(page, ALICE, "alice")
+        await page.open(live.page_of(ts))
+        csrf = await _csrf(page)
+
+        # Another channel's thread, with Alice's own valid token: she is not in that channel.
+        other_key = live.thread(other_ts, OTHER_CHANNEL).key
+        await _forge(
+            page,
+            "/thread/decide",
+            {"csrf": csrf, "t": other_key, "approval": other_id, "choice": "approve"},
+        )
+        await page.wait_text("main", "not")
+        # Her thread's key with the other thread's request: refused too.
+        key = live.thread(ts).key
+        await _forge(
+            page,
+            "/thread/decide",
+            {"csrf": csrf, "t": key, "approval": other_id, "choice": "approve"},
+        )
+        await page.wait_text("main", "not")
+        # Her own request, without the token.
+        await page.open(live.page_of(ts))
+        await _forge(page, "/thread/decide", {"t": key, "approval": request_id, "choice": "deny"})
+        await page.wait_text("main", "not")
+
+        # Another site's page posting to the console as soon as it loads.
+        async with _attacker_site(live.base, key, request_id) as evil:
+            await page.open(evil)
+            await page.wait_for(
+                lambda d: d.current_url.startswith(live.base), "the forged form to land"
+            )
+        for rid in (request_id, other_id):
+            row = await live.bridge.store.approval(rid)
+            assert row is not None and row.state is ApprovalState.WAITING, rid
+        assert not list((tmp_path / "data").rglob("theirs.txt"))
+        assert not list((tmp_path / "data").rglob("mine.txt"))
+
+
+class _attacker_site:  # noqa: N801 (used as a context manager)
+    """A page on another site (``localhost``, not 127.0.0.1) that posts a decision to the
+    console when it loads, without the token (it cannot read it)."""
+
+    def __init__(self, base: str, key: str, request_id: str) -> None:
+        self.html = (
+            "<!doctype html><body><form id=f method=post action='" + base + "/thread/decide'>"
+            f"<input name=t value='{key}'><input name=approval value='{request_id}'>"
+            "<input name=choice value=approve></form>"
+            "<script>document.getElementById('f').submit()</script></body>"
+        )
+
+    async def __aenter__(self) -> str:
+        from starlette.applications import Starlette
+        from starlette.responses import HTMLResponse
+        from starlette.routing import Route
+
+        from tests.web.serve import serve
+
+        async def home(_: object) -> HTMLResponse:
+            return HTMLResponse(self.html)
+
+        self._serving = serve(Starlette(routes=[Route("/", home)]))
+        base = await self._serving.__aenter__()
+        return base.replace("127.0.0.1", "localhost") + "/"
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._serving.__aexit__(*exc)
+
+
+async def test_used_expired_and_previewed_links_do_not_sign_in(
+    page: Page, fake: FakeSlack, tmp_path: Path
+) -> None:
+    async with live_console(fake, tmp_path) as live:
+        # A preview bot (a plain GET, as Slack's unfurler makes) does not use the link.
+        link = await live.link(ALICE)
+        async with aiohttp.ClientSession() as http:
+            headers = {"User-Agent": "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"}
+            async with http.get(link, headers=headers) as answer:
+                assert answer.status == 200
+                assert "agy_console" not in answer.cookies
+        await page.open(link)
+        assert await page.cookies() == []  # the GET alone sets no session either
+        await page.click("#signin")
+        await page.wait_text("#who", "alice")
+
+        # The same link again: used.
+        await page.call(page.driver.delete_all_cookies)
+        await page.open(link)
+        if await page.count("#signin"):
+            await page.click("#signin")
+        await page.wait_for(lambda d: not d.find_elements("css selector", "#signin"), "an answer")
+        assert await page.count("#who") == 0
+        assert await page.cookies() == []
+
+        # A fresh link whose time has passed (the store's clock for it moved on).
+        late = await live.link(ALICE)
+        await live.bridge.store.database.execute("UPDATE web_links SET expires_at = 0", ())
+        await page.open(late)
+        if await page.count("#signin"):
+            await page.click("#signin")
+        await page.wait_for(lambda d: not d.find_elements("css selector", "#signin"), "an answer")
+        assert await page.count("#who") == 0
+        assert await page.cookies() == []
