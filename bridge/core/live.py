@@ -101,6 +101,12 @@ class LiveHub:
             except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._drop(key, send)  # too slow or gone: its stream ends, it reloads
 
+    def end_watchers(self) -> None:
+        """Every watcher's stream ends now (its server is stopping)."""
+        for key, watchers in list(self._watchers.items()):
+            for send in list(watchers):
+                self._drop(key, send)
+
     def _drop(self, key: str, send: MemoryObjectSendStream[LiveEvent]) -> None:
         watchers = self._watchers.get(key)
         if watchers is not None:

@@ -56,6 +56,8 @@ async def signin(request: Request) -> Response:
         return refused(request, "Your chat account is not served by this bridge.")
     session_id = await guard.sessions.open(author, platform)
     log.info("console: %s signed in", author.id)
+    if console.core.team is not None:
+        await console.core.team.audit.append("console_signin", person=author, platform=platform)
     response = RedirectResponse("/", status_code=303)
     guard.set_cookie(response, session_id)
     return response

@@ -6,14 +6,16 @@ rendered whole on the server; this only brings what came after."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 
+import anyio
 from sse_starlette.event import ServerSentEvent
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bridge.core.live import LiveEvent
+from bridge.core.live import LiveEvent, LiveTurn
 from bridge.web.context import console_of
 from bridge.web.pages import refused, seen_thread, signed_in
 
@@ -31,14 +33,28 @@ async def events(request: Request) -> Response:
     console = console_of(request)
     scrub = console.pages.scrub
 
+    hub, key = console.core.live, line.key
+    # The stream ends with the session (a signed-out or expired person hears no more).
+    remaining = max(0.0, visit.session.expires_at - time.time())
+
     async def stream() -> AsyncIterator[ServerSentEvent]:
-        with console.core.live.subscribe(line.key) as received:
+        with hub.subscribe(key) as received, anyio.move_on_after(remaining):
+            # First the turn so far, read in the same step as the subscription: nothing that
+            # streamed between the page's rendering and this stream is missed.
+            turn = hub.current(key)
+            if turn is not None:
+                yield _snapshot(turn, scrub)
             async for event in received:
                 yield _sent(event, scrub)
                 if event.kind == "end":
                     return
 
     return EventSourceResponse(stream(), ping=PING_SECONDS, headers={"Cache-Control": "no-store"})
+
+
+def _snapshot(turn: LiveTurn, scrub: Callable[[str], str]) -> ServerSentEvent:
+    tools = [{"name": t.name, "summary": scrub(t.summary), "state": t.state} for t in turn.tools]
+    return ServerSentEvent(json.dumps({"text": scrub(turn.text), "tools": tools}), event="snapshot")
 
 
 def _sent(event: LiveEvent, scrub: Callable[[str], str]) -> ServerSentEvent:

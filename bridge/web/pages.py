@@ -84,7 +84,8 @@ async def thread(request: Request) -> Response:
     console = console_of(request)
     detail = await thread_detail(console.core, line)
     may_act = await console.access.may_act(visit.viewer, line.thread)
-    return show(request, visit, "thread.html", d=detail, may_act=may_act)
+    here = console.core.leases.name
+    return show(request, visit, "thread.html", d=detail, may_act=may_act, here=here)
 
 
 async def approvals(request: Request) -> Response:

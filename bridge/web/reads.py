@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bridge.core.events import ThreadRef
 from bridge.core.live import LiveTurn
-from bridge.core.store.rows import ApprovalRow, MessageState, Row, TurnRow
+from bridge.core.store.rows import ApprovalRow, MessageState, Row
 from bridge.core.team.periods import period_of
 from bridge.web.core import ConsoleCore
 
@@ -16,6 +16,7 @@ from bridge.web.core import ConsoleCore
 MAX_THREADS = 500
 MESSAGES_SHOWN = 40
 TURNS_SHOWN = 10
+RESPONSE_SHOWN = 4000
 
 _THREADS_SQL = """
 SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at,
@@ -57,11 +58,21 @@ class MessageLine:
 
 
 @dataclass(frozen=True)
+class TurnLine:
+    id: int
+    state: str
+    started_at: float
+    ended_at: float | None
+    error: str
+    response: str  # the agent's answer (its end, when long)
+
+
+@dataclass(frozen=True)
 class ThreadDetail:
     line: ThreadLine
     conversation: str
     messages: list[MessageLine]
-    turns: list[TurnRow]
+    turns: list[TurnLine]
     waiting: list[ApprovalRow]
     live: LiveTurn | None
 
@@ -158,7 +169,30 @@ async def thread_detail(core: ConsoleCore, line: ThreadLine) -> ThreadDetail:
         line=line,
         conversation=row.conversation_id or "",
         messages=messages,
-        turns=await store.last_turns(key, TURNS_SHOWN),
+        turns=await _turns(core, key),
         waiting=await store.waiting_approvals(key),
         live=core.live.current(key),
     )
+
+
+async def _turns(core: ConsoleCore, key: str) -> list[TurnLine]:
+    rows = await core.store.database.fetch(
+        "SELECT id, state, started_at, ended_at, error, response FROM turns"
+        " WHERE thread_key = ? ORDER BY id DESC LIMIT ?",
+        (key, TURNS_SHOWN),
+    )
+    return [
+        TurnLine(
+            id=int(r["id"]),
+            state=str(r["state"]),
+            started_at=float(r["started_at"]),
+            ended_at=float(r["ended_at"]) if r["ended_at"] is not None else None,
+            error=str(r["error"] or ""),
+            response=_tail(str(r["response"] or "")),
+        )
+        for r in rows
+    ]
+
+
+def _tail(text: str, limit: int = RESPONSE_SHOWN) -> str:
+    return text if len(text) <= limit else "…" + text[-limit:]

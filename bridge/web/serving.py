@@ -81,6 +81,7 @@ async def open_console(core: ConsoleCore) -> AsyncIterator[str]:
             try:
                 yield address
             finally:
+                core.live.end_watchers()  # open live pages end their streams cleanly
                 server.should_exit = True
                 with anyio.move_on_after(SHUTDOWN_GRACE_SECONDS + 2, shield=True):
                     await done.wait()

@@ -64,7 +64,7 @@ def people() -> dict[str, set[str]]:
 
 
 @asynccontextmanager
-async def _running(tmp: Path, raw: dict[str, Any]) -> AsyncIterator[Harness]:
+async def running_bridge(tmp: Path, raw: dict[str, Any]) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(parents=True, exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
     config = build_config(raw, environ={})
@@ -142,5 +142,5 @@ class Web:
 @contextmanager
 def web_console(tmp: Path, **extra: Any) -> Iterator[Web]:
     with anyio.from_thread.start_blocking_portal(backend="asyncio") as portal:
-        with portal.wrap_async_context_manager(_running(tmp, settings(tmp, **extra))) as h:
+        with portal.wrap_async_context_manager(running_bridge(tmp, settings(tmp, **extra))) as h:
             yield Web(h, portal)

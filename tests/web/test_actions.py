@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from bridge.core.store.rows import ApprovalState, MessageState
 from tests.core.approvals.test_gate import workdir
-from tests.web.harness import ROOM, Web, web_console
+from tests.web.harness import OTHER, ROOM, Web, web_console
 
 GATED = "[[tool run_command touch ran.txt]]"
 
@@ -128,3 +128,23 @@ def test_stop_from_the_console_is_the_chats_stop(tmp_path: Path) -> None:
         assert [(r["state"], "@alice:test" in r["author_json"]) for r in rows] == [
             (MessageState.COMMAND, True)
         ]
+
+
+def test_a_request_of_another_channel_named_under_ones_own_thread_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Alice approves in ROOM; Carol's request waits in OTHER, which Alice cannot see. A form
+    naming Alice's own thread with Carol's request id must not decide Carol's request."""
+    with web_console(tmp_path, **_approvals()) as w:
+        w.run(w.h.say, "hello [[reply hi]]", where=ROOM, who="alice")
+        w.run(w.h.adapter.wait_finished, 1)
+        w.run(w.h.say, GATED, where=OTHER, who="carol")
+        w.run(w.h.adapter.changes.until, lambda: len(w.h.adapter.requests) >= 1)
+        [row] = w.run(w.h.bridge.store.waiting_approvals, OTHER.key)
+        alice = w.sign_in("alice")
+        assert "touch ran.txt" not in alice.get("/approvals").text
+        for choice in ("approve", "always", "deny"):
+            assert _decide(alice, w.csrf(alice), row.id, choice, ROOM.key).status_code == 403
+        assert w.h.adapter.settled == {}
+        still = w.run(w.h.bridge.store.approval, row.id)
+        assert still is not None and still.state is ApprovalState.WAITING

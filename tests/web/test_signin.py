@@ -105,3 +105,23 @@ def test_the_trusted_header_signs_in_only_when_configured(tmp_path: Path) -> Non
         client = w.client("proxy")
         page = client.get("/", headers={"X-Forwarded-User": "@root:test"})
         assert page.status_code == 200 and "@root:test" in page.text
+
+
+def test_signing_out_ends_the_session_and_the_trail_has_the_sign_in(tmp_path: Path) -> None:
+    with web_console(tmp_path) as w:
+        alice = w.sign_in("alice")
+        records = w.run(w.h.bridge.core.team.audit.records)
+        assert [(r.kind, r.person) for r in records if r.kind == "console_signin"] == [
+            ("console_signin", "@alice:test")
+        ]
+        # Sign-out is a form like any other: no token, no sign-out.
+        assert alice.post("/signout", follow_redirects=False).status_code == 403
+        assert alice.get("/").status_code == 200
+        cookie = alice.cookies.get("agy_console")
+        answer = alice.post("/signout", data={"csrf": w.csrf(alice)}, follow_redirects=False)
+        assert answer.status_code == 303
+        assert alice.get("/").status_code == 401
+        # The old cookie is worth nothing now, whoever holds it.
+        thief = w.client("thief")
+        thief.cookies.set("agy_console", cookie or "")
+        assert thief.get("/").status_code == 401

@@ -15,6 +15,7 @@ from nio import AsyncClient
 
 from bridge.chat.common.access import AccessRule
 from bridge.chat.common.lru import LRUMap
+from bridge.chat.matrix.members import RoomMembers
 from bridge.config import MatrixSection
 from bridge.core.capabilities import Opened
 from bridge.core.events import (
@@ -82,7 +83,7 @@ class _Connection:
     authenticated_media: bool | None = None
 
 
-class MatrixAdapter:
+class MatrixAdapter(RoomMembers):
     """Implements :class:`bridge.core.events.ChatAdapter` for Matrix."""
 
     platform = "matrix"
@@ -240,6 +241,9 @@ class MatrixAdapter:
             pinned=lambda user: not policy.users or user in policy.users,
             any_device=self._config.trust == "any",
         )
+
+    def _members_client(self) -> AsyncClient | None:
+        return self._connection.client if self._connection is not None else None
 
     def _connected(self) -> _Connection:
         if self._connection is None:

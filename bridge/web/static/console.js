@@ -10,15 +10,32 @@
   var text = document.getElementById("live-text");
   var tools = document.getElementById("live-tools");
   var source = new EventSource(box.getAttribute("data-events"));
+  var shown = {};
+  function toolLine(tool) {
+    // A tool's later state replaces its line (as the server's snapshot does).
+    var key = tool.name + "\u0000" + tool.summary;
+    var item = shown[key] || document.createElement("li");
+    shown[key] = item;
+    item.className = "tool tool-" + String(tool.state).toLowerCase();
+    item.textContent = tool.state + " " + tool.name + " " + tool.summary;
+    return item;
+  }
+  source.addEventListener("snapshot", function (e) {
+    var turn = JSON.parse(e.data);
+    text.textContent = turn.text;
+    while (tools.firstChild) {
+      tools.removeChild(tools.firstChild);
+    }
+    shown = {};
+    turn.tools.forEach(function (tool) {
+      tools.appendChild(toolLine(tool));
+    });
+  });
   source.addEventListener("delta", function (e) {
     text.textContent += JSON.parse(e.data).text;
   });
   source.addEventListener("tool", function (e) {
-    var tool = JSON.parse(e.data);
-    var item = document.createElement("li");
-    item.className = "tool tool-" + String(tool.state).toLowerCase();
-    item.textContent = tool.state + " " + tool.name + " " + tool.summary;
-    tools.appendChild(item);
+    tools.appendChild(toolLine(JSON.parse(e.data)));
   });
   ["turn", "end", "approval", "mark"].forEach(function (kind) {
     source.addEventListener(kind, function () {
