@@ -6,6 +6,7 @@ used and expired links, and a link opened by a preview bot."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -22,12 +23,12 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def fake() -> FakeSlack:  # type: ignore[misc]
+async def fake() -> AsyncIterator[FakeSlack]:
     async with serve_fake_slack() as slack:
         yield slack
 
 
-async def _until(predicate, seconds: float = 30) -> None:  # type: ignore[no-untyped-def]
+async def _until(predicate: Callable[[], Awaitable[bool]], seconds: float = 30) -> None:
     with anyio.fail_after(seconds):
         while not await predicate():
             await anyio.sleep(0.02)
@@ -122,7 +123,7 @@ async def test_approve_from_the_browser_and_agy_is_told_allow(
         # A form he builds himself, with his own valid token, is refused all the same.
         fields = {"csrf": await _csrf(page), "t": key, "approval": request_id, "choice": "approve"}
         await _forge(page, "/thread/decide", fields)
-        await page.wait_text("main", "not")
+        await page.wait_text("#message", "Refused: you may not act in that thread.")
         row = await live.bridge.store.approval(request_id)
         assert row is not None and row.state is ApprovalState.WAITING
 
@@ -137,16 +138,15 @@ async def test_approve_from_the_browser_and_agy_is_told_allow(
             return row is not None and row.state is ApprovalState.APPROVED
 
         await _until(approved)
-        # agy's PreToolUse hook was answered allow: the simulator ran the command.
-        ran = tmp_path / "ran.txt"
-        workdirs = list((tmp_path / "data").rglob("ran.txt"))
-        await _until(lambda: _exists(tmp_path))
-        assert workdirs or ran.exists() or list((tmp_path / "data").rglob("ran.txt"))
+        # agy's PreToolUse hook was answered allow (the simulator's real hook path): it ran
+        # the command in the thread's workspace.
+        await _until(lambda: _ran(tmp_path, "ran.txt"))
         await page.wait_text("#no-turn", "No turn is running")
+        assert "done" in await page.text_of("#turns")
 
 
-async def _exists(root: Path) -> bool:
-    return bool(list((root / "data").rglob("ran.txt")))
+async def _ran(root: Path, name: str) -> bool:
+    return any((root / "data").rglob(name))
 
 
 async def test_forged_posts_from_another_site_and_for_another_channel_are_refused(
@@ -167,7 +167,7 @@ async def test_forged_posts_from_another_site_and_for_another_channel_are_refuse
             "/thread/decide",
             {"csrf": csrf, "t": other_key, "approval": other_id, "choice": "approve"},
         )
-        await page.wait_text("main", "not")
+        await page.wait_text("#message", "Refused: you may not act in that thread.")
         # Her thread's key with the other thread's request: refused too.
         key = live.thread(ts).key
         await _forge(
@@ -175,11 +175,11 @@ async def test_forged_posts_from_another_site_and_for_another_channel_are_refuse
             "/thread/decide",
             {"csrf": csrf, "t": key, "approval": other_id, "choice": "approve"},
         )
-        await page.wait_text("main", "not")
+        await page.wait_text("#message", "Refused: you may not act in that thread.")
         # Her own request, without the token.
         await page.open(live.page_of(ts))
         await _forge(page, "/thread/decide", {"t": key, "approval": request_id, "choice": "deny"})
-        await page.wait_text("main", "not")
+        await page.wait_text("#message", "Refused: this form did not come from your console page")
 
         # Another site's page posting to the console as soon as it loads.
         async with _attacker_site(live.base, key, request_id) as evil:
@@ -187,14 +187,15 @@ async def test_forged_posts_from_another_site_and_for_another_channel_are_refuse
             await page.wait_for(
                 lambda d: d.current_url.startswith(live.base), "the forged form to land"
             )
+            # SameSite=Strict: the browser did not send Alice's cookie with it.
+            await page.wait_text("#how-to-sign-in", "!web")
         for rid in (request_id, other_id):
             row = await live.bridge.store.approval(rid)
             assert row is not None and row.state is ApprovalState.WAITING, rid
-        assert not list((tmp_path / "data").rglob("theirs.txt"))
-        assert not list((tmp_path / "data").rglob("mine.txt"))
+        assert not await _ran(tmp_path, "theirs.txt") and not await _ran(tmp_path, "mine.txt")
 
 
-class _attacker_site:  # noqa: N801 (used as a context manager)
+class _attacker_site:
     """A page on another site (``localhost``, not 127.0.0.1) that posts a decision to the
     console when it loads, without the token (it cannot read it)."""
 
@@ -243,18 +244,14 @@ async def test_used_expired_and_previewed_links_do_not_sign_in(
         # The same link again: used.
         await page.call(page.driver.delete_all_cookies)
         await page.open(link)
-        if await page.count("#signin"):
-            await page.click("#signin")
-        await page.wait_for(lambda d: not d.find_elements("css selector", "#signin"), "an answer")
-        assert await page.count("#who") == 0
+        await page.wait_text("#message", "This sign-in link is used, expired or not valid")
+        assert await page.count("#signin") == 0 and await page.count("#who") == 0
         assert await page.cookies() == []
 
         # A fresh link whose time has passed (the store's clock for it moved on).
         late = await live.link(ALICE)
         await live.bridge.store.database.execute("UPDATE web_links SET expires_at = 0", ())
         await page.open(late)
-        if await page.count("#signin"):
-            await page.click("#signin")
-        await page.wait_for(lambda d: not d.find_elements("css selector", "#signin"), "an answer")
-        assert await page.count("#who") == 0
+        await page.wait_text("#message", "This sign-in link is used, expired or not valid")
+        assert await page.count("#signin") == 0 and await page.count("#who") == 0
         assert await page.cookies() == []
