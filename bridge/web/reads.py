@@ -16,10 +16,13 @@ from bridge.web.core import ConsoleCore
 MAX_THREADS = 500
 MESSAGES_SHOWN = 40
 TURNS_SHOWN = 10
+TITLE_LIMIT = 80
 RESPONSE_SHOWN = 4000
 
 _THREADS_SQL = """
 SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at,
+ (SELECT tt.title FROM thread_titles tt WHERE tt.thread_key = t.key) AS title,
+ (SELECT i.text FROM inbox i WHERE i.thread_key = t.key ORDER BY i.id LIMIT 1) AS first_text,
  (SELECT COUNT(*) FROM inbox i WHERE i.thread_key = t.key AND i.state = 'pending') AS queued,
  (SELECT MAX(i.received_at) FROM inbox i WHERE i.thread_key = t.key) AS last_message,
  (SELECT COUNT(*) FROM turns u WHERE u.thread_key = t.key AND u.state = 'running') AS running,
@@ -29,13 +32,14 @@ SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at,
    WHERE s.thread_key = t.key AND s.at >= ?) AS tokens,
  (SELECT SUM(s.cost) FROM usage_shares s WHERE s.thread_key = t.key AND s.at >= ?) AS cost,
  (SELECT l.owner FROM leases l WHERE l.thread_key = t.key AND l.expires_at > ?) AS owner
-FROM threads t ORDER BY t.updated_at DESC LIMIT ?
+FROM threads t {where} ORDER BY t.updated_at DESC LIMIT ?
 """
 
 
 @dataclass(frozen=True)
 class ThreadLine:
     thread: ThreadRef
+    title: str  # as a person named it, else the first line of its first message
     state: str  # running, approval, queued, idle
     model: str
     queued: int
@@ -87,6 +91,13 @@ def _state(row: Row, live: bool) -> str:
     return "idle"
 
 
+def _title(named: object, first: object) -> str:
+    if named:
+        return str(named)
+    line = next((part.strip() for part in str(first or "").splitlines() if part.strip()), "")
+    return line if len(line) <= TITLE_LIMIT else line[: TITLE_LIMIT - 1].rstrip() + "…"
+
+
 def _instance(core: ConsoleCore, key: str, owner: object) -> str:
     if owner:
         return str(owner).split("#")[0]
@@ -100,10 +111,10 @@ def month_start(core: ConsoleCore) -> float:
 async def thread_lines(core: ConsoleCore, only: str | None = None) -> list[ThreadLine]:
     """Every thread (or the one keyed ``only``), newest activity first."""
     since, now = month_start(core), time.time()
-    sql = _THREADS_SQL
+    sql = _THREADS_SQL.format(where="")
     params: list[object] = [since, since, now, MAX_THREADS]
     if only is not None:
-        sql = sql.replace("ORDER BY", "WHERE t.key = ? ORDER BY")
+        sql = _THREADS_SQL.format(where="WHERE t.key = ?")
         params = [since, since, now, only, 1]
     running = core.live.running()
     lines = []
@@ -114,6 +125,7 @@ async def thread_lines(core: ConsoleCore, only: str | None = None) -> list[Threa
                 thread=ThreadRef(
                     platform=row["platform"], channel=row["channel"], thread=row["thread"]
                 ),
+                title=_title(row["title"], row["first_text"]),
                 state=_state(row, key in running),
                 model=row["model"] or core.config.agy.model or "default",
                 queued=int(row["queued"]),

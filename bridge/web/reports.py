@@ -55,6 +55,11 @@ async def usage(request: Request) -> Response:
             total[0] += tokens
             total[1] += cost
         channels.setdefault(channel, ThreadRef.from_key(key))
+    # Every day of the window has its bar's place, a day without usage too.
+    for back in range(USAGE_DAYS):
+        day = datetime.fromtimestamp(time.time() - back * 86400, zone).strftime("%Y-%m-%d")
+        by_channel.setdefault(day, defaultdict(int))
+        by_person.setdefault(day, defaultdict(int))
     budgets = []
     if core.team is not None:
         team = core.team

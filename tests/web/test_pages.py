@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.pg import Postgres
 from tests.web.harness import OTHER, ROOM, Web, web_console
 
 SECRET = "xoxb-console-secret-12345"
@@ -89,3 +90,22 @@ def test_usage_is_drawn_per_day_by_channel_and_person(tmp_path: Path) -> None:
         alice = w.sign_in("alice").get("/usage").text
         assert "Alice" in alice and "Bob" in alice and "3,000" in alice
         assert "Zed" not in alice and "7,000" not in alice
+
+
+def test_every_page_reads_postgresql_too(tmp_path: Path, postgres: Postgres) -> None:
+    with web_console(tmp_path, store={"url": postgres.new_database(), "instance": "one"}) as w:
+        _two_threads(w)
+        root = w.sign_in("root")
+        for path in (
+            "/",
+            f"/thread?t={ROOM.key}",
+            "/approvals",
+            "/usage",
+            "/audit",
+            "/schedules",
+            "/instances",
+        ):
+            page = root.get(path)
+            assert page.status_code == 200, (path, page.text[:300])
+        assert "one" in root.get("/").text  # the instance holding each thread's lease
+        assert "shared by several instances" in root.get("/instances").text
