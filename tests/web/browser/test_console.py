@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import anyio
 import pytest
 
 from bridge.core.store.rows import ApprovalState
+from bridge.web import live as live_events
+from bridge.web.pages import seen_thread
 from tests.chat.slack.conftest import ALICE, BOB, OTHER_CHANNEL
 from tests.chat.slack.fake_slack import FakeSlack, serve_fake_slack
 from tests.web.browser.chrome import Page
@@ -69,6 +72,47 @@ async def test_sign_in_through_a_web_link_and_watch_a_turn_stream(
         await page.wait_text("#no-turn", "No turn is running")
         assert "done" in await page.text_of("#turns")
         assert await page.outside_requests() == []
+
+
+async def test_a_page_whose_turn_ended_before_its_stream_opened_shows_the_end(
+    page: Page, fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the page's rendering and its event stream's opening, the turn may end (a slow
+    page, a busy machine): the stream must then say so, or the page shows "running" forever
+    (it did: the approval test below failed that way under load)."""
+    go = tmp_path / "go"
+    opened = anyio.Event()
+    stream_asked = anyio.Event()
+
+    async def held(request: Any, visit: Any, key: str) -> Any:
+        # The event stream's request waits here until the turn has ended.
+        stream_asked.set()
+        await opened.wait()
+        return await seen_thread(request, visit, key)
+
+    monkeypatch.setattr(live_events, "seen_thread", held)
+    async with live_console(fake, tmp_path) as live:
+        await live.sign_in(page, ALICE, "alice")
+        ts = await live.say(f"[[waitfirst {go}]] [[reply all done]] and then?")
+        key = live.thread(ts).key
+
+        async def running() -> bool:
+            return live.bridge.core.live.current(key) is not None
+
+        await _until(running)
+        await page.open(live.page_of(ts))  # rendered with the turn running
+        assert await page.text_of("#state") == "running"
+        with anyio.fail_after(30):
+            await stream_asked.wait()
+        go.touch()
+
+        async def ended() -> bool:
+            return not await running()
+
+        await _until(ended)
+        opened.set()  # now the stream opens, after the turn's end
+        await page.wait_text("#no-turn", "No turn is running")
+        assert "all done" in await page.text_of("#turns")
 
 
 async def _request_in(live: Live, channel: str, user: str, name: str) -> tuple[str, str]:
