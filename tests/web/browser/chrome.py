@@ -223,10 +223,11 @@ class Chrome:
     def reset(self) -> None:
         """What one test leaves must not reach the next: its page (and the page's open event
         streams), cookies for every site (cookies ignore ports, and every test serves
-        127.0.0.1), and JavaScript switched back on."""
+        127.0.0.1), JavaScript switched back on, the log of requests read."""
         self.driver.get("about:blank")
         self.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
         self.driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+        self.driver.get_log("performance")  # Page.requests lists this test's requests only
 
     def alive(self) -> bool:
         try:
