@@ -289,6 +289,14 @@ class WebSection(_Section):
     # How long a person's channel memberships are trusted before the chat is asked again.
     membership_seconds: PositiveSeconds = 60.0
 
+    @model_validator(mode="after")
+    def _coherent(self) -> WebSection:
+        if self.public_url and not self.public_url.startswith(("http://", "https://")):
+            raise ValueError("[web] public_url must start with http:// or https://")
+        if bool(self.trusted_header) != bool(self.trusted_platform):
+            raise ValueError("[web] trusted_header and trusted_platform go together")
+        return self
+
 
 class ApprovalsSection(_Section):
     """Which tool calls wait for a person in the thread (agy's ``PreToolUse`` hook)."""

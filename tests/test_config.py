@@ -108,3 +108,12 @@ def test_option_tables_an_operator_adds_are_read_at_start() -> None:
         build_config({"approvals": {"options": {"mytool": "o=write"}}}, environ={})
     ok = build_config({"approvals": {"options": {"mytool": "-v -o=write"}}}, environ={})
     assert ok.approvals.options == {"mytool": "-v -o=write"}
+
+
+def test_web_settings_go_together() -> None:
+    with pytest.raises(ConfigError, match="trusted_header and trusted_platform"):
+        build_config({"web": {"trusted_header": "X-User"}}, environ={})
+    with pytest.raises(ConfigError, match="public_url"):
+        build_config({"web": {"public_url": "agy.example.org"}}, environ={})
+    web = build_config({"web": {"enabled": True}}, environ={}).web
+    assert (web.host, web.port, web.trusted_header, web.admins) == ("127.0.0.1", 8470, "", [])

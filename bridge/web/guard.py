@@ -33,6 +33,7 @@ _HEADERS = [
     (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
+_HEADER_SESSIONS = 10_000
 # Form bodies are a few fields: anything larger is refused unread.
 MAX_FORM_BYTES = 16 * 1024
 
@@ -76,6 +77,8 @@ class Guard:
         self.sessions = sessions
         self.access = access
         self.secure = web.public_url.startswith("https://")
+        # Trusted-header people -> their session id (bounded; a miss opens a new one).
+        self._by_header: dict[str, str] = {}
 
     async def visit(self, request: Request) -> Visit | None:
         """The signed-in person, or None (sign in through `!web`)."""
@@ -85,9 +88,16 @@ class Guard:
             session is None
             or (session.author.id, session.platform) != (trusted.id, self.web.trusted_platform)
         ):
-            new = await self.sessions.open(trusted, self.web.trusted_platform)
-            session = await self.sessions.session(new)
-            return self._visit(session, new)
+            # The proxy's person: their session (a client that keeps no cookie reuses it).
+            known = self._by_header.get(trusted.id)
+            session = await self.sessions.session(known) if known is not None else None
+            if session is None:
+                known = await self.sessions.open(trusted, self.web.trusted_platform)
+                session = await self.sessions.session(known)
+                if len(self._by_header) >= _HEADER_SESSIONS:
+                    self._by_header.clear()
+                self._by_header[trusted.id] = known
+            return self._visit(session, known)
         return self._visit(session, None)
 
     def _visit(self, session: Session | None, new: str | None) -> Visit | None:

@@ -109,6 +109,8 @@ def test_stop_from_the_console_is_the_chats_stop(tmp_path: Path) -> None:
     with web_console(tmp_path) as w:
         w.run(w.h.say, f"long job [[waitfirst {go}]]", where=ROOM, who="alice")
         w.run(w.h.adapter.changes.until, lambda: w.h.bridge.core.live.current(ROOM.key))
+        # Running (agy has the turn): see test_instances_pg.py on a Stop while it takes.
+        w.run(w.h.bridge.core.threads[ROOM.key].wait_until, lambda state: state.busy)
         alice = w.sign_in("alice")
         page = alice.get(f"/thread?t={ROOM.key}").text
         assert 'id="stop"' in page and "running" in page

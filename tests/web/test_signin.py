@@ -105,6 +105,19 @@ def test_the_trusted_header_signs_in_only_when_configured(tmp_path: Path) -> Non
         client = w.client("proxy")
         page = client.get("/", headers={"X-Forwarded-User": "@root:test"})
         assert page.status_code == 200 and "@root:test" in page.text
+        # Another person behind the proxy on the same browser: their own session.
+        page = client.get("/", headers={"X-Forwarded-User": "@alice:test"})
+        assert page.status_code == 200 and "@alice:test" in page.text
+        assert 'id="nav-audit"' not in page.text
+        # A client that keeps no cookie gets the same session each time (not one per request).
+        bare = w.client("curl")  # (an app of its own: its first request opens a session)
+        assert bare.get("/", headers={"X-Forwarded-User": "@root:test"}).status_code == 200
+        before = w.run(w.h.bridge.store.database.fetch, "SELECT COUNT(*) AS n FROM web_sessions")
+        for _ in range(3):
+            bare.cookies.clear()
+            assert bare.get("/", headers={"X-Forwarded-User": "@root:test"}).status_code == 200
+        after = w.run(w.h.bridge.store.database.fetch, "SELECT COUNT(*) AS n FROM web_sessions")
+        assert after[0]["n"] == before[0]["n"]
 
 
 def test_signing_out_ends_the_session_and_the_trail_has_the_sign_in(tmp_path: Path) -> None:

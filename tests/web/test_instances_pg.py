@@ -1,0 +1,90 @@
+"""Two instances on one PostgreSQL: the console of the instance that does not run a thread
+acts on it through the chat's own routing (an approval reaches the holder's gate and agy runs
+the command; a Stop is the holder's `!stop`)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio.from_thread
+from starlette.testclient import TestClient
+
+from bridge.app import open_bridge
+from bridge.config import build_config
+from bridge.web.app import console_app
+from tests.core.harness import Harness
+from tests.doubles import signed_in
+from tests.pg import Postgres
+from tests.web.harness import BASE, ROOM, MembersAdapter, dm, people, settings
+
+
+@asynccontextmanager
+async def _instance(tmp: Path, name: str, url: str) -> AsyncIterator[Harness]:
+    raw = settings(
+        tmp / name,
+        store={"url": url, "instance": name, "lease_seconds": 3},
+        approvals={"mode": "ask", "timeout": 60, "approvers": ["@alice:test"]},
+    )
+    adapter = MembersAdapter(people())
+    async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
+        await bridge.core.recover()
+        yield Harness(bridge, adapter, tmp / name)
+
+
+@asynccontextmanager
+async def _two(tmp: Path, url: str) -> AsyncIterator[tuple[Harness, Harness]]:
+    os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(_instance(tmp, "a", url))
+        b = await stack.enter_async_context(_instance(tmp, "b", url))
+        yield a, b
+
+
+def test_the_other_instances_console_approves_and_stops(tmp_path: Path, postgres: Postgres) -> None:
+    go = tmp_path / "flags" / "go"
+    go.parent.mkdir(parents=True)
+    with anyio.from_thread.start_blocking_portal(backend="asyncio") as portal:
+
+        def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            return portal.call(functools.partial(fn, *args, **kwargs))
+
+        with portal.wrap_async_context_manager(_two(tmp_path, postgres.new_database())) as (a, b):
+            run(a.say, "[[tool run_command touch ran.txt]]", where=ROOM, who="alice")
+            run(a.adapter.changes.until, lambda: len(a.adapter.requests) >= 1)
+            assert ROOM.key in a.bridge.core.threads and ROOM.key not in b.bridge.core.threads
+            # Alice signs in at instance b's console.
+            # Event ids are the platform's, unique across instances (the harness counts per one).
+            run(b.say, "!web", where=dm("alice"), who="alice", event_id="b-web")
+            assert isinstance(b.adapter, MembersAdapter)
+            link = re.findall(r"https?://\S+", b.adapter.quiet[-1][1])[0]
+            client = TestClient(console_app(b.bridge.core), base_url=BASE)
+            client.portal = portal
+            assert client.post(urlsplit(link).path, follow_redirects=False).status_code == 303
+            page = client.get(f"/thread?t={ROOM.key}").text
+            assert "touch ran.txt" in page and "instance a" in page
+            assert "Runs on instance a" in page
+            csrf = re.findall(r'name="csrf" value="([^"]+)"', page)[0]
+            [row] = run(b.bridge.store.waiting_approvals, ROOM.key)
+            form = {"csrf": csrf, "t": ROOM.key, "approval": row.id, "choice": "approve"}
+            answer = client.post("/thread/decide", data=form, follow_redirects=False)
+            assert answer.status_code == 303
+            run(a.adapter.wait_finished, 1, timeout=60)
+            [worker] = a.bridge.core.threads.values()
+            assert worker.place is not None and (worker.place.workdir / "ran.txt").exists()
+            # A turn at instance a, stopped from instance b's console.
+            run(a.say, f"long job [[waitfirst {go}]]", where=ROOM, who="alice")
+            # Running (agy has the turn): a Stop while the turn still takes its messages is the
+            # core's concern, not the console's (see the closing note of issue 46).
+            actor = a.bridge.core.threads[ROOM.key]
+            run(actor.wait_until, lambda state: state.busy)
+            form = {"csrf": csrf, "t": ROOM.key}
+            assert client.post("/thread/stop", data=form, follow_redirects=False).status_code == 303
+            [_, stopped] = run(a.adapter.wait_finished, 2, timeout=60)
+            assert stopped.outcome is not None and stopped.outcome.interrupted
