@@ -150,3 +150,17 @@ def test_a_request_of_another_channel_named_under_ones_own_thread_is_refused(
         assert w.h.adapter.settled == {}
         still = w.run(w.h.bridge.store.approval, row.id)
         assert still is not None and still.state is ApprovalState.WAITING
+
+
+def test_always_from_the_console_adds_the_command_to_the_threads_allow_list(
+    tmp_path: Path,
+) -> None:
+    with web_console(tmp_path, **_approvals()) as w:
+        w.run(w.h.say, GATED, where=ROOM, who="alice")
+        request_id = _waiting(w)
+        alice = w.sign_in("alice")
+        assert _decide(alice, w.csrf(alice), request_id, "always").status_code == 303
+        w.run(w.h.adapter.wait_finished, 1)
+        assert (workdir(w.h) / "ran.txt").exists()
+        assert w.h.adapter.settled["req-1"].state == "always"
+        assert w.run(w.h.bridge.store.allow_list, ROOM.key)  # asked no more in this thread

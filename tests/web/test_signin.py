@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.core.commands.web import ASK_IN_A_DM
-from tests.web.harness import BASE, ROOM, web_console
+from bridge.core.commands.web import ASK_IN_A_DM, NOT_ENABLED
+from tests.web.harness import BASE, ROOM, dm, web_console
 
 
 def test_web_outside_a_dm_asks_for_a_dm_and_sends_no_link(tmp_path: Path) -> None:
@@ -138,3 +138,10 @@ def test_signing_out_ends_the_session_and_the_trail_has_the_sign_in(tmp_path: Pa
         thief = w.client("thief")
         thief.cookies.set("agy_console", cookie or "")
         assert thief.get("/").status_code == 401
+
+
+def test_web_says_so_when_the_console_is_off(tmp_path: Path) -> None:
+    with web_console(tmp_path, web={"enabled": False}) as w:
+        w.run(w.h.say, "!web", where=dm("alice"), who="alice")
+        assert (dm("alice").key, NOT_ENABLED) in w.adapter.notices
+        assert w.adapter.quiet == []
