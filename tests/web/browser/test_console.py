@@ -6,13 +6,19 @@ used and expired links, and a link opened by a preview bot."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anyio
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
 
 from bridge.core.store.rows import ApprovalState
 from bridge.web import live as live_events
@@ -21,6 +27,7 @@ from tests.chat.slack.conftest import ALICE, BOB, OTHER_CHANNEL
 from tests.chat.slack.fake_slack import FakeSlack, serve_fake_slack
 from tests.web.browser.chrome import Page
 from tests.web.browser.console import CAROL, Live, live_console
+from tests.web.serve import serve
 
 pytestmark = pytest.mark.anyio
 
@@ -227,47 +234,46 @@ async def test_forged_posts_from_another_site_and_for_another_channel_are_refuse
         await page.wait_text("#message", "Refused: this form did not come from your console page")
 
         # Another site's page posting to the console as soon as it loads.
-        async with _attacker_site(live.base, key, request_id) as evil:
+        decision = {"t": key, "approval": request_id, "choice": "approve"}
+        async with _attacker_site(f"{live.base}/thread/decide", decision) as evil:
             await page.open(evil)
             await page.wait_for(
                 lambda d: d.current_url.startswith(live.base), "the forged form to land"
             )
             # SameSite=Strict: the browser did not send Alice's cookie with it.
             await page.wait_text("#how-to-sign-in", "!web")
+
+        # Signing her in as someone else (Bob's own link, posted by his page): refused, as
+        # the form comes from another site; Alice stays herself.
+        bobs_link = await live.link(BOB)
+        async with _attacker_site(bobs_link, {}) as evil:
+            await page.open(evil)
+            await page.wait_text("#message", "Refused: this form did not come from")
+        await page.open(live.base + "/")
+        await page.wait_text("#who", "alice")
         for rid in (request_id, other_id):
             row = await live.bridge.store.approval(rid)
             assert row is not None and row.state is ApprovalState.WAITING, rid
         assert not await _ran(tmp_path, "theirs.txt") and not await _ran(tmp_path, "mine.txt")
 
 
-class _attacker_site:
-    """A page on another site (``localhost``, not 127.0.0.1) that posts a decision to the
-    console when it loads, without the token (it cannot read it)."""
+@asynccontextmanager
+async def _attacker_site(action: str, fields: dict[str, str]) -> AsyncIterator[str]:
+    """A page on another site (``localhost``, the console being on 127.0.0.1) that posts a
+    form to ``action`` as soon as it loads; yields its address."""
+    inputs = "".join(
+        f'<input name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in fields.items()
+    )
+    page = (
+        f'<!doctype html><body><form id="f" method="post" action="{html.escape(action)}">'
+        f"{inputs}</form><script>document.getElementById('f').submit()</script></body>"
+    )
 
-    def __init__(self, base: str, key: str, request_id: str) -> None:
-        self.html = (
-            "<!doctype html><body><form id=f method=post action='" + base + "/thread/decide'>"
-            f"<input name=t value='{key}'><input name=approval value='{request_id}'>"
-            "<input name=choice value=approve></form>"
-            "<script>document.getElementById('f').submit()</script></body>"
-        )
+    async def home(_: Request) -> HTMLResponse:
+        return HTMLResponse(page)
 
-    async def __aenter__(self) -> str:
-        from starlette.applications import Starlette
-        from starlette.responses import HTMLResponse
-        from starlette.routing import Route
-
-        from tests.web.serve import serve
-
-        async def home(_: object) -> HTMLResponse:
-            return HTMLResponse(self.html)
-
-        self._serving = serve(Starlette(routes=[Route("/", home)]))
-        base = await self._serving.__aenter__()
-        return base.replace("127.0.0.1", "localhost") + "/"
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._serving.__aexit__(*exc)
+    async with serve(Starlette(routes=[Route("/", home)])) as base:
+        yield base.replace("127.0.0.1", "localhost") + "/"
 
 
 async def test_used_expired_and_previewed_links_do_not_sign_in(
