@@ -15,7 +15,8 @@ SYNAPSE_VENV ?= .venv-synapse
 SYNAPSE_STAMP := $(SYNAPSE_VENV)/.installed
 CONFIG ?= config.toml
 
-.PHONY: run test test-profile lint typecheck venv synapse postgres lock clean bench bubblewrap js-client
+.PHONY: run test test-profile lint typecheck venv synapse postgres lock clean bench bubblewrap js-client \
+	chromium
 
 $(STAMP): pyproject.toml requirements.lock requirements-dev.lock
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
@@ -86,11 +87,27 @@ postgres:
 			--no-install-recommends postgresql; \
 	else echo "PostgreSQL's server binaries are missing: its tests will not run"; fi
 
+# The console's browser tests (tests/web/browser/) drive Debian's Chromium through its own
+# chromedriver (Selenium is told both paths and never downloads a driver or a browser). Installed
+# where we may (root with apt-get); elsewhere those tests are skipped, each saying why, and with
+# CI=true they fail instead.
+chromium:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver (the console's browser tests)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends chromium chromium-driver; } \
+			|| echo "chromium could not be installed: the browser tests will not run"; \
+	else \
+		echo "chromium or chromedriver is missing and cannot be installed here (needs root and"; \
+		echo "apt-get): the console's browser tests will not run (pytest lists them as skipped)"; \
+	fi
+
 # The system packages the tests need, one after the other (apt-get's lock); beside them in
 # `make test`: npm for the JS client (mostly network) and the cold mypy (mostly CPU).
 .PHONY: system-packages
 system-packages:
-	@$(MAKE) --no-print-directory bubblewrap postgres
+	@$(MAKE) --no-print-directory bubblewrap postgres chromium
 
 # The suite runs over every core (pytest-xdist; more than four workers would each start their
 # own Synapse and PostgreSQL for little gain). Most tests wait on processes and sockets, not

@@ -27,8 +27,10 @@ _HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    # A sign-in link in the address bar must not travel on in a Referer.
-    (b"referrer-policy", b"no-referrer"),
+    # A sign-in link in the address bar must not travel on in a Referer to another site.
+    # Not no-referrer: under it a browser sends `Origin: null` with the console's own form
+    # POSTs, which same_origin must refuse (tests/web/browser/: every form failed in Chromium).
+    (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
 _HEADER_SESSIONS = 10_000

@@ -44,6 +44,10 @@ async def events(request: Request) -> Response:
             turn = hub.current(key)
             if turn is not None:
                 yield _snapshot(turn, scrub)
+            else:
+                # No turn now: a page rendered with one running missed its end (it ended
+                # before this stream opened) and reads itself again (console.js).
+                yield ServerSentEvent("{}", event="idle")
             async for event in received:
                 yield _sent(event, scrub)
                 if event.kind == "end":

@@ -85,7 +85,7 @@ def test_the_cookie_and_the_headers(tmp_path: Path) -> None:
         page = client.get(path)
         csp = page.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp
-        assert page.headers["referrer-policy"] == "no-referrer"
+        assert page.headers["referrer-policy"] == "same-origin"
         answer = client.post(
             path, headers={"Origin": "https://console.example"}, follow_redirects=False
         )

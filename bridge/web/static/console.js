@@ -10,6 +10,19 @@
   var text = document.getElementById("live-text");
   var tools = document.getElementById("live-tools");
   var source = new EventSource(box.getAttribute("data-events"));
+  // Whether this page was rendered with a turn running here: the stream opens with the turn
+  // so far ("snapshot") or "idle", and a page that shows the other state is read again (the
+  // turn began or ended between the page's rendering and the stream's opening).
+  var rendered = !document.getElementById("no-turn");
+  function reload() {
+    source.close();
+    window.location.reload();
+  }
+  source.addEventListener("idle", function () {
+    if (rendered) {
+      reload();
+    }
+  });
   var shown = {};
   function toolLine(tool) {
     // A tool's later state replaces its line (as the server's snapshot does).
@@ -21,6 +34,10 @@
     return item;
   }
   source.addEventListener("snapshot", function (e) {
+    if (!rendered) {
+      reload();
+      return;
+    }
     var turn = JSON.parse(e.data);
     text.textContent = turn.text;
     while (tools.firstChild) {
