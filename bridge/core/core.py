@@ -20,6 +20,7 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core import recovery
 from bridge.core import store as st
+from bridge.core.approvals.hook_health import HookHealth, health_for
 from bridge.core.approvals.replies import number_handle, parse_reply
 from bridge.core.approvals.secrets import scrubber_for
 from bridge.core.approvals.texts import not_approver_text
@@ -101,6 +102,8 @@ class Core:
         self.disk = disk_space(config)  # for !status (the threads' rules are in their parts)
         # Scheduled prompts (set by open_core; docs/schedules.md).
         self.scheduler: Scheduler | None = None
+        # Threads held since their agy ran tools without the gate's hooks (set by open_core).
+        self.hook_health: HookHealth | None = None
 
     @property
     def threads(self) -> Mapping[str, ThreadActor]:
@@ -375,6 +378,7 @@ async def open_core(
         policy = Chain((policy, team.policy))
     slots = ProcessSlots(config.agy.max_processes)
     disk = disk_space(config)
+    hook_health = health_for(config)
     await anyio.to_thread.run_sync(disk.keep_reserve)
     async with anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
@@ -397,6 +401,7 @@ async def open_core(
                 team=team,
                 policy=policy,
                 disk=disk,
+                hook_health=hook_health,
             )
 
         cluster = Cluster(
@@ -415,6 +420,7 @@ async def open_core(
             limit=slots.limit,
         )
         core = Core(config, store, runtime, chats, router, slots, metrics, tg, team)
+        core.hook_health = hook_health
         core.hearing = {n: a for n, a in adapters.items() if isinstance(a, HearsResets)}
         tg.start_soon(prune_daily, audit, config.bridge.audit_days, name="audit-prune")
         # Scheduled prompts run on every instance; a run is claimed in the store, so one makes it.

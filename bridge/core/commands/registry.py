@@ -14,6 +14,7 @@ from typing import Protocol
 
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
+from bridge.core.approvals.hook_health import HookHealth
 from bridge.core.cluster import Cluster
 from bridge.core.command_text import Command
 from bridge.core.disk import DiskSpace
@@ -40,6 +41,8 @@ class Core(Protocol):
     disk: DiskSpace
     # Scheduled prompts (None: a core built without them).
     scheduler: Scheduler | None
+    # Threads held since their agy ran tools without the gate's hooks.
+    hook_health: HookHealth | None
 
     async def say(self, thread: ThreadRef, text: str) -> None: ...
 
