@@ -41,8 +41,9 @@ T = TypeVar("T")
 Say = Callable[[str], Awaitable[None]]
 PROOF_SECONDS = 2.0
 # How long an announced tool step may wait for its PreToolUse call: the hook's handler starts
-# right after agy announces the step, and its call reaches the listener in milliseconds.
-MIN_STEP_GRACE = 5.0
+# right after agy announces the step, and its call reaches the listener in milliseconds; the
+# margin is for a loaded machine (a step whose tool ends first is judged at its end anyway).
+MIN_STEP_GRACE = 10.0
 
 CHECK = (
     "Check the login kind (hooks have been reported not to run for logins by API key), "
@@ -81,7 +82,7 @@ class HookWatch:
     ) -> None:
         self.seconds = seconds
         self.bypassed = bypassed  # the thread is held (see the module's text)
-        self.grace = max(MIN_STEP_GRACE, 2 * seconds)
+        self.grace = max(MIN_STEP_GRACE, 5 * seconds)
         self._seen = anyio.Event()
         self.proven = False
         self.stopped = False

@@ -71,7 +71,8 @@ class StepLedger:
 
     def decided(self, name: str, step_idx: int | None) -> None:
         """A ``PreToolUse`` call of this process's conversation reached the gate."""
-        self._calls.append((step_idx, name))
+        if name in GATED_TOOLS:  # the others' steps are not judged: nothing would take them
+            self._calls.append((step_idx, name))
 
     def seen(self, step: ToolStep) -> Seen:
         if step.index in self._matched or self._take(step):
