@@ -9,8 +9,10 @@ must be told why and what to check.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.core.harness import running, thread
@@ -121,3 +123,34 @@ async def test_an_ordinary_turn_with_many_tools_is_not_stopped(tmp_path: Path) -
         await h.say("[[tool run_command ls]] [[sleep 1]]", where=thread())
         await h.adapter.wait_finished(2, timeout=40)
         assert not [text for _, text in h.adapter.notices if "hook" in text.lower()]
+
+
+async def test_in_the_sandbox_the_ungated_tool_dies_with_its_agy(tmp_path: Path) -> None:
+    """Under bubblewrap the process group the bridge kills is the sandbox's: the command that
+    runs inside it ends with it, and never writes."""
+    from tests.agy.sandboxed import require_bwrap
+
+    require_bwrap()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"AGY_SIM_NO_TOOL_HOOKS": "1"}
+    marker = f"sleep 3{os.getpid() % 10}.5"  # a command line no other test runs
+    async with running(tmp_path, extra=_extra(workspace), env=env, isolation="bwrap") as h:
+        await h.say(f"[[sleep 3]] [[tool run_command {marker}; touch pwned]]")
+        await h.adapter.wait_notice("never decided", timeout=60)
+        with anyio.fail_after(20):
+            while _running(marker):
+                await anyio.sleep(0.1)
+        assert not (workspace / "pwned").exists()
+
+
+def _running(command: str) -> bool:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if argv.strip() == command:
+                return True
+    return False
