@@ -66,9 +66,13 @@ async def test_operands_a_program_writes_are_judged_as_writes(
         (ws / "cfg.txt").write_text("a line\n")
         (ws / "cfg2.txt").write_text("another\n")
         config = (ws / ".git" / "config").read_text()
+        unasked = []
         for line in attacks(outside):
+            before = len(attack.asked)
             await attack.turn(f"[[tool run_command {line}]]")
-            assert attack.asked and attack.asked[-1].summary == line, line
+            if len(attack.asked) == before or attack.asked[-1].summary != line:
+                unasked.append(line)
+        assert unasked == [], "ran without a person"
         assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
         assert (outside / "keep.txt").read_text() == "keep\n"
         assert (ws / ".git" / "config").read_text() == config
