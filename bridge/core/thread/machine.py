@@ -242,7 +242,7 @@ def _start_failed(state: State, command: c.StartFailed) -> Step:
 def _process_closed(state: State, _: c.ProcessClosed) -> Step:
     if state.phase is not Phase.CLOSING:
         return state, []
-    if state.after_close is AfterClose.START and not state.draining:
+    if state.after_close is AfterClose.START and not state.draining and not state.unhooked:
         return _start(state)
     return _check(state, e.ReleaseSlot())
 
