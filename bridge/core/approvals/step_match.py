@@ -67,6 +67,7 @@ class StepLedger:
     def __init__(self) -> None:
         self._calls: list[tuple[int | None, str]] = []  # (stepIdx, tool) no step took yet
         self._matched: set[int] = set()
+        self._ended: set[int] = set()  # steps seen DONE or ERROR
         self.bypassed: ToolStep | None = None
 
     def decided(self, name: str, step_idx: int | None) -> None:
@@ -75,6 +76,8 @@ class StepLedger:
             self._calls.append((step_idx, name))
 
     def seen(self, step: ToolStep) -> Seen:
+        if step.state != "ACTIVE":
+            self._ended.add(step.index)
         if step.index in self._matched or self._take(step):
             return Seen.FINE
         if step.state == "ACTIVE":
@@ -85,7 +88,10 @@ class StepLedger:
         return Seen.FINE  # ERROR: refused before any hook; nothing ran
 
     def undecided(self, step: ToolStep) -> bool:
-        """Whether ``step`` (seen ACTIVE) still has no hook call."""
+        """Whether ``step`` (seen ACTIVE) still has no hook call and has not ended (a step
+        that ended was judged then)."""
+        if step.index in self._ended:
+            return False
         return step.index not in self._matched and not self._take(step)
 
     def _take(self, step: ToolStep) -> bool:

@@ -113,8 +113,14 @@ def test_only_the_tools_the_evidence_shows_passing_pretooluse_are_judged() -> No
 
 
 def test_a_step_refused_before_any_hook_proves_nothing() -> None:
+    ledger = StepLedger()
+    active = gated_step(step(2, "ACTIVE", name="list_dir"), CONV)
     refused = gated_step(step(2, "ERROR", name="list_dir"), CONV)
-    assert refused is not None and StepLedger().seen(refused) is Seen.FINE
+    assert active is not None and refused is not None
+    assert ledger.seen(active) is Seen.WAIT
+    assert ledger.seen(refused) is Seen.FINE
+    # Its wait for a hook call ends with it: agy is not stopped later for it.
+    assert not ledger.undecided(active)
 
 
 def test_a_held_thread_is_let_go_when_agy_or_its_login_changes(tmp_path: Path) -> None:
