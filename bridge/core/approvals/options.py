@@ -162,7 +162,8 @@ class Tables:
             old = merged.get(key)
             if old is None:
                 source = "[approvals] options"
-                merged[key] = Table(key, source, MappingProxyType(added), writes=writes or "all")
+                writes = writes or self.writes.get(key, "all")
+                merged[key] = Table(key, source, MappingProxyType(added), writes=writes)
             else:
                 options = {**old.options, **added}
                 source = f"{old.source}; [approvals] options"
