@@ -58,6 +58,7 @@ from bridge.agy.session import ToolCall, ToolVerdict, injection_hook
 from bridge.agy.wire import PRE_TOOL_USE, HookInput, HookReply, InjectedStep
 from bridge.core.approvals import policy
 from bridge.core.approvals.rules import CommandRule
+from bridge.core.approvals.step_match import StepLedger
 from bridge.core.store import Store
 from bridge.core.store.opening import open_store
 
@@ -129,6 +130,8 @@ class ToolSession:
         self.place = policy.Place(Path("/work/project"), frozenset({"bridge_chat"}), secrets=login)
         self.policy = policy.Policy(self.RULES)
         self.always: tuple[CommandRule, ...] | None = None
+        # The thread's hook watch records each call for the stream's tool steps (hook_watch).
+        self.ledger = StepLedger()
 
     async def load(self) -> None:
         rows = await self.store.allow_list(f"bench|c|{self.number}")
@@ -136,6 +139,7 @@ class ToolSession:
 
     async def decide(self, call: ToolCall) -> ToolVerdict:
         self.calls += 1
+        self.ledger.decided(call.name, call.step_idx)
         if self.always is None:
             await self.load()
         assert self.always is not None

@@ -40,6 +40,7 @@ from bridge.chat.matrix.files import MatrixFiles
 from bridge.chat.slack.session import recorded_support
 from bridge.config import Config
 from bridge.core import disk as disk_usage
+from bridge.core.approvals.step_match import Seen, StepLedger, ToolStep, gated_step
 from bridge.core.store import store_url
 from bridge.core.store.opening import open_store
 from bridge.doctor_forge import check_forges
@@ -494,6 +495,9 @@ class LiveSeen:
     # When the first hook call and the first tool's hook call came (time.monotonic()).
     first_hook: float | None = None
     first_tool: float | None = None
+    # PreToolUse calls matched to the stream's tool steps (core/approvals/step_match).
+    ledger: StepLedger = field(default_factory=StepLedger)
+    steps: list[ToolStep] = field(default_factory=list)
 
 
 def _live_mcp_server(seen: LiveSeen) -> Server[Any]:
@@ -529,6 +533,7 @@ async def live_turn(
 
     async def decide(call: ToolCall) -> ToolVerdict:
         seen.tool_hooks.append(call.name)
+        seen.ledger.decided(call.name, call.step_idx)
         seen.first_tool = seen.first_tool or time.monotonic()
         if call.name == "run_command":
             return ToolVerdict(allow=False, reason=DENY_REASON)
@@ -573,7 +578,7 @@ async def live_turn(
                 session.directory, workdir, model=config.agy.model or None, conversation=None
             )
             try:
-                await _live_process(spec, [prompt, deny_prompt], report, denial)
+                await _live_process(spec, [prompt, deny_prompt], report, denial, seen)
             finally:
                 await session.close()
         ran = marker.exists()
@@ -587,6 +592,7 @@ async def live_turn(
             "plugin's hooks.json (mid-turn messages would wait for the next turn)"
         )
     report_hooks_first(report, seen, config.approvals.hook_proof_seconds)
+    report_steps_decided(report, seen)
     if seen.mcp_calls:
         report.ok("agy contacted the bridge's MCP server (" + ", ".join(seen.mcp_calls) + ")")
     else:
@@ -611,6 +617,24 @@ def report_hooks_first(report: Report, seen: LiveSeen, seconds: float) -> None:
         report.bad(
             "no hook ran before the turn's first tool: with approvals on, the bridge stops this "
             "agy at every turn (its tool calls would run unasked)"
+        )
+
+
+def report_steps_decided(report: Report, seen: LiveSeen) -> None:
+    """One line: whether each tool call agy's stream showed had its PreToolUse call (a build
+    may run PreInvocation and skip PreToolUse; the bridge stops such an agy)."""
+    ran = [step for step in seen.steps if seen.ledger.seen(step) is Seen.BYPASSED]
+    if ran:
+        named = ", ".join(f"{step.name} step {step.index}" for step in ran)
+        report.bad(
+            f"agy ran {len(ran)} tool call(s) the PreToolUse hook never decided ({named}; "
+            "matched by the stream's step index): with approvals on, the bridge stops this agy "
+            "at such a call and holds the thread"
+        )
+    else:
+        done = sum(step.state == "DONE" for step in seen.steps)
+        report.ok(
+            f"every tool call of agy's stream was decided by the PreToolUse hook ({done} ran)"
         )
 
 
@@ -646,7 +670,9 @@ def _report_denial(report: Report, seen: LiveSeen, denial: _Denial, ran: bool) -
         )
 
 
-async def _live_process(spec: Any, prompts: list[str], report: Report, denial: _Denial) -> None:
+async def _live_process(
+    spec: Any, prompts: list[str], report: Report, denial: _Denial, seen: LiveSeen
+) -> None:
     """Run the turns in one agy process; the last one is the approval self-test."""
     try:
         async with open_agy(spec, lambda reason: report.info(f"unreadable line: {reason}")) as proc:
@@ -658,18 +684,24 @@ async def _live_process(spec: Any, prompts: list[str], report: Report, denial: _
             )
             for number, prompt in enumerate(prompts):
                 last = number == len(prompts) - 1
-                if not await _live_one_turn(proc, prompt, report, denial if last else None):
+                if not await _live_one_turn(proc, prompt, report, denial if last else None, seen):
                     return
     except AgyStartError as exc:
         report.bad(f"agy did not start: {exc.message}")
 
 
-async def _live_one_turn(proc: Any, prompt: str, report: Report, denial: _Denial | None) -> bool:
+async def _live_one_turn(
+    proc: Any, prompt: str, report: Report, denial: _Denial | None, seen: LiveSeen
+) -> bool:
     """One turn; False when agy is gone or the turn did not end."""
     await proc.send_turn([prompt])
     with anyio.move_on_after(LIVE_TURN_SECONDS):
         while True:
             out = await proc.next()
+            if isinstance(out, wire.StepUpdateEvent):
+                tool = gated_step(out.step_update, proc.conversation_id)
+                if tool is not None and tool.state != "ACTIVE":
+                    seen.steps.append(tool)
             if isinstance(out, wire.StepUpdateEvent) and denial is not None:
                 step = out.step_update
                 info = step.tool_info

@@ -66,6 +66,7 @@ def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
     assert "✓ the denied command did not run" in done.stdout
     assert "✓ agy reported the denial" in done.stdout
     assert "✓ the hooks ran before the turn's first tool" in done.stdout
+    assert "✓ every tool call of agy's stream was decided by the PreToolUse hook" in done.stdout
     assert not (tmp_path / "data" / "doctor").exists() or not any(
         (tmp_path / "data" / "doctor").iterdir()
     )
@@ -92,3 +93,13 @@ def test_live_turn_reports_an_agy_that_runs_no_hooks_in_one_line(tmp_path: Path)
     assert done.returncode == 1, done.stdout + done.stderr
     [line] = [line for line in done.stdout.splitlines() if "before the turn's first tool" in line]
     assert line.startswith("✗ no hook ran before the turn's first tool")
+
+
+@pytest.mark.slow
+def test_live_turn_reports_an_agy_that_skips_pretooluse_in_one_line(tmp_path: Path) -> None:
+    """A build that runs PreInvocation but not PreToolUse passes the hook proof: the stream's
+    tool steps, matched to the gate's calls, show it."""
+    done = _doctor(tmp_path, "--live", AGY_SIM_NO_TOOL_HOOKS="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = [line for line in done.stdout.splitlines() if "stream" in line]
+    assert line.startswith("✗ agy ran 2 tool call(s) the PreToolUse hook never decided"), line

@@ -35,6 +35,7 @@ class ToolCall:
     conversation_id: str = ""
     workspace_paths: tuple[str, ...] = ()
     scratch: str | None = None  # agy's own artifact folder of this conversation
+    step_idx: int | None = None  # the call's step in agy's stream (its step_index)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ def injection_hook(inject: InjectFunc, decide: DecideFunc | None = None) -> Hook
                 conversation_id=data.conversation_id,
                 workspace_paths=tuple(data.workspace_paths),
                 scratch=data.artifact_directory_path,
+                step_idx=data.step_idx,
             )
             return _decision(await decide(call))
         if event != "PreInvocation":

@@ -20,6 +20,7 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core import recovery
 from bridge.core import store as st
+from bridge.core.approvals.hook_health import HookHealth, health_for
 from bridge.core.approvals.replies import number_handle, parse_reply
 from bridge.core.approvals.secrets import scrubber_for
 from bridge.core.approvals.texts import not_approver_text
@@ -117,6 +118,8 @@ class Core:
         self.live = LiveHub()
         # Pull requests of worktree threads (None: no forge configured; docs/pull-requests.md).
         self.pulls: Pulls | None = None
+        # Threads held since their agy ran tools without the gate's hooks (set by open_core).
+        self.hook_health: HookHealth | None = None
 
     @property
     def threads(self) -> Mapping[str, ThreadActor]:
@@ -391,6 +394,7 @@ async def open_core(
         policy = Chain((policy, team.policy))
     slots = ProcessSlots(config.agy.max_processes)
     disk = disk_space(config)
+    hook_health = health_for(config)
     await anyio.to_thread.run_sync(disk.keep_reserve)
     async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
         marks = Marks(lambda thread: chats[thread.platform], tg)
@@ -413,6 +417,7 @@ async def open_core(
                 team=team,
                 policy=policy,
                 disk=disk,
+                hook_health=hook_health,
             )
 
         cluster = Cluster(
@@ -434,6 +439,7 @@ async def open_core(
         for chat in chats.values():
             if isinstance(chat, ScrubbedAdapter):
                 chat.live = core.live
+        core.hook_health = hook_health
         core.hearing = {n: a for n, a in adapters.items() if isinstance(a, HearsResets)}
         core.members = {n: a for n, a in adapters.items() if isinstance(a, KnowsMembers)}
         core.quiet = {n: a for n, a in adapters.items() if isinstance(a, PostsWithoutPreviews)}

@@ -112,6 +112,10 @@ class PrintMode:
             # As the agy builds whose hooks load but never run (reported for logins by API
             # key; plugin hooks not loaded on some builds): every tool call runs unasked.
             plugins = [replace(plugin, hooks={}, tool_hooks={}) for plugin in plugins]
+        elif os.environ.get("AGY_SIM_NO_TOOL_HOOKS") == "1":
+            # A build that runs PreInvocation (and the other session hooks) but never
+            # PreToolUse: the hook proof passes, and every tool call runs unasked.
+            plugins = [replace(plugin, tool_hooks={}) for plugin in plugins]
         cwd = os.getcwd()
         conversation, resumed = self._conversation(cwd)
         if conversation is None:

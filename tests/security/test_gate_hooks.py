@@ -9,8 +9,10 @@ must be told why and what to check.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.core.harness import running, thread
@@ -41,9 +43,10 @@ async def test_an_agy_that_runs_no_hooks_is_stopped_before_its_tools_run(
         assert "agy-bridge doctor" in notice and "login" in notice and "version" in notice
         await h.adapter.wait_finished(1)
         assert not (workspace / "pwned").exists(), "a tool ran without the gate"
-        # The next message starts no turn that could run a tool unasked either.
+        # The next message starts no turn that could run a tool unasked either: the thread is
+        # held until an agy that runs the hooks is back.
         await h.say("[[sleep 3]] [[tool run_command touch pwned-again]]", where=thread())
-        await h.adapter.wait_finished(2)
+        await h.adapter.wait_notice("no new turn")
         assert not (workspace / "pwned-again").exists()
 
 
@@ -55,3 +58,99 @@ async def test_an_agy_that_runs_its_hooks_works_as_before(tmp_path: Path) -> Non
         [reply] = await h.adapter.wait_finished(1)
         assert reply.tools and reply.tools[-1].state == "DONE", (reply, h.adapter.notices)
         assert not [text for _, text in h.adapter.notices if "hooks" in text]
+
+
+# --- a build that runs PreInvocation but never PreToolUse -------------------------------------
+#
+# The hook proof above passes for such a build (its PreInvocation call reaches the listener),
+# and nothing but the stream shows its tool calls. The bridge matches every tool step of the
+# stream to a PreToolUse call of the gate (the step's index is the hook's stepIdx). What it
+# can guarantee, since no hook announces a tool before it starts: a tool step the gate never
+# decided is stopped with agy's whole process group once it has run longer than the hook's
+# grace (a few seconds) or at its end, whichever comes first; the thread is told; and the
+# thread starts no new turn until an agy that runs the hooks is back.
+
+
+async def test_a_tool_the_gate_never_decided_is_stopped_and_the_thread_held(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"AGY_SIM_NO_TOOL_HOOKS": "1"}
+    async with running(tmp_path, extra=_extra(workspace), env=env) as h:
+        await h.say("[[sleep 3]] [[tool run_command sleep 30; touch pwned]]")
+        notice = await h.adapter.wait_notice("never decided", timeout=40)
+        assert "agy-bridge doctor" in notice and "login" in notice and "version" in notice
+        await h.adapter.wait_finished(1, timeout=40)
+        assert not (workspace / "pwned").exists(), "an ungated tool ran to its end"
+        # The thread is held: the next message starts no agy and runs nothing.
+        await h.say("[[tool run_command touch pwned-again]]", where=thread())
+        await h.adapter.wait_notice("no new turn", timeout=40)
+        await h.say("!status", where=thread())
+        status = await h.adapter.wait_notice("• Hooks:", timeout=20)
+        assert "stopped" in status, status
+        assert not (workspace / "pwned-again").exists()
+
+
+async def test_a_quick_ungated_tool_ends_its_agy_at_its_end(tmp_path: Path) -> None:
+    """A tool quicker than the grace has run by the time its step ends (the limit that stays):
+    agy is stopped there, before its next model call, and the thread is held."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"AGY_SIM_NO_TOOL_HOOKS": "1"}
+    async with running(tmp_path, extra=_extra(workspace), env=env) as h:
+        await h.say("[[sleep 3]] [[tool run_command touch first]] [[calls 3]]")
+        await h.adapter.wait_notice("never decided", timeout=40)
+        [reply] = await h.adapter.wait_finished(1, timeout=40)
+        assert (workspace / "first").exists()
+        assert not [t for t in reply.tools if "step 2" in t.summary], reply.tools
+
+
+async def test_an_ordinary_turn_with_many_tools_is_not_stopped(tmp_path: Path) -> None:
+    """Every kind of step the recorded streams show, with hooks that run: nothing is stopped."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    extra = _extra(workspace)
+    async with running(tmp_path, extra=extra) as h:
+        script = (
+            "[[subagent]] [[tool run_command ls -la]] [[tool run_command git status]] "
+            "[[write notes.txt hello]] [[tool run_command cat notes.txt]] "
+            "[[tool run_command echo done]] [[calls 4]]"
+        )
+        await h.say(script)
+        [reply] = await h.adapter.wait_finished(1, timeout=40)
+        assert [t.state for t in reply.tools if t.state != "ACTIVE"].count("DONE") >= 6, reply.tools
+        await h.say("[[tool run_command ls]] [[sleep 1]]", where=thread())
+        await h.adapter.wait_finished(2, timeout=40)
+        assert not [text for _, text in h.adapter.notices if "hook" in text.lower()]
+
+
+async def test_in_the_sandbox_the_ungated_tool_dies_with_its_agy(tmp_path: Path) -> None:
+    """Under bubblewrap the process group the bridge kills is the sandbox's: the command that
+    runs inside it ends with it, and never writes."""
+    from tests.agy.sandboxed import require_bwrap
+
+    require_bwrap()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"AGY_SIM_NO_TOOL_HOOKS": "1"}
+    marker = f"sleep 3{os.getpid() % 10}.5"  # a command line no other test runs
+    async with running(tmp_path, extra=_extra(workspace), env=env, isolation="bwrap") as h:
+        await h.say(f"[[sleep 3]] [[tool run_command {marker}; touch pwned]]")
+        await h.adapter.wait_notice("never decided", timeout=60)
+        with anyio.fail_after(20):
+            while _running(marker):
+                await anyio.sleep(0.1)
+        assert not (workspace / "pwned").exists()
+
+
+def _running(command: str) -> bool:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if argv.strip() == command:
+                return True
+    return False

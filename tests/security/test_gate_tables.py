@@ -29,11 +29,35 @@ def _listed(name: str) -> list[list[str]]:
 # Written down, not derived from the tables: a dropped entry must fail.
 WHOLE_LISTED = [row[0] for row in _listed("programs_that_run_arguments.txt")]
 ASKING_LISTED = [tuple(row) for row in _listed("options_that_ask.txt")]
+WRITING_LISTED = [tuple(row) for row in _listed("operands_written.txt")]
 
 
 def test_the_lists_hold_every_entry() -> None:
     assert set(WHOLE_LISTED) == set(WHOLE)
     assert set(ASKING_LISTED) == set(_ask_and_write_options())
+    assert set(WRITING_LISTED) == set(_operand_writers())
+
+
+def _operand_writers() -> list[tuple[str, str]]:
+    tables = [(n, t.writes) for n, t in TABLES.by_name.items() if t.writes != "read"]
+    return sorted([*tables, *TABLES.writes.items()])
+
+
+@pytest.mark.parametrize(("program", "writes"), WRITING_LISTED)
+def test_every_operand_a_program_writes_is_judged_so(program: str, writes: str) -> None:
+    """Generated from the tables: turning a program's operands to `read` lets a write outside
+    the workspace through; it fails here."""
+    words = program.split()
+    target = "/elsewhere/x"
+    argv = [*words, "of=" + target if writes == "of" else target]
+    if writes in ("last", "second"):
+        argv = [*words, "source", target]
+    table = TABLES.get(program)
+    assert (table.writes if table else TABLES.writes.get(program)) == writes
+    result = scan(argv, argv[0], TABLES)
+    assert target in [word for _, word in result.written], (argv, result)
+    verdict = Policy(Rules(allow_commands=[f"{program} *"])).judge_command(shlex.join(argv))
+    assert isinstance(verdict, Ask) and "writes" in verdict.preview, verdict
 
 
 @pytest.mark.parametrize("program", WHOLE_LISTED)
@@ -124,6 +148,12 @@ def test_every_option_that_runs_or_writes_is_judged_so(table: str, name: str, ki
     entry = TABLES.by_name[table]
     assert name in entry.options, f"{table} {name}: no longer in its table"
     argv = _argv(entry, name)
+    if kind == "operands":
+        # `sed -i SCRIPT FILE`: the operands are written (judged as writes, not asked at once).
+        argv = [*entry.name.split(), name, "s/a/b/", "/elsewhere/x"]
+        result = scan(argv, argv[0], TABLES)
+        assert not result.findings and ("/elsewhere/x" in dict(result.written).values())
+        return
     result = scan(argv, argv[0], TABLES)
     kinds = {finding.kind for finding in result.findings}
     assert kinds == {kind}, (argv, result.findings)

@@ -3,9 +3,10 @@
 :func:`findings` joins the two tables: the programs that run programs (:mod:`runners`) and
 the options each known program takes (:mod:`options`, :mod:`option_tables`). A finding at a
 position the rule's own words reach is the rule's choice; one under its ``*`` asks. An option
-that writes a file (``sort -o``, ``git log --output``) is judged as a write by a file tool is:
-to an ordinary file of the thread's workspace it is fine, anywhere else (or to a protected
-path) it is a finding.
+that writes a file (``sort -o``, ``git log --output``), and an operand the program writes
+(``cp a DEST``, ``tee FILE``, ``dd of=FILE``, every operand of a program the gate does not
+know), is judged as a write by a file tool is: to an ordinary file of the thread's workspace
+it is fine, anywhere else (or to a protected path) it is a finding.
 
 :func:`secret_word` names a word that reads a secret (agy's login, the bridge's own files,
 ``[approvals] secret_paths``): that asks whatever the program, and is never allowed always.
@@ -68,6 +69,11 @@ def _judged(result: Scan, where: Where | None, offset: int) -> Found:
         why = _write_problem(finding.value, where)
         if why is not None:
             found.append((position, f"{finding.what}, {why}"))
+    for position, word in result.written:
+        # An operand the program writes (`cp a DEST`, `tee FILE`, `dd of=FILE`).
+        why = _write_problem(word, where)
+        if why is not None:
+            found.append((position + offset, f"`{result.program}` writes `{word}`, {why}"))
     return found
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from bridge.core.approvals.options import Style, Table, Tables, parse_spec
+from bridge.core.approvals.options import Style, Table, Tables, Writes, parse_spec
 
 # --- git (git 2.39.5, Debian 12: git-diff(1), git-log(1), git-rev-list(1) …) ---------------
 
@@ -275,7 +275,7 @@ _GNU = {
     "sed": """
 -n --quiet --silent --debug --posix -E -r --regexp-extended -s --separate -u --unbuffered
 -z --null-data -l= --line-length= --sandbox --follow-symlinks --help --version
--e= --expression= -i=?! --in-place=?! -f=! --file=!
+-e= --expression= -i=?> --in-place=?> -f=! --file=!
 """,
     "file": """
 -b --brief -c --checking-printout -E -e= --exclude= --exclude-quiet= -F= --separator= -h
@@ -340,6 +340,34 @@ _GNU = {
 --assume-new= --warn-undefined-variables --help
 -C=! --directory=! -f=! --file=! --makefile=! -E=! --eval=!
 """,
+}
+
+# Which operands the programs above write (the rest of them write none: their operands are
+# files they read, patterns, or names): `uniq [INPUT [OUTPUT]]`, `split [FILE [PREFIX]]`
+# (coreutils 9.1 --help). `sed -i` makes sed's operands written (its table's `>`).
+_GNU_WRITES: dict[str, Writes] = {"uniq": "second", "split": "second"}
+
+# Programs the gate has no table of options for (every option asks), whose written operands
+# are known (coreutils 9.1 and their manuals, Debian 12). Any other program writes every
+# operand: a word that names no path outside the workspace is fine, one that does asks.
+WRITES_OPERANDS: dict[str, Writes] = {
+    "cp": "last",  # cp SRC DEST, cp SRC... DIR (`-t DIR` is an option)
+    "ln": "last",  # ln TARGET LINK, ln TARGET... DIR (one operand: a link in the cwd)
+    "install": "last",  # install SRC DEST, install SRC... DIR (`-d DIR...`: options ask)
+    "rsync": "last",  # rsync SRC... DEST (rsync 3.2.7)
+    "mv": "all",  # the sources are removed where they are: a write there
+    "tee": "all",
+    "touch": "all",
+    "mkdir": "all",
+    "rmdir": "all",
+    "rm": "all",
+    "unlink": "all",
+    "truncate": "all",
+    "shred": "all",
+    "chmod": "all",
+    "chown": "all",
+    "chgrp": "all",
+    "dd": "of",  # dd if=IN of=OUT: only `of=` names a file written
 }
 
 # Tables of programs outside coreutils, each with its own source.
@@ -522,6 +550,8 @@ def _git_tables() -> dict[str, Table]:
             style="git",
             digits=digits,
             subcommands=name in ("git", "git stash"),
+            # git writes inside its repository only, but for `clone <repo> <dir>`.
+            writes="last" if name == "git clone" else "read",
         )
     return found
 
@@ -531,17 +561,26 @@ def _all() -> dict[str, Table]:
     for name, spec in _GNU.items():
         source = f"{name} --help and {name}(1) (Debian 12)"
         digits = name in ("head", "tail", "grep", "diff")
-        found[name] = Table(name, source, MappingProxyType(parse_spec(spec)), digits=digits)
+        options = MappingProxyType(parse_spec(spec))
+        writes = _GNU_WRITES.get(name, "read")
+        found[name] = Table(name, source, options, digits=digits, writes=writes)
     for name, (source, style, spec) in _OTHERS.items():
         options = MappingProxyType(parse_spec(spec))
         subs = _SUBCOMMAND_OF.get(name, ())
         if subs:
-            found[name] = Table(name, source, MappingProxyType({}), style, subcommands=True)
+            found[name] = Table(
+                name, source, MappingProxyType({}), style, subcommands=True, writes="read"
+            )
             for sub in subs:
-                found[f"{name} {sub}"] = Table(f"{name} {sub}", source, options, style)
+                found[f"{name} {sub}"] = Table(
+                    f"{name} {sub}", source, options, style, writes="read"
+                )
         else:
-            found[name] = Table(name, source, options, style)
-    found["fdfind"] = Table("fdfind", found["fd"].source, found["fd"].options, "clap")
+            writes = "last" if name == "scp" else "read"
+            found[name] = Table(name, source, options, style, writes=writes)
+    found["fdfind"] = Table(
+        "fdfind", found["fd"].source, found["fd"].options, "clap", writes="read"
+    )
     found["egrep"] = found["grep"]
     found["fgrep"] = found["grep"]
     found["yarnpkg"] = found["yarn"]
@@ -552,4 +591,4 @@ def _all() -> dict[str, Table]:
 
 def shipped() -> Tables:
     """The tables the bridge ships (a new object: callers may extend it)."""
-    return Tables(_all())
+    return Tables(_all(), MappingProxyType(WRITES_OPERANDS))

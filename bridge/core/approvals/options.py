@@ -20,7 +20,15 @@ A table is written in a small language (:func:`parse_spec`), one token per optio
 - ``--long==``: two values in the next two words (``jq --arg name value``);
 - ``-o=write``: the value is a path the program writes;
 - ``-x!`` / ``--long=!``: known, but always asks (runs a program, opens an editor, writes
-  where no path says).
+  where no path says);
+- ``-x>`` / ``--long=?>``: the program writes its operands (``sed -i``): each is judged as a
+  write;
+- ``@read``, ``@all``, ``@last``, ``@second``, ``@of``: which operands (the words that are
+  not options) the program writes: none, every one (``touch``, ``rm``, ``tee``; removing is
+  writing, so ``mv`` too), the last when there are two or more (``cp``, ``ln``, ``install``),
+  the second (``uniq IN OUT``, ``split IN PREFIX``), or the value of ``of=`` (``dd``). A
+  program without a table, and a table that does not say, writes every operand (a word that
+  is no path names a file of the workspace, which is fine; a path outside it asks).
 
 The shipped tables are in :mod:`option_tables`; an operator adds options (or programs) with
 ``[approvals] options`` in the same language (docs/approvals.md).
@@ -34,7 +42,9 @@ from types import MappingProxyType
 from typing import Literal
 
 Takes = Literal["no", "yes", "optional", "two"]
-Kind = Literal["plain", "write", "ask"]
+Kind = Literal["plain", "write", "ask", "operands"]
+Writes = Literal["read", "all", "last", "second", "of"]
+WRITES: tuple[Writes, ...] = ("read", "all", "last", "second", "of")
 # How a program reads its options.
 #   gnu: getopt_long (grouped short options, attached values, abbreviated long options);
 #   git: the same, and `--no-<option>`;
@@ -66,6 +76,7 @@ class Table:
     style: Style = "gnu"
     digits: bool = False  # `-NUM` is an option (`head -5`, `git log -3`)
     subcommands: bool = False  # the first word that is not an option picks `<name> <word>`
+    writes: Writes = "all"  # which operands the program writes (see the module's docstring)
 
 
 @dataclass(frozen=True)
@@ -86,31 +97,47 @@ class Scan:
     # like any other argument: `-X/root/.gemini/oauth_creds.json`).
     values: tuple[tuple[int, str], ...] = ()
     known: bool = True  # whether the program has a table at all
+    program: str = ""  # the table read last (`git clone`)
+    # The operands (words that are no option nor an option's value), and those written.
+    operands: tuple[tuple[int, str], ...] = ()
+    written: tuple[tuple[int, str], ...] = ()
 
 
 def parse_spec(text: str) -> dict[str, Option]:
     """The options of a table written in the spec language (see the module's docstring)."""
     options: dict[str, Option] = {}
     for token in text.split():
+        if token.startswith("@"):
+            if token[1:] not in WRITES:
+                raise SpecError(f"`{token}`: operands are one of @{', @'.join(WRITES)}")
+            continue
         name, equals, rest = token.partition("=")
         takes: Takes = "no"
         kind: Kind = "plain"
         if not equals and name.endswith("!"):
             name, kind = name[:-1], "ask"
+        elif not equals and name.endswith(">"):
+            name, kind = name[:-1], "operands"
         elif equals:
             takes = "yes"
             if rest.startswith("="):
                 takes, rest = "two", rest[1:]
             elif rest.startswith("?"):
                 takes, rest = "optional", rest[1:]
-            if rest in ("write", "!"):
-                kind = "write" if rest == "write" else "ask"
+            if rest in ("write", "!", ">"):
+                kind = "write" if rest == "write" else "ask" if rest == "!" else "operands"
             elif rest:
-                raise SpecError(f"`{token}`: after `=` only `?`, `write` or `!`")
+                raise SpecError(f"`{token}`: after `=` only `?`, `write`, `!` or `>`")
         if not name.startswith("-") or len(name) < 2 or name.startswith("---"):
             raise SpecError(f"`{token}`: an option starts with `-` or `--`")
         options[name] = Option(name, takes, kind)
     return options
+
+
+def spec_writes(text: str) -> Writes | None:
+    """The operands a spec says the program writes (``@last`` …), or None when it says not."""
+    found = [token[1:] for token in text.split() if token.startswith("@")]
+    return next((w for w in WRITES if found and w == found[-1]), None)
 
 
 @dataclass
@@ -118,6 +145,8 @@ class Tables:
     """Every program's table, by name (``sort``, ``git log``)."""
 
     by_name: dict[str, Table] = field(default_factory=dict)
+    # Programs with no table of options whose written operands are known (`cp`: the last).
+    writes: Mapping[str, Writes] = field(default_factory=dict)
 
     def get(self, name: str) -> Table | None:
         return self.by_name.get(name)
@@ -129,9 +158,12 @@ class Tables:
         for name, spec in extra.items():
             key = " ".join(name.split())
             added = parse_spec(spec)
+            writes = spec_writes(spec)
             old = merged.get(key)
             if old is None:
-                merged[key] = Table(key, "[approvals] options", MappingProxyType(added))
+                source = "[approvals] options"
+                writes = writes or self.writes.get(key, "all")
+                merged[key] = Table(key, source, MappingProxyType(added), writes=writes)
             else:
                 options = {**old.options, **added}
                 source = f"{old.source}; [approvals] options"
@@ -142,22 +174,42 @@ class Tables:
                     old.style,
                     old.digits,
                     old.subcommands,
+                    writes or old.writes,
                 )
-        return Tables(merged)
+        return Tables(merged, self.writes)
 
 
 def scan(argv: tuple[str, ...] | list[str], program: str, tables: Tables) -> Scan:
     """How the program reads ``argv``'s options, and which of them a rule's ``*`` must not
     cover. A program without a table has every option unknown."""
     table = tables.get(program)
+    known = table is not None
     if table is None:
-        table = Table(program, "", MappingProxyType({}))
-        found = _Scanner(argv, table, tables)
-        found.run()
-        return Scan(tuple(found.findings), tuple(found.values), known=False)
+        table = Table(program, "", MappingProxyType({}), writes=tables.writes.get(program, "all"))
     scanner = _Scanner(argv, table, tables)
     scanner.run()
-    return Scan(tuple(scanner.findings), tuple(scanner.values))
+    operands = tuple(scanner.operands)
+    return Scan(
+        tuple(scanner.findings),
+        tuple(scanner.values),
+        known=known,
+        program=scanner.table.name,
+        operands=operands,
+        written=written(operands, "all" if scanner.writes_operands else scanner.table.writes),
+    )
+
+
+def written(operands: tuple[tuple[int, str], ...], writes: Writes) -> tuple[tuple[int, str], ...]:
+    """The operands a program that writes ``writes`` writes (with their positions)."""
+    if writes == "all":
+        return operands
+    if writes == "last":
+        return operands[-1:] if len(operands) > 1 else ()
+    if writes == "second":
+        return operands[1:2]
+    if writes == "of":
+        return tuple((i, word[3:]) for i, word in operands if word.startswith("of="))
+    return ()
 
 
 class _Scanner:
@@ -167,6 +219,8 @@ class _Scanner:
         self.tables = tables
         self.findings: list[Finding] = []
         self.values: list[tuple[int, str]] = []
+        self.operands: list[tuple[int, str]] = []
+        self.writes_operands = False  # an option made the operands written (`sed -i`)
         self.index = 1
 
     def run(self) -> None:
@@ -175,6 +229,7 @@ class _Scanner:
             word = argv[self.index]
             style = self.table.style
             if word == "--" and style != "words":
+                self.operands += [(i, argv[i]) for i in range(self.index + 1, len(argv))]
                 return
             if style == "words" or not word.startswith("-") or word == "-":
                 self._positional(word)
@@ -192,8 +247,10 @@ class _Scanner:
         if self.table.subcommands:
             name = f"{self.table.name} {word}"
             sub = self.tables.get(name)
-            # An unknown subcommand has every option unknown.
+            # An unknown subcommand has every option unknown, and writes every operand.
             self.table = sub or Table(name, "", MappingProxyType({}), self.table.style)
+        else:
+            self.operands.append((self.index, word))
 
     def _note(self, kind: Literal["unknown", "ask"], word: str, name: str = "") -> None:
         what = (
@@ -220,7 +277,9 @@ class _Scanner:
             return
         if value is not None:
             self.values.append((at, value))
-        if option.kind == "ask":
+        if option.kind == "operands":
+            self.writes_operands = True
+        elif option.kind == "ask":
             what = f"`{self.table.name} {option.name}` runs or writes something"
             self.findings.append(Finding(start, "ask", what))
         elif option.kind == "write" and value is not None:

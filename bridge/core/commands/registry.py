@@ -15,6 +15,7 @@ from typing import Protocol
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.capabilities import KnowsMembers, PostsWithoutPreviews
+from bridge.core.approvals.hook_health import HookHealth
 from bridge.core.cluster import Cluster
 from bridge.core.command_text import Command
 from bridge.core.disk import DiskSpace
@@ -48,6 +49,8 @@ class Core(Protocol):
     quiet: dict[str, PostsWithoutPreviews]
     # Pull requests of worktree threads (None: no forge configured).
     pulls: Pulls | None
+    # Threads held since their agy ran tools without the gate's hooks.
+    hook_health: HookHealth | None
 
     async def say(self, thread: ThreadRef, text: str) -> None: ...
 

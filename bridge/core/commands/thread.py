@@ -7,6 +7,7 @@ import functools
 import logging
 
 from bridge.core import recovery, retry
+from bridge.core.approvals.hook_health import status_line as hooks_status_line
 from bridge.core.command_text import Command
 from bridge.core.commands.pulls import status_lines as pull_status_lines
 from bridge.core.commands.registry import REGISTRY, Core, command
@@ -94,6 +95,7 @@ async def status(core: Core, message: IncomingMessage, _: Command) -> None:
             *((await team_commands.status_line(core.team, thread),) if core.team else ()),
             *((await core.scheduler.status_lines(thread)) if core.scheduler else ()),
             *(await pull_status_lines(core, thread)),
+            *filter(None, [hooks_status_line(core.hook_health, thread.key)]),
         ),
         disk_line=await disk_status(core.disk, place_for(core.config, thread).workdir),
         reachable=functools.partial(

@@ -43,7 +43,8 @@ class ThreadActor:
     ):
         self.ref = ref
         self.key = ref.key
-        self.state = State()
+        held = parts.hook_health is not None and parts.hook_health.held(ref.key)
+        self.state = State(unhooked=held)
         self._policy = parts.policy
         self._on_exit = on_exit
         # The mailbox: effects in order, and a wake-up for the actor's task when it waits.

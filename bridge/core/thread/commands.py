@@ -219,6 +219,12 @@ class Asking:
     waiting: bool
 
 
+@dataclass(frozen=True)
+class HooksBypassed:
+    """agy ran a tool call the gate never decided (or ran no hook): it was stopped; no new
+    turn starts in this thread until an agy that runs the hooks is back."""
+
+
 Command = (
     MessageStored
     | Stop
@@ -248,4 +254,5 @@ Command = (
     | IdleTimeout
     | NoRequestWaited
     | Asking
+    | HooksBypassed
 )

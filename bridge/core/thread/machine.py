@@ -36,6 +36,11 @@ from bridge.core.thread import turn_policy as tp
 
 NOTHING_RUNNING = "Nothing is running in this thread."
 SHUTTING_DOWN = "the bridge shutting down"
+HOOKS_HELD = (
+    "This thread's agy ran tool calls without the bridge's approval hooks, so it starts no "
+    "new turn until an agy that runs the hooks is back (a new agy version or login, or the "
+    "bridge restarted once `agy-bridge doctor --live` reports the hooks running)."
+)
 
 
 class Phase(enum.Enum):
@@ -81,6 +86,9 @@ class State:
     clean: bool = False
     # The turn policy held what waits: only a new message or PolicyChanged takes it again.
     held: bool = False
+    # agy ran tools without the gate's hooks: no turn starts until one that runs them is back
+    # (a new actor of the thread starts so when bridge/core/approvals/hook_health says so).
+    unhooked: bool = False
 
     @property
     def in_turn(self) -> bool:
@@ -156,6 +164,8 @@ def _gone(state: State, clean: bool, *effects: e.Effect) -> Step:
 
 def _ready(state: State, woken: bool) -> Step:
     """agy is alive and no turn runs: restart, take a turn, or idle."""
+    if state.unhooked:
+        return _close(state, AfterClose.RELEASE)
     if state.restart:
         return _close(state, AfterClose.START)
     # Something stored since the last look counts too (it came after that look's read); what
@@ -196,6 +206,8 @@ def _inbox_checked(state: State, command: c.InboxChecked) -> Step:
     if state.phase is Phase.CHECKING:
         if state.draining:
             return _gone(state, True)
+        if command.pending and state.unhooked:
+            return _gone(state, True, e.FailPending(HOOKS_HELD))
         if command.pending and (not state.held or state.signalled):
             return _set(state, phase=Phase.QUEUED), [e.AcquireSlot()]
         if state.signalled:
@@ -230,7 +242,7 @@ def _start_failed(state: State, command: c.StartFailed) -> Step:
 def _process_closed(state: State, _: c.ProcessClosed) -> Step:
     if state.phase is not Phase.CLOSING:
         return state, []
-    if state.after_close is AfterClose.START and not state.draining:
+    if state.after_close is AfterClose.START and not state.draining and not state.unhooked:
         return _start(state)
     return _check(state, e.ReleaseSlot())
 
@@ -316,6 +328,8 @@ def _message_stored(state: State, command: c.MessageStored) -> Step:
     if state.phase is Phase.IDLE:
         if state.draining:
             return state, []
+        if state.unhooked:
+            return _close(state, AfterClose.RELEASE, e.StopIdleTimer())
         return _take(state, e.StopIdleTimer())
     effects: list[e.Effect] = []
     if state.in_turn:
@@ -388,6 +402,12 @@ def _asking(state: State, command: c.Asking) -> Step:
     return _set(state, asking=command.waiting), []
 
 
+def _hooks_bypassed(state: State, _: c.HooksBypassed) -> Step:
+    # The watch has stopped agy already: the turn ends as one whose agy died, and what waits
+    # is failed with the reason when the inbox is looked at.
+    return _set(state, unhooked=True), []
+
+
 def _decide(state: State, _: c.Decide) -> Step:
     # Answers go to the gate directly (they are answered with an outcome): see the actor.
     return state, []
@@ -419,5 +439,6 @@ _TABLE: dict[type, Callable[[State, Any], Step]] = {
     c.EndLease: _lease_ended,
     c.LeaseLost: _lease_ended,
     c.Asking: _asking,
+    c.HooksBypassed: _hooks_bypassed,
     c.NoRequestWaited: _no_request_waited,
 }

@@ -9,6 +9,7 @@ from typing import Any
 from bridge.agy.process import ProcessOpener
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
+from bridge.core.approvals.hook_health import HookHealth
 from bridge.core.disk import DiskSpace
 from bridge.core.events import ChatAdapter
 from bridge.core.marks import Marks
@@ -41,3 +42,5 @@ class ThreadParts:
     policy: TurnPolicy = OPEN
     # The disk rules (free-space floor, workspace cap, the store's reserve).
     disk: DiskSpace | None = None
+    # Threads held since their agy ran tools without the gate's hooks.
+    hook_health: HookHealth | None = None

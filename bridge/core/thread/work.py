@@ -64,7 +64,7 @@ class ThreadWork:
         self.place: Place | None = None
         self.proc: AgyHandle | None = None
         self.gate: ApprovalGate | None = None
-        self.hooks = HookWatch(parts.config.approvals.hook_proof_seconds)
+        self.hooks = hook_watch(parts, self.key, tell)
         self._session: AgySession | None = None
         self._runner: TurnRunner | None = None
         self._scopes: set[anyio.CancelScope] = set()
@@ -203,7 +203,7 @@ class ThreadWork:
                 self.proc = proc
                 if self._runner is not None:
                     self._runner.usage = thread.usage  # what the turn policy is shown
-                self.hooks.new_process()
+                self.hooks.new_process(proc.conversation_id)
                 if proc.conversation_id != thread.conversation_id:
                     await parts.store.set_conversation(
                         self.key, proc.conversation_id, instance=parts.instance
@@ -263,7 +263,7 @@ class ThreadWork:
         if proc is None or not proc.alive:
             return c.TurnEnded(taken=False, after=c.After.GONE)
         if self.gate is not None:
-            result = await self.hooks.turn(proc, lambda: runner.run(proc), self.say)
+            result = await self.hooks.turn(proc, runner.run, self.say)
         else:
             result = await runner.run(proc)
         if self.gate is not None:
@@ -307,7 +307,7 @@ class ThreadWork:
             await self._runner.injection_lost()
 
     async def _decide_tool(self, call: ToolCall) -> ToolVerdict:
-        self.hooks.heard()
+        self.hooks.tool_call(call.name, call.step_idx, call.conversation_id)
         if self.gate is None:
             return ToolVerdict(allow=True)
         return await self.gate.decide(call)
@@ -346,6 +346,19 @@ class ThreadWork:
     def _bad_line(self, reason: str) -> None:
         self.parts.metrics.bad_line()
         log.warning("unreadable line from agy: %s", reason, extra={"chat_thread": self.key})
+
+
+def hook_watch(parts: ThreadParts, key: str, tell: Callable[[c.Command], None]) -> HookWatch:
+    """The thread's watch on agy's hooks. When agy ran (or would have run) a tool without the
+    gate, the thread is held, in its machine and for the thread's next actors."""
+    health = parts.hook_health
+
+    def bypassed() -> None:
+        if health is not None:
+            health.hold(key)
+        tell(c.HooksBypassed())
+
+    return HookWatch(parts.config.approvals.hook_proof_seconds, bypassed)
 
 
 def queued_text(limit: int, position: int) -> str:

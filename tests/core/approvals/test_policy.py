@@ -300,3 +300,16 @@ def test_an_operator_extends_the_option_tables(place: Place) -> None:
     extended = Rules(allow_commands=["git log *"], options={"git log": "--my-format="})
     assert isinstance(run("git log --my-format=x --oneline", place, extended), Allow)
     assert isinstance(run("git log --my-format=x", place, Rules(allow_commands=["git log *"])), Ask)
+
+
+def test_an_operator_says_which_operands_a_program_writes(place: Place) -> None:
+    """A program the tables do not know writes every operand; `@read` … say otherwise."""
+    unknown = Rules(allow_commands=["mytool *", "cp *"])
+    assert isinstance(run("mytool build", place, unknown), Allow)
+    assert isinstance(run("mytool /elsewhere/x", place, unknown), Ask)
+    reads = Rules(allow_commands=["mytool *"], options={"mytool": "-v @read"})
+    assert isinstance(run("mytool -v /elsewhere/x", place, reads), Allow)
+    # A table an operator gives `cp` keeps cp's written operand (the last) unless it says.
+    cp = Rules(allow_commands=["cp *"], options={"cp": "-r"})
+    assert isinstance(run("cp -r /usr/share/doc here", place, cp), Allow)
+    assert isinstance(run("cp -r here /elsewhere", place, cp), Ask)

@@ -111,6 +111,7 @@ class World:
             self.slot = False
         elif isinstance(effect, e.StartProcess):
             assert self.slot, "agy started without a slot"
+            assert not self.state.unhooked, "agy started in a thread held for its hooks"
             assert not self.process, "a second agy"
             ok = self.rng.random() < 0.9
             self.jobs.append(
@@ -121,6 +122,7 @@ class World:
             self.jobs.append(("close", c.ProcessClosed()))
         elif isinstance(effect, e.RunTurn):
             assert self.process and self.turn is None, "a turn without agy, or two turns"
+            assert not self.state.unhooked, "a turn in a thread held for its hooks"
             assert not self.dead, "a turn sent to an agy that exited"
             self.turn = "taking"
             self.turn_took = None
@@ -335,6 +337,10 @@ class World:
             self.tell(c.ForgetAllowList())
         elif roll < 0.93:
             self.tell(c.PolicyChanged())
+        elif roll < 0.935:
+            if self.turn == "running":
+                # agy ran a tool the gate never decided: the thread takes no turn any more.
+                self.tell(c.HooksBypassed())
         elif not self.endings:
             self.message()
         elif roll < 0.95:
