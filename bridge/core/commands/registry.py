@@ -14,8 +14,8 @@ from typing import Protocol
 
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
-from bridge.core.capabilities import KnowsMembers, PostsWithoutPreviews
 from bridge.core.approvals.hook_health import HookHealth
+from bridge.core.capabilities import KnowsMembers, PostsWithoutPreviews
 from bridge.core.cluster import Cluster
 from bridge.core.command_text import Command
 from bridge.core.disk import DiskSpace
