@@ -1,0 +1,70 @@
+"""A Stop that comes before the turn it is for runs (the message just stored, the turn before
+still posting its answer, agy starting for it) stops that turn once it runs: never lost, and
+the thread is told once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bridge.core.thread.machine import NOTHING_RUNNING
+from tests.core.harness import Harness, running
+
+pytestmark = pytest.mark.anyio
+
+
+def _hold_finish(h: Harness) -> tuple[anyio.Event, anyio.Event]:
+    """The next turn's record waits (its answer is posted, the turn not yet over)."""
+    store = h.bridge.store
+    finish_turn = store.finish_turn
+    held, go_on = anyio.Event(), anyio.Event()
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        store.finish_turn = finish_turn  # type: ignore[method-assign]
+        held.set()
+        await go_on.wait()
+        return await finish_turn(*args, **kwargs)
+
+    store.finish_turn = slow  # type: ignore[method-assign]
+    return held, go_on
+
+
+async def test_a_stop_while_the_turn_before_finishes_stops_the_next_turn(tmp_path: Path) -> None:
+    async with running(tmp_path) as h:
+        held, go_on = _hold_finish(h)
+        await h.say("one")
+        await held.wait()
+        await h.say("long job [[sleep 60]]")
+        await h.say("!stop", who="bob")
+        go_on.set()
+        [first, stopped] = await h.adapter.wait_finished(2, timeout=30)
+        assert first.outcome is not None and not first.outcome.interrupted
+        assert stopped.outcome is not None and stopped.outcome.interrupted
+        assert stopped.outcome.notes == ["Stopped by Bob (@bob:test)."]
+        assert not [n for _, n in h.adapter.notices if NOTHING_RUNNING in n], "told once"
+
+
+async def test_a_stop_while_agy_starts_for_the_first_message_stops_its_turn(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as h:
+        await h.say("long job [[sleep 60]]")
+        # agy is starting (no process yet): the Stop waits for the turn.
+        assert not h.bridge.core.threads[next(iter(h.bridge.core.threads))].busy
+        await h.say("!stop", who="bob")
+        [stopped] = await h.adapter.wait_finished(1, timeout=30)
+        assert stopped.outcome is not None and stopped.outcome.interrupted
+        assert not [n for _, n in h.adapter.notices if NOTHING_RUNNING in n], "told once"
+
+
+async def test_a_stop_with_nothing_on_its_way_is_told_nothing_runs(tmp_path: Path) -> None:
+    async with running(tmp_path) as h:
+        await h.say("one")
+        await h.adapter.wait_finished(1)
+        actor = next(iter(h.bridge.core.threads.values()))
+        await actor.wait_until(lambda state: not state.in_turn)
+        await h.say("!stop", who="bob")
+        await h.adapter.wait_notice(NOTHING_RUNNING)
