@@ -76,8 +76,16 @@ class Router:
 
     # --- commands -----------------------------------------------------------------------------
 
+    def _reaches(self, key: str, command: c.Command) -> ThreadActor | None:
+        """The actor here that ``command`` is for: a Stop also reaches one on its way out that
+        will hand it to its successor (a message landed as it left)."""
+        actor = self.threads.get(key)
+        if actor is not None and isinstance(command, c.Stop) and actor.state.respawn:
+            return actor
+        return self.local(key)
+
     async def send(self, thread: ThreadRef, command: c.Forwarded) -> Routed:
-        if (actor := self.local(thread.key)) is not None:
+        if (actor := self._reaches(thread.key, command)) is not None:
             actor.tell(command)
             return Routed.HERE
         if await self.cluster.send(thread, command):
@@ -165,7 +173,10 @@ class Router:
         del self.threads[actor.key]
         if actor.state.respawn:
             # A message landed while the actor was leaving: a new one takes it.
-            self.start(actor.ref).tell(c.MessageStored())
+            successor = self.start(actor.ref)
+            successor.tell(c.MessageStored())
+            if actor.state.stop_by is not None:
+                successor.tell(c.StopHandedOn(actor.state.stop_by))
         elif self.cluster.shared:
             self.background(self._release(actor.key))
 
@@ -199,10 +210,10 @@ class Router:
         if isinstance(heard, wire.Unreadable):
             self._refuse(heard)
             return
-        actor = self.local(heard.thread)
+        command = heard.command
+        actor = self._reaches(heard.thread, command)
         if actor is None:
             return  # not this instance's thread (every instance hears every command)
-        command = heard.command
         if isinstance(command, c.Decide):
             self.background(self._decided(actor, command))
         else:

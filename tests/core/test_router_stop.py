@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.core.thread.machine import NOTHING_RUNNING
-from tests.core.harness import Harness, running
+from bridge.core.thread import commands as c
+from bridge.core.thread.machine import NOTHING_RUNNING, Phase
+from tests.core.harness import Harness, running, thread
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +58,34 @@ async def test_a_stop_while_agy_starts_for_the_first_message_stops_its_turn(
         await h.say("!stop", who="bob")
         [stopped] = await h.adapter.wait_finished(1, timeout=30)
         assert stopped.outcome is not None and stopped.outcome.interrupted
+        assert not [n for _, n in h.adapter.notices if NOTHING_RUNNING in n], "told once"
+
+
+async def test_a_stop_as_the_actor_leaves_reaches_its_successors_turn(tmp_path: Path) -> None:
+    async with running(tmp_path) as h:
+        await h.say("one")
+        await h.adapter.wait_finished(1)
+        actor = h.bridge.core.threads[thread().key]
+        await actor.wait_until(lambda state: state.phase is Phase.IDLE)
+        # The actor lets agy go (another thread wants the slot) and closes its session slowly.
+        close, leaving, go_on = actor.work.close, anyio.Event(), anyio.Event()
+
+        async def slow() -> None:
+            leaving.set()
+            await go_on.wait()
+            await close()
+
+        actor.work.close = slow  # type: ignore[method-assign]
+        actor.tell(c.Evicted())
+        await leaving.wait()
+        assert actor.state.gone
+        # A message lands as it leaves (its successor takes it), and then a Stop.
+        await h.say("long job [[sleep 60]]")
+        await h.say("!stop", who="bob")
+        go_on.set()
+        [_, stopped] = await h.adapter.wait_finished(2, timeout=30)
+        assert stopped.outcome is not None and stopped.outcome.interrupted
+        assert stopped.outcome.notes == ["Stopped by Bob (@bob:test)."]
         assert not [n for _, n in h.adapter.notices if NOTHING_RUNNING in n], "told once"
 
 

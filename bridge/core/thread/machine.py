@@ -133,9 +133,12 @@ def handle(state: State, command: c.Command, policy: tp.TurnPolicy = tp.OPEN) ->
     """The one transition function (``policy``: the turn policy, asked before a turn runs and
     before someone else's messages join a running turn)."""
     if state.gone:
-        # Only remember a late message (the router may start a successor for it).
+        # Only remember a late message (the router may start a successor for it), and a Stop
+        # for that successor's turn.
         if isinstance(command, c.MessageStored | c.PolicyChanged):
             return _set(state, signalled=True), []
+        if isinstance(command, c.Stop) and state.respawn:
+            return _set(state, stop_by=command.by.label, stop_told=True), []
         return state, []
     if isinstance(command, c.TurnBegan):
         return _turn_began(state, command, policy)
@@ -378,6 +381,10 @@ def _stop(state: State, command: c.Stop) -> Step:
     return _end_turn(state, command.by.label, tell=True, ahead=True)
 
 
+def _stop_handed_on(state: State, command: c.StopHandedOn) -> Step:
+    return _end_turn(state, command.by, tell=True, ahead=True)
+
+
 def _no_request_waited(state: State, command: c.NoRequestWaited) -> Step:
     return _end_turn(_set(state, asking=False), command.by, tell=True, ahead=True)
 
@@ -455,4 +462,5 @@ _TABLE: dict[type, Callable[[State, Any], Step]] = {
     c.LeaseLost: _lease_ended,
     c.Asking: _asking,
     c.NoRequestWaited: _no_request_waited,
+    c.StopHandedOn: _stop_handed_on,
 }

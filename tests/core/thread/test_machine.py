@@ -225,7 +225,7 @@ class World:
         assert s.in_turn == (self.turn is not None) or s.gone, (s.phase, self.turn)
         if s.phase in (Phase.IDLE, Phase.READING, Phase.TAKING, Phase.RUNNING):
             assert self.process and self.slot
-        if s.phase is Phase.IDLE or (s.gone and s.clean and not s.draining):
+        if s.phase is Phase.IDLE or (s.gone and s.clean and not s.draining and not s.respawn):
             assert not self.stop_owed, "a Stop that waited for a turn was forgotten:\n" + (
                 "\n".join(self.log[-12:])
             )
@@ -302,6 +302,11 @@ class World:
         self.next_message += 1
         self.authors[self.next_message] = self.rng.choice([ALICE, BOB])
         self.pending.append(self.next_message)
+        if self.exited and self.state.clean and self.rng.random() < 0.5:
+            # The actor is still leaving (its session closing): it remembers the message, and
+            # the router starts its successor once it is out.
+            self.tell(c.MessageStored(str(self.next_message), self.next_message))
+            return
         if self.exited:
             # No actor: the router starts one for the stored message.
             self.state, self.exited = State(), False
@@ -374,7 +379,9 @@ class World:
         if not s.gone and not s.draining and self.turn != "running":
             if self.turn == "taking" or waiting:
                 self.stop_owed = True
-        if not s.gone:
+        if s.respawn and waiting and not self.lost:
+            self.stop_owed = True  # for the successor's turn (the router hands it on)
+        if not s.gone or s.respawn:
             self.stops_unanswered += 1
         self.tell(c.Stop(ALICE))
 
@@ -397,9 +404,12 @@ class World:
     def respawn(self) -> None:
         """The router starts a successor for a message that landed as the actor left."""
         assert not self.slot and not self.process
+        stop_by = self.state.stop_by
         self.state, self.exited = State(), False
         self.tell(c.Begin())
         self.tell(c.MessageStored())
+        if stop_by is not None:
+            self.tell(c.StopHandedOn(stop_by))
 
 
 def walk(seed: int, steps: int, policy: bool = True) -> World:
@@ -411,6 +421,8 @@ def walk(seed: int, steps: int, policy: bool = True) -> World:
     for _ in range(steps):
         if w.exited:
             if w.state.respawn:
+                if rng.random() < 0.3:
+                    w.stop()  # as the actor leaves (its session closing), before its successor
                 w.respawn()
             elif w.state.draining or w.lost:
                 break  # this instance runs the thread no more
