@@ -68,6 +68,9 @@ class Router:
         self._tg = task_group
         self._limit = limit
         self.threads: dict[str, ThreadActor] = {}
+        # Threads whose lease is being claimed here: the commands another instance sent them
+        # meanwhile (it may see the lease before this instance's actor exists).
+        self._claiming: dict[str, list[c.Command]] = {}
 
     def local(self, key: str) -> ThreadActor | None:
         """The thread's actor here, unless it is on its way out."""
@@ -139,7 +142,11 @@ class Router:
         async with cluster.lock:
             if (actor := self.threads.get(thread.key)) is not None:
                 return actor
-            claim = await cluster.claim(thread.key)
+            self._claiming[thread.key] = []
+            try:
+                claim = await cluster.claim(thread.key)
+            finally:
+                early = self._claiming.pop(thread.key)
             if not claim.granted:
                 return NotHere.HELD
             report = None
@@ -155,7 +162,10 @@ class Router:
                     cluster.leases.owner,
                     cluster.name,
                 )
-            return self.start(thread, report)
+            actor = self.start(thread, report)
+            for command in early:
+                actor.tell(command)
+            return actor
 
     def start(
         self,
@@ -213,7 +223,10 @@ class Router:
         command = heard.command
         actor = self._reaches(heard.thread, command)
         if actor is None:
-            return  # not this instance's thread (every instance hears every command)
+            early = self._claiming.get(heard.thread)
+            if early is not None and not isinstance(command, c.Decide):
+                early.append(command)  # its actor starts here once the claim is through
+            return  # else not this instance's thread (every instance hears every command)
         if isinstance(command, c.Decide):
             self.background(self._decided(actor, command))
         else:

@@ -10,9 +10,12 @@ from typing import Any
 import anyio
 import pytest
 
+from bridge.core.events import Author
 from bridge.core.thread import commands as c
 from bridge.core.thread.machine import NOTHING_RUNNING, Phase
 from tests.core.harness import Harness, running, thread
+from tests.core.test_instances import two
+from tests.pg import Postgres
 
 pytestmark = pytest.mark.anyio
 
@@ -97,3 +100,34 @@ async def test_a_stop_with_nothing_on_its_way_is_told_nothing_runs(tmp_path: Pat
         await actor.wait_until(lambda state: not state.in_turn)
         await h.say("!stop", who="bob")
         await h.adapter.wait_notice(NOTHING_RUNNING)
+
+
+async def test_a_stop_sent_while_the_other_instance_claims_the_thread_stops_its_turn(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        router = b.bridge.core.router
+        claim, control = router.cluster.claim, router.control
+        heard = anyio.Event()
+
+        def hearing(payload: str) -> None:
+            control(payload)
+            heard.set()
+
+        async def claiming(key: str) -> Any:
+            # B holds the lease; before its actor exists, A sends it a Stop (A sees the lease).
+            granted = await claim(key)
+            router.cluster.claim = claim  # type: ignore[method-assign]
+            await a.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
+            await heard.wait()
+            return granted
+
+        # A only sends the Stop: it leaves the stored message to B.
+        a.bridge.core.router.stored = lambda key: None  # type: ignore[method-assign]
+        router.control = hearing  # type: ignore[method-assign]
+        router.cluster.claim = claiming  # type: ignore[method-assign]
+        await b.say("long job [[sleep 60]]")
+        [stopped] = await b.adapter.wait_finished(1, timeout=30)
+        assert stopped.outcome is not None and stopped.outcome.interrupted
+        assert "Stopped by Bob" in " ".join(stopped.outcome.notes)
+        assert not a.adapter.notices and not b.adapter.notices, "told once, by the turn"
