@@ -27,6 +27,7 @@ from bridge.core.store import Store
 from bridge.core.thread import commands as c
 from bridge.core.thread import wire
 from bridge.core.thread.actor import ThreadActor
+from bridge.core.thread.machine import NOTHING_RUNNING
 from bridge.core.thread.parts import ThreadParts
 from bridge.metrics import Metrics
 
@@ -226,6 +227,10 @@ class Router:
             early = self._claiming.get(heard.thread)
             if early is not None and not isinstance(command, c.Decide):
                 early.append(command)  # its actor starts here once the claim is through
+            elif isinstance(command, c.Stop) and heard.thread in self.threads:
+                # Sent here as the holder, whose actor is leaving with nothing to do: the
+                # sender was told nothing, so this instance answers.
+                self.background(self.say(ThreadRef.from_key(heard.thread), NOTHING_RUNNING))
             return  # else not this instance's thread (every instance hears every command)
         if isinstance(command, c.Decide):
             self.background(self._decided(actor, command))

@@ -131,3 +131,31 @@ async def test_a_stop_sent_while_the_other_instance_claims_the_thread_stops_its_
         assert stopped.outcome is not None and stopped.outcome.interrupted
         assert "Stopped by Bob" in " ".join(stopped.outcome.notes)
         assert not a.adapter.notices and not b.adapter.notices, "told once, by the turn"
+
+
+async def test_a_stop_sent_to_the_holder_whose_actor_leaves_is_answered(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        a.bridge.core.router.stored = lambda key: None  # type: ignore[method-assign]
+        await b.say("one")
+        await b.adapter.wait_finished(1)
+        actor = b.bridge.core.threads[thread().key]
+        await actor.wait_until(lambda state: state.phase is Phase.IDLE)
+        close, leaving, go_on = actor.work.close, anyio.Event(), anyio.Event()
+
+        async def slow() -> None:
+            leaving.set()
+            await go_on.wait()
+            await close()
+
+        actor.work.close = slow  # type: ignore[method-assign]
+        actor.tell(c.Evicted())
+        await leaving.wait()
+        # B still holds the lease, its actor is leaving with nothing to do: A's Stop goes to B.
+        try:
+            await a.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
+            await b.adapter.wait_notice(NOTHING_RUNNING)
+        finally:
+            go_on.set()
+        assert not a.adapter.notices
