@@ -227,7 +227,7 @@ class Router:
             early = self._claiming.get(heard.thread)
             if early is not None and not isinstance(command, c.Decide):
                 early.append(command)  # its actor starts here once the claim is through
-            elif isinstance(command, c.Stop) and heard.thread in self.threads:
+            elif isinstance(command, c.Stop) and self._leaving_cleanly(heard.thread):
                 # Sent here as the holder, whose actor is leaving with nothing to do: the
                 # sender was told nothing, so this instance answers.
                 self.background(self.say(ThreadRef.from_key(heard.thread), NOTHING_RUNNING))
@@ -236,6 +236,12 @@ class Router:
             self.background(self._decided(actor, command))
         else:
             actor.tell(command)
+
+    def _leaving_cleanly(self, key: str) -> bool:
+        """The thread's actor here has ended with nothing to do, and its lease is still ours
+        (not one that lost it to another instance)."""
+        actor = self.threads.get(key)
+        return actor is not None and actor.state.gone and actor.state.clean
 
     async def _decided(self, actor: ThreadActor, command: c.Decide) -> None:
         outcome = await actor.decide(command)
