@@ -27,6 +27,7 @@ from bridge.core.store import Store
 from bridge.core.thread import commands as c
 from bridge.core.thread import wire
 from bridge.core.thread.actor import ThreadActor
+from bridge.core.thread.machine import NOTHING_RUNNING
 from bridge.core.thread.parts import ThreadParts
 from bridge.metrics import Metrics
 
@@ -68,6 +69,9 @@ class Router:
         self._tg = task_group
         self._limit = limit
         self.threads: dict[str, ThreadActor] = {}
+        # Threads whose lease is being claimed here: the commands another instance sent them
+        # meanwhile (it may see the lease before this instance's actor exists).
+        self._claiming: dict[str, list[c.Command]] = {}
 
     def local(self, key: str) -> ThreadActor | None:
         """The thread's actor here, unless it is on its way out."""
@@ -76,8 +80,16 @@ class Router:
 
     # --- commands -----------------------------------------------------------------------------
 
+    def _reaches(self, key: str, command: c.Command) -> ThreadActor | None:
+        """The actor here that ``command`` is for: a Stop also reaches one on its way out that
+        will hand it to its successor (a message landed as it left)."""
+        actor = self.threads.get(key)
+        if actor is not None and isinstance(command, c.Stop) and actor.state.respawn:
+            return actor
+        return self.local(key)
+
     async def send(self, thread: ThreadRef, command: c.Forwarded) -> Routed:
-        if (actor := self.local(thread.key)) is not None:
+        if (actor := self._reaches(thread.key, command)) is not None:
             actor.tell(command)
             return Routed.HERE
         if await self.cluster.send(thread, command):
@@ -131,7 +143,11 @@ class Router:
         async with cluster.lock:
             if (actor := self.threads.get(thread.key)) is not None:
                 return actor
-            claim = await cluster.claim(thread.key)
+            self._claiming[thread.key] = []
+            try:
+                claim = await cluster.claim(thread.key)
+            finally:
+                early = self._claiming.pop(thread.key)
             if not claim.granted:
                 return NotHere.HELD
             report = None
@@ -147,7 +163,10 @@ class Router:
                     cluster.leases.owner,
                     cluster.name,
                 )
-            return self.start(thread, report)
+            actor = self.start(thread, report)
+            for command in early:
+                actor.tell(command)
+            return actor
 
     def start(
         self,
@@ -165,7 +184,10 @@ class Router:
         del self.threads[actor.key]
         if actor.state.respawn:
             # A message landed while the actor was leaving: a new one takes it.
-            self.start(actor.ref).tell(c.MessageStored())
+            successor = self.start(actor.ref)
+            successor.tell(c.MessageStored())
+            if actor.state.stop_by is not None:
+                successor.tell(c.StopHandedOn(actor.state.stop_by))
         elif self.cluster.shared:
             self.background(self._release(actor.key))
 
@@ -199,14 +221,27 @@ class Router:
         if isinstance(heard, wire.Unreadable):
             self._refuse(heard)
             return
-        actor = self.local(heard.thread)
-        if actor is None:
-            return  # not this instance's thread (every instance hears every command)
         command = heard.command
+        actor = self._reaches(heard.thread, command)
+        if actor is None:
+            early = self._claiming.get(heard.thread)
+            if early is not None and not isinstance(command, c.Decide):
+                early.append(command)  # its actor starts here once the claim is through
+            elif isinstance(command, c.Stop) and self._leaving_cleanly(heard.thread):
+                # Sent here as the holder, whose actor is leaving with nothing to do: the
+                # sender was told nothing, so this instance answers.
+                self.background(self.say(ThreadRef.from_key(heard.thread), NOTHING_RUNNING))
+            return  # else not this instance's thread (every instance hears every command)
         if isinstance(command, c.Decide):
             self.background(self._decided(actor, command))
         else:
             actor.tell(command)
+
+    def _leaving_cleanly(self, key: str) -> bool:
+        """The thread's actor here has ended with nothing to do, and its lease is still ours
+        (not one that lost it to another instance)."""
+        actor = self.threads.get(key)
+        return actor is not None and actor.state.gone and actor.state.clean
 
     async def _decided(self, actor: ThreadActor, command: c.Decide) -> None:
         outcome = await actor.decide(command)

@@ -70,6 +70,8 @@ class RunningTurn:
     text_scrub: StreamScrubber
     started: float = field(default_factory=time.monotonic)
     stopped_by: str | None = None
+    # The turn's messages have gone to agy (before that, a Stop keeps them from it).
+    sent: bool = False
     timed_out: bool = False
     # Inbox ids injected by hook calls whose reply agy has not yet shown it read.
     unconfirmed: list[int] = field(default_factory=list)
@@ -214,11 +216,13 @@ class TurnRunner:
         return verdicts.Parts(self.ref, self.store, self.marks, self.adapter, self.scrub)
 
     def interrupt(self, by: str) -> bool:
-        """!stop / Stop button: SIGINT the running turn. False when nothing runs."""
+        """!stop / Stop button: SIGINT the running turn (or keep it from agy: see ``send``)."""
         turn, proc = self.current, self._proc
         if turn is None or proc is None:
             return False
         turn.stopped_by = by
+        if not turn.sent:
+            return True
         turn.reader.interrupt_sent()
         proc.interrupt()
         return True
@@ -277,12 +281,12 @@ class TurnRunner:
         end: TurnEnd | None = None
         try:
             baseline = await self.limits.baseline()
-            try:
+            if turn.stopped_by is not None:
+                end = TurnEnd(TurnStatus.INTERRUPTED, "")  # stopped before agy had it
+            else:
                 context, self.context = self.context, []
-                await proc.send_turn([*context, *turn_blocks(messages)])
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # agy is gone: the exit event explains why
-            end = await self._follow_watched(proc, turn, baseline)
+                await send(proc, turn, [*context, *turn_blocks(messages)])
+                end = await self._follow_watched(proc, turn, baseline)
         except anyio.get_cancelled_exc_class() as exc:
             # The bridge is stopping: the thread is told, the turn is recorded, then we go.
             cancelled = exc
@@ -314,7 +318,7 @@ class TurnRunner:
         if cancelled is not None:
             raise cancelled
         assert end is not None
-        return TurnResult(result.state, exit_wait=end.exit_wait)
+        return TurnResult(result.state, exit_wait=end.exit_wait if turn.sent else 0.0)
 
     async def _follow_watched(self, proc: AgyHandle, turn: RunningTurn, baseline: int) -> TurnEnd:
         """``follow``, with the disk watched beside it: a turn filling the disk is stopped."""
@@ -434,6 +438,17 @@ class TurnRunner:
             extra={"chat_thread": self.key, "conversation": turn.conversation_id},
         )
         return [injected_text(m) for m in taken]
+
+
+async def send(proc: AgyHandle, turn: RunningTurn, blocks: list[str]) -> None:
+    """The turn to agy. A Stop before this point keeps the turn from agy altogether (a SIGINT
+    would reach an agy with no turn, which exits, and the turn would go to a dying process);
+    from here on a Stop is a SIGINT."""
+    turn.sent = True
+    try:
+        await proc.send_turn(blocks)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass  # agy is gone: the exit event explains why
 
 
 async def follow(

@@ -213,6 +213,14 @@ class NoRequestWaited:
 
 
 @dataclass(frozen=True)
+class StopHandedOn:
+    """A Stop that came as the thread's last actor was leaving with a message just stored:
+    the successor stops the turn it runs for that message."""
+
+    by: str
+
+
+@dataclass(frozen=True)
 class Asking:
     """An approval request waits (True) or was settled (False)."""
 
@@ -253,6 +261,7 @@ Command = (
     | TurnEnded
     | IdleTimeout
     | NoRequestWaited
+    | StopHandedOn
     | Asking
     | HooksBypassed
 )

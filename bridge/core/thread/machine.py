@@ -76,8 +76,13 @@ class State:
     # The one retry with a fresh conversation (agy forgot the old one) was used in this slot.
     retried_fresh: bool = False
     after_close: AfterClose = AfterClose.RELEASE
-    # A Stop that came while the turn was still taking its messages: applied once it runs.
+    # A Stop that came while a turn was on its way (its messages waiting or being taken, agy
+    # starting for them, the turn before still finishing): applied once that turn runs; told
+    # as "nothing running" if none does.
     stop_by: str | None = None
+    # That Stop was a person's (not the bridge's own, for a shutdown or !new): they are told
+    # if it finds nothing to stop.
+    stop_told: bool = False
     # An approval request waits (a Stop denies it with the turn).
     asking: bool = False
     # Numbers idle spells, so a timer of an earlier one changes nothing.
@@ -94,6 +99,20 @@ class State:
     def in_turn(self) -> bool:
         """From before a turn takes its messages until it has ended."""
         return self.phase in (Phase.TAKING, Phase.RUNNING, Phase.FINISHING)
+
+    @property
+    def turn_owed(self) -> bool:
+        """A turn is on its way: something waits that no turn has taken yet (a new actor looks
+        because something was stored), or the turn is taking it now."""
+        if self.phase in (Phase.TAKING, Phase.READING):
+            return True
+        if self.phase in (Phase.PREPARING, Phase.CHECKING, Phase.QUEUED, Phase.STARTING):
+            return not self.draining
+        if self.phase is Phase.CLOSING and self.after_close is AfterClose.START:
+            return not self.draining  # a new process looks at the inbox at once
+        if self.phase in (Phase.FINISHING, Phase.CLOSING):
+            return self.signalled and not self.draining
+        return False
 
     @property
     def busy(self) -> bool:
@@ -122,9 +141,12 @@ def handle(state: State, command: c.Command, policy: tp.TurnPolicy = tp.OPEN) ->
     """The one transition function (``policy``: the turn policy, asked before a turn runs and
     before someone else's messages join a running turn)."""
     if state.gone:
-        # Only remember a late message (the router may start a successor for it).
+        # Only remember a late message (the router may start a successor for it), and a Stop
+        # for that successor's turn.
         if isinstance(command, c.MessageStored | c.PolicyChanged):
             return _set(state, signalled=True), []
+        if isinstance(command, c.Stop) and state.respawn:
+            return _set(state, stop_by=command.by.label, stop_told=True), []
         return state, []
     if isinstance(command, c.TurnBegan):
         return _turn_began(state, command, policy)
@@ -159,7 +181,11 @@ def _start(state: State, *before: e.Effect) -> Step:
 
 
 def _gone(state: State, clean: bool, *effects: e.Effect) -> Step:
-    return _set(state, phase=Phase.GONE, clean=clean), [*effects, e.Exit()]
+    told: list[e.Effect] = []
+    if clean and not state.draining:
+        state, told = _nothing_to_stop(state)  # the inbox was empty after all
+    state = _set(state, phase=Phase.GONE, clean=clean, stop_by=None, stop_told=False)
+    return state, [*told, *effects, e.Exit()]
 
 
 def _ready(state: State, woken: bool) -> Step:
@@ -176,13 +202,22 @@ def _ready(state: State, woken: bool) -> Step:
 
 
 def _idle(state: State) -> Step:
+    state, told = _nothing_to_stop(state)
     if state.evicted:
-        return _close(state, AfterClose.RELEASE)
+        return _close(state, AfterClose.RELEASE, *told)
     spell = state.spell + 1
     return (
         _set(state, phase=Phase.IDLE, spell=spell),
-        [e.SetIdle(True), e.StartIdleTimer(spell)],
+        [*told, e.SetIdle(True), e.StartIdleTimer(spell)],
     )
+
+
+def _nothing_to_stop(state: State) -> tuple[State, list[e.Effect]]:
+    """No turn came for a Stop that waited for one: it is answered now, once."""
+    if state.stop_by is None:
+        return state, []
+    told: list[e.Effect] = [e.Say(NOTHING_RUNNING)] if state.stop_told else []
+    return _set(state, stop_by=None, stop_told=False), told
 
 
 # --- transitions ------------------------------------------------------------------------------
@@ -256,8 +291,9 @@ def _turn_began(state: State, command: c.TurnBegan, policy: tp.TurnPolicy) -> St
         # Nothing runs: the turn puts its messages back (held) or fails them (refused), then
         # ends as a turn does. A Stop meanwhile has nothing to stop.
         held = isinstance(verdict, tp.Hold)
-        return _set(state, phase=Phase.FINISHING, stop_by=None, held=held), [e.Answer(verdict)]
-    state = _set(state, phase=Phase.RUNNING, stop_by=None, held=False)
+        state, told = _nothing_to_stop(_set(state, phase=Phase.FINISHING, held=held))
+        return state, [e.Answer(verdict), *told]
+    state = _set(state, phase=Phase.RUNNING, stop_by=None, stop_told=False, held=False)
     if stop_by is None:
         return state, [e.Answer(verdict)]
     state, effects = _end_turn(state, stop_by, tell=False)
@@ -291,7 +327,9 @@ def _turn_finishing(state: State, _: c.TurnFinishing) -> Step:
 def _turn_ended(state: State, command: c.TurnEnded) -> Step:
     if not state.in_turn:
         return state, []
-    state = _set(state, stop_by=None, asking=False)
+    # A Stop waiting for a turn stays for the next one (the inbox may have been found empty
+    # just before the message was stored); idle or gone, the thread is told nothing ran.
+    state = _set(state, asking=False)
     after = command.after
     if after in (c.After.GONE, c.After.WEDGED):
         return _close(state, AfterClose.RELEASE)
@@ -342,10 +380,10 @@ def _message_stored(state: State, command: c.MessageStored) -> Step:
     return state, effects
 
 
-def _end_turn(state: State, by: str, tell: bool) -> Step:
-    """Stop the turn, whatever phase it is in."""
-    if state.phase is Phase.TAKING:
-        return _set(state, stop_by=by), []
+def _end_turn(state: State, by: str, tell: bool, ahead: bool = False) -> Step:
+    """Stop the turn, whatever phase it is in (``ahead``: also one on its way, once it runs)."""
+    if state.phase is Phase.TAKING or (ahead and state.turn_owed):
+        return _set(state, stop_by=by, stop_told=state.stop_told or tell), []
     if state.phase is Phase.RUNNING:
         if state.asking:
             return state, [e.DenyAndInterrupt(by)]
@@ -354,11 +392,15 @@ def _end_turn(state: State, by: str, tell: bool) -> Step:
 
 
 def _stop(state: State, command: c.Stop) -> Step:
-    return _end_turn(state, command.by.label, tell=True)
+    return _end_turn(state, command.by.label, tell=True, ahead=True)
+
+
+def _stop_handed_on(state: State, command: c.StopHandedOn) -> Step:
+    return _end_turn(state, command.by, tell=True, ahead=True)
 
 
 def _no_request_waited(state: State, command: c.NoRequestWaited) -> Step:
-    return _end_turn(_set(state, asking=False), command.by, tell=True)
+    return _end_turn(_set(state, asking=False), command.by, tell=True, ahead=True)
 
 
 def _restart_when_idle(state: State) -> Step:
@@ -441,4 +483,5 @@ _TABLE: dict[type, Callable[[State, Any], Step]] = {
     c.Asking: _asking,
     c.HooksBypassed: _hooks_bypassed,
     c.NoRequestWaited: _no_request_waited,
+    c.StopHandedOn: _stop_handed_on,
 }

@@ -12,6 +12,7 @@ import pytest
 
 from bridge.core.store.rows import MessageState
 from bridge.core.thread import commands as c
+from tests.core.harness import hold_after_taking
 from tests.core.scripted import (
     World,
     delta,
@@ -99,6 +100,24 @@ async def test_stop_interrupts_then_the_next_turn_gets_a_fresh_process(tmp_path:
         second = await w.agys.nth(2)
         assert second.conversation == first.conversation
         await second.wait_turns(1)
+
+
+async def test_a_stop_before_the_turn_reaches_agy_keeps_it_from_agy(tmp_path: Path) -> None:
+    async with world(tmp_path) as w:
+        taken, go_on = hold_after_taking(w.bridge.store)
+        await w.say("long job")
+        agy = await w.agys.nth(1)
+        await taken.wait()  # the turn has its messages; agy has not
+        await w.say("!stop")
+        go_on.set()
+        [stopped] = await w.adapter.wait_finished(1)
+        assert stopped.outcome is not None and stopped.outcome.interrupted
+        assert stopped.outcome.notes == ["Stopped by Alice (@alice:test)."]
+        # No SIGINT to an agy with no turn (it would exit, and the turn go to a dying process).
+        assert agy.turns == [] and agy.interrupted == 0
+        await w.say("again")
+        assert "again" in (await agy.wait_turns(1))[0], "the same agy carries on"
+        assert len(w.agys.started) == 1 and not agy.closed
 
 
 async def test_after_an_error_result_the_dying_process_is_not_given_the_next_turn(

@@ -22,7 +22,7 @@ from bridge.core.events import Author, ThreadRef
 from bridge.core.thread import commands as c
 from bridge.core.thread import effects as e
 from bridge.core.thread import turn_policy as tp
-from bridge.core.thread.machine import Phase, State, handle
+from bridge.core.thread.machine import NOTHING_RUNNING, Phase, State, Step, handle
 
 ALICE = Author(id="@alice:test", display_name="Alice")
 BOB = Author(id="@bob:test", display_name="Bob")
@@ -60,7 +60,11 @@ class World:
     jobs: list[tuple[str, c.Command]] = field(default_factory=list)
     slot: bool = False
     process: bool = False
-    stop_owed: bool = False  # a Stop came while the turn was taking its messages
+    # A Stop came while a turn was on its way (taking, or a message waits that no turn took):
+    # that turn is interrupted as it begins, or the thread is told nothing runs.
+    stop_owed: bool = False
+    # Stops nobody has yet answered (an interrupt, or "nothing running"): one answer each.
+    stops_unanswered: int = 0
     dead: bool = False  # agy exited (or ignored an interrupt): only closing it is right
     turn: str | None = None  # None, "taking", "running", "finishing"
     turn_took: bool | None = None  # None until the turn's transaction ran
@@ -127,14 +131,19 @@ class World:
             self.turn = "taking"
             self.turn_took = None
             self.jobs.append(("take", c.Begin()))  # what it reports is decided at "take"
-            self.stop_owed = False
         elif isinstance(effect, e.Answer):
             self.answered(effect.verdict)
         elif isinstance(effect, e.FlagHook):
             assert self.turn is not None, "the hook's flag outside a turn"
             self.hook_flag = True
+        elif isinstance(effect, e.Say) and effect.text == NOTHING_RUNNING:
+            assert self.stops_unanswered > 0, "told nothing runs twice, or unasked"
+            assert self.turn != "running", "told nothing runs while a turn runs"
+            self.stops_unanswered = 0
+            self.stop_owed = False
         elif isinstance(effect, e.Interrupt | e.DenyAndInterrupt):
             self.stop_owed = False
+            self.stops_unanswered = 0
             if isinstance(effect, e.DenyAndInterrupt):
                 self.asking = False
                 self.tell(c.Asking(False))
@@ -196,7 +205,6 @@ class World:
         else:
             self.pending = taken + self.pending
             self.held = set(taken)
-        self.stop_owed = False
         self.turn = "finishing"
         self.not_run = True
         self.jobs.append(("end", c.TurnEnded(True, c.After.CARRIES_ON)))
@@ -219,6 +227,10 @@ class World:
         assert s.in_turn == (self.turn is not None) or s.gone, (s.phase, self.turn)
         if s.phase in (Phase.IDLE, Phase.READING, Phase.TAKING, Phase.RUNNING):
             assert self.process and self.slot
+        if s.phase is Phase.IDLE or (s.gone and s.clean and not s.draining and not s.respawn):
+            assert not self.stop_owed, "a Stop that waited for a turn was forgotten:\n" + (
+                "\n".join(self.log[-12:])
+            )
 
     # --- the world finishing a piece of work ---------------------------------------------------
 
@@ -292,6 +304,11 @@ class World:
         self.next_message += 1
         self.authors[self.next_message] = self.rng.choice([ALICE, BOB])
         self.pending.append(self.next_message)
+        if self.exited and self.state.clean and self.rng.random() < 0.5:
+            # The actor is still leaving (its session closing): it remembers the message, and
+            # the router starts its successor once it is out.
+            self.tell(c.MessageStored(str(self.next_message), self.next_message))
+            return
         if self.exited:
             # No actor: the router starts one for the stored message.
             self.state, self.exited = State(), False
@@ -319,9 +336,7 @@ class World:
         elif roll < 0.6:
             self.hook_call()
         elif roll < 0.7:
-            if self.turn == "taking" and not self.state.gone:
-                self.stop_owed = True
-            self.tell(c.Stop(ALICE))
+            self.stop()
         elif roll < 0.75:
             self.tell(c.NewConversation(ALICE))
         elif roll < 0.8:
@@ -344,14 +359,37 @@ class World:
         elif not self.endings:
             self.message()
         elif roll < 0.95:
+            self.give_up()
             self.tell(c.Drain())
         elif roll < 0.96:
+            self.give_up()
             self.tell(c.Shutdown())
         elif roll < 0.97:
             self.lost = True
+            self.give_up()
             self.tell(self.rng.choice([c.LeaseLost(), c.EndLease()]))
         else:
+            self.give_up()
             self.tell(c.Failed("the thread's directories"))
+
+    def give_up(self) -> None:
+        """This instance stops running the thread: what waits goes to the next one (or fails
+        with a notice), and so does the turn a Stop waited for."""
+        self.stop_owed = False
+
+    def stop(self) -> None:
+        """A person's Stop. One that comes while a turn is on its way (taking its messages, or
+        a message waits that no turn has taken) must stop that turn as it begins."""
+        s = self.state
+        waiting = self.pending and not self.only_held()
+        if not s.gone and not s.draining and self.turn != "running":
+            if self.turn == "taking" or waiting:
+                self.stop_owed = True
+        if s.respawn and waiting and not self.lost:
+            self.stop_owed = True  # for the successor's turn (the router hands it on)
+        if not s.gone or s.respawn:
+            self.stops_unanswered += 1
+        self.tell(c.Stop(ALICE))
 
     def settle(self, limit: int = 2000) -> None:
         """Let every piece of work finish (idle timers last) until the machine waits on none."""
@@ -372,9 +410,12 @@ class World:
     def respawn(self) -> None:
         """The router starts a successor for a message that landed as the actor left."""
         assert not self.slot and not self.process
+        stop_by = self.state.stop_by
         self.state, self.exited = State(), False
         self.tell(c.Begin())
         self.tell(c.MessageStored())
+        if stop_by is not None:
+            self.tell(c.StopHandedOn(stop_by))
 
 
 def walk(seed: int, steps: int, policy: bool = True) -> World:
@@ -386,6 +427,8 @@ def walk(seed: int, steps: int, policy: bool = True) -> World:
     for _ in range(steps):
         if w.exited:
             if w.state.respawn:
+                if rng.random() < 0.3:
+                    w.stop()  # as the actor leaves (its session closing), before its successor
                 w.respawn()
             elif w.state.draining or w.lost:
                 break  # this instance runs the thread no more
@@ -417,7 +460,7 @@ def test_after_a_stop_the_thread_takes_the_next_message(seed: int) -> None:
     if w.exited:
         w = World(random.Random(seed))
         w.tell(c.Begin())
-    w.tell(c.Stop(ALICE))
+    w.stop()
     w.settle()
     if w.state.draining:
         return
@@ -444,3 +487,52 @@ def test_nothing_is_done_after_gone() -> None:
     # Only a late message is remembered, for a successor.
     state, effects = handle(State(phase=Phase.GONE, clean=True), c.MessageStored())
     assert effects == [] and state.respawn
+
+
+def _turn_ran(state: State, ask_by: Author = ALICE) -> Step:
+    return handle(state, c.TurnBegan(tp.Ask("turn", (ask_by,), WHERE, None, ask_by)))
+
+
+def test_a_stop_while_the_turn_before_finishes_stops_the_next_one_once() -> None:
+    # The answer of one turn is being posted; a message and then a Stop arrive.
+    state = State(phase=Phase.FINISHING)
+    state, _ = handle(state, c.MessageStored("m2", 2))
+    state, effects = handle(state, c.Stop(BOB))
+    assert effects == [], "not 'nothing runs': a turn is on its way"
+    state, effects = handle(state, c.TurnEnded(True))
+    assert state.phase is Phase.READING
+    state, effects = handle(state, c.InboxChecked(True))
+    assert state.phase is Phase.TAKING
+    state, effects = _turn_ran(state)
+    assert effects == [e.Answer(tp.GO), e.Interrupt("Bob (@bob:test)")]
+    assert state.stop_by is None
+
+
+@pytest.mark.parametrize("phase", [Phase.PREPARING, Phase.CHECKING, Phase.QUEUED, Phase.STARTING])
+def test_a_stop_while_agy_starts_for_a_message_stops_its_turn(phase: Phase) -> None:
+    state, effects = handle(State(phase=phase), c.Stop(BOB))
+    assert effects == [] and state.stop_by == "Bob (@bob:test)"
+    state, _ = handle(_set_phase(state, Phase.STARTING), c.ProcessReady())
+    assert state.phase is Phase.TAKING
+    _, effects = _turn_ran(state)
+    assert e.Interrupt("Bob (@bob:test)") in effects
+
+
+def test_a_stop_waiting_for_a_turn_that_never_comes_is_told_nothing_runs_once() -> None:
+    # The new actor finds the inbox empty after all: it goes, and says so once.
+    state, _ = handle(State(phase=Phase.CHECKING), c.Stop(BOB))
+    state, effects = handle(state, c.InboxChecked(False))
+    assert effects == [e.Say(NOTHING_RUNNING), e.Exit()]
+    # The turn took nothing: idle, told once; a second Stop is answered on its own.
+    state, _ = handle(State(phase=Phase.TAKING), c.Stop(BOB))
+    state, effects = handle(state, c.TurnEnded(False))
+    assert state.phase is Phase.IDLE and effects.count(e.Say(NOTHING_RUNNING)) == 1
+    assert handle(state, c.Stop(BOB))[1] == [e.Say(NOTHING_RUNNING)]
+    # The bridge's own stop (a shutdown) is nobody's question: nothing is said.
+    state, _ = handle(State(phase=Phase.TAKING), c.Shutdown())
+    _, effects = handle(state, c.TurnEnded(False))
+    assert e.Say(NOTHING_RUNNING) not in effects
+
+
+def _set_phase(state: State, phase: Phase) -> State:
+    return State(**{**state.__dict__, "phase": phase})
