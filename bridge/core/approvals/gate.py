@@ -44,6 +44,9 @@ ALLOWED = ToolVerdict(allow=True)
 # the race it guards against, a second approver's `approve` written for request A reached the
 # thread 0.5 s after request B was posted.
 REACTION_SECONDS = 2.0
+# How long a request denied by a stop holds its deny back while agy acts on the SIGINT it was
+# sent first (see ``ApprovalGate._after_stop``).
+STOP_GRACE = 10.0
 
 
 @dataclass
@@ -54,6 +57,7 @@ class _Waiting:
     posted: anyio.Event = field(default_factory=anyio.Event)
     started: float = field(default_factory=time.monotonic)
     done: anyio.Event = field(default_factory=anyio.Event)
+    turn_over: anyio.Event = field(default_factory=anyio.Event)  # agy is past this request
     state: ApprovalState | None = None
     by: Author | None = None
     reason: str = ""
@@ -222,6 +226,8 @@ class ApprovalGate:
                 await waiting.done.wait()
             if waiting.state is None:
                 await self._finish(waiting, ApprovalState.TIMED_OUT, None, "")
+            elif waiting.state is ApprovalState.STOPPED:
+                await self._after_stop(waiting)
         finally:
             if waiting.state is None:
                 # Cancelled: the session closed (the bridge stops, agy is gone).
@@ -302,8 +308,21 @@ class ApprovalGate:
     async def abandon(self) -> None:
         """The turn ended (agy is gone) while a request waited: it expires."""
         waiting = self.waiting
-        if waiting is not None and waiting.state is None:
+        if waiting is None:
+            return
+        waiting.turn_over.set()
+        if waiting.state is None:
             await self._finish(waiting, ApprovalState.EXPIRED, None, "the agent's turn ended")
+
+    @staticmethod
+    async def _after_stop(waiting: _Waiting) -> None:
+        """A stopped request's deny waits until the turn is over. agy was sent SIGINT first,
+        but a signal and a hook's reply reach it on separate paths: answered at once, agy can
+        read the deny before it acts on the interrupt and carry on with its turn (another
+        tool, an answer) as if nobody had stopped it. An agy that does not act on SIGINT while
+        its hook call waits gets the deny after :data:`STOP_GRACE`."""
+        with anyio.move_on_after(STOP_GRACE):
+            await waiting.turn_over.wait()
 
     # --- recording -----------------------------------------------------------------------------
 
