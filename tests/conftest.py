@@ -86,3 +86,32 @@ def restore_logging() -> Iterator[None]:
         root.setLevel(level)
         for name in list(logging.root.manager.loggerDict):
             logging.getLogger(name).setLevel(levels.get(name, logging.NOTSET))
+
+
+@pytest.fixture(autouse=True)
+def loggers_as_found() -> Iterator[None]:
+    """Every named logger goes back to its level, ``propagate``, ``disabled`` and handlers.
+
+    A test that starts uvicorn with its default logging (``dictConfig``) makes ``uvicorn``
+    stop propagating and ``uvicorn.error`` log only warnings for the rest of the worker: a
+    later test there that reads uvicorn's records through ``caplog`` finds none, and which
+    test runs after which depends on how many workers share the suite. A logger first made
+    during the test goes back to what it was before it existed (no level, handlers of its
+    own, propagating). Only what changed is set again (``setLevel`` clears every logger's
+    cache)."""
+    manager = logging.root.manager
+    found = {
+        name: (log.level, log.propagate, log.disabled, list(log.handlers))
+        for name, log in manager.loggerDict.items()
+        if isinstance(log, logging.Logger)
+    }
+    yield
+    for name, log in list(manager.loggerDict.items()):
+        if not isinstance(log, logging.Logger):
+            continue
+        level, propagate, disabled, handlers = found.get(name, (logging.NOTSET, True, False, []))
+        if log.level != level:
+            log.setLevel(level)
+        log.propagate, log.disabled = propagate, disabled
+        if log.handlers != handlers:
+            log.handlers[:] = handlers
