@@ -102,10 +102,7 @@ system-packages:
 # suite much costlier says so in its own CI run. `make test-profile` also lists each test's wall
 # and CPU time.
 PYTEST_WORKERS ?= auto
-# A test that ends in a timeout gets one more try, printed as RERUN (docs/testing.md: the
-# tests known to time out now and then under a loaded machine, and why this is not a pass).
-PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20 \
-	--reruns 1 --only-rerun TimeoutError
+PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20
 CPU_BUDGET ?= docs/testing.md
 
 # PYTHONDONTWRITEBYTECODE (set in some environments) would have every `python -m bridge` the
