@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -34,7 +35,7 @@ from bridge.core.schedules.clock import Clock
 from bridge.core.store import Store, store_url
 from bridge.core.store.opening import open_store
 from bridge.core.thread.turn_policy import TurnPolicy
-from bridge.core.tools import chat_tools_factory
+from bridge.core.thread.view import ThreadView
 from bridge.isolation import resolve_isolation, resolve_limits, state_dirs
 from bridge.leader import run_as_leader
 from bridge.metrics import Metrics
@@ -149,7 +150,7 @@ async def open_bridge(
             store,
             runtime,
             adapters,
-            chat_tools_factory(config),
+            chat_tools(config),
             metrics,
             leases,
             open_process=open_process,
@@ -210,3 +211,16 @@ def chat_adapters(config: Config) -> dict[str, ChatAdapter]:
 
         adapters["matrix"] = MatrixAdapter(config.matrix, data_dir=config.bridge.data_dir.resolve())
     return adapters
+
+
+def chat_tools(config: Config) -> Callable[[ThreadView], dict[str, Any]]:
+    """Each thread's chat tools (an MCP server). The MCP SDK is imported with the first thread
+    that needs it, not at start: it is about half of what a start imports, and a bridge that
+    only checks its config, or serves no thread yet, never uses it."""
+
+    def make(worker: ThreadView) -> dict[str, Any]:
+        from bridge.core.tools import chat_tools_factory
+
+        return chat_tools_factory(config)(worker)
+
+    return make

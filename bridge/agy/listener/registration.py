@@ -8,13 +8,16 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from bridge.agy.listener.asgi import ASGIApp
 from bridge.agy.listener.hook_command import DEFAULT_HOOK_TIMEOUT_SECONDS, answer_deadline
 from bridge.agy.wire import HookAnswer, HookInput, fallback_answer, is_empty_answer
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a session serves MCP (serving.py)
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 logger = logging.getLogger(__name__)
 

@@ -9,14 +9,11 @@ import logging
 import secrets
 import socket
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
 from anyio.abc import TaskGroup, TaskStatus
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 
 from bridge.agy.listener.registration import (
     HookFunc,
@@ -27,6 +24,12 @@ from bridge.agy.listener.registration import (
     token_key,
 )
 from bridge.agy.listener.routes import ListenerApp
+
+if TYPE_CHECKING:
+    # The MCP SDK is about half of what a bridge imports at start: it is imported when the
+    # first session that serves MCP registers (a bridge only checking its config, the doctor
+    # without --live, never needs it).
+    from mcp.server.lowlevel import Server
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +54,7 @@ class Listener:
         self._base_url = f"http://{url_host}:{port}"
         hosts = [f"{url_host}:{port}", f"localhost:{port}"]
         origins = [f"http://{allowed}" for allowed in hosts]
-        self._mcp_security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-        )
+        self._mcp_hosts, self._mcp_origins = hosts, origins
         self.app = ListenerApp(
             lookup=self._lookup,
             allowed_hosts=frozenset(h.encode("ascii") for h in hosts),
@@ -152,6 +153,14 @@ class Listener:
         *,
         task_status: TaskStatus[McpServing],
     ) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=self._mcp_hosts,
+            allowed_origins=self._mcp_origins,
+        )
         manager = StreamableHTTPSessionManager(
             server,
             # Plain JSON answers to POSTs: agy has been seen working with a JSON-only server
@@ -161,7 +170,7 @@ class Listener:
             # is sending server-initiated requests inside a POST, which the chat tools never do.
             json_response=True,
             stateless=False,  # a server-assigned Mcp-Session-Id and a GET stream
-            security_settings=self._mcp_security,
+            security_settings=security,
             session_idle_timeout=MCP_SESSION_IDLE_SECONDS,
             max_request_body_size=self._max_body_bytes,
         )
