@@ -16,7 +16,7 @@ from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.launch import LaunchSettings
 from bridge.agy.listener import Listener, open_listener
 from bridge.agy.process import ProcessOpener, open_agy
-from bridge.agy.runtime import AgyRuntime
+from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.config import Config
 from bridge.core.capabilities import (
     CollectsFeedback,
@@ -214,13 +214,16 @@ def chat_adapters(config: Config) -> dict[str, ChatAdapter]:
 
 
 def chat_tools(config: Config) -> Callable[[ThreadView], dict[str, Any]]:
-    """Each thread's chat tools (an MCP server). The MCP SDK is imported with the first thread
-    that needs it, not at start: it is about half of what a start imports, and a bridge that
-    only checks its config, or serves no thread yet, never uses it."""
+    """Each thread's chat tools: an MCP server, made (and the MCP SDK imported) when agy first
+    calls it. The SDK is about half of what the bridge imports, and most agy processes never
+    call the chat tools: the listener starts a session's servers on their first request."""
 
     def make(worker: ThreadView) -> dict[str, Any]:
-        from bridge.core.tools import chat_tools_factory
+        def server() -> Any:
+            from bridge.core.tools import chat_tools_factory
 
-        return chat_tools_factory(config)(worker)
+            return chat_tools_factory(config)(worker)[CHAT_SERVER]
+
+        return {CHAT_SERVER: server}
 
     return make

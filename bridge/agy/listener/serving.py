@@ -8,7 +8,7 @@ import ipaddress
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,6 +17,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from bridge.agy.listener.registration import (
     HookFunc,
+    LazyMcp,
     McpServing,
     Registration,
     UndeliveredFunc,
@@ -26,10 +27,12 @@ from bridge.agy.listener.registration import (
 from bridge.agy.listener.routes import ListenerApp
 
 if TYPE_CHECKING:
-    # The MCP SDK is about half of what a bridge imports at start: it is imported when the
-    # first session that serves MCP registers (a bridge only checking its config, the doctor
-    # without --live, never needs it).
+    # The MCP SDK is about half of what a bridge imports: it is imported when agy first calls
+    # one of its session's MCP servers (see LazyMcp).
     from mcp.server.lowlevel import Server
+
+# An MCP server of a session, or a function that makes it when agy first calls it.
+McpSource = Any
 
 logger = logging.getLogger(__name__)
 
@@ -73,13 +76,14 @@ class Listener:
     async def register(
         self,
         hook: HookFunc,
-        mcp_servers: Mapping[str, Server[Any]] | None = None,
+        mcp_servers: Mapping[str, McpSource] | None = None,
         *,
         answer_within: Mapping[str, float] | None = None,
         on_undelivered: UndeliveredFunc | None = None,
     ) -> Registration:
         """A new session: a fresh 256-bit token, its hook function and its MCP servers, each
-        served by its own session manager running in the listener's task group.
+        served by its own session manager running in the listener's task group once the first
+        request to it comes (a server may be given as a function that makes it, then).
 
         ``answer_within``: the listener's deadline per hook event, in seconds (default: well
         under curl's limit for agy's default 10 s hook timeout; see ``hook_command``).
@@ -92,20 +96,15 @@ class Listener:
             check_name("MCP server", name)
         self._count += 1
         label = f"session-{self._count}"
-        started: dict[str, McpServing] = {}
-        try:
-            for name, server in servers.items():
-                started[name] = await self._task_group.start(self._run_mcp, server, label, name)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await _stop_all(started.values())
-            raise
+        lazy = {
+            name: LazyMcp(self._starter(source, label, name)) for name, source in servers.items()
+        }
         registration = Registration(
             label=label,
             token=secrets.token_urlsafe(32),
             base_url=self._base_url,
             hook=hook,
-            mcp=started,
+            mcp=lazy,
             forget=self._forget,
             answer_within=answer_within,
             on_undelivered=on_undelivered,
@@ -144,6 +143,16 @@ class Listener:
 
     def _forget(self, registration: Registration) -> None:
         self._registrations.pop(registration.key, None)
+
+    def _starter(
+        self, source: McpSource, label: str, name: str
+    ) -> Callable[[], Awaitable[McpServing]]:
+        async def start() -> McpServing:
+            server = source if not callable(source) else source()
+            serving: McpServing = await self._task_group.start(self._run_mcp, server, label, name)
+            return serving
+
+        return start
 
     async def _run_mcp(
         self,
@@ -201,13 +210,6 @@ class Listener:
         uvicorn stops)."""
         self._closing = True
         await self.close_all()
-
-
-async def _stop_all(servings: Collection[McpServing]) -> None:
-    for serving in servings:
-        serving.scope.cancel()
-    for serving in servings:
-        await serving.stopped.wait()
 
 
 class _EmbeddedServer(uvicorn.Server):
