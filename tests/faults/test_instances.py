@@ -455,6 +455,7 @@ async def test_a_request_killed_before_its_message_was_noted_expires_anew_at_tak
         assert "already decided" in fake_slack.ephemerals[0]["text"]
         assert not ran.exists()
     finally:
+        release.set()  # a failure before the kill must not leave the fake's handler waiting
         await stop_all(a, b)
 
 
