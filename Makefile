@@ -110,19 +110,18 @@ system-packages:
 	@$(MAKE) --no-print-directory bubblewrap postgres chromium
 
 # The suite runs over every core (pytest-xdist; more than four workers would each start their
-# own Synapse and PostgreSQL for little gain). Most tests wait on processes and sockets, not
-# the CPU, so a worker per core keeps both busy; worksteal evens out the long tail. The two
+# own Synapse and PostgreSQL for little gain: at most four). Most tests wait on processes, sockets and rate
+# limits, not the CPU: a worker per core kept only 1.25 of two cores busy, so there is one worker
+# more than cores (on two cores: 7 min 47 s of tests instead of 9 min 10 s, docs/testing.md);
+# worksteal evens out the long tail. The two
 # virtualenvs install side by side (pip waits on the network and the disk); the apt-get steps
 # stay one after the other (they share apt's lock). docs/testing.md says how the suite is split.
 # The run ends with each worker's CPU time (children included) and fails when their total is
 # above the budget written in docs/testing.md (tests/profiling.py): a change that makes the
 # suite much costlier says so in its own CI run. `make test-profile` also lists each test's wall
 # and CPU time.
-PYTEST_WORKERS ?= auto
-# A test that ends in a timeout gets one more try, printed as RERUN (docs/testing.md: the
-# tests known to time out now and then under a loaded machine, and why this is not a pass).
-PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20 \
-	--reruns 1 --only-rerun TimeoutError
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n + 1 < 4 ? n + 1 : 4 )))
+PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --maxprocesses 4 --dist worksteal --durations=20
 CPU_BUDGET ?= docs/testing.md
 
 # PYTHONDONTWRITEBYTECODE (set in some environments) would have every `python -m bridge` the

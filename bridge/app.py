@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -15,7 +16,7 @@ from bridge.agy.capabilities import Capabilities, probe
 from bridge.agy.launch import LaunchSettings
 from bridge.agy.listener import Listener, open_listener
 from bridge.agy.process import ProcessOpener, open_agy
-from bridge.agy.runtime import AgyRuntime
+from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.config import Config
 from bridge.core.capabilities import (
     CollectsFeedback,
@@ -34,7 +35,7 @@ from bridge.core.schedules.clock import Clock
 from bridge.core.store import Store, store_url
 from bridge.core.store.opening import open_store
 from bridge.core.thread.turn_policy import TurnPolicy
-from bridge.core.tools import chat_tools_factory
+from bridge.core.thread.view import ThreadView
 from bridge.isolation import resolve_isolation, resolve_limits, state_dirs
 from bridge.leader import run_as_leader
 from bridge.metrics import Metrics
@@ -149,7 +150,7 @@ async def open_bridge(
             store,
             runtime,
             adapters,
-            chat_tools_factory(config),
+            chat_tools(config),
             metrics,
             leases,
             open_process=open_process,
@@ -210,3 +211,19 @@ def chat_adapters(config: Config) -> dict[str, ChatAdapter]:
 
         adapters["matrix"] = MatrixAdapter(config.matrix, data_dir=config.bridge.data_dir.resolve())
     return adapters
+
+
+def chat_tools(config: Config) -> Callable[[ThreadView], dict[str, Any]]:
+    """Each thread's chat tools: an MCP server, made (and the MCP SDK imported) when agy first
+    calls it. The SDK is about half of what the bridge imports, and most agy processes never
+    call the chat tools: the listener starts a session's servers on their first request."""
+
+    def make(worker: ThreadView) -> dict[str, Any]:
+        def server() -> Any:
+            from bridge.core.tools import chat_tools_factory
+
+            return chat_tools_factory(config)(worker)[CHAT_SERVER]
+
+        return {CHAT_SERVER: server}
+
+    return make

@@ -10,22 +10,22 @@ import signal
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from bridge import __version__, audit_cli
-from bridge.admin import PostHandler, open_admin
-from bridge.app import Bridge, chat_adapters, open_bridge, start_adapters
-from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator_command
-from bridge.chat.console.screen import Screen
-from bridge.chat.console.tour import SIMULATOR_STEPS, banner
 from bridge.config import Config, ConfigError, load_config
-from bridge.core.core import Core
-from bridge.core.events import ThreadRef
-from bridge.core.status import approvals_line
-from bridge.heap import server_collector
 from bridge.logs import setup_logging
+
+# What each command needs is imported when it runs: a start imports for over a second of CPU
+# (the MCP SDK, aiohttp, pydantic's models), and a config error, `doctor` or `audit` need
+# little of it; the console's screen and the admin endpoint only where they are used.
+if TYPE_CHECKING:
+    from bridge.admin import PostHandler
+    from bridge.app import Bridge
+    from bridge.core.core import Core
+    from bridge.core.events import ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,9 @@ async def _matrix_verify(config: Config, confirm: str | None, reject: str | None
 
 
 async def _run(config: Config) -> int:
+    from bridge.app import chat_adapters, open_bridge, start_adapters
+    from bridge.heap import server_collector
+
     adapters = chat_adapters(config)
     if not adapters:
         print(
@@ -133,6 +136,8 @@ async def _run(config: Config) -> int:
         ):
             posts, max_body = _webhooks(bridge)
             if config.admin.enabled or posts:
+                from bridge.admin import open_admin
+
                 admin = await stack.enter_async_context(
                     open_admin(
                         bridge.metrics,
@@ -195,6 +200,12 @@ async def health(bridge: Bridge) -> dict[str, Any]:
 
 
 async def _console(config: Config, thread: str, user: str) -> int:
+    from bridge.app import open_bridge, start_adapters
+    from bridge.chat.console.adapter import ConsoleAdapter, agy_available, simulator_command
+    from bridge.chat.console.screen import Screen
+    from bridge.chat.console.tour import banner
+    from bridge.core.status import approvals_line
+
     command = None
     simulated = not agy_available(list(config.agy.command))
     if simulated:
@@ -241,6 +252,8 @@ async def _console(config: Config, thread: str, user: str) -> int:
 def _simulator_steps_allowed(config: Config) -> Config:
     """On the simulator, its own step commands run without asking (see ``SIMULATOR_STEPS``);
     the banner's approvals line shows the rule."""
+    from bridge.chat.console.tour import SIMULATOR_STEPS
+
     approvals = config.approvals
     if approvals.mode != "ask" or SIMULATOR_STEPS in approvals.allow_commands:
         return config

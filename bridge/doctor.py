@@ -17,11 +17,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types as types
-from mcp.server.lowlevel import Server
 
 from bridge.agy import wire
 from bridge.agy.capabilities import Capabilities, probe
@@ -34,10 +32,6 @@ from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.agy.sandbox import Isolation, not_isolated, state_layout, wrap
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.app import launch_settings
-from bridge.chat.console.adapter import simulator_command
-from bridge.chat.matrix.crosssign import pending_reset_url
-from bridge.chat.matrix.files import MatrixFiles
-from bridge.chat.slack.session import recorded_support
 from bridge.config import Config
 from bridge.core import disk as disk_usage
 from bridge.core.approvals.step_match import Seen, StepLedger, ToolStep, gated_step
@@ -45,6 +39,9 @@ from bridge.core.store import store_url
 from bridge.core.store.opening import open_store
 from bridge.doctor_forge import check_forges
 from bridge.isolation import IsolationError, executables, resolve_isolation, resolve_limits
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
 
 LIVE_TURN_SECONDS = 180.0
 LIVE_PROMPT = (
@@ -435,6 +432,10 @@ def check_chats(config: Config, report: Report) -> None:
         if config.matrix.password is None and config.matrix.access_token is None:
             report.bad("Matrix needs [matrix] password or access_token")
         chats.append(f"Matrix ({config.matrix.user_id})")
+        # Each chat's own modules only where it is configured (matrix-nio is heavy to import).
+        from bridge.chat.matrix.crosssign import pending_reset_url
+        from bridge.chat.matrix.files import MatrixFiles
+
         reset = pending_reset_url(MatrixFiles.under(config.bridge.data_dir).cross_signing)
         if reset is not None:
             report.bad(
@@ -452,6 +453,8 @@ def check_chats(config: Config, report: Report) -> None:
 def check_slack_sessions(config: Config, report: Report) -> None:
     """What the bridge last learnt from Slack's answer about agent sessions (it never guesses:
     only a running bridge's first ``agents.sessions.setStatus`` tells)."""
+    from bridge.chat.slack.session import recorded_support
+
     seen = recorded_support(config.bridge.data_dir.resolve())
     if seen is None:
         report.info("Slack agent sessions: not known yet (the first turn asks Slack)")
@@ -501,6 +504,10 @@ class LiveSeen:
 
 
 def _live_mcp_server(seen: LiveSeen) -> Server[Any]:
+    # The MCP SDK only for --live (it is about half of what the bridge imports).
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         seen.mcp_calls.append("tools/list")
         tool = types.Tool(
@@ -546,6 +553,8 @@ async def live_turn(
     harmless = f"touch {marker.name}"
     prompt = LIVE_PROMPT
     deny_prompt = DENY_PROMPT.format(command=harmless)
+    from bridge.chat.console.adapter import simulator_command  # (rich: the console only)
+
     if command == simulator_command():
         prompt += f" [[mcp bridge_{CHAT_SERVER} ping {{}}]]"  # the simulator follows scripts only
         deny_prompt += f" [[tool run_command {harmless}]]"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+import bridge.app
+from bridge.agy.capabilities import Capabilities
 from tests.pg import Postgres, PostgresError, postgres_bin, start_postgres
 
 # Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`).
@@ -86,3 +89,67 @@ def restore_logging() -> Iterator[None]:
         root.setLevel(level)
         for name in list(logging.root.manager.loggerDict):
             logging.getLogger(name).setLevel(levels.get(name, logging.NOTSET))
+
+
+@pytest.fixture(autouse=True)
+def loggers_as_found() -> Iterator[None]:
+    """Every named logger goes back to its level, ``propagate``, ``disabled`` and handlers.
+
+    A test that starts uvicorn with its default logging (``dictConfig``) makes ``uvicorn``
+    stop propagating and ``uvicorn.error`` log only warnings for the rest of the worker: a
+    later test there that reads uvicorn's records through ``caplog`` finds none, and which
+    test runs after which depends on how many workers share the suite. A logger first made
+    during the test goes back to what it was before it existed (no level, handlers of its
+    own, propagating). Only what changed is set again (``setLevel`` clears every logger's
+    cache)."""
+    manager = logging.root.manager
+    found = {
+        name: (log.level, log.propagate, log.disabled, list(log.handlers))
+        for name, log in manager.loggerDict.items()
+        if isinstance(log, logging.Logger)
+    }
+    yield
+    for name, log in list(manager.loggerDict.items()):
+        if not isinstance(log, logging.Logger):
+            continue
+        level, propagate, disabled, handlers = found.get(name, (logging.NOTSET, True, False, []))
+        if log.level != level:
+            log.setLevel(level)
+        log.propagate, log.disabled = propagate, disabled
+        if log.handlers != handlers:
+            log.handlers[:] = handlers
+
+
+# The simulator as the tests' configs name it (tests/core/harness.SIMULATOR).
+_SIMULATOR = (sys.executable, "-m", "bridge.simulator")
+
+
+@pytest.fixture(scope="session")
+def _simulator_capabilities() -> dict[tuple[object, ...], Capabilities]:
+    return {}
+
+
+@pytest.fixture(autouse=True)
+def simulator_probed_once_per_worker(
+    monkeypatch: pytest.MonkeyPatch, _simulator_capabilities: dict[tuple[object, ...], Capabilities]
+) -> None:
+    """Every bridge a test opens in its own process asks agy's ``--help`` and ``--version``:
+    two simulator processes, about 0.18 s of CPU, hundreds of times a run. The simulator's
+    answers depend only on its ``AGY_SIM_HELP_OMIT``, so a worker asks once per value and
+    gives later bridges the same capabilities. Any other command (the fake agys of the probe's
+    own tests, a sandbox's wrapper) is asked every time; ``bridge.agy.capabilities.probe``
+    itself, which the capability tests call, is untouched, as is a `python -m bridge`."""
+    real = bridge.app.probe
+
+    async def probe(command: Sequence[str], seconds: float) -> Capabilities:
+        if tuple(command) != _SIMULATOR:
+            return await real(command, seconds)
+        key = (seconds, os.environ.get("AGY_SIM_HELP_OMIT"))
+        if key in _simulator_capabilities:
+            return _simulator_capabilities[key]
+        caps = await real(command, seconds)
+        if caps.probed:  # a probe that failed on a loaded machine is not kept
+            _simulator_capabilities[key] = caps
+        return caps
+
+    monkeypatch.setattr(bridge.app, "probe", probe)

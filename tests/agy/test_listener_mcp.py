@@ -168,9 +168,13 @@ async def test_closing_a_registration_stops_its_managers_and_404s_its_urls() -> 
     echo, other = EchoServer("a"), EchoServer("b")
     async with open_listener() as listener, aiohttp.ClientSession() as http:
         registration = await listener.register(no_hook, {"chat": echo.server, "more": other.server})
-        assert echo.started.is_set() and other.started.is_set()
+        # A server's manager starts with its first request (most agy processes call none).
+        assert not echo.started.is_set() and not other.started.is_set()
         url = registration.mcp_url("chat")
         session_id = await initialize(http, url)
+        assert echo.started.is_set() and not other.started.is_set()
+        await initialize(http, registration.mcp_url("more"))
+        assert other.started.is_set()
 
         await registration.close()
         assert echo.stopped.is_set() and other.stopped.is_set()
@@ -262,3 +266,44 @@ async def test_a_client_that_accepts_only_json_is_served() -> None:
                 http, registration.mcp_url("chat"), accept="application/json"
             )
         assert session_id
+
+
+@pytest.mark.anyio
+async def test_a_server_given_as_a_function_is_made_once_at_its_first_request() -> None:
+    made: list[EchoServer] = []
+
+    def make() -> Server[Any]:
+        made.append(EchoServer("lazy"))
+        return made[-1].server
+
+    async with open_listener() as listener, aiohttp.ClientSession() as http:
+        registration = await listener.register(no_hook, {"chat": make})
+        url = registration.mcp_url("chat")
+        assert made == [], "nothing is made before agy calls the server"
+        async with anyio.create_task_group() as tg:  # two first requests at once
+            for _ in range(2):
+                tg.start_soon(initialize, http, url)
+        assert len(made) == 1 and made[0].started.is_set()
+        async with Client(url, mode="legacy") as client:
+            assert texts(await client.call_tool("echo", {"text": "hi"})) == ["lazy:hi"]
+        assert len(made) == 1
+        await registration.close()
+        assert made[0].stopped.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_registration_whose_servers_were_never_called_closes_and_makes_none() -> None:
+    made: list[str] = []
+
+    def make() -> Server[Any]:
+        made.append("made")
+        return EchoServer("never").server
+
+    async with open_listener() as listener, aiohttp.ClientSession() as http:
+        registration = await listener.register(no_hook, {"chat": make})
+        url = registration.mcp_url("chat")
+        with anyio.fail_after(10):
+            await registration.close()
+        async with http.post(url, data=rpc("tools/list", 1), headers=session_headers("x")) as r:
+            assert r.status == 404
+    assert made == []

@@ -399,6 +399,11 @@ async def test_a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
         holder, other = holder_of(url, a, b)
         # A person's Slack may still show the buttons for a moment after the edit.
         stale = copy.deepcopy(request)
+        # Killed once it noted which message asks (killed before, it says the expiry anew:
+        # the next test), so the takeover can edit the request itself.
+        with anyio.fail_after(30):
+            while not query(url, "SELECT 1 FROM approvals WHERE handle IS NOT NULL"):
+                await anyio.sleep(0.05)
         await holder.kill()
         await fake_slack.wait_for(lambda: "Expired" in request.visible, LEASE * 3 + 30)
         assert f"instance {holder.name} stopped while it waited" in request.visible
@@ -412,6 +417,45 @@ async def test_a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
         await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
         assert "already decided" in fake_slack.ephemerals[0]["text"]
     finally:
+        await stop_all(a, b)
+
+
+async def test_a_request_killed_before_its_message_was_noted_expires_anew_at_takeover(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
+    # The request is posted, but its instance is killed before it learns the message's ts.
+    release = fake_slack.hold_replies(
+        "chat.postMessage", lambda args: "Approval needed" in str(args.get("text"))
+    )
+    try:
+        ran = tmp_path / "ran"
+        ts, request = await ask_to_run(fake_slack, a, f"touch {ran}")
+        holder, other = holder_of(url, a, b)
+        await holder.kill()
+        release.set()
+        assert query(url, "SELECT handle FROM approvals") == [(None,)]
+
+        def expired() -> list[Message]:
+            return [m for m in fake_slack.thread(CHANNEL, ts) if "Expired" in m.visible]
+
+        await fake_slack.wait_for(lambda: bool(expired()), LEASE * 3 + 30)
+        [notice] = expired()
+        assert f"instance {holder.name} stopped while it waited" in notice.visible
+        assert notice is not request and "touch" in notice.visible
+        await fake_slack.wait_for(lambda: TAKEOVER_NOTICE in fake_slack.answer_text(CHANNEL, ts))
+        assert not ran.exists()
+        # Its buttons were never taken down (no one knew the message): a click is refused.
+        assert request.buttons
+        await fake_slack.wait_ack(
+            await fake_slack.click(request, BOB, APPROVE_ACTION_ID, via=other.ws)
+        )
+        await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
+        assert "already decided" in fake_slack.ephemerals[0]["text"]
+        assert not ran.exists()
+    finally:
+        release.set()  # a failure before the kill must not leave the fake's handler waiting
         await stop_all(a, b)
 
 

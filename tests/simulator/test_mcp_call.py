@@ -75,7 +75,11 @@ def mcp_url(method_log: _MethodLog) -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(method_log, log_level="warning", lifespan="on"))
+    # log_config=None: uvicorn leaves the process's logging as it is (its default config would
+    # stop the "uvicorn" logger propagating for every later test in this worker).
+    server = uvicorn.Server(
+        uvicorn.Config(method_log, log_config=None, log_level="warning", lifespan="on")
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}/mcp"

@@ -8,13 +8,16 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from bridge.agy.listener.asgi import ASGIApp
 from bridge.agy.listener.hook_command import DEFAULT_HOOK_TIMEOUT_SECONDS, answer_deadline
 from bridge.agy.wire import HookAnswer, HookInput, fallback_answer, is_empty_answer
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a session serves MCP (serving.py)
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,40 @@ class McpServing:
     stopped: anyio.Event
 
 
+class LazyMcp:
+    """One MCP server of a session, started by the first request to it: most agy processes
+    never call one (the simulator calls a server only for a tool call, real agy may list its
+    tools at start), and the MCP SDK is about half of what a bridge imports, so a session whose
+    agy calls no server never loads it."""
+
+    def __init__(self, start: Callable[[], Awaitable[McpServing]]) -> None:
+        self._start = start
+        self._lock = anyio.Lock()
+        self._serving: McpServing | None = None
+        self._stopped = False
+
+    @property
+    def started(self) -> bool:
+        return self._serving is not None
+
+    async def handle_request(self, scope: Any, receive: Any, send: Any) -> None:
+        async with self._lock:  # two first requests at once start one manager
+            if self._stopped:
+                raise RuntimeError("the session's MCP servers are stopped")
+            if self._serving is None:
+                self._serving = await self._start()
+            serving = self._serving
+        await serving.manager.handle_request(scope, receive, send)
+
+    async def stop(self) -> None:
+        async with self._lock:  # a start under way ends first, then is stopped
+            self._stopped = True
+            serving = self._serving
+        if serving is not None:
+            serving.scope.cancel()
+            await serving.stopped.wait()
+
+
 class Registration:
     """Given to the agy session by :meth:`Listener.register`; all its URLs carry its token."""
 
@@ -68,7 +105,7 @@ class Registration:
         token: str,
         base_url: str,
         hook: HookFunc,
-        mcp: Mapping[str, McpServing],
+        mcp: Mapping[str, LazyMcp],
         forget: Callable[[Registration], None],
         answer_within: Mapping[str, float] | None = None,
         on_undelivered: UndeliveredFunc | None = None,
@@ -110,7 +147,7 @@ class Registration:
 
     def mcp_app(self, server: str) -> ASGIApp | None:
         serving = self._mcp.get(server)
-        return None if serving is None or self._closing else serving.manager.handle_request
+        return None if serving is None or self._closing else serving.handle_request
 
     def answer_within(self, event: str) -> float:
         """Seconds the listener gives the hook function before it answers the fallback."""
@@ -198,9 +235,8 @@ class Registration:
             self._forget(self)
             for scope in list(self._hook_scopes):
                 scope.cancel()
-            for serving in self._mcp.values():
-                serving.scope.cancel()
-            for serving in self._mcp.values():
-                await serving.stopped.wait()
+            async with anyio.create_task_group() as tg:
+                for serving in self._mcp.values():
+                    tg.start_soon(serving.stop)
         finally:
             self._closed.set()

@@ -8,18 +8,16 @@ import ipaddress
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
 from anyio.abc import TaskGroup, TaskStatus
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 
 from bridge.agy.listener.registration import (
     HookFunc,
+    LazyMcp,
     McpServing,
     Registration,
     UndeliveredFunc,
@@ -27,6 +25,14 @@ from bridge.agy.listener.registration import (
     token_key,
 )
 from bridge.agy.listener.routes import ListenerApp
+
+if TYPE_CHECKING:
+    # The MCP SDK is about half of what a bridge imports: it is imported when agy first calls
+    # one of its session's MCP servers (see LazyMcp).
+    from mcp.server.lowlevel import Server
+
+# An MCP server of a session, or a function that makes it when agy first calls it.
+McpSource = Any
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +57,7 @@ class Listener:
         self._base_url = f"http://{url_host}:{port}"
         hosts = [f"{url_host}:{port}", f"localhost:{port}"]
         origins = [f"http://{allowed}" for allowed in hosts]
-        self._mcp_security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-        )
+        self._mcp_hosts, self._mcp_origins = hosts, origins
         self.app = ListenerApp(
             lookup=self._lookup,
             allowed_hosts=frozenset(h.encode("ascii") for h in hosts),
@@ -72,13 +76,14 @@ class Listener:
     async def register(
         self,
         hook: HookFunc,
-        mcp_servers: Mapping[str, Server[Any]] | None = None,
+        mcp_servers: Mapping[str, McpSource] | None = None,
         *,
         answer_within: Mapping[str, float] | None = None,
         on_undelivered: UndeliveredFunc | None = None,
     ) -> Registration:
         """A new session: a fresh 256-bit token, its hook function and its MCP servers, each
-        served by its own session manager running in the listener's task group.
+        served by its own session manager running in the listener's task group once the first
+        request to it comes (a server may be given as a function that makes it, then).
 
         ``answer_within``: the listener's deadline per hook event, in seconds (default: well
         under curl's limit for agy's default 10 s hook timeout; see ``hook_command``).
@@ -91,20 +96,15 @@ class Listener:
             check_name("MCP server", name)
         self._count += 1
         label = f"session-{self._count}"
-        started: dict[str, McpServing] = {}
-        try:
-            for name, server in servers.items():
-                started[name] = await self._task_group.start(self._run_mcp, server, label, name)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await _stop_all(started.values())
-            raise
+        lazy = {
+            name: LazyMcp(self._starter(source, label, name)) for name, source in servers.items()
+        }
         registration = Registration(
             label=label,
             token=secrets.token_urlsafe(32),
             base_url=self._base_url,
             hook=hook,
-            mcp=started,
+            mcp=lazy,
             forget=self._forget,
             answer_within=answer_within,
             on_undelivered=on_undelivered,
@@ -144,6 +144,16 @@ class Listener:
     def _forget(self, registration: Registration) -> None:
         self._registrations.pop(registration.key, None)
 
+    def _starter(
+        self, source: McpSource, label: str, name: str
+    ) -> Callable[[], Awaitable[McpServing]]:
+        async def start() -> McpServing:
+            server = source if not callable(source) else source()
+            serving: McpServing = await self._task_group.start(self._run_mcp, server, label, name)
+            return serving
+
+        return start
+
     async def _run_mcp(
         self,
         server: Server[Any],
@@ -152,6 +162,14 @@ class Listener:
         *,
         task_status: TaskStatus[McpServing],
     ) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=self._mcp_hosts,
+            allowed_origins=self._mcp_origins,
+        )
         manager = StreamableHTTPSessionManager(
             server,
             # Plain JSON answers to POSTs: agy has been seen working with a JSON-only server
@@ -161,7 +179,7 @@ class Listener:
             # is sending server-initiated requests inside a POST, which the chat tools never do.
             json_response=True,
             stateless=False,  # a server-assigned Mcp-Session-Id and a GET stream
-            security_settings=self._mcp_security,
+            security_settings=security,
             session_idle_timeout=MCP_SESSION_IDLE_SECONDS,
             max_request_body_size=self._max_body_bytes,
         )
@@ -192,13 +210,6 @@ class Listener:
         uvicorn stops)."""
         self._closing = True
         await self.close_all()
-
-
-async def _stop_all(servings: Collection[McpServing]) -> None:
-    for serving in servings:
-        serving.scope.cancel()
-    for serving in servings:
-        await serving.stopped.wait()
 
 
 class _EmbeddedServer(uvicorn.Server):

@@ -44,6 +44,9 @@ ALLOWED = ToolVerdict(allow=True)
 # the race it guards against, a second approver's `approve` written for request A reached the
 # thread 0.5 s after request B was posted.
 REACTION_SECONDS = 2.0
+# How long a request denied by a stop holds its deny back while agy acts on the SIGINT it was
+# sent first (see ``after_stop``).
+STOP_GRACE = 10.0
 
 
 @dataclass
@@ -54,6 +57,7 @@ class _Waiting:
     posted: anyio.Event = field(default_factory=anyio.Event)
     started: float = field(default_factory=time.monotonic)
     done: anyio.Event = field(default_factory=anyio.Event)
+    turn_over: anyio.Event = field(default_factory=anyio.Event)  # agy is past this request
     state: ApprovalState | None = None
     by: Author | None = None
     reason: str = ""
@@ -211,7 +215,7 @@ class ApprovalGate:
         except Exception as exc:
             log.exception("could not ask for an approval", extra={"chat_thread": self.key})
             self.waiting = None
-            await self._settle_quietly(request.id, ApprovalState.EXPIRED, str(exc))
+            await settle_quietly(self.store, request.id, ApprovalState.EXPIRED, str(exc))
             return ToolVerdict(
                 allow=False, reason="the bridge could not ask in the chat for an approval"
             )
@@ -222,6 +226,8 @@ class ApprovalGate:
                 await waiting.done.wait()
             if waiting.state is None:
                 await self._finish(waiting, ApprovalState.TIMED_OUT, None, "")
+            elif waiting.state is ApprovalState.STOPPED:
+                await after_stop(waiting)
         finally:
             if waiting.state is None:
                 # Cancelled: the session closed (the bridge stops, agy is gone).
@@ -301,9 +307,10 @@ class ApprovalGate:
 
     async def abandon(self) -> None:
         """The turn ended (agy is gone) while a request waited: it expires."""
-        waiting = self.waiting
-        if waiting is not None and waiting.state is None:
-            await self._finish(waiting, ApprovalState.EXPIRED, None, "the agent's turn ended")
+        if (waiting := self.waiting) is not None:
+            waiting.turn_over.set()
+            if waiting.state is None:
+                await self._finish(waiting, ApprovalState.EXPIRED, None, "the agent's turn ended")
 
     # --- recording -----------------------------------------------------------------------------
 
@@ -358,11 +365,24 @@ class ApprovalGate:
             log.exception("could not edit an approval request", extra={"chat_thread": self.key})
         return True
 
-    async def _settle_quietly(self, approval_id: str, state: ApprovalState, reason: str) -> None:
-        try:
-            await self.store.settle_approval(approval_id, state, reason=reason)
-        except StoreError:
-            pass
+
+async def settle_quietly(
+    store: GateStore, approval_id: str, state: ApprovalState, reason: str
+) -> None:
+    try:
+        await store.settle_approval(approval_id, state, reason=reason)
+    except StoreError:
+        pass
+
+
+async def after_stop(waiting: _Waiting) -> None:
+    """A stopped request's deny waits until the turn is over. agy was sent SIGINT first, but a
+    signal and a hook's reply reach it on separate paths: answered at once, agy can read the
+    deny before it acts on the interrupt and carry on with its turn (another tool, an answer)
+    as if nobody had stopped it. An agy that does not act on SIGINT while its hook call waits
+    gets the deny after :data:`STOP_GRACE`."""
+    with anyio.move_on_after(STOP_GRACE):
+        await waiting.turn_over.wait()
 
 
 async def attach_if_too_long(adapter: ChatAdapter, ref: ThreadRef, number: int, text: str) -> bool:

@@ -566,6 +566,8 @@ class FakeSlack:
         self.connection_lost = False
         self.undelivered: list[dict[str, Any]] = []
         self._failures: dict[str, list[_Failure]] = {}
+        # (method, which calls, until when): answers held back (see hold_replies).
+        self._holds: list[tuple[str, Callable[[dict[str, Any]], bool], anyio.Event]] = []
         self._counter = itertools.count(1)
         self._changed: anyio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -614,6 +616,14 @@ class FakeSlack:
     def fail(self, method: str, *, status: int, times: int, retry_after: int | None = None) -> None:
         """Answer ``method`` with HTTP ``status`` (429 or 500) the next ``times`` calls."""
         self._failures.setdefault(method, []).append(_Failure(status, times, retry_after))
+
+    def hold_replies(self, method: str, which: Callable[[dict[str, Any]], bool]) -> anyio.Event:
+        """Calls of ``method`` whose arguments satisfy ``which`` take effect at once, but their
+        answer waits until the returned event is set: a client killed meanwhile never learns
+        what Slack did (the ``ts`` of the message it posted)."""
+        release = anyio.Event()
+        self._holds.append((method, which, release))
+        return release
 
     def expire_streams(self) -> None:
         """Every live stream is now expired: appends and stops answer an error."""
@@ -1112,6 +1122,10 @@ class FakeSlack:
             if handler is None:
                 raise SlackApiFail("unknown_method")
             body = handler(args)
+            for held, which, release in self._holds:
+                if held == method and which(args):
+                    self._notify()
+                    await release.wait()
             return web.json_response({"ok": True, **body})
         except SlackApiFail as exc:
             call.error = exc.error
