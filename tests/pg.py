@@ -21,7 +21,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+
+from tests.ports import free_port as _free_port
 
 BIN_ENV = "AGY_BRIDGE_PG_BIN"
 _READY_TIMEOUT = 60.0
@@ -51,12 +52,6 @@ def postgres_bin() -> Path | None:
         return Path(debian[-1]).parent
     found = shutil.which("initdb")
     return Path(found).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run_as() -> tuple[list[str], int, int] | None:

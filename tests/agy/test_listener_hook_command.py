@@ -7,7 +7,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 from pathlib import Path
 
 import anyio
@@ -22,6 +21,7 @@ from bridge.agy.listener import (
 )
 from bridge.agy.listener.hook_command import UNREACHABLE_DENIAL, curl_max_time, url_file_text
 from bridge.agy.wire import HookInput, HookReply, InjectedStep, ToolDecision
+from tests.ports import free_port as unused_port
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="hook commands run curl")
 
@@ -49,12 +49,6 @@ def url_at(folder: Path, url: str) -> Path:
     path = folder / f"{len(list(folder.iterdir()))}.curl"
     path.write_text(url_file_text(url))
     return path
-
-
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.anyio

@@ -15,7 +15,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -44,18 +43,13 @@ from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 from tests.faults.console import marked_processes, sim_conversation_messages
 from tests.pg import Postgres
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.faults]
 
 LEASE = 2.0
 TOKEN = re.compile(r"tok-\d{2}-\d{2}")
 TAKEOVER_NOTICE = "stopped answering while the agent was working"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -24,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.ports import free_port as _free_port
 
 PYTHON_ENV = "AGY_BRIDGE_SYNAPSE_PYTHON"
 SERVER_NAME = "localhost"
@@ -181,13 +182,6 @@ def start_synapse(
             raise
         return Synapse(base_url=base_url, workdir=workdir, shared_secret=secret, process=process)
     raise SynapseError(last_error)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _write_config(

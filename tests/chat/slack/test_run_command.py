@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +16,9 @@ import pytest
 from tests.chat.slack.conftest import ALICE, CHANNEL, mention_event
 from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.doubles import signed_in
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_run_serves_slack_and_stops_gracefully_on_sigterm(

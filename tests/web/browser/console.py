@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +24,7 @@ from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, OTHER_CHANNEL, messag
 from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, BOT_USER, FakeSlack
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
+from tests.ports import free_port
 from tests.web.browser.chrome import Page
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
@@ -84,13 +84,6 @@ class Live:
         await page.open(await self.link(user))
         await page.click("#signin")
         await page.wait_text("#who", name)
-
-
-def free_port() -> int:
-    """A port free now (the settings need it before the console binds it)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @asynccontextmanager
