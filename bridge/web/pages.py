@@ -70,8 +70,9 @@ async def threads(request: Request) -> Response:
     if isinstance(visit, Response):
         return visit
     lines = await visible_lines(request, visit)
-    currency = console_of(request).core.config.pricing.currency
-    return show(request, visit, "threads.html", lines=lines, currency=currency)
+    console = console_of(request)
+    rows = console.pages.thread_rows(lines, console.core.config.pricing.currency)
+    return show(request, visit, "threads.html", rows=rows)
 
 
 async def thread(request: Request) -> Response:

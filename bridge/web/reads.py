@@ -19,20 +19,48 @@ TURNS_SHOWN = 10
 TITLE_LIMIT = 80
 RESPONSE_SHOWN = 4000
 
+# One statement, set-based: the threads shown (newest activity first) are picked once, and each
+# table they draw on is read once for all of them, grouped by thread (an index seek per thread
+# shown, not nine correlated subqueries per thread). Portable to SQLite and PostgreSQL. The
+# CROSS JOINs keep SQLite's plan driven by the threads shown (an inner join there may scan
+# the whole inbox instead); PostgreSQL plans them as inner joins.
 _THREADS_SQL = """
-SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at,
- (SELECT tt.title FROM thread_titles tt WHERE tt.thread_key = t.key) AS title,
- (SELECT i.text FROM inbox i WHERE i.thread_key = t.key ORDER BY i.id LIMIT 1) AS first_text,
- (SELECT COUNT(*) FROM inbox i WHERE i.thread_key = t.key AND i.state = 'pending') AS queued,
- (SELECT MAX(i.received_at) FROM inbox i WHERE i.thread_key = t.key) AS last_message,
- (SELECT COUNT(*) FROM turns u WHERE u.thread_key = t.key AND u.state = 'running') AS running,
- (SELECT COUNT(*) FROM approvals a WHERE a.thread_key = t.key AND a.state = 'waiting')
-   AS waiting,
- (SELECT COALESCE(SUM(s.total_tokens), 0) FROM usage_shares s
-   WHERE s.thread_key = t.key AND s.at >= ?) AS tokens,
- (SELECT SUM(s.cost) FROM usage_shares s WHERE s.thread_key = t.key AND s.at >= ?) AS cost,
- (SELECT l.owner FROM leases l WHERE l.thread_key = t.key AND l.expires_at > ?) AS owner
-FROM threads t {where} ORDER BY t.updated_at DESC LIMIT ?
+WITH top AS MATERIALIZED (
+ SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at FROM threads t
+ {where} ORDER BY t.updated_at DESC LIMIT ?
+),
+msgs AS (
+ SELECT i.thread_key, MIN(i.id) AS first_id, MAX(i.received_at) AS last_message,
+  SUM(CASE WHEN i.state = 'pending' THEN 1 ELSE 0 END) AS queued
+ FROM top CROSS JOIN inbox i WHERE i.thread_key = top.key GROUP BY i.thread_key
+),
+spent AS (
+ SELECT s.thread_key, SUM(s.total_tokens) AS tokens, SUM(s.cost) AS cost
+ FROM top CROSS JOIN usage_shares s WHERE s.thread_key = top.key AND s.at >= ?
+ GROUP BY s.thread_key
+),
+busy AS (
+ SELECT u.thread_key, COUNT(*) AS running FROM turns u WHERE u.state = 'running'
+ GROUP BY u.thread_key
+),
+asking AS (
+ SELECT a.thread_key, COUNT(*) AS waiting
+ FROM top CROSS JOIN approvals a WHERE a.thread_key = top.key AND a.state = 'waiting'
+ GROUP BY a.thread_key
+)
+SELECT top.key, top.platform, top.channel, top.thread, top.model, top.updated_at,
+ tt.title, fi.text AS first_text, COALESCE(m.queued, 0) AS queued, m.last_message,
+ COALESCE(b.running, 0) AS running, COALESCE(q.waiting, 0) AS waiting,
+ COALESCE(sp.tokens, 0) AS tokens, sp.cost, l.owner
+FROM top
+ LEFT JOIN msgs m ON m.thread_key = top.key
+ LEFT JOIN inbox fi ON fi.id = m.first_id
+ LEFT JOIN thread_titles tt ON tt.thread_key = top.key
+ LEFT JOIN spent sp ON sp.thread_key = top.key
+ LEFT JOIN busy b ON b.thread_key = top.key
+ LEFT JOIN asking q ON q.thread_key = top.key
+ LEFT JOIN leases l ON l.thread_key = top.key AND l.expires_at > ?
+ORDER BY top.updated_at DESC, top.key
 """
 
 
@@ -112,10 +140,10 @@ async def thread_lines(core: ConsoleCore, only: str | None = None) -> list[Threa
     """Every thread (or the one keyed ``only``), newest activity first."""
     since, now = month_start(core), time.time()
     sql = _THREADS_SQL.format(where="")
-    params: list[object] = [since, since, now, MAX_THREADS]
+    params: list[object] = [MAX_THREADS, since, now]
     if only is not None:
         sql = _THREADS_SQL.format(where="WHERE t.key = ?")
-        params = [since, since, now, only, 1]
+        params = [only, 1, since, now]
     running = core.live.running()
     lines = []
     for row in await core.store.database.fetch(sql, params):
