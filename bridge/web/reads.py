@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bridge.core.events import ThreadRef
@@ -12,56 +13,31 @@ from bridge.core.store.rows import ApprovalRow, MessageState, Row
 from bridge.core.team.periods import period_of
 from bridge.web.core import ConsoleCore
 
-# Threads the list reads at most (newest activity first): a bound for a page, not a filter.
+# Threads the list reads at most (newest activity first): a bound, not a filter.
 MAX_THREADS = 500
+# Threads on one page of the list.
+PAGE_SIZE = 50
 MESSAGES_SHOWN = 40
 TURNS_SHOWN = 10
 TITLE_LIMIT = 80
 RESPONSE_SHOWN = 4000
 
-# One statement, set-based: the threads shown (newest activity first) are picked once, and each
-# table they draw on is read once for all of them, grouped by thread (an index seek per thread
-# shown, not nine correlated subqueries per thread). Portable to SQLite and PostgreSQL. The
-# CROSS JOINs keep SQLite's plan driven by the threads shown (an inner join there may scan
-# the whole inbox instead); PostgreSQL plans them as inner joins.
 _THREADS_SQL = """
-WITH top AS MATERIALIZED (
- SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at FROM threads t
- {where} ORDER BY t.updated_at DESC LIMIT ?
-),
-msgs AS (
- SELECT i.thread_key, MIN(i.id) AS first_id, MAX(i.received_at) AS last_message,
-  SUM(CASE WHEN i.state = 'pending' THEN 1 ELSE 0 END) AS queued
- FROM top CROSS JOIN inbox i WHERE i.thread_key = top.key GROUP BY i.thread_key
-),
-spent AS (
- SELECT s.thread_key, SUM(s.total_tokens) AS tokens, SUM(s.cost) AS cost
- FROM top CROSS JOIN usage_shares s WHERE s.thread_key = top.key AND s.at >= ?
- GROUP BY s.thread_key
-),
-busy AS (
- SELECT u.thread_key, COUNT(*) AS running FROM turns u WHERE u.state = 'running'
- GROUP BY u.thread_key
-),
-asking AS (
- SELECT a.thread_key, COUNT(*) AS waiting
- FROM top CROSS JOIN approvals a WHERE a.thread_key = top.key AND a.state = 'waiting'
- GROUP BY a.thread_key
-)
-SELECT top.key, top.platform, top.channel, top.thread, top.model, top.updated_at,
- tt.title, fi.text AS first_text, COALESCE(m.queued, 0) AS queued, m.last_message,
- COALESCE(b.running, 0) AS running, COALESCE(q.waiting, 0) AS waiting,
- COALESCE(sp.tokens, 0) AS tokens, sp.cost, l.owner
-FROM top
- LEFT JOIN msgs m ON m.thread_key = top.key
- LEFT JOIN inbox fi ON fi.id = m.first_id
- LEFT JOIN thread_titles tt ON tt.thread_key = top.key
- LEFT JOIN spent sp ON sp.thread_key = top.key
- LEFT JOIN busy b ON b.thread_key = top.key
- LEFT JOIN asking q ON q.thread_key = top.key
- LEFT JOIN leases l ON l.thread_key = top.key AND l.expires_at > ?
-ORDER BY top.updated_at DESC, top.key
+SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at,
+ (SELECT tt.title FROM thread_titles tt WHERE tt.thread_key = t.key) AS title,
+ (SELECT i.text FROM inbox i WHERE i.thread_key = t.key ORDER BY i.id LIMIT 1) AS first_text,
+ (SELECT COUNT(*) FROM inbox i WHERE i.thread_key = t.key AND i.state = 'pending') AS queued,
+ (SELECT MAX(i.received_at) FROM inbox i WHERE i.thread_key = t.key) AS last_message,
+ (SELECT COUNT(*) FROM turns u WHERE u.thread_key = t.key AND u.state = 'running') AS running,
+ (SELECT COUNT(*) FROM approvals a WHERE a.thread_key = t.key AND a.state = 'waiting')
+   AS waiting,
+ (SELECT COALESCE(SUM(s.total_tokens), 0) FROM usage_shares s
+   WHERE s.thread_key = t.key AND s.at >= ?) AS tokens,
+ (SELECT SUM(s.cost) FROM usage_shares s WHERE s.thread_key = t.key AND s.at >= ?) AS cost,
+ (SELECT l.owner FROM leases l WHERE l.thread_key = t.key AND l.expires_at > ?) AS owner
+FROM threads t WHERE t.key IN ({keys}) ORDER BY t.updated_at DESC, t.key
 """
+_ORDER_SQL = "SELECT platform, channel, thread FROM threads ORDER BY updated_at DESC, key LIMIT ?"
 
 
 @dataclass(frozen=True)
@@ -136,17 +112,25 @@ def month_start(core: ConsoleCore) -> float:
     return period_of("month", time.time(), core.config.bridge.timezone).start
 
 
-async def thread_lines(core: ConsoleCore, only: str | None = None) -> list[ThreadLine]:
-    """Every thread (or the one keyed ``only``), newest activity first."""
+async def thread_order(core: ConsoleCore) -> list[ThreadRef]:
+    """Every thread (at most ``MAX_THREADS``), newest activity first: which of them a person
+    sees is the chat's to say, so the list is filtered, then paged, before lines are read."""
+    rows = await core.store.database.fetch(_ORDER_SQL, (MAX_THREADS,))
+    return [
+        ThreadRef(platform=row["platform"], channel=row["channel"], thread=row["thread"])
+        for row in rows
+    ]
+
+
+async def thread_lines(core: ConsoleCore, keys: Sequence[str]) -> list[ThreadLine]:
+    """The lines of the threads keyed ``keys`` (those that exist), newest activity first."""
+    if not keys:
+        return []
     since, now = month_start(core), time.time()
-    sql = _THREADS_SQL.format(where="")
-    params: list[object] = [MAX_THREADS, since, now]
-    if only is not None:
-        sql = _THREADS_SQL.format(where="WHERE t.key = ?")
-        params = [only, 1, since, now]
+    sql = _THREADS_SQL.format(keys=", ".join("?" * len(keys)))
     running = core.live.running()
     lines = []
-    for row in await core.store.database.fetch(sql, params):
+    for row in await core.store.database.fetch(sql, [since, since, now, *keys]):
         key = str(row["key"])
         lines.append(
             ThreadLine(

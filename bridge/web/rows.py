@@ -10,13 +10,12 @@ Every value shown passes through both, as the template's ``finalize`` and autoes
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from jinja2.utils import url_quote
 from markupsafe import Markup
 
 from bridge.core.scrub import Scrubber
-
 from bridge.web.reads import ThreadLine
 
 # One row of the threads table; every field is scrubbed and escaped before it is put in.
@@ -119,7 +118,9 @@ def thread_rows(lines: Sequence[ThreadLine], currency: str, shown: Shown) -> lis
     rows = []
     for line in lines:
         since = ago(line.last_at, now)
-        key = (line, since, currency)
+        # Every field the row shows (the key names platform, channel and thread).
+        key: tuple[object, ...] = (line.key, line.title, line.state, line.model, line.queued)
+        key += (line.last_at, line.tokens, line.cost, line.instance, since, currency)
         row = shown.rows.get(key)
         if row is None:
             row = shown.rows[key] = _row(line, since, currency, shown)
