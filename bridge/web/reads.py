@@ -117,8 +117,7 @@ async def thread_order(core: ConsoleCore) -> list[ThreadRef]:
     sees is the chat's to say, so the list is filtered, then paged, before lines are read."""
     rows = await core.store.database.fetch(_ORDER_SQL, (MAX_THREADS,))
     return [
-        ThreadRef(platform=row["platform"], channel=row["channel"], thread=row["thread"])
-        for row in rows
+        ThreadRef(platform=r["platform"], channel=r["channel"], thread=r["thread"]) for r in rows
     ]
 
 
