@@ -37,7 +37,7 @@ SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at,
  (SELECT l.owner FROM leases l WHERE l.thread_key = t.key AND l.expires_at > ?) AS owner
 FROM threads t WHERE t.key IN ({keys}) ORDER BY t.updated_at DESC, t.key
 """
-_ORDER_SQL = "SELECT platform, channel, thread FROM threads ORDER BY updated_at DESC, key LIMIT ?"
+_ORDER_SQL = "SELECT key FROM threads ORDER BY updated_at DESC, key LIMIT ?"
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,12 @@ def month_start(core: ConsoleCore) -> float:
     return period_of("month", time.time(), core.config.bridge.timezone).start
 
 
-async def thread_order(core: ConsoleCore) -> list[ThreadRef]:
-    """Every thread (at most ``MAX_THREADS``), newest activity first: which of them a person
-    sees is the chat's to say, so the list is filtered, then paged, before lines are read."""
+async def thread_order(core: ConsoleCore) -> list[str]:
+    """The keys of every thread (at most ``MAX_THREADS``), newest activity first: which of them
+    a person sees is the chat's to say, so the list is filtered, then paged, before lines are
+    read."""
     rows = await core.store.database.fetch(_ORDER_SQL, (MAX_THREADS,))
-    return [
-        ThreadRef(platform=r["platform"], channel=r["channel"], thread=r["thread"]) for r in rows
-    ]
+    return [str(row["key"]) for row in rows]
 
 
 async def thread_lines(core: ConsoleCore, keys: Sequence[str]) -> list[ThreadLine]:
