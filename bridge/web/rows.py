@@ -51,8 +51,10 @@ def ago(at: float | None, now: float | None = None) -> str:
     return f"{seconds} s ago"
 
 
-# Answers kept at most (a bound on memory, not a policy: past it they are all forgotten).
-SHOWN_LIMIT = 50_000
+# Values and rows kept at most (bounds on memory, not policies: past either, all are forgotten):
+# rows go stale as their "… ago" moves, so a few pages of 500 threads, about 1 MB.
+SHOWN_LIMIT = 20_000
+ROWS_LIMIT = 2_000
 
 
 def escape_html(text: str) -> str:
@@ -85,8 +87,8 @@ class Shown:
     def fresh(self) -> Shown:
         """At the start of a page: forget every answer if the secrets changed since."""
         secrets = self._scrub.secrets
-        kept = len(self._scrubbed) + len(self._escaped) + len(self.rows)
-        if secrets is not self._for or kept > SHOWN_LIMIT:
+        kept = len(self._scrubbed) + len(self._escaped)
+        if secrets is not self._for or kept > SHOWN_LIMIT or len(self.rows) > ROWS_LIMIT:
             self._scrubbed.clear()
             self._escaped.clear()
             self.rows.clear()
