@@ -70,10 +70,7 @@ async def visible_page(request: Request, visit: Visit, number: int) -> ThreadsPa
     sees what are settled on every thread first (one cheap query, membership answers cached),
     then only the page's threads are read in full."""
     console = console_of(request)
-    access, viewer = console.access, visit.viewer
-    seen = await thread_order(console.core)
-    if not viewer.admin:  # admins see every thread (Access.sees)
-        seen = [key for key in seen if await access.sees(viewer, ThreadRef.from_key(key))]
+    seen = await console.access.seen_keys(visit.viewer, await thread_order(console.core))
     last = max(1, -(-len(seen) // PAGE_SIZE))
     number = min(number, last)
     start = (number - 1) * PAGE_SIZE

@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bridge.core.events import ThreadRef
+from bridge.core.events import Author, ThreadRef
 from bridge.core.scrub import Scrubber
+from bridge.web.access import Access, Viewer
 from bridge.web.reads import PAGE_SIZE, ThreadLine
 from bridge.web.render import Pages
-from tests.web.harness import Web, web_console
+from tests.web.harness import OTHER, ROOM, Web, dm, web_console
 
 SECRET = "xoxb-console-secret-12345"
 
@@ -122,3 +123,36 @@ def test_the_list_comes_in_pages_of_each_persons_threads(tmp_path: Path) -> None
         hers = carol.get("/").text
         assert hers.count('<tr class="state-') == 5 and "r000" not in hers
         assert 'id="page-older"' not in hers
+
+
+async def _both(access: Access, viewer: Viewer, keys: list[str]) -> tuple[list[str], list[str]]:
+    each = [k for k in keys if await access.sees(viewer, ThreadRef.from_key(k))]
+    return each, await access.seen_keys(viewer, keys)
+
+
+def test_seen_keys_says_what_sees_says_for_each_thread(tmp_path: Path) -> None:
+    with web_console(tmp_path) as w:
+        w.run(w.h.say, "hello [[reply hi]]", where=ROOM, who="alice")
+        w.run(w.h.adapter.wait_finished, 1)
+        keys = [
+            ROOM.key,
+            OTHER.key,
+            dm("alice").key,
+            dm("carol").key,
+            ThreadRef(platform="test", channel="room", thread="t-other").key,
+            ThreadRef(platform="elsewhere", channel="room", thread="t").key,
+        ]
+        config, db = w.h.bridge.core.config, w.h.bridge.store.database
+        # With a chat that says who its members are, and without one (who wrote in it).
+        for members in ({"test": w.adapter}, {}):
+            access = Access(config, members, db)
+            for who in ("alice", "carol", "root"):
+                viewer = access.viewer(Author(id=f"@{who}:test", display_name=who), "test")
+                assert viewer is not None
+                each, at_once = w.run(_both, access, viewer, keys)
+                assert at_once == each, (members, who)
+                if who == "alice":  # her room's threads and her DM, or the one she wrote in
+                    hers = [ROOM.key, dm("alice").key, keys[4]] if members else [ROOM.key]
+                    assert at_once == hers
+                if who == "root":
+                    assert at_once == keys
