@@ -1,5 +1,6 @@
 """The console's HTML: Jinja2 templates shipped in the package, autoescaped, and every value
-shown passed through the bridge's secret scrubber first (Jinja's ``finalize``)."""
+shown passed through the bridge's secret scrubber first (Jinja's ``finalize``; the threads
+table's rows in :mod:`bridge.web.rows`, the same way, each distinct value once)."""
 
 from __future__ import annotations
 
