@@ -1,10 +1,11 @@
-"""The threads page's rows, built once per page in Python rather than by Jinja cell by cell.
+"""The threads page's rows, built in Python rather than by Jinja cell by cell.
 
-With 200 threads the page shows about 2,000 values; through the template each cost a
+With 200 threads the page showed about 2,000 values; through the template each cost a
 ``finalize`` call, an attribute lookup and a filter or two (about 80 µs a row). Here each value
-is scrubbed (:meth:`Shown.text`: the bridge's scrubber, asked once per distinct value on the
-page) and HTML-escaped, then placed in the row's markup, which is the markup the template had.
-Every value shown passes through both, as the template's ``finalize`` and autoescape did.
+is scrubbed (:meth:`Shown.text`: the bridge's scrubber, asked once per distinct value) and
+HTML-escaped, then placed in the row's markup, which is the markup the template had. Every
+value shown passes through both, as the template's ``finalize`` and autoescape did. Answers and
+whole rows are kept from page to page until the scrubber's secrets change (:meth:`Shown.fresh`).
 """
 
 from __future__ import annotations
