@@ -14,7 +14,8 @@ costs over sending the same bytes.
 
 Pages measured, each for an admin (sees every thread; no membership question) and for a member
 (every thread's channel checked, the answers cached as the console caches them):
-- ``/``: the threads page with every thread.
+- ``/``: the threads page: its first page (the 50 most recently active of the threads; the
+  order and who sees what settled over all of them).
 - ``/thread?t=…``: the live page of the streaming thread (its state, the turn so far, its
   tool calls, messages and turns).
 
@@ -263,7 +264,7 @@ async def measure(threads: int, requests: int) -> list[list[str]]:
             async with serving.open_console(core) as base:
                 for who, author in (("admin", ADMIN), ("member", MEMBER)):
                     cookie = f"{COOKIE}={await sessions.open(author, PLATFORM)}"
-                    pages = {"threads": "/", "live thread": f"/thread?t={LIVE.key}"}
+                    pages = {"threads, page 1": "/", "live thread": f"/thread?t={LIVE.key}"}
                     pairs = []
                     for name, path in pages.items():
                         body = await fetch(base, path, cookie)

@@ -286,7 +286,7 @@ def _enter_and_configure(
     socks: list[socket.socket] = []
     try:
         for port in ports:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             socks.append(sock)
             # bubblewrap brings the sandbox's loopback up only after it is released: bind first.
             sock.setsockopt(socket.SOL_IP, _IP_FREEBIND, 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bridge.config import Config
@@ -77,6 +77,29 @@ class Access:
         if chat is None:
             return await self._wrote_in(viewer, thread)
         return await self._member(chat, thread.channel, viewer.id)
+
+    async def seen_keys(self, viewer: Viewer, keys: Sequence[str]) -> list[str]:
+        """Those of the thread ``keys`` whose threads ``viewer`` sees, in order: :meth:`sees`
+        for each, with the chat asked (or its cached answer looked up) once per channel."""
+        if viewer.admin:
+            return list(keys)
+        answers: dict[str, bool] = {}
+        seen = []
+        for key in keys:
+            platform, channel, _ = key.split("|", 2)
+            if platform != viewer.platform:
+                continue
+            chat = self._members.get(platform)
+            if chat is None:
+                if await self._wrote_in(viewer, ThreadRef.from_key(key)):
+                    seen.append(key)
+                continue
+            answer = answers.get(channel)
+            if answer is None:
+                answer = answers[channel] = await self._member(chat, channel, viewer.id)
+            if answer:
+                seen.append(key)
+        return seen
 
     async def may_act(self, viewer: Viewer, thread: ThreadRef) -> bool:
         """Approve, deny, stop: an approver who sees the thread."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -10,7 +11,7 @@ from starlette.responses import Response
 from bridge.core.events import ThreadRef
 from bridge.web.context import console_of
 from bridge.web.guard import Visit
-from bridge.web.reads import ThreadLine, thread_detail, thread_lines
+from bridge.web.reads import PAGE_SIZE, ThreadLine, thread_detail, thread_lines, thread_order
 
 
 async def signed_in(request: Request) -> Visit | Response:
@@ -41,14 +42,40 @@ def refused(request: Request, text: str, status: int = 403) -> Response:
     return console.pages.page("message.html", status=status, viewer=None, text=text)
 
 
-async def visible_lines(request: Request, visit: Visit) -> list[ThreadLine]:
+@dataclass(frozen=True)
+class ThreadsPage:
+    lines: list[ThreadLine]
+    number: int  # from 1
+    first: int  # the position of its first line among those the person sees, from 1
+    total: int  # threads the person sees
+
+    @property
+    def older(self) -> int | None:
+        return self.number + 1 if self.first - 1 + len(self.lines) < self.total else None
+
+    @property
+    def newer(self) -> int | None:
+        return self.number - 1 if self.number > 1 else None
+
+
+def page_number(request: Request) -> int:
+    try:
+        return max(1, int(request.query_params.get("page", "1")))
+    except ValueError:
+        return 1
+
+
+async def visible_page(request: Request, visit: Visit, number: int) -> ThreadsPage:
+    """Page ``number`` of the threads the person sees, newest activity first: the order and who
+    sees what are settled on every thread first (one cheap query, membership answers cached),
+    then only the page's threads are read in full."""
     console = console_of(request)
-    access = console.access
-    return [
-        line
-        for line in await thread_lines(console.core)
-        if await access.sees(visit.viewer, line.thread)
-    ]
+    seen = await console.access.seen_keys(visit.viewer, await thread_order(console.core))
+    last = max(1, -(-len(seen) // PAGE_SIZE))
+    number = min(number, last)
+    start = (number - 1) * PAGE_SIZE
+    lines = await thread_lines(console.core, seen[start : start + PAGE_SIZE])
+    return ThreadsPage(lines, number, start + 1, len(seen))
 
 
 async def seen_thread(request: Request, visit: Visit, key: str) -> ThreadLine | None:
@@ -61,7 +88,7 @@ async def seen_thread(request: Request, visit: Visit, key: str) -> ThreadLine | 
         return None
     if not await console.access.sees(visit.viewer, ref):
         return None
-    lines = await thread_lines(console.core, only=ref.key)
+    lines = await thread_lines(console.core, [ref.key])
     return lines[0] if lines else None
 
 
@@ -69,9 +96,10 @@ async def threads(request: Request) -> Response:
     visit = await signed_in(request)
     if isinstance(visit, Response):
         return visit
-    lines = await visible_lines(request, visit)
-    currency = console_of(request).core.config.pricing.currency
-    return show(request, visit, "threads.html", lines=lines, currency=currency)
+    page = await visible_page(request, visit, page_number(request))
+    console = console_of(request)
+    rows = console.pages.thread_rows(page.lines, console.core.config.pricing.currency)
+    return show(request, visit, "threads.html", rows=rows, page=page)
 
 
 async def thread(request: Request) -> Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bridge.core.events import ThreadRef
@@ -12,8 +13,10 @@ from bridge.core.store.rows import ApprovalRow, MessageState, Row
 from bridge.core.team.periods import period_of
 from bridge.web.core import ConsoleCore
 
-# Threads the list reads at most (newest activity first): a bound for a page, not a filter.
+# Threads the list reads at most (newest activity first): a bound, not a filter.
 MAX_THREADS = 500
+# Threads on one page of the list.
+PAGE_SIZE = 50
 MESSAGES_SHOWN = 40
 TURNS_SHOWN = 10
 TITLE_LIMIT = 80
@@ -32,8 +35,9 @@ SELECT t.key, t.platform, t.channel, t.thread, t.model, t.updated_at,
    WHERE s.thread_key = t.key AND s.at >= ?) AS tokens,
  (SELECT SUM(s.cost) FROM usage_shares s WHERE s.thread_key = t.key AND s.at >= ?) AS cost,
  (SELECT l.owner FROM leases l WHERE l.thread_key = t.key AND l.expires_at > ?) AS owner
-FROM threads t {where} ORDER BY t.updated_at DESC LIMIT ?
+FROM threads t WHERE t.key IN ({keys}) ORDER BY t.updated_at DESC, t.key
 """
+_ORDER_SQL = "SELECT key FROM threads ORDER BY updated_at DESC, key LIMIT ?"
 
 
 @dataclass(frozen=True)
@@ -108,17 +112,23 @@ def month_start(core: ConsoleCore) -> float:
     return period_of("month", time.time(), core.config.bridge.timezone).start
 
 
-async def thread_lines(core: ConsoleCore, only: str | None = None) -> list[ThreadLine]:
-    """Every thread (or the one keyed ``only``), newest activity first."""
+async def thread_order(core: ConsoleCore) -> list[str]:
+    """The keys of every thread (at most ``MAX_THREADS``), newest activity first: which of them
+    a person sees is the chat's to say, so the list is filtered, then paged, before lines are
+    read."""
+    rows = await core.store.database.fetch(_ORDER_SQL, (MAX_THREADS,))
+    return [str(row["key"]) for row in rows]
+
+
+async def thread_lines(core: ConsoleCore, keys: Sequence[str]) -> list[ThreadLine]:
+    """The lines of the threads keyed ``keys`` (those that exist), newest activity first."""
+    if not keys:
+        return []
     since, now = month_start(core), time.time()
-    sql = _THREADS_SQL.format(where="")
-    params: list[object] = [since, since, now, MAX_THREADS]
-    if only is not None:
-        sql = _THREADS_SQL.format(where="WHERE t.key = ?")
-        params = [since, since, now, only, 1]
+    sql = _THREADS_SQL.format(keys=", ".join("?" * len(keys)))
     running = core.live.running()
     lines = []
-    for row in await core.store.database.fetch(sql, params):
+    for row in await core.store.database.fetch(sql, [since, since, now, *keys]):
         key = str(row["key"])
         lines.append(
             ThreadLine(

@@ -13,9 +13,9 @@ def test_the_console_bench_sets_each_page_beside_a_static_file_of_its_size() -> 
     output = run_quick("console")
     rows = table_rows(output, "page")
     assert [row[0] for row in rows] == [
-        "threads (admin)",
+        "threads, page 1 (admin)",
         "live thread (admin)",
-        "threads (member)",
+        "threads, page 1 (member)",
         "live thread (member)",
     ]
     for row in rows:

@@ -225,7 +225,9 @@ def _bind(host: str) -> socket.socket:
     if not address.is_loopback:
         raise ValueError(f"the listener binds loopback only, not {host}")
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted connections only then (else an
+    # answer's second write can wait for the client's delayed ACK, as the console's did).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.bind((host, 0))
         sock.listen(2048)
