@@ -224,9 +224,14 @@ async def two_instances(
     a, b = Instance("a", root, fake, url, **kw), Instance("b", root, fake, url, **kw)
     # Both start at once (most of a start is Python importing the bridge); each then finds its
     # own Socket Mode connection by the port its process holds.
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(a.start)
-        tg.start_soon(b.start)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(a.start)
+            tg.start_soon(b.start)
+    except BaseException:
+        # One failed to start: the other must not outlive the test (it did, for half an hour).
+        await stop_all(a, b)
+        raise
     return a, b
 
 
