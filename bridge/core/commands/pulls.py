@@ -6,22 +6,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
-import anyio
-
 from bridge.core.command_text import Command
 from bridge.core.commands.registry import Core, Who, command
 from bridge.core.events import IncomingMessage, OutgoingFile, ThreadRef
 from bridge.core.git import GitError
+from bridge.core.pulls.cleanup import clean_merged
 from bridge.core.pulls.diff import branch_diff, diff_text, local_base
 from bridge.core.pulls.target import Refused, thread_place
-from bridge.core.thread import commands as c
-from bridge.core.worktrees import bring_back, has_own_repository, remove_worktree
+from bridge.core.worktrees import bring_back
 from bridge.forge.base import ForgeError
 
 log = logging.getLogger(__name__)
-
-# How long a merge waits for the thread's agent to end before cleaning its repository.
-ACTOR_END_SECONDS = 60.0
 
 NO_FORGE = (
     "No forge is configured: the operator sets `[forge]` to open pull requests "
@@ -112,37 +107,12 @@ async def merge(core: Core, message: IncomingMessage, _: Command) -> None:
     async def step() -> None:
         pull, merged = await requests.merge(thread, message.author)
         text = f"Merged pull request #{pull.number} into `{pull.base}` ({pull.url})."
-        target = await requests.target(thread)
-        if merged and requests.cleanup_mode(target) == "remove":
-            await _end_actor(core, thread)
-            sandbox = core.runtime.isolation.sandbox
-            if has_own_repository(target.workdir):
-                await remove_worktree(
-                    target.team, target.workdir, sandbox=sandbox, branch=target.branch
-                )
-            text += (
-                " This thread's repository was kept: it has uncommitted changes."
-                if has_own_repository(target.workdir)
-                else " This thread's repository was removed (its branch stays in the "
-                "workspace's repository)."
-            )
+        if merged:
+            target = await requests.target(thread)
+            text += await clean_merged(requests, core.router, target, message.author)
         await core.say(thread, text)
 
     _background(core, thread, step())
-
-
-async def _end_actor(core: Core, thread: ThreadRef) -> None:
-    """The thread's agent here stops after its turn, so its repository can go (the actor's end
-    cleans it per worktree_cleanup); a later message starts it again."""
-    actor = core.router.local(thread.key)
-    if actor is None:
-        return
-    actor.tell(c.Drain())
-    with anyio.move_on_after(core.config.agy.turn_timeout):
-        await actor.wait_until(lambda state: not state.in_turn)
-    actor.tell(c.EndLease())
-    with anyio.move_on_after(ACTOR_END_SECONDS):
-        await actor.wait_ended()
 
 
 @command("fix", "`!fix`: hand the agent the failing CI jobs' logs of this thread's pull request")

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 import anyio
 
 from bridge.core.events import ThreadRef
 from bridge.core.leases import Leases
 from bridge.core.pulls.service import PullRequests
-from bridge.core.pulls.target import Refused
+from bridge.core.pulls.target import Refused, Target
 from bridge.core.store import PullRow, StoreError
 from bridge.core.worktrees import branch_tip
 from bridge.forge.base import Check, ForgeError
 
 log = logging.getLogger(__name__)
+OnMerged = Callable[[Target, PullRow], Awaitable[None]]
 
 # How checks are told: pending and running are one ("running"), the rest as they are.
 _ICONS = {"running": "⏳", "passed": "✅", "failed": "❌", "cancelled": "🚫", "skipped": "⏭️"}
@@ -62,9 +64,13 @@ def change_text(row: PullRow, sha: str, before: dict[str, str], checks: list[Che
 
 
 class CheckFollower:
-    def __init__(self, pulls: PullRequests, leases: Leases) -> None:
+    def __init__(
+        self, pulls: PullRequests, leases: Leases, on_merged: OnMerged | None = None
+    ) -> None:
         self.pulls = pulls
         self.leases = leases
+        # A PR merged on the forge: told and its workspace cleaned (bridge/core/pulls/cleanup.py)
+        self.on_merged = on_merged
         # thread key -> (when to look next, the wait after that look)
         self._due: dict[str, tuple[float, float]] = {}
         self._wake = anyio.Event()
@@ -127,7 +133,11 @@ class CheckFollower:
             pull = await target.forge.get_pr(row.number)
             if pull.state != "open":
                 # Said once: by whoever moves the row from open (a merge here says its own).
-                if await self.pulls.store.close_pull(row.thread_key, pull.state):
+                if not await self.pulls.store.close_pull(row.thread_key, pull.state):
+                    return True
+                if pull.state == "merged" and self.on_merged is not None:
+                    await self.on_merged(target, row)
+                else:
                     await self.pulls.say(thread, f"Pull request #{row.number} was {pull.state}.")
                 return True
             # The branch comes home after each turn: its tip alone says whether to push.

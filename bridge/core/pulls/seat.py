@@ -11,11 +11,13 @@ from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
 from bridge.core.events import Author, ThreadRef
 from bridge.core.leases import Leases
+from bridge.core.pulls.cleanup import merged_on_forge
 from bridge.core.pulls.follow import CheckFollower
 from bridge.core.pulls.purpose import ask_purpose, submit_turn
 from bridge.core.pulls.service import PullRequests
+from bridge.core.pulls.target import Target
 from bridge.core.router import Router
-from bridge.core.store import Store
+from bridge.core.store import PullRow, Store
 from bridge.core.team.audit import AuditLog
 from bridge.forge.base import Check
 
@@ -68,4 +70,9 @@ def open_pulls(
         lambda: runtime.isolation.sandbox,
         scrub=scrub,
     )
-    return Pulls(requests, CheckFollower(requests, leases))
+
+    async def merged(target: Target, row: PullRow) -> None:
+        # Off the follower's loop: ending the thread's agent may wait for its turn.
+        router.background(merged_on_forge(requests, router, target, row))
+
+    return Pulls(requests, CheckFollower(requests, leases, merged))

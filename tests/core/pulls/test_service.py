@@ -12,11 +12,14 @@ import pytest
 from bridge.config import build_config
 from bridge.core.approvals.secrets import scrubber_for
 from bridge.core.events import Author, IncomingMessage, ThreadRef
+from bridge.core.leases import LocalLeases
+from bridge.core.pulls.cleanup import merged_on_forge
+from bridge.core.pulls.follow import CheckFollower
 from bridge.core.pulls.service import PullRequests
 from bridge.core.pulls.target import Refused
 from bridge.core.store.opening import open_store
 from bridge.core.workspaces import place_for
-from bridge.core.worktrees import ensure_worktree
+from bridge.core.worktrees import ensure_worktree, has_own_repository
 from tests.forge.conftest import REPO, TOKEN, Remote
 from tests.forge.git_http import git
 
@@ -27,10 +30,12 @@ DAN = Author(id="@dan:x", display_name="Dan")
 
 
 class Harness:
-    def __init__(self, remote: Remote, tmp_path: Path, **forge: Any) -> None:
+    def __init__(self, remote: Remote, tmp_path: Path, cleanup: str = "keep", **forge: Any) -> None:
         raw = {
             "bridge": {"data_dir": str(tmp_path / "data")},
-            "workspaces": [{"path": str(remote.team), "worktree": True}],
+            "workspaces": [
+                {"path": str(remote.team), "worktree": True, "worktree_cleanup": cleanup}
+            ],
             "forge": {
                 "api_url": remote.github.url,
                 "token": TOKEN,
@@ -42,6 +47,10 @@ class Harness:
         self.said: list[str] = []
         self.turns: list[str] = []
         self.purpose = "Greet politely\n\nThe greeting was rude."
+        self.audited: list[tuple[str, dict[str, Any]]] = []
+
+    async def append(self, kind: str, **detail: Any) -> None:
+        self.audited.append((kind, detail))
 
     async def say(self, thread: ThreadRef, text: str) -> None:
         self.said.append(text)
@@ -60,7 +69,7 @@ class Harness:
             self.say,
             self.ask,
             self.turn,
-            None,
+            self,  # type: ignore[arg-type]
             lambda: None,
             scrub=scrubber_for(self.config),
         )
@@ -169,3 +178,37 @@ async def test_the_forges_own_words_when_it_refuses(
         )
         with pytest.raises(Refused, match="no pull request"):
             await pulls.merge(THREAD, CAROL)
+
+
+async def test_a_pr_merged_on_the_forge_cleans_the_workspace_once(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    h = Harness(remote, tmp_path, cleanup="remove")
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        pulls = h.pulls(store, session)
+        await h.commit("a.txt")
+        opened = await pulls.open_or_update(THREAD, CAROL, "t")
+        place = place_for(h.config, THREAD)
+        assert has_own_repository(place.workdir)
+        # Merged on the forge's own page, not through !merge.
+        fake = remote.github.pulls[(REPO, opened.number)]
+        fake.merged, fake.state = True, "closed"
+
+        async def merged(target: Any, row: Any) -> None:
+            await merged_on_forge(pulls, None, target, row)
+
+        one = CheckFollower(pulls, LocalLeases("here"), merged)
+        two = CheckFollower(pulls, LocalLeases("here"), merged)
+        row = await store.pull(THREAD.key)
+        assert row is not None
+        assert await one._look(row)
+        assert await two._look(row)  # the webhook's wake-up, or another instance: told once
+        told = [t for t in h.said if "was merged" in t]
+        assert told == [
+            f"Pull request #{opened.number} was merged. This thread's repository was removed "
+            "(its branch stays in the workspace's repository)."
+        ]
+        assert not place.workdir.exists()
+        cleaned = [d for k, d in h.audited if k == "forge.cleanup"]
+        assert len(cleaned) == 1 and cleaned[0]["person"] == "forge" and cleaned[0]["removed"]
+        assert (await store.pull(THREAD.key)).state == "merged"  # type: ignore[union-attr]
