@@ -101,6 +101,10 @@ class Forge(Protocol):
         """The check names the base branch's protection requires ([] when none, or unknown)."""
         ...
 
+    async def user_id(self, login: str) -> int | None:
+        """The forge's numeric id of user ``login`` (None: no such user)."""
+        ...
+
     async def token_scopes(self) -> list[str] | None:
         """The token's scopes as the forge reports them (None: the forge does not say)."""
         ...

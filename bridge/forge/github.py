@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import anyio
@@ -116,6 +117,14 @@ class GitHubForge:
             state=state if state in ("open", "closed", "merged") else "closed",
             head_sha=str(data["head"].get("sha") or ""),
         )
+
+    async def user_id(self, login: str) -> int | None:
+        try:
+            return int((await self._call("GET", f"/users/{quote(login, safe='')}"))["id"])
+        except ForgeError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     async def default_branch(self) -> str:
         return str((await self._call("GET", self._base))["default_branch"])

@@ -317,6 +317,13 @@ class GitLabForge:
         project = await self._call("GET", self._project)
         return [PIPELINE_CHECK] if project.get("only_allow_merge_if_pipeline_succeeds") else []
 
+    async def user_id(self, login: str) -> int | None:
+        found = await self._call("GET", "/users", params={"username": login})
+        for user in found if isinstance(found, list) else []:
+            if str(user.get("username", "")).lower() == login.lower():
+                return int(user["id"])
+        return None
+
     async def token_scopes(self) -> list[str] | None:
         try:
             token = await self._call("GET", "/personal_access_tokens/self")

@@ -168,6 +168,7 @@ class FakeGitLab:
         }
         self.projects: dict[int, Project] = {}
         self.requests: list[tuple[str, str]] = []  # (method, raw path) of every call
+        self.users: dict[str, int] = {}  # username -> id (GET /users?username=)
         self.deliveries: list[Delivery] = []
         self.url = ""
         self._ids = itertools.count(100)
@@ -358,6 +359,17 @@ class FakeGitLab:
         match (method, seg):
             case ("GET", ["user"]):
                 return {"id": token.id, "username": token.user, "name": token.user}
+            case ("GET", ["users"]):
+                # GET /users?username=: a list of at most one user, [] when none; the
+                # bridge never lists every user.
+                name = query.get("username")
+                if not name:
+                    raise GitLabError(400, {"error": "username is missing"})
+                return [
+                    {"id": number, "username": login, "name": login, "state": "active"}
+                    for login, number in self.users.items()
+                    if login.lower() == name.lower()
+                ]
             case ("GET", ["personal_access_tokens", "self"]):
                 return {
                     "id": token.id,

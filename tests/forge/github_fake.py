@@ -59,6 +59,7 @@ class FakeGitHub:
         self.statuses: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.logs: dict[int, str] = {}
         self.requests: list[tuple[str, str]] = []
+        self.users: dict[str, int] = {}  # login -> the account's id (GET /users/{login})
         self.url = ""
         self.blob_url = ""
         self._ids = itertools.count(1000)
@@ -72,6 +73,7 @@ class FakeGitHub:
         app = web.Application(middlewares=[self._auth])
         r = app.router
         r.add_get("/user", self._user)
+        r.add_get("/users/{login}", self._user_of)
         r.add_get("/repos/{owner}/{name}", self._repo)
         r.add_get("/repos/{owner}/{name}/branches/{branch:.+}", self._branch)
         r.add_get("/repos/{owner}/{name}/pulls", self._list_pulls)
@@ -194,6 +196,14 @@ class FakeGitHub:
 
     async def _user(self, request: web.Request) -> web.Response:
         return web.json_response({"login": "agy-bot", "id": 1})
+
+    async def _user_of(self, request: web.Request) -> web.Response:
+        """GET /users/{login}: the account, or 404 as GitHub answers an unknown login."""
+        login = request.match_info["login"]
+        for name, number in self.users.items():
+            if name.lower() == login.lower():
+                return web.json_response({"login": name, "id": number, "type": "User"})
+        raise _raise(404, "Not Found")
 
     async def _repo(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)

@@ -93,3 +93,10 @@ async def test_unprotected_branch_requires_nothing(
     with pytest.raises(ForgeError) as missing:
         await GitHubForge(session, remote.github.url, TOKEN, "team/nope").default_branch()
     assert missing.value.status == 404
+
+
+async def test_user_id_of_a_login(remote: Remote, session: aiohttp.ClientSession) -> None:
+    remote.github.users["Dan-GH"] = 583231
+    gh = forge(remote, session)
+    assert await gh.user_id("dan-gh") == 583231
+    assert await gh.user_id("nobody") is None

@@ -203,3 +203,16 @@ async def test_a_merged_results_pipeline_is_the_heads_checks(
     checks = await client.checks(SHA)
     assert [(c.name, c.state) for c in checks] == [(PIPELINE_CHECK, "failed"), ("test", "failed")]
     assert checks[1].job_id == str(pipeline.jobs[0].id)
+
+
+async def test_user_id_looked_up_by_username(
+    gitlab: FakeGitLab, session: aiohttp.ClientSession
+) -> None:
+    gitlab.users["Alice-GL"] = 4711
+    client = forge(gitlab, session)
+    assert await client.user_id("alice-gl") == 4711
+    assert await client.user_id("nobody") is None
+    assert ("GET", "/api/v4/users") in gitlab.requests
+    with pytest.raises(ForgeError) as refused:
+        await forge(gitlab, session, "wrong").user_id("alice-gl")
+    assert refused.value.status == 401

@@ -18,7 +18,7 @@ from bridge.core.events import Author, ThreadRef
 from bridge.core.git import GitError
 from bridge.core.pulls.diff import base_ref
 from bridge.core.pulls.push import PushRefused, plan_push, push
-from bridge.core.pulls.target import Refused, Target, co_author, target_for, thread_link
+from bridge.core.pulls.target import Refused, Target, co_authors, target_for, thread_link
 from bridge.core.store import PullRow, Store
 from bridge.core.team.audit import AuditLog
 from bridge.forge.base import Check, ForgeError, PullRequest
@@ -199,7 +199,7 @@ class PullRequests:
         authors = await self._teammates(target.thread.key)
         if authors:
             lines.append("")
-            lines += sorted(dict.fromkeys(co_author(a, target.settings) for a in authors))
+            lines += await co_authors(authors, target.settings, target.forge)
         return "\n".join(lines)
 
     async def _teammates(self, thread_key: str) -> list[Author]:

@@ -6,6 +6,7 @@ token, no remote to push to.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from bridge.core.events import Author, ThreadRef
 from bridge.core.pulls.push import PushRefused, remote_url, repo_from_remote
 from bridge.core.store import Store
 from bridge.core.workspaces import Place, place_for
-from bridge.forge.base import Forge
+from bridge.forge.base import Forge, ForgeError
 from bridge.forge.opening import open_forge
 from bridge.forge_settings import ForgeSection
+
+log = logging.getLogger(__name__)
 
 
 class Refused(Exception):
@@ -90,14 +93,39 @@ def thread_link(thread: ThreadRef) -> str:
     return f"{thread.platform}:{thread.channel}/{thread.thread or ''}"
 
 
-def co_author(author: Author, settings: ForgeSection) -> str:
+def co_author(author: Author, settings: ForgeSection, user_id: int | None = None) -> str:
     """The ``Co-authored-by:`` line of a teammate: their e-mail where the chat showed it
-    (Slack), else the forge login the operator mapped to them, else their chat user id."""
+    (Slack), else the forge's private commit address of the login the operator mapped to them
+    (``ID+login@users.noreply.github.com``, ``ID-login@users.noreply.gitlab.com``: ``user_id``
+    is the account's id), else their chat user id. Without the id, GitHub's older form
+    ``login@users.noreply.github.com``; GitLab has none without the id."""
     name = (author.display_name or author.id).replace("<", "").replace(">", "").strip()
     if author.email:
         return f"Co-authored-by: {name} <{author.email}>"
-    login = next((lg for lg, uid in settings.users.items() if uid == author.id), None)
-    if login is not None:
-        host = "users.noreply.github.com" if settings.kind == "github" else "noreply.gitlab.com"
-        return f"Co-authored-by: {name} <{login}@{host}>"
+    login = mapped_login(author, settings)
+    if login is not None and settings.kind == "github":
+        at = f"{user_id}+{login}" if user_id is not None else login
+        return f"Co-authored-by: {name} <{at}@users.noreply.github.com>"
+    if login is not None and user_id is not None:
+        return f"Co-authored-by: {name} <{user_id}-{login}@users.noreply.gitlab.com>"
     return f"Co-authored-by: {name} <{author.id}>"
+
+
+def mapped_login(author: Author, settings: ForgeSection) -> str | None:
+    return next((lg for lg, uid in settings.users.items() if uid == author.id), None)
+
+
+async def co_authors(authors: list[Author], settings: ForgeSection, forge: Forge) -> list[str]:
+    """The ``Co-authored-by:`` lines of ``authors``, sorted, each mapped login's id looked up
+    on the forge (a failed lookup falls back as :func:`co_author` says)."""
+    lines = []
+    for author in authors:
+        login = None if author.email else mapped_login(author, settings)
+        number = None
+        if login is not None:
+            try:
+                number = await forge.user_id(login)
+            except ForgeError as exc:
+                log.info("forge user %s not looked up: %s", login, exc)
+        lines.append(co_author(author, settings, number))
+    return sorted(dict.fromkeys(lines))

@@ -101,6 +101,7 @@ async def test_pr_opened_then_updated_and_its_description_scrubbed(
     async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
         await wrote(store, CAROL, 1)
         await wrote(store, DAN, 2)
+        remote.github.users["dan-gh"] = 583231
         pulls = h.pulls(store, session)
         branch = await h.commit("a.txt")
         h.purpose = f"Greet politely\n\nUsed the token {TOKEN} to test."
@@ -109,7 +110,7 @@ async def test_pr_opened_then_updated_and_its_description_scrubbed(
         assert pull.title == "Greet politely" and pull.head == branch
         assert TOKEN not in pull.body and "Used the token" in pull.body
         assert "Co-authored-by: Carol <@carol:x>" in pull.body
-        assert "Co-authored-by: Dan <dan-gh@users.noreply.github.com>" in pull.body
+        assert "Co-authored-by: Dan <583231+dan-gh@users.noreply.github.com>" in pull.body
         assert "https://matrix.to/#/!room:x/$root" in pull.body
         await h.commit(".github/workflows/ci.yml")
         again = await pulls.open_or_update(THREAD, CAROL, "Greet politely, v2")

@@ -10,8 +10,9 @@ import pytest
 
 from bridge.config import build_config
 from bridge.core.events import Author, ThreadRef
-from bridge.core.pulls.target import Refused, co_author, target_for, thread_link
+from bridge.core.pulls.target import Refused, co_author, co_authors, target_for, thread_link
 from bridge.core.store.opening import open_store
+from bridge.forge.base import ForgeError
 from bridge.forge_settings import ForgeSection
 from tests.forge.git_http import git
 
@@ -77,9 +78,50 @@ def test_co_authors_and_link() -> None:
     assert co_author(Author(id="@alice:x", display_name="Alice"), github) == (
         "Co-authored-by: Alice <alice-gh@users.noreply.github.com>"
     )
+    # With the account's id: GitHub's private address since 2017, ID+login.
+    assert co_author(Author(id="@alice:x", display_name="Alice"), github, 583231) == (
+        "Co-authored-by: Alice <583231+alice-gh@users.noreply.github.com>"
+    )
     assert co_author(Author(id="@bob:x", display_name="Bob <b>"), github) == (
         "Co-authored-by: Bob b <@bob:x>"
     )
     assert thread_link(THREAD) == "https://slack.com/archives/C1/p1700000000000100"
     room = ThreadRef(platform="matrix", channel="!r:x", thread="$e")
     assert thread_link(room) == "https://matrix.to/#/!r:x/$e"
+
+
+class Users:
+    """A forge that knows some users' ids and fails for one login."""
+
+    def __init__(self, ids: dict[str, int]) -> None:
+        self.ids = ids
+
+    async def user_id(self, login: str) -> int | None:
+        if login == "broken":
+            raise ForgeError(503, "Service Unavailable")
+        return self.ids.get(login)
+
+
+async def test_gitlab_co_authors_use_the_private_commit_address() -> None:
+    gitlab = ForgeSection(
+        kind="gitlab",
+        users={"alice-gl": "U1", "ghost": "U2", "broken": "U3"},
+    )
+    forge: Any = Users({"alice-gl": 4711})
+    lines = await co_authors(
+        [
+            Author(id="U1", display_name="Alice"),
+            Author(id="U2", display_name="Ghost"),
+            Author(id="U3", display_name="Bert"),
+            Author(id="U4", display_name="Eve", email="eve@x.org"),
+        ],
+        gitlab,
+        forge,
+    )
+    assert lines == [
+        "Co-authored-by: Alice <4711-alice-gl@users.noreply.gitlab.com>",
+        # No such user, or the lookup failed: GitLab has no address without the id.
+        "Co-authored-by: Bert <U3>",
+        "Co-authored-by: Eve <eve@x.org>",
+        "Co-authored-by: Ghost <U2>",
+    ]
