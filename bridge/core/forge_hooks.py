@@ -5,7 +5,8 @@
   (a turn when the agent is idle, injected into the running turn when it works) and shown in
   the thread. Anyone else's comment is shown in the thread, marked unlisted, and never reaches
   the agent.
-- Check changes: the commit's checks are read whole and handed to the CI follower
+- Check changes: the commit's checks are read whole, in a task of the core's task group (the
+  delivery is answered at once), and handed to the CI follower
   (:mod:`bridge.core.pulls.follow`), which tells each change once, whoever saw it first.
 - A pull request merged or closed on the forge: the follower looks at once, records it and
   tells the thread.
@@ -172,23 +173,30 @@ class ForgeHooks:
             log.debug("forge webhook: checks changed on %s, no CI follower", event.sha[:12])
             return
         for row in await self._rows_of(event):
-            # The head the bridge pushed last, whatever commit the event names: a merged
-            # results pipeline runs on a merge commit, and an older commit's event changes
-            # nothing there (the follower tells only a change).
-            sha = row.pushed_sha
-            thread = ThreadRef.from_key(row.thread_key)
-            try:
-                target = await self._pulls.requests.target(thread)
-                checks = await target.forge.checks(sha)
-            except (Refused, ForgeError) as exc:
-                log.info(
-                    "forge webhook: checks of %s not read: %s",
-                    sha[:12],
-                    exc,
-                    extra={"chat_thread": row.thread_key},
-                )
-                continue
-            await self._pulls.report_checks(row.thread_key, sha, checks)
+            # Read off the delivery: the forge waits for its answer (GitHub gives up after
+            # 10 s), and reading the checks is a round trip or more to it. Nothing is lost if
+            # the read fails: the follower's next look reads them too.
+            self._pulls.background(self._read_checks(row))
+
+    async def _read_checks(self, row: PullRow) -> None:
+        assert self._pulls is not None
+        # The head the bridge pushed last, whatever commit the event names: a merged
+        # results pipeline runs on a merge commit, and an older commit's event changes
+        # nothing there (the follower tells only a change).
+        sha = row.pushed_sha
+        thread = ThreadRef.from_key(row.thread_key)
+        try:
+            target = await self._pulls.requests.target(thread)
+            checks = await target.forge.checks(sha)
+        except (Refused, ForgeError) as exc:
+            log.info(
+                "forge webhook: checks of %s not read: %s",
+                sha[:12],
+                exc,
+                extra={"chat_thread": row.thread_key},
+            )
+            return
+        await self._pulls.report_checks(row.thread_key, sha, checks)
 
     async def _rows_of(self, event: ChecksChanged) -> list[PullRow]:
         """The open pull requests an event is about: those it names, else those whose head

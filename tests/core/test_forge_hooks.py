@@ -4,7 +4,7 @@ else's is shown as unlisted and never reaches the agent; a redelivery stores not
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 
 from bridge.admin import open_admin
@@ -25,6 +26,7 @@ from bridge.forge.hook_events import ChecksChanged, PrClosed
 from bridge.forge.webhooks import GITLAB_PATH, MAX_BODY_BYTES, WebhookEndpoint, WebhookReceiver
 from tests.core.harness import Harness, running, thread
 from tests.forge.fake_gitlab import TOKEN, FakeGitLab, Project, serve_fake_gitlab
+from tests.forge.git_http import git
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +46,7 @@ async def _healthy() -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def world(tmp_path: Path) -> AsyncIterator[World]:
+async def world(tmp_path: Path, followed: bool = False) -> AsyncIterator[World]:
     async with serve_fake_gitlab() as gitlab:
         forge = {
             "kind": "gitlab",
@@ -54,7 +56,14 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             "webhook_secret": SECRET,
             "users": {"alice": "@alice:test"},
         }
-        async with running(tmp_path, extra={"forge": forge}) as h:
+        extra: dict[str, Any] = {"forge": forge}
+        if followed:
+            # A worktree workspace whose remote is the project: the thread's PR is followed.
+            team = tmp_path / "team"
+            git("init", "-q", "-b", "main", str(team))
+            git("-C", str(team), "remote", "add", "origin", f"{gitlab.url}/{REPO}.git")
+            extra["workspaces"] = [{"path": str(team), "worktree": True}]
+        async with running(tmp_path, extra=extra) as h:
             bridge = h.bridge
             hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
             receiver = WebhookReceiver(webhook_endpoints(bridge.config), hooks)
@@ -118,6 +127,29 @@ async def test_a_mapped_teammates_comment_is_their_turn_and_a_strangers_is_shown
         replies = await h.adapter.wait_finished(2, thread())
         second = replies[1].outcome.final_text if replies[1].outcome else ""
         assert len(replies) == 2 and "please add a test" not in second
+
+
+async def test_the_webhook_answers_at_once_while_the_checks_are_read_slowly(
+    tmp_path: Path,
+) -> None:
+    async with world(tmp_path, followed=True) as w:
+        gate = anyio.Event()
+        w.gitlab.checks_gate = gate  # the forge's checks endpoint answers only when told
+        try:
+            pipeline = w.gitlab.add_pipeline(w.project, "b" * 40, "agy/x", [("test", "pending")])
+            # The delivery is answered while the checks are still being read (GitLab and
+            # GitHub wait for the answer; GitHub gives up after 10 s).
+            with anyio.fail_after(8):
+                await w.gitlab.set_pipeline(w.project, pipeline, "running", {"test": "running"})
+            assert w.gitlab.deliveries[-1].status == 200
+            assert not [n for _, n in w.h.adapter.notices if "⏳ running" in n]
+        finally:
+            gate.set()
+        told = await w.h.adapter.wait_notice("⏳ running")
+        assert "**test**" in told
+        assert await w.gitlab.redeliver(w.gitlab.deliveries[-1]) == 200
+        await w.h.bridge.core.pulls.follower.tick()  # type: ignore[union-attr]
+        assert len([n for _, n in w.h.adapter.notices if "⏳ running" in n]) == 1
 
 
 async def test_a_comment_is_never_a_chat_command(tmp_path: Path) -> None:
@@ -193,6 +225,14 @@ class _Pulls:
         self.follower = _Follower()
         self.requests = _Requests()
         self.reported: list[tuple[str, str, list[str]]] = []
+        self.steps: list[Awaitable[None]] = []
+
+    def background(self, step: Awaitable[None]) -> None:
+        self.steps.append(step)
+
+    async def drain(self) -> None:
+        while self.steps:
+            await self.steps.pop(0)
 
     async def report_checks(self, thread_key: str, sha: str, checks: list[Check]) -> bool:
         self.reported.append((thread_key, sha, [c.name for c in checks]))
@@ -244,6 +284,8 @@ async def test_check_events_find_their_pull_request_and_read_its_checks_whole(
     # Another repository's branch, a commit and branch no thread pushed: nothing.
     await hooks(ChecksChanged(forge="gitlab", repo="x/y", sha="b" * 40, branch="agy/b"))
     await hooks(ChecksChanged(forge="gitlab", repo=REPO, sha="c" * 40, branch="agy/c"))
+    assert pulls.reported == []  # read off the webhook's answer
+    await pulls.drain()
     assert pulls.reported == [
         (k1, "a" * 40, ["test"]),
         (k2, "b" * 40, ["test"]),

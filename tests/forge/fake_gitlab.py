@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import aiohttp
+import anyio
 from aiohttp import web
 
 TOKEN = "glpat-fake-token-0123456789"
@@ -169,6 +170,8 @@ class FakeGitLab:
         self.projects: dict[int, Project] = {}
         self.requests: list[tuple[str, str]] = []  # (method, raw path) of every call
         self.users: dict[str, int] = {}  # username -> id (GET /users?username=)
+        # Set: reading pipelines waits for it (a slow forge's checks endpoint).
+        self.checks_gate: anyio.Event | None = None
         self.deliveries: list[Delivery] = []
         self.url = ""
         self._ids = itertools.count(100)
@@ -287,6 +290,8 @@ class FakeGitLab:
         try:
             token = self._authenticate(request)
             segments = [unquote(part) for part in raw[len("/api/v4/") :].split("/")]
+            if self.checks_gate is not None and "pipelines" in segments:
+                await self.checks_gate.wait()
             body = await self._body(request)
             result = await self._route(request.method, segments, request.query, body, token)
         except GitLabError as exc:

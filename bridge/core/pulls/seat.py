@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -35,6 +35,8 @@ def has_forge(config: Config) -> bool:
 class Pulls:
     requests: PullRequests
     follower: CheckFollower
+    # Runs a step in the core's task group (a webhook's reading of checks, off its answer).
+    background: Callable[[Awaitable[None]], None]
 
     async def report_checks(self, thread_key: str, sha: str, checks: list[Check]) -> bool:
         """Checks a webhook reported: told in the thread when they changed (once)."""
@@ -75,4 +77,4 @@ def open_pulls(
         # Off the follower's loop: ending the thread's agent may wait for its turn.
         router.background(merged_on_forge(requests, router, target, row))
 
-    return Pulls(requests, CheckFollower(requests, leases, merged))
+    return Pulls(requests, CheckFollower(requests, leases, merged), router.background)
