@@ -42,6 +42,14 @@ class OpensThreads(Protocol):
 
 
 @runtime_checkable
+class Permalinks(Protocol):
+    """A link to a thread as the chat itself gives it (Slack's ``chat.getPermalink``), for a
+    pull request's body; None when the chat cannot say (the bridge builds one instead)."""
+
+    async def permalink(self, thread: ThreadRef) -> str | None: ...
+
+
+@runtime_checkable
 class OffersRetry(Protocol):
     """A notice that a turn was cut off, posted with a Retry control (Slack's button: a
     click is that person's ``!retry``)."""

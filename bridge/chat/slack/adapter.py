@@ -283,6 +283,19 @@ class SlackAdapter:
     async def post_without_previews(self, thread: ThreadRef, text: str) -> None:
         await members.post_without_previews(self._calls(thread), text)
 
+    async def permalink(self, thread: ThreadRef) -> str | None:
+        """The thread's root message's link, as Slack gives it (capabilities.Permalinks)."""
+        if not thread.thread:
+            return None
+        try:
+            response = await self._client.chat_getPermalink(
+                channel=thread.channel, message_ts=thread.thread
+            )
+        except CALL_ERRORS as exc:
+            log.info("Slack: no permalink of %s: %s", thread.key, describe(exc))
+            return None
+        return str(response.get("permalink") or "") or None
+
     async def open_thread(self, channel: str, text: str) -> Opened:
         """A thread the bridge opens (a scheduled prompt): ``text`` as a new message at the
         channel's top level, the rest of a long text in its thread."""

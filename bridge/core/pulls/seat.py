@@ -9,6 +9,7 @@ import aiohttp
 
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
+from bridge.core.capabilities import Permalinks
 from bridge.core.events import Author, ThreadRef
 from bridge.core.leases import Leases
 from bridge.core.pulls.cleanup import merged_on_forge
@@ -17,6 +18,7 @@ from bridge.core.pulls.purpose import ask_purpose, submit_turn
 from bridge.core.pulls.service import PullRequests
 from bridge.core.pulls.target import Target
 from bridge.core.router import Router
+from bridge.core.scrubbed_chat import ScrubbedAdapter
 from bridge.core.store import PullRow, Store
 from bridge.core.team.audit import AuditLog
 from bridge.forge.base import Check
@@ -72,6 +74,15 @@ def open_pulls(
         lambda: runtime.isolation.sandbox,
         scrub=scrub,
     )
+
+    async def permalink(thread: ThreadRef) -> str | None:
+        # A capability that posts nothing: asked of the adapter itself, not its scrubbed face.
+        adapter: object = router.adapters.get(thread.platform)
+        if isinstance(adapter, ScrubbedAdapter):
+            adapter = adapter.inner
+        return await adapter.permalink(thread) if isinstance(adapter, Permalinks) else None
+
+    requests.permalink = permalink
 
     async def merged(target: Target, row: PullRow) -> None:
         # Off the follower's loop: ending the thread's agent may wait for its turn.

@@ -60,6 +60,8 @@ class PullRequests:
         # scrubbed of the bridge's secrets first, as everything posted in a chat is.
         self.scrub = scrub
         self._pushing: dict[str, anyio.Lock] = {}
+        # The chat's own link to a thread (capabilities.Permalinks), set where it is wired.
+        self.permalink: Callable[[ThreadRef], Awaitable[str | None]] | None = None
 
     async def target(self, thread: ThreadRef) -> Target:
         return await target_for(self.config, self.store, thread, self.http)
@@ -195,15 +197,13 @@ class PullRequests:
 
     async def _body(self, target: Target, purpose: str | None) -> str:
         lines = [purpose or "_The agent gave no description._", "", "---"]
-        lines.append(f"From the chat thread: {thread_link(target.thread)}")
-        authors = await self._teammates(target.thread.key)
+        link = await self.permalink(target.thread) if self.permalink else None
+        lines.append(f"From the chat thread: {link or thread_link(target.thread)}")
+        authors = [a for a in await self.store.thread_authors(target.thread.key) if a.person]
         if authors:
             lines.append("")
             lines += await co_authors(authors, target.settings, target.forge)
         return "\n".join(lines)
-
-    async def _teammates(self, thread_key: str) -> list[Author]:
-        return [a for a in await self.store.thread_authors(thread_key) if a.person]
 
     # --- !merge --------------------------------------------------------------------------------
 

@@ -95,7 +95,9 @@ async def test_thread_to_merged_pull_request(
         assert pull.title == "Add a greeting" and pull.head.startswith("agy/slack-")
         assert "Co-authored-by: alice <alice@example.org>" in pull.body
         assert f"Co-authored-by: bob <{BOB}>" in pull.body
-        assert f"https://slack.com/archives/{CHANNEL}/p{ts.replace('.', '')}" in pull.body
+        # The link back is Slack's own (chat.getPermalink), not one the bridge built.
+        link = f"https://fake.slack.com/archives/{CHANNEL}/p{ts.replace('.', '')}"
+        assert f"From the chat thread: {link}" in pull.body
         assert "You said:" in pull.body  # the agent's own description turn
         first_sha = remote.git.branch_sha(REPO, pull.head)
         assert first_sha is not None

@@ -111,9 +111,16 @@ async def test_pr_opened_then_updated_and_its_description_scrubbed(
         assert TOKEN not in pull.body and "Used the token" in pull.body
         assert "Co-authored-by: Carol <@carol:x>" in pull.body
         assert "Co-authored-by: Dan <583231+dan-gh@users.noreply.github.com>" in pull.body
-        assert "https://matrix.to/#/!room:x/$root" in pull.body
+        # No chat link given (no Permalinks capability): the one the bridge builds.
+        assert "From the chat thread: https://matrix.to/#/!room:x/$root" in pull.body
         await h.commit(".github/workflows/ci.yml")
+
+        async def permalink(thread: ThreadRef) -> str | None:
+            return f"https://chat.example/{thread.key}"
+
+        pulls.permalink = permalink
         again = await pulls.open_or_update(THREAD, CAROL, "Greet politely, v2")
+        assert f"From the chat thread: https://chat.example/{THREAD.key}" in pull.body
         warned = next(i for i, text in enumerate(h.said) if "changes CI definitions" in text)
         assert "`.github/workflows/ci.yml`" in h.said[warned]
         assert h.said[warned + 1].startswith("Updated pull request")
