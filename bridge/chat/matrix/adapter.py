@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
+from urllib.parse import quote
 
 import anyio
 from anyio.abc import TaskGroup
@@ -49,6 +50,16 @@ from .upgrades import FollowingRule, RoomUpgrades, Successions
 from .verification import VerificationStore, start_verifier
 
 log = logging.getLogger(__name__)
+
+
+def matrix_to(thread: ThreadRef) -> str:
+    """A matrix.to link to the thread's root event (capabilities.Permalinks), with the room's
+    server as ``via`` so that a client not in the room can find it."""
+    event = f"/{thread.thread}" if thread.thread else ""
+    server = thread.channel.partition(":")[2]
+    via = f"?via={quote(server, safe='')}" if server else ""
+    return f"https://matrix.to/#/{thread.channel}{event}{via}"
+
 
 REACTION_KEYS: dict[Reaction, str] = {
     Reaction.QUEUED: "⏳",
@@ -298,6 +309,9 @@ class MatrixAdapter(RoomMembers):
             with_relation(with_mentions(content), thread_root=root, latest=latest)
             latest = await outbox.send(thread.channel, content)
             remember(latest)
+
+    async def permalink(self, thread: ThreadRef) -> str | None:
+        return matrix_to(thread)
 
     async def open_thread(self, channel: str, text: str) -> Opened:
         """A conversation the bridge opens in room ``channel``: ``text`` as a new root message,

@@ -125,3 +125,13 @@ async def test_gitlab_co_authors_use_the_private_commit_address() -> None:
         "Co-authored-by: Eve <eve@x.org>",
         "Co-authored-by: Ghost <U2>",
     ]
+
+
+def test_matrix_permalink_names_a_server_to_find_the_room_through() -> None:
+    from bridge.chat.matrix.adapter import MatrixAdapter, matrix_to
+    from bridge.chat.slack.adapter import SlackAdapter
+    from bridge.core.capabilities import Permalinks
+
+    room = ThreadRef(platform="matrix", channel="!r:example.org", thread="$e")
+    assert matrix_to(room) == "https://matrix.to/#/!r:example.org/$e?via=example.org"
+    assert issubclass(MatrixAdapter, Permalinks) and issubclass(SlackAdapter, Permalinks)
