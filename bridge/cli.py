@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,17 +171,12 @@ async def _run(config: Config) -> int:
     return 0
 
 
-def _webhooks(bridge: Bridge) -> tuple[dict[str, PostHandler], int]:
+def _webhooks(bridge: Bridge) -> tuple[Mapping[str, PostHandler], int]:
     """The forges' webhook routes when a ``[forge] webhook_secret`` is set (served on the
     admin listener, which they open), and the body size they take."""
-    from bridge.core.forge_hooks import ForgeHooks, webhook_endpoints
-    from bridge.forge.webhooks import MAX_BODY_BYTES, WebhookReceiver
+    from bridge.core.forge_hooks import webhook_routes
 
-    endpoints = webhook_endpoints(bridge.config)
-    if not endpoints:
-        return {}, 1024
-    hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
-    return dict(WebhookReceiver(endpoints, hooks).routes()), MAX_BODY_BYTES
+    return webhook_routes(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
 
 
 async def health(bridge: Bridge) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import Protocol
 
 from bridge.config import Config
@@ -28,7 +29,7 @@ from bridge.core.store.pulls import PullRow
 from bridge.core.workspaces import find_workspace
 from bridge.forge.base import ForgeError
 from bridge.forge.hook_events import ChecksChanged, ForgeEvent, PrClosed, ReviewComment
-from bridge.forge.webhooks import WebhookEndpoint
+from bridge.forge.webhooks import MAX_BODY_BYTES, Handler, WebhookEndpoint, WebhookReceiver
 
 log = logging.getLogger(__name__)
 
@@ -223,3 +224,16 @@ class ForgeHooks:
         if row is None or self._pulls is None or row.state != "open":
             return
         self._pulls.follower.wake(row.thread_key)
+
+
+def webhook_routes(
+    config: Config, core: HookCore, store: PullStore, pulls: Pulls | None
+) -> tuple[Mapping[str, Handler], int]:
+    """The forges' webhook routes for the admin listener (none without a ``webhook_secret``)
+    and the body size they take: the one wiring of receiver and sink, for the bridge's run and
+    for the tests that serve it."""
+    endpoints = webhook_endpoints(config)
+    if not endpoints:
+        return {}, 1024
+    receiver = WebhookReceiver(endpoints, ForgeHooks(config, core, store, pulls))
+    return receiver.routes(), MAX_BODY_BYTES

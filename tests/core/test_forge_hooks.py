@@ -15,7 +15,6 @@ import aiohttp
 import anyio
 import pytest
 
-from bridge.admin import open_admin
 from bridge.config import build_config
 from bridge.core.events import Reaction, ThreadRef
 from bridge.core.forge_hooks import ForgeHooks, webhook_endpoints
@@ -23,10 +22,11 @@ from bridge.core.store.pulls import PullRow
 from bridge.forge.base import Check
 from bridge.forge.gitlab import GitLabForge
 from bridge.forge.hook_events import ChecksChanged, PrClosed
-from bridge.forge.webhooks import GITLAB_PATH, MAX_BODY_BYTES, WebhookEndpoint, WebhookReceiver
+from bridge.forge.webhooks import GITLAB_PATH, MAX_BODY_BYTES, WebhookEndpoint
 from tests.core.harness import Harness, running, thread
 from tests.forge.fake_gitlab import TOKEN, FakeGitLab, Project, serve_fake_gitlab
 from tests.forge.git_http import git
+from tests.forge.webhook_listener import serving_webhooks
 
 pytestmark = pytest.mark.anyio
 
@@ -39,10 +39,6 @@ class World:
     h: Harness
     gitlab: FakeGitLab
     project: Project
-
-
-async def _healthy() -> dict[str, Any]:
-    return {"status": "ok"}
 
 
 @asynccontextmanager
@@ -65,15 +61,7 @@ async def world(tmp_path: Path, followed: bool = False) -> AsyncIterator[World]:
             extra["workspaces"] = [{"path": str(team), "worktree": True}]
         async with running(tmp_path, extra=extra) as h:
             bridge = h.bridge
-            hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
-            receiver = WebhookReceiver(webhook_endpoints(bridge.config), hooks)
-            async with open_admin(
-                bridge.metrics,
-                port=0,
-                health=_healthy,
-                posts=receiver.routes(),
-                max_body=MAX_BODY_BYTES,
-            ) as admin:
+            async with serving_webhooks(bridge) as admin:
                 project = gitlab.add_project(REPO, branches={"main": "a" * 40, "agy/x": "b" * 40})
                 gitlab.add_hook(project, admin.url + GITLAB_PATH, SECRET)
                 mr = await _open_mr(gitlab, project)

@@ -17,15 +17,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bridge.admin import AdminServer, open_admin
-from bridge.core.forge_hooks import ForgeHooks, webhook_endpoints
-from bridge.forge.webhooks import GITHUB_PATH, MAX_BODY_BYTES, WebhookReceiver, github_signature
+from bridge.admin import AdminServer
+from bridge.forge.webhooks import GITHUB_PATH, github_signature
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event
 from tests.chat.slack.fake_slack import FakeSlack
 from tests.chat.slack.test_end_to_end import live_bridge
 from tests.chat.slack.test_gitlab_end_to_end import commit, once, said, say
 from tests.forge.conftest import REPO, TOKEN, Remote
 from tests.forge.conftest import remote as remote
+from tests.forge.webhook_listener import serving_webhooks
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -54,10 +54,6 @@ async def deliver(
         return resp.status
 
 
-async def _healthy() -> dict[str, Any]:
-    return {"status": "ok"}
-
-
 async def test_github_webhooks_reach_the_thread(
     fake_slack: FakeSlack, remote: Remote, tmp_path: Path
 ) -> None:
@@ -76,15 +72,7 @@ async def test_github_webhooks_reach_the_thread(
     }
     async with live_bridge(fake_slack, tmp_path, extra) as live:
         bridge = live.bridge
-        hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
-        receiver = WebhookReceiver(webhook_endpoints(bridge.config), hooks)
-        async with open_admin(
-            bridge.metrics,
-            port=0,
-            health=_healthy,
-            posts=receiver.routes(),
-            max_body=MAX_BODY_BYTES,
-        ) as admin:
+        async with serving_webhooks(bridge) as admin:
             ts = fake_slack.next_ts()
             await fake_slack.push_event(
                 mention_event(f"add a greeting {commit('hello.txt', 'hi')}", ts=ts)

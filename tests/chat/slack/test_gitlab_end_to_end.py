@@ -20,15 +20,14 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.admin import open_admin
-from bridge.core.forge_hooks import ForgeHooks, webhook_endpoints
-from bridge.forge.webhooks import GITLAB_PATH, MAX_BODY_BYTES, WebhookReceiver
+from bridge.forge.webhooks import GITLAB_PATH
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
 from tests.chat.slack.fake_slack import FakeSlack
 from tests.chat.slack.test_end_to_end import Live, live_bridge
 from tests.forge.conftest import make_team_repo
 from tests.forge.fake_gitlab import TOKEN, FakeGitLab, Project, serve_fake_gitlab
 from tests.forge.git_http import GitHttpServer, git
+from tests.forge.webhook_listener import serving_webhooks
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -89,10 +88,6 @@ async def gitlab(tmp_path: Path) -> AsyncIterator[tuple[GitHttpServer, FakeGitLa
         await server.close()
 
 
-async def _healthy() -> dict[str, Any]:
-    return {"status": "ok"}
-
-
 async def test_thread_to_merged_merge_request_with_webhooks(
     fake_slack: FakeSlack,
     gitlab: tuple[GitHttpServer, FakeGitLab, Project, Path],
@@ -116,15 +111,7 @@ async def test_thread_to_merged_merge_request_with_webhooks(
     }
     async with live_bridge(fake_slack, tmp_path, extra) as live:
         bridge = live.bridge
-        hooks = ForgeHooks(bridge.config, bridge.core, bridge.store, bridge.core.pulls)
-        receiver = WebhookReceiver(webhook_endpoints(bridge.config), hooks)
-        async with open_admin(
-            bridge.metrics,
-            port=0,
-            health=_healthy,
-            posts=receiver.routes(),
-            max_body=MAX_BODY_BYTES,
-        ) as admin:
+        async with serving_webhooks(bridge) as admin:
             fake.add_hook(project, admin.url + GITLAB_PATH, SECRET)
             ts = fake_slack.next_ts()
             await fake_slack.push_event(
