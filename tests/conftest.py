@@ -15,7 +15,7 @@ from bridge.agy.capabilities import Capabilities
 from tests.pg import Postgres, PostgresError, postgres_bin, start_postgres
 
 # Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`).
-pytest_plugins = ["tests.profiling"]
+pytest_plugins = ["tests.profiling", "tests.bytecode"]
 
 
 @pytest.fixture
