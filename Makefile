@@ -184,7 +184,9 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 lock:
-	@echo "Regenerate: install the dependencies from pyproject.toml in a clean venv and pip freeze."
+	@echo "Regenerate: install the dependencies from pyproject.toml in a clean venv and pip freeze;"
+	@echo "keep setuptools where a package needs it (pip freeze leaves it out; uv installs only the"
+	@echo "locks). requirements-uv.lock and requirements-build.lock pin uv and setuptools by hand."
 
 clean:
 	rm -rf $(VENV) $(SYNAPSE_VENV) $(JS_CLIENT)/node_modules .pytest_cache .mypy_cache .ruff_cache
