@@ -72,7 +72,7 @@ def _fresh_machine(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     venv = Path(sys.prefix)
     run = tmp_path / "run"
     run.mkdir()
-    for name in ("pyproject.toml", "requirements.lock", "requirements-dev.lock"):
+    for name in ("pyproject.toml", *sorted(p.name for p in REPO.glob("requirements*.lock"))):
         (run / name).symlink_to(REPO / name)
     home = tmp_path / "home"
     home.mkdir()
