@@ -51,8 +51,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         or sys.dont_write_bytecode
     ):
         return
-    root = config.rootpath
-    roots = {(root / arg.split("::")[0]).resolve() for arg in config.args} or {root / "tests"}
+    root, here = config.rootpath, config.invocation_params.dir
+    roots = {(here / arg.split("::")[0]).resolve() for arg in config.args} or {root / "tests"}
     files = sorted(
         f
         for r in roots
