@@ -12,10 +12,12 @@ import pytest
 
 import bridge.app
 from bridge.agy.capabilities import Capabilities
-from tests.pg import Postgres, PostgresError, postgres_bin, start_postgres
+from tests.pg import Postgres, PostgresError, postgres_bin, shared_postgres, start_shared
+from tests.shared_servers import run_of
 
-# Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`).
-pytest_plugins = ["tests.profiling"]
+# Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`);
+# the servers the workers share (one Synapse, one PostgreSQL per run).
+pytest_plugins = ["tests.profiling", "tests.shared_servers"]
 
 
 @pytest.fixture
@@ -43,8 +45,10 @@ PG_SKIP_REASON = (
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """One PostgreSQL server for the whole run; tests take fresh databases from it."""
+def postgres(request: pytest.FixtureRequest) -> Postgres:
+    """The run's one PostgreSQL server, shared by every worker (tests/shared_servers.py: the
+    first worker that needs it starts it, the run's end stops it); tests take fresh databases
+    from it."""
     bindir = postgres_bin()
     if bindir is None:
         if os.environ.get("CI") == "true":
@@ -52,15 +56,12 @@ def postgres() -> Iterator[Postgres]:
         pytest.skip(PG_SKIP_REASON)
     failure = ""
     try:
-        server = start_postgres(bindir)
+        record = run_of(request.config).shared("postgres", lambda run: start_shared(bindir, run))
     except PostgresError as exc:
         failure = str(exc)
     if failure:
         pytest.fail(f"PostgreSQL did not start ({bindir}):\n{failure}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    return shared_postgres(record)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
