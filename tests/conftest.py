@@ -13,7 +13,6 @@ import pytest
 import bridge.app
 from bridge.agy.capabilities import Capabilities
 from tests.pg import Postgres, PostgresError, postgres_bin, shared_postgres, start_shared
-from tests.shared_servers import run_of
 
 # Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`);
 # the servers the workers share (one Synapse, one PostgreSQL per run).
@@ -54,6 +53,10 @@ def postgres(request: pytest.FixtureRequest) -> Postgres:
         if os.environ.get("CI") == "true":
             pytest.fail("CI must run the PostgreSQL tests: " + PG_SKIP_REASON, pytrace=False)
         pytest.skip(PG_SKIP_REASON)
+    # Imported here: tests.shared_servers is a plugin (below), whose asserts pytest rewrites
+    # only if it imports the module first.
+    from tests.shared_servers import run_of
+
     failure = ""
     try:
         record = run_of(request.config).shared("postgres", lambda run: start_shared(bindir, run))
