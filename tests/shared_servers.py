@@ -60,9 +60,9 @@ class Run:
         owned.mkdir(exist_ok=True)
         _write(owned / f"{pid}.json", entry)
         subprocess.Popen(
-            [sys.executable, "-I", "-S", str(_WATCH), str(self.directory), str(self.owner),
-             self.owner_started,
-             str(pid), str(int(signum)), started, entry["workdir"]],
+            [sys.executable, "-I", "-S", str(_WATCH), str(self.directory),
+             str(self.owner), self.owner_started, str(pid), str(int(signum)), started,
+             entry["workdir"]],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
