@@ -105,7 +105,6 @@ def test_a_server_ends_with_a_run_killed_before_its_hooks_ran(tmp_path: Path) ->
         run = _run(tmp_path / "run", owner)
         run.directory.mkdir()
         run.register(server_pid, signal.SIGTERM, workdir)
-        time.sleep(0.1)
         assert not _gone(server_pid)
         owner.kill()  # SIGKILL: no pytest_unconfigure
         owner.wait()
@@ -132,8 +131,7 @@ def test_a_pid_taken_by_another_process_is_not_stopped(tmp_path: Path) -> None:
         (owned / f"{bystander.pid}.json").write_text(
             f'{{"pid": {bystander.pid}, "signal": 15, "started": "1", "workdir": ""}}'
         )
-        run.stop_all()
-        time.sleep(0.1)
+        run.stop_all()  # a stop waits until its process has ended
         assert bystander.poll() is None
     finally:
         bystander.kill()
