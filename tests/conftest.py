@@ -12,10 +12,12 @@ import pytest
 
 import bridge.app
 from bridge.agy.capabilities import Capabilities
-from tests.pg import Postgres, PostgresError, postgres_bin, start_postgres
+from tests.pg import Postgres, PostgresError, postgres_bin, shared_postgres, start_shared
 
-# Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`).
-pytest_plugins = ["tests.profiling", "tests.bytecode"]
+# Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`);
+# the servers the workers share (one Synapse, one PostgreSQL per run); each test
+# module's bytecode written once before the workers start.
+pytest_plugins = ["tests.profiling", "tests.shared_servers", "tests.bytecode"]
 
 
 @pytest.fixture
@@ -43,24 +45,27 @@ PG_SKIP_REASON = (
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """One PostgreSQL server for the whole run; tests take fresh databases from it."""
+def postgres(request: pytest.FixtureRequest) -> Postgres:
+    """The run's one PostgreSQL server, shared by every worker (tests/shared_servers.py: the
+    first worker that needs it starts it, the run's end stops it); tests take fresh databases
+    from it."""
     bindir = postgres_bin()
     if bindir is None:
         if os.environ.get("CI") == "true":
             pytest.fail("CI must run the PostgreSQL tests: " + PG_SKIP_REASON, pytrace=False)
         pytest.skip(PG_SKIP_REASON)
+    # Imported here: tests.shared_servers is a plugin (below), whose asserts pytest rewrites
+    # only if it imports the module first.
+    from tests.shared_servers import run_of
+
     failure = ""
     try:
-        server = start_postgres(bindir)
+        record = run_of(request.config).shared("postgres", lambda run: start_shared(bindir, run))
     except PostgresError as exc:
         failure = str(exc)
     if failure:
         pytest.fail(f"PostgreSQL did not start ({bindir}):\n{failure}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    return shared_postgres(record)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -12,6 +12,10 @@ time limit (``make mutate``) would leave it running. It is started with a parent
 instead (``setpriv --pdeathsig``): when the thread that started it ends, it gets SIGINT, its
 fast shutdown. So call :func:`start_postgres` from a thread that outlives the server (the main
 thread; not a worker thread of a pool).
+
+The suite's one server, shared by every xdist worker (:func:`start_shared`), is the run's instead
+(tests/shared_servers.py): no parent-death signal (a worker that crashes must not take it from the
+others), registered as soon as it is spawned, stopped when the run ends.
 """
 
 from __future__ import annotations
@@ -24,12 +28,17 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from tests.ports import free_port as _free_port
+
+if TYPE_CHECKING:
+    from tests.shared_servers import Run
 
 BIN_ENV = "AGY_BRIDGE_PG_BIN"
 _READY_TIMEOUT = 60.0
@@ -73,7 +82,8 @@ def _run_as() -> tuple[list[str], int, int] | None:
 class Postgres:
     port: int
     workdir: Path
-    process: subprocess.Popen[bytes]
+    # None for the run's shared server: this process did not start it, and may not stop it.
+    process: subprocess.Popen[bytes] | None
     user: str = "bridge"
     _count: int = field(default=0, repr=False)
 
@@ -81,14 +91,16 @@ class Postgres:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
 
     def new_database(self) -> str:
-        """A fresh, empty database; its URL."""
+        """A fresh, empty database; its URL (named apart from every other worker's)."""
         self._count += 1
-        name = f"t{self._count}"
+        name = f"t{os.getpid()}_{self._count}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 
     def stop(self) -> None:
+        if self.process is None:
+            raise PostgresError("the run's shared PostgreSQL ends with the run")
         if self.process.poll() is None:
             # SIGINT: "fast shutdown" (ends sessions, no wait for clients).
             self.process.send_signal(signal.SIGINT)
@@ -100,9 +112,13 @@ class Postgres:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_postgres(bindir: Path, *, durable: bool = False) -> Postgres:
+def start_postgres(
+    bindir: Path, *, durable: bool = False, on_spawn: Callable[[int, Path], None] | None = None
+) -> Postgres:
     """Tests run without fsync (the data is thrown away); ``durable`` keeps PostgreSQL's
-    defaults, for benchmarks that compare against SQLite's fsync per commit."""
+    defaults, for benchmarks that compare against SQLite's fsync per commit. ``on_spawn``
+    (the run's shared server) is told the server's pid and working directory as soon as it
+    exists, and takes the place of the parent-death signal."""
     # Not under pytest's tmp (mode 0700 under root's tree): the server's user must reach it.
     workdir = Path(tempfile.mkdtemp(prefix="agy-bridge-pg-"))
     data, sock = workdir / "data", workdir / "sock"
@@ -129,15 +145,17 @@ def start_postgres(bindir: Path, *, durable: bool = False) -> Postgres:
         "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
     ]  # fmt: skip
     # setpriv sets the signal after it changes the user (a change of user clears it).
-    death = ["--pdeathsig", "SIGINT"] if shutil.which("setpriv") else []
+    death = ["--pdeathsig", "SIGINT"] if shutil.which("setpriv") and on_spawn is None else []
     server_prefix = [*prefix, *death] if prefix else (["setpriv", *death] if death else [])
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [*server_prefix, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={sock}",
-             *fast, "-c", "max_connections=200"],
+             *fast, "-c", "max_connections=300"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+    if on_spawn is not None:
+        on_spawn(process.pid, workdir)
     server = Postgres(port=port, workdir=workdir, process=process)
     deadline = time.monotonic() + _READY_TIMEOUT
     while True:
@@ -150,3 +168,15 @@ def start_postgres(bindir: Path, *, durable: bool = False) -> Postgres:
                 server.stop()
                 raise PostgresError(f"PostgreSQL did not start on port {port}:\n{tail}") from None
             time.sleep(0.2)
+
+
+def start_shared(bindir: Path, run: Run) -> dict[str, Any]:
+    """Start the run's shared server (owned by ``run``); the record that reaches it."""
+    server = start_postgres(
+        bindir, on_spawn=lambda pid, workdir: run.register(pid, signal.SIGINT, workdir)
+    )
+    return {"port": server.port, "workdir": str(server.workdir)}
+
+
+def shared_postgres(record: dict[str, Any]) -> Postgres:
+    return Postgres(port=record["port"], workdir=Path(record["workdir"]), process=None)

@@ -27,7 +27,10 @@ async def running_on_the_server(db: PostgresDatabase, sql: str) -> None:
     """Until ``sql`` runs on the server (its task is then inside the statement)."""
     with anyio.fail_after(30):
         while not await db.fetch(
-            "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query = ?", (sql,)
+            # Only this test's database: other workers' tests share the server.
+            "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query = ?"
+            " AND datname = current_database()",
+            (sql,),
         ):
             await anyio.sleep(0.01)
 

@@ -5,14 +5,16 @@ Importable by other test packages (the lead's end-to-end tests)::
     from tests.chat.matrix.conftest import synapse, synapse_default_limits  # noqa: F401
     from tests.chat.matrix.conftest import Human, RecordingInbound, matrix_world, running_adapter
 
-``synapse`` is session-scoped (one server for the whole run); ``matrix_world`` gives a room in
+``synapse`` is session-scoped (one server for the whole run, shared by the xdist workers);
+``synapse_default_limits`` is the same server registering users who meet Synapse's default
+per-user limits; ``matrix_world`` gives a room in
 which an allowed human and the bot (a running :class:`MatrixAdapter`) are both joined.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +42,16 @@ from bridge.chat.matrix.reply import ReplyTuning
 from bridge.chat.matrix.sync import SyncTuning
 from bridge.config import MatrixSection
 from bridge.core.events import Author, IncomingMessage, SubmitOutcome, ThreadRef
+from tests.shared_servers import run_of
 
-from .synapse import MatrixUser, Synapse, SynapseError, start_synapse, synapse_python
+from .synapse import (
+    MatrixUser,
+    Synapse,
+    SynapseError,
+    shared_synapse,
+    start_shared,
+    synapse_python,
+)
 
 WAIT = 30.0
 
@@ -56,33 +66,31 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, name: str, raised: bool) -> Iterator[Synapse]:
+@pytest.fixture(scope="session")
+def synapse(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Synapse:
+    """The run's one Synapse, shared by every worker (tests/shared_servers.py), with the
+    per-user rate limits lifted for every user it registers."""
     python = synapse_python()
     if python is None:
         pytest.skip(SKIP_REASON)
     failure = ""
     try:
-        server = start_synapse(python, tmp_path_factory.mktemp(name), raised_limits=raised)
+        record = run_of(request.config).shared(
+            "synapse",
+            lambda run: start_shared(python, tmp_path_factory.mktemp("synapse"), run),
+        )
     except SynapseError as exc:
         failure = str(exc)
     if failure:
         pytest.fail(f"Synapse did not start ({python}):\n{failure}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    return shared_synapse(record)
 
 
 @pytest.fixture(scope="session")
-def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
-    """One Synapse for the whole run, with rate limits raised out of the way."""
-    yield from _start(tmp_path_factory, "synapse", raised=True)
-
-
-@pytest.fixture(scope="session")
-def synapse_default_limits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
-    """A second Synapse with its default rate limits (for the 429 test)."""
-    yield from _start(tmp_path_factory, "synapse-defaults", raised=False)
+def synapse_default_limits(synapse: Synapse) -> Synapse:
+    """The same server, whose users meet Synapse's default per-user limits (the 429 tests):
+    messages, room creation, joins."""
+    return synapse.with_default_limits()
 
 
 # -- the core, as the adapter sees it --------------------------------------------------------

@@ -6,6 +6,14 @@ client listener on 127.0.0.1, no federation, cheap bcrypt), starts the server on
 picked, waits until ``/_matrix/client/versions`` answers and hands back a :class:`Synapse` that
 registers users through the shared-secret admin API. Everything here is synchronous (subprocess
 and urllib) so session-scoped fixtures can use it without an event loop.
+
+:func:`start_shared` starts the one homeserver a test run shares (tests/shared_servers.py): every
+xdist worker's users on one server, so each user gets a name no other worker gives. It keeps
+Synapse's default limits on what is counted per user (:data:`PER_USER_DEFAULTS`: messages, room
+creation, joins) and lifts them for each user it registers (the admin API's
+``override_ratelimit``), except through the view :meth:`Synapse.with_default_limits` hands the
+tests that are about those limits: their users meet Synapse's defaults. What is counted per
+address (logins, registrations: every test comes from 127.0.0.1) stays raised.
 """
 
 from __future__ import annotations
@@ -20,11 +28,15 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.ports import free_port as _free_port
+
+if TYPE_CHECKING:
+    from tests.shared_servers import Run
 
 PYTHON_ENV = "AGY_BRIDGE_SYNAPSE_PYTHON"
 SERVER_NAME = "localhost"
@@ -50,6 +62,9 @@ RAISED_RATE_LIMITS: dict[str, Any] = {
     "rc_media_create": _UNLIMITED,
     "rc_key_requests": _UNLIMITED,
 }
+# Counted per user, and lifted per user by the admin API: the shared server keeps Synapse's
+# defaults for these, so the users of the default-limits tests meet them.
+PER_USER_DEFAULTS = ("rc_message", "rc_room_creation", "rc_joins")
 
 
 class SynapseError(RuntimeError):
@@ -75,14 +90,31 @@ class Synapse:
     base_url: str
     workdir: Path
     shared_secret: str
-    process: subprocess.Popen[bytes]
+    # None for the run's shared server: this process did not start it, and may not stop it.
+    process: subprocess.Popen[bytes] | None
     server_name: str = SERVER_NAME
+    # The shared server's admin, who lifts each new user's per-user limits.
+    admin_token: str | None = None
+    lift_limits: bool = True
     _counter: int = field(default=0, repr=False)
 
     def unique_localpart(self, prefix: str) -> str:
-        # Users live as long as the server: every test gets fresh names.
+        # Users live as long as the server, which every worker shares: every test gets fresh
+        # names, and the pid keeps two workers' counters apart.
         self._counter += 1
-        return f"{prefix}{self._counter}x{secrets.token_hex(3)}"
+        return f"{prefix}{self._counter}x{os.getpid():x}x{secrets.token_hex(3)}"
+
+    def with_default_limits(self) -> Synapse:
+        """The same server, registering users who meet Synapse's default per-user limits."""
+        return Synapse(
+            base_url=self.base_url,
+            workdir=self.workdir,
+            shared_secret=self.shared_secret,
+            process=self.process,
+            server_name=self.server_name,
+            admin_token=self.admin_token,
+            lift_limits=False,
+        )
 
     def register(
         self,
@@ -109,6 +141,13 @@ class Synapse:
         if displayname:
             body["displayname"] = displayname
         answer = _request_json("POST", f"{self.base_url}/_synapse/admin/v1/register", body)
+        if self.admin_token is not None and self.lift_limits:
+            _request_json(
+                "POST",
+                f"{self.base_url}/_synapse/admin/v1/users/{answer['user_id']}/override_ratelimit",
+                {"messages_per_second": 0, "burst_count": 0},
+                token=self.admin_token,
+            )
         return MatrixUser(
             user_id=answer["user_id"],
             password=password,
@@ -138,12 +177,20 @@ class Synapse:
         return _log_tail(self.workdir, lines)
 
     def stop(self) -> None:
-        _terminate(self.process)
+        _terminate(self._own())
 
     def start_again(self, python: str) -> None:
         """Start the stopped server again: same port, same database (an outage, not a reset)."""
+        self._own()
         self.process = _spawn(python, self.workdir / "homeserver.yaml", self.workdir)
         _wait_ready(self.base_url, self.process, self.workdir)
+
+    def _own(self) -> subprocess.Popen[bytes]:
+        if self.process is None:
+            raise SynapseError(
+                "the run's shared homeserver ends with the run: start a private one to stop it"
+            )
+        return self.process
 
 
 def synapse_python() -> str | None:
@@ -158,11 +205,12 @@ def start_synapse(
     *,
     raised_limits: bool = True,
     default_limits: tuple[str, ...] = (),
+    on_spawn: Callable[[int], None] | None = None,
 ) -> Synapse:
     """Start Synapse in ``workdir``; raise :class:`SynapseError` with its log tail on failure.
 
     With ``raised_limits``, the limits named in ``default_limits`` (e.g. ``rc_message``) keep
-    Synapse's defaults."""
+    Synapse's defaults. ``on_spawn`` is told each server process's pid as soon as it exists."""
     workdir.mkdir(parents=True, exist_ok=True)
     last_error = ""
     for _ in range(_START_ATTEMPTS):
@@ -170,6 +218,8 @@ def start_synapse(
         secret = secrets.token_hex(16)
         config_path = _write_config(workdir, port, secret, raised_limits, default_limits)
         process = _spawn(python, config_path, workdir)
+        if on_spawn is not None:
+            on_spawn(process.pid)
         base_url = f"http://127.0.0.1:{port}"
         try:
             _wait_ready(base_url, process, workdir)
@@ -182,6 +232,34 @@ def start_synapse(
             raise
         return Synapse(base_url=base_url, workdir=workdir, shared_secret=secret, process=process)
     raise SynapseError(last_error)
+
+
+def start_shared(python: str, workdir: Path, run: Run) -> dict[str, Any]:
+    """Start the run's shared homeserver (owned by ``run``); the record that reaches it."""
+    server = start_synapse(
+        python,
+        workdir,
+        default_limits=PER_USER_DEFAULTS,
+        on_spawn=lambda pid: run.register(pid, signal.SIGTERM),
+    )
+    admin = server.register("admin", admin=True)
+    return {
+        "base_url": server.base_url,
+        "workdir": str(server.workdir),
+        "shared_secret": server.shared_secret,
+        "admin_token": admin.access_token,
+    }
+
+
+def shared_synapse(record: dict[str, Any]) -> Synapse:
+    """The run's shared homeserver, from its record."""
+    return Synapse(
+        base_url=record["base_url"],
+        workdir=Path(record["workdir"]),
+        shared_secret=record["shared_secret"],
+        process=None,
+        admin_token=record["admin_token"],
+    )
 
 
 def _write_config(
@@ -301,11 +379,14 @@ def _log_tail(workdir: Path, lines: int = 60) -> str:
     return "\n".join(parts) or "(no log written)"
 
 
-def _request_json(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+def _request_json(
+    method: str, url: str, body: dict[str, Any] | None = None, *, token: str | None = None
+) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
