@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +62,9 @@ async def call_tool(url: str, tool: str, arguments: dict[str, Any], limit: float
 def _discover(url: str, limit: float) -> None:
     """One ``server/discover`` POST. Its answer (a result, a JSON-RPC error, an HTTP error) does
     not matter: the handshake follows. Only a server that cannot be talked to fails the call."""
+    import urllib.error  # here, not at the top: the turns that call no MCP tool skip http
+    import urllib.request
+
     request = urllib.request.Request(
         url,
         data=_DISCOVER,

@@ -12,10 +12,10 @@ import asyncio
 import os
 import signal
 import sys
-import uuid
 from dataclasses import replace
 
 from bridge.simulator.account import account_error, sim_home
+from bridge.simulator.atomic import new_uuid4
 from bridge.simulator.context import Context, warn
 from bridge.simulator.events import Emitter
 from bridge.simulator.flags import Options
@@ -151,7 +151,7 @@ class PrintMode:
             latest = self.store.latest_for(cwd)
             if latest is not None:
                 return latest, True
-        return Conversation(conversation_id=str(uuid.uuid4()), cwd=cwd), False
+        return Conversation(conversation_id=new_uuid4(), cwd=cwd), False
 
     def _permission_mode(self) -> str:
         if self.options.skip_permissions:

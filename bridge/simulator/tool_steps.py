@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
@@ -217,6 +216,8 @@ async def _guarded_tool(
 
 
 def _get(url: str) -> str:
+    import urllib.request  # here: most turns fetch nothing, and it pulls in http and email
+
     with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:
         return bytes(response.read(FETCH_LIMIT)).decode("utf-8", "replace")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bridge.simulator.atomic import new_uuid4
 from bridge.simulator.context import Context, warn
 from bridge.simulator.noise import bigline, garbage
 from bridge.simulator.script import Action, Script, parse_script, split_context
@@ -168,7 +168,7 @@ async def _first_call_effects(ctx: Context, state: TurnState) -> None:
 
 async def _subagent(ctx: Context, state: TurnState) -> None:
     """A subagent's model call runs the hooks under ITS conversation id; injections are void."""
-    sub_id = str(uuid.uuid4())
+    sub_id = new_uuid4()
     info = {
         "subagents": [
             {
