@@ -19,6 +19,9 @@ The kinds:
   counts too.
 - ``turn + run_command``: a turn whose model calls ``run_command`` (a real ``bash``) once.
 
+``--against DIR`` runs the simulator of another checkout (``git worktree add DIR REV``, or
+``git archive REV | tar -x -C DIR``) in the same rounds, for a before and after side by side.
+
 Only the standard library is used here, so the bench itself adds nothing to what it reads.
 """
 
@@ -26,12 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +48,11 @@ class Kind:
     name: str
     argv: list[str]
     stdin: bytes = b""
+    pythonpath: str = str(ROOT)
     samples: list[float] = field(default_factory=list)
+
+    def median_ms(self) -> float:
+        return statistics.median(self.samples) * 1000
 
 
 def user_line(text: str) -> bytes:
@@ -63,15 +70,16 @@ def _plugin(workspace: Path) -> None:
     (plugin / "hooks.json").write_text(json.dumps(hooks), encoding="utf-8")
 
 
-def kinds(work: Path) -> list[Kind]:
+def kinds(work: Path, pythonpath: str) -> list[Kind]:
+    """The simulator's process kinds, run from the checkout at ``pythonpath``."""
     bare = work / "bare"
     hooked = work / "hooked"
-    bare.mkdir()
-    hooked.mkdir()
-    _plugin(hooked)
+    bare.mkdir(exist_ok=True)
+    if not hooked.exists():
+        hooked.mkdir()
+        _plugin(hooked)
     turn = [*SIMULATOR, *TURN_FLAGS]
-    return [
-        Kind("python -c pass", [sys.executable, "-c", "pass"]),
+    found = [
         Kind("--version", [*SIMULATOR, "--version"]),
         Kind("--help", [*SIMULATOR, "--help"]),
         Kind("turn", [*turn, "--add-dir", str(bare)], user_line("hello")),
@@ -82,10 +90,14 @@ def kinds(work: Path) -> list[Kind]:
             user_line("[[tool run_command true]] go"),
         ),
     ]
+    for kind in found:
+        kind.pythonpath = pythonpath
+    return found
 
 
 def cpu_of(kind: Kind, cwd: Path, env: dict[str, str]) -> float:
     """User + system CPU of one run of ``kind``, its reaped children included."""
+    env = {**env, "PYTHONPATH": kind.pythonpath}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         kind.argv, input=kind.stdin, cwd=cwd, env=env, capture_output=True, check=False
@@ -99,44 +111,42 @@ def cpu_of(kind: Kind, cwd: Path, env: dict[str, str]) -> float:
 
 
 def _env(home: Path) -> dict[str, str]:
-    import os
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGY_SIM_")}
     env["AGY_SIM_HOME"] = str(home)
-    env["PYTHONPATH"] = str(ROOT)
     return env
 
 
-def measure(runs: int) -> list[Kind]:
+def measure(runs: int, against: Path | None) -> tuple[Kind, list[Kind], list[Kind]]:
+    """(the bare interpreter, this checkout's kinds, the other checkout's kinds or [])."""
     with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
         work = Path(tmp)
         home = work / "home"
         home.mkdir()
         (home / "sim-login.json").write_text(json.dumps({"account": "bench@agy-sim.invalid"}))
         env = _env(home)
-        measured = kinds(work)
-        for kind in measured:  # one warm-up each: the page cache and .pyc files
+        bare = Kind("python -c pass", [sys.executable, "-c", "pass"])
+        ours = kinds(work, str(ROOT))
+        theirs = kinds(work, str(against.resolve())) if against is not None else []
+        every = [bare, *ours, *theirs]
+        for kind in every if runs > 1 else ():  # a warm-up each: page cache, .pyc files
             cpu_of(kind, work, env)
         for _ in range(runs):  # rounds: every kind sees the same machine load
-            for kind in measured:
+            for kind in every:
                 kind.samples.append(cpu_of(kind, work, env))
-        return measured
+        return bare, ours, theirs
 
 
-def report(measured: Sequence[Kind]) -> str:
-    base = statistics.median(measured[0].samples)
-    header = ("kind", "runs", "CPU ms median", "min", "max", "vs python -c pass")
-    rows = [
-        (
-            kind.name,
-            str(len(kind.samples)),
-            f"{statistics.median(kind.samples) * 1000:.1f}",
-            f"{min(kind.samples) * 1000:.1f}",
-            f"{max(kind.samples) * 1000:.1f}",
-            f"{statistics.median(kind.samples) / base:.2f}x" if base > 0 else "-",
-        )
-        for kind in measured
-    ]
+def report(bare: Kind, ours: list[Kind], theirs: list[Kind]) -> str:
+    base = bare.median_ms()
+    header = ["kind", "CPU ms (median)", "min-max", "vs python -c pass"]
+    if theirs:
+        header += ["--against CPU ms", "vs python -c pass"]
+    rows = [[bare.name, f"{base:.1f}", _spread(bare), "1.00x"] + (["", ""] if theirs else [])]
+    for n, kind in enumerate(ours):
+        row = [kind.name, f"{kind.median_ms():.1f}", _spread(kind), _ratio(kind, base)]
+        if theirs:
+            row += [f"{theirs[n].median_ms():.1f}", _ratio(theirs[n], base)]
+        rows.append(row)
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     lines = [
         "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
@@ -146,14 +156,36 @@ def report(measured: Sequence[Kind]) -> str:
     return "\n".join(lines)
 
 
+def _spread(kind: Kind) -> str:
+    return f"{min(kind.samples) * 1000:.1f}-{max(kind.samples) * 1000:.1f}"
+
+
+def _ratio(kind: Kind, base_ms: float) -> str:
+    return f"{kind.median_ms() / base_ms:.2f}x" if base_ms > 0 else "-"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.simulator_cost", description=__doc__)
-    parser.add_argument("--runs", type=int, default=20, help="runs of each kind (default 20)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.simulator_cost",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=20,
+        help="runs of each kind (default 20; 1: a smoke run, no warm-up)",
+    )
     parser.add_argument("--quick", action="store_true", help="3 runs of each kind")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout (its root folder) whose simulator runs in the same rounds",
+    )
     args = parser.parse_args(argv)
     runs = 3 if args.quick else args.runs
     print(f"simulator processes, CPU (user+sys) per process, {runs} rounds", flush=True)
-    print(report(measure(runs)), flush=True)
+    print(report(*measure(runs, args.against)), flush=True)
     return 0
 
 
