@@ -2,7 +2,7 @@
 
 The bridge probes agy (``--help``, ``--version``) before every start: hundreds of processes in
 a test run. So this module imports only what a probe needs (``flags``); a command imports the
-login, print mode asyncio and the rest, each on its own path.
+login, print mode its turns, each on its own path.
 """
 
 from __future__ import annotations
@@ -78,12 +78,10 @@ def _command(commands: list[str]) -> int:
 
 
 def _print_mode(options: Options) -> int:
-    import asyncio
-
     from bridge.simulator.process import PrintMode
 
     try:
-        return asyncio.run(PrintMode(options).run())
+        return PrintMode(options).run()
     except KeyboardInterrupt:
         return 1  # SIGINT before the signal handler was installed
     except BrokenPipeError:

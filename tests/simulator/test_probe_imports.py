@@ -1,4 +1,5 @@
-"""What a simulator process imports: the probe next to nothing, a plain turn no network client.
+"""What a simulator process imports: the probe next to nothing, a plain turn no event loop
+and no network client.
 
 The bridge probes agy with ``--help`` and ``--version`` before every start, and a test run
 starts hundreds of such probes: each one should cost about what a bare interpreter costs
@@ -54,9 +55,15 @@ HEAVY = (
     "bridge.simulator.account",
     "bridge.simulator.process",
 )
-# A turn that calls no tool runs hooks, writes events and stores its conversation: it needs
-# no HTTP client, and no SDK.
+# A turn that calls no MCP tool runs hooks, writes events and stores its conversation: it
+# needs no event loop (it waits on its main thread: bridge/simulator/waits.py), no HTTP
+# client, and no SDK.
 NOT_IN_A_PLAIN_TURN = (
+    "asyncio",
+    "ssl",
+    "socket",
+    "concurrent.futures",
+    "logging",
     "urllib.request",
     "http.client",
     "email",
@@ -106,7 +113,7 @@ def test_the_probe_imports_nothing_it_does_not_print(sims: SimFactory, flag: str
     assert extra <= PROBE_MODULES, f"the {flag} probe imports more: {sorted(extra - PROBE_MODULES)}"
 
 
-def test_a_turn_without_tools_imports_no_http_client_or_sdk(sims: SimFactory) -> None:
+def test_a_turn_without_tools_imports_no_event_loop_http_client_or_sdk(sims: SimFactory) -> None:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS],
         input=user_line("hello"),
