@@ -17,11 +17,14 @@ import pytest
 
 from tests.simulator.driver import EVENT_TIMEOUT, STREAM_ARGS, SimFactory, user_line
 
-# What ``python -m bridge.simulator`` needs beyond a bare interpreter: runpy (and what it
-# imports when the interpreter has not loaded it yet), the packages, cli.py and flags.py.
+# What ``python -m bridge.simulator`` needs beyond a bare interpreter: runpy (and what it and
+# ``from __future__ import annotations`` import when the interpreter has not loaded them yet:
+# a venv's editable-install finder loads some at start, a plain install does not), the
+# packages, cli.py and flags.py.
 PROBE_MODULES = frozenset(
     {
         "runpy",
+        "__future__",
         "importlib",
         "importlib._abc",
         "importlib.machinery",
