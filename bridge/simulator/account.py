@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bridge.simulator.atomic import replace_file
 
 LOGIN_FILE = "sim-login.json"
 SIGNED_OUT_ERROR = "Please sign in: run `agy` once in a terminal to log in"
@@ -89,14 +90,7 @@ def refresh(login: dict[str, Any]) -> None:
 def write_login(login: dict[str, Any]) -> None:
     path = login_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".login-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(login, handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, json.dumps(login).encode("utf-8"), prefix=".login-", sync=False)
 
 
 def sign_in(account: str = DEFAULT_ACCOUNT) -> str:

@@ -1,22 +1,28 @@
-"""``agy ARGS``: flags, ``--help``, ``--version``, ``models``, and stream-json print mode."""
+"""``agy ARGS``: flags, ``--help``, ``--version``, ``models``, and stream-json print mode.
+
+The bridge probes agy (``--help``, ``--version``) before every start: hundreds of processes in
+a test run. So this module imports only what a probe needs (``flags``); a command imports the
+login, print mode its turns, each on its own path.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
-from typing import NoReturn
 
-from bridge.simulator.account import SIGNED_OUT_ERROR, account_error, sign_in
 from bridge.simulator.flags import (
     VERSION,
-    Options,
     UsageError,
     help_text,
     omitted_flags,
     parse_args,
 )
-from bridge.simulator.models import listing
+
+TYPE_CHECKING = False  # not typing's: a probe does not import typing
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from bridge.simulator.flags import Options
 
 EXIT_USAGE = 1
 EXIT_UNSUPPORTED = 2
@@ -55,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(commands: list[str]) -> int:
+    from bridge.simulator.account import SIGNED_OUT_ERROR, account_error, sign_in
+    from bridge.simulator.models import listing
+
     if commands[:2] == ["auth", "login"]:
         # Real agy signs in through the browser; the simulator just writes its login.
         sys.stdout.write(f"Authenticated as {sign_in()}\n")
@@ -72,7 +81,7 @@ def _print_mode(options: Options) -> int:
     from bridge.simulator.process import PrintMode
 
     try:
-        return asyncio.run(PrintMode(options).run())
+        return PrintMode(options).run()
     except KeyboardInterrupt:
         return 1  # SIGINT before the signal handler was installed
     except BrokenPipeError:

@@ -3,22 +3,16 @@ process group.
 
 Real agy does not kill its ``run_command`` children on SIGINT: they can outlive it, and the
 host must clean up agy's process group. So the child is not put in a session of its own, and
-waiting for it happens on a daemon thread that an interrupt simply abandons.
+waiting for it happens on a daemon thread (``Waits.call``) that an interrupt simply abandons.
 """
 
 from __future__ import annotations
 
 import subprocess
 
-from bridge.simulator.threads import in_thread
 
-
-async def run_command(command: str, cwd: str) -> tuple[int, str]:
-    """Exit status and combined stdout/stderr of ``bash -c command``."""
-    return await in_thread(_run, command, cwd)
-
-
-def _run(command: str, cwd: str) -> tuple[int, str]:
+def run_command(command: str, cwd: str) -> tuple[int, str]:
+    """Exit status and combined stdout/stderr of ``bash -c command`` (blocks until it ends)."""
     proc = subprocess.Popen(
         # bash, as agy runs it: `${x@P}`, `$'…'`, arrays and brace expansion work (and can
         # be abused) as they do for the real agent; `sh` is dash on Debian.

@@ -18,6 +18,7 @@ from bridge.simulator.hooks import (
 )
 from bridge.simulator.plugins import McpServer, Plugin
 from bridge.simulator.store import Conversation, ConversationStore
+from bridge.simulator.waits import Waits
 
 
 def warn(message: str) -> None:
@@ -35,6 +36,7 @@ class Context:
     model_name: str
     home: Path
     cwd: str
+    waits: Waits
     # A process started with --conversation shows a text-less system_message in its first turn.
     resume_note_pending: bool = False
 
@@ -60,7 +62,7 @@ class Context:
                 return server
         return next((server for server in servers if server.bare_name == name), None)
 
-    async def pre_invocation(
+    def pre_invocation(
         self, conversation_id: str, invocation_num: int, initial_num_steps: int
     ) -> list[HookRun]:
         """Run every plugin's ``PreInvocation`` handlers, in order, for one model call."""
@@ -78,13 +80,13 @@ class Context:
         runs = []
         for plugin in self.plugins:
             for handler in plugin.hooks.get("PreInvocation", []):
-                run = await run_handler(handler, payload, conversation_id)
+                run = self.waits.call(run_handler, handler, payload, conversation_id)
                 if run.error:
                     warn(f"warning: PreInvocation hook {plugin.name}/{handler.bundle}: {run.error}")
                 runs.append(run)
         return runs
 
-    async def pre_tool_use(self, tool: str, args: dict[str, object], step_idx: int) -> ToolVerdict:
+    def pre_tool_use(self, tool: str, args: dict[str, object], step_idx: int) -> ToolVerdict:
         """Run the ``PreToolUse`` handlers whose matcher names ``tool`` (or is ``*``), plugin by
         plugin and group by group; the first that does not allow the call refuses it."""
         conversation_id = self.conversation_id
@@ -103,7 +105,7 @@ class Context:
                 if not group.matches(tool):
                     continue
                 for handler in group.handlers:
-                    verdict = await run_tool_handler(handler, payload, conversation_id)
+                    verdict = self.waits.call(run_tool_handler, handler, payload, conversation_id)
                     if not verdict.allowed:
                         warn(f"warning: PreToolUse hook {handler.name}: {verdict.message}")
                         return verdict

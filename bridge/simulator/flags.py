@@ -3,12 +3,15 @@
 agy is a Go program (cobra/pflag). Two of pflag's habits matter to a host and are kept here:
 a flag that takes a value eats the NEXT argument whatever it looks like (so a bare ``-p``
 swallows the flag after it), and an unknown flag ends the process with exit code 1.
+
+The bridge probes agy with ``--help`` and ``--version`` before every start, so this module
+(with cli.py) is all a probe loads: plain classes rather than dataclasses (which import
+``inspect``), and ``re`` only when a duration is parsed. tests/simulator/test_probe_imports.py
+keeps it so.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
 VERSION = "1.2.17"
@@ -18,12 +21,14 @@ class UsageError(Exception):
     """A command line agy would refuse; the message is what follows ``error: ``."""
 
 
-@dataclass(frozen=True)
 class Flag:
-    name: str  # "--print"
-    kind: str  # "string", "bool", "list" (repeatable string) or "duration"
-    help: str
-    short: str = ""  # "-p"
+    __slots__ = ("help", "kind", "name", "short")
+
+    def __init__(self, name: str, kind: str, help: str, short: str = ""):
+        self.name = name  # "--print"
+        self.kind = kind  # "string", "bool", "list" (repeatable string) or "duration"
+        self.help = help
+        self.short = short  # "-p"
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -61,27 +66,27 @@ FLAGS: tuple[Flag, ...] = (
 _NEVER_OMITTED = frozenset({"--help"})
 
 
-@dataclass
 class Options:
     """The parsed command line. ``None`` means the flag was not given."""
 
-    print_prompt: str | None = None
-    input_format: str | None = None
-    output_format: str | None = None
-    add_dirs: list[str] = field(default_factory=list)
-    model: str | None = None
-    effort: str | None = None
-    mode: str | None = None
-    conversation: str | None = None
-    resume_latest: bool = False
-    print_timeout: float | None = None  # seconds
-    sandbox: bool = False
-    skip_permissions: bool = False
-    disable_slash_commands: bool = False
-    agent: str | None = None
-    help: bool = False
-    version: bool = False
-    commands: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.print_prompt: str | None = None
+        self.input_format: str | None = None
+        self.output_format: str | None = None
+        self.add_dirs: list[str] = []
+        self.model: str | None = None
+        self.effort: str | None = None
+        self.mode: str | None = None
+        self.conversation: str | None = None
+        self.resume_latest = False
+        self.print_timeout: float | None = None  # seconds
+        self.sandbox = False
+        self.skip_permissions = False
+        self.disable_slash_commands = False
+        self.agent: str | None = None
+        self.help = False
+        self.version = False
+        self.commands: list[str] = []
 
 
 def omitted_flags(env_value: str | None) -> frozenset[str]:
@@ -191,7 +196,7 @@ def _set(options: Options, flag: Flag, value: str | float | bool) -> None:
         setattr(options, attr, value)
 
 
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_PART = r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)"
 _UNIT_SECONDS = MappingProxyType(
     {
         "ns": 1e-9,
@@ -208,6 +213,9 @@ _UNIT_SECONDS = MappingProxyType(
 
 def parse_go_duration(text: str) -> float:
     """Go's ``time.ParseDuration`` (``90s``, ``2m``, ``1m30s``, ``1.5h``) in seconds."""
+    import re  # only here: a probe parses no duration
+
+    part = re.compile(_DURATION_PART)
     body = text.lstrip("+-")
     sign = -1.0 if text.startswith("-") else 1.0
     if body == "0":
@@ -216,7 +224,7 @@ def parse_go_duration(text: str) -> float:
         raise ValueError(f'time: invalid duration "{text}"')
     total, pos = 0.0, 0
     while pos < len(body):
-        match = _DURATION_PART.match(body, pos)
+        match = part.match(body, pos)
         if match is None:
             if re.match(r"\d+\.?\d*|\.\d+", body[pos:]):
                 raise ValueError(f'time: missing unit in duration "{text}"')

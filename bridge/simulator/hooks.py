@@ -8,6 +8,9 @@ holding exactly one of ``userMessage``, ``ephemeralMessage`` (strings) or ``tool
 else, duplicate keys included, discards the whole reply. ``PreToolUse``: the reply is exactly
 ``{"decision": ..., "reason": ...}`` and agy fails closed: a nonzero exit (as recorded on
 1.1.24), a timeout, an unknown key, no JSON or no decision all keep the tool from running.
+
+The functions that run a handler block until it ends: the context calls them on a thread
+(``Waits.call``), so SIGINT and the turn's deadline still end the wait for them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.simulator.plugins import HookHandler
-from bridge.simulator.threads import in_thread
 
 _STEP_KINDS = ("userMessage", "ephemeralMessage", "toolCall")
 DECISIONS = ("allow", "deny", "ask", "force_ask")
@@ -81,7 +83,7 @@ class ToolVerdict:
 ALLOWED = ToolVerdict(allowed=True)
 
 
-async def run_tool_handler(
+def run_tool_handler(
     handler: HookHandler, payload: dict[str, Any], conversation_id: str
 ) -> ToolVerdict:
     """One ``PreToolUse`` handler, read strictly; anything but ``allow`` refuses the call."""
@@ -89,7 +91,7 @@ async def run_tool_handler(
     data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
     failed = f'JSON hook "{handler.name}" failed: '
     try:
-        code, stdout, stderr = await in_thread(_run_full, handler, env, data)
+        code, stdout, stderr = _run_full(handler, env, data)
     except subprocess.TimeoutExpired:
         return _failure(failed + f"timed out after {handler.timeout:g}s")
     except OSError as exc:
@@ -131,13 +133,11 @@ def parse_decision(raw: bytes) -> tuple[str, str]:
     return str(decision), reason
 
 
-async def run_handler(
-    handler: HookHandler, payload: dict[str, Any], conversation_id: str
-) -> HookRun:
+def run_handler(handler: HookHandler, payload: dict[str, Any], conversation_id: str) -> HookRun:
     env = dict(os.environ, ANTIGRAVITY_CONVERSATION_ID=conversation_id)
     data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
     try:
-        stdout = await in_thread(_run, handler, env, data)
+        stdout = _run(handler, env, data)
     except subprocess.TimeoutExpired:
         return HookRun(stdout="", error=f"hook timed out after {handler.timeout:g}s")
     except OSError as exc:

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
+import time
 from dataclasses import dataclass
 from typing import Any
-
-from bridge.simulator.threads import in_thread
 
 _DISCOVER = json.dumps(
     {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}
@@ -32,21 +29,24 @@ class McpOutcome:
     error: str | None = None  # set when the call failed or the tool answered isError
 
 
-async def call_tool(url: str, tool: str, arguments: dict[str, Any], limit: float) -> McpOutcome:
+def call_tool(url: str, tool: str, arguments: dict[str, Any], limit: float) -> McpOutcome:
+    """Connect, list the tools, call ``tool``; all of it within ``limit`` seconds.
+
+    Blocks until done: the turn calls it on a thread (``Waits.call``), and the SDK's client runs
+    in an event loop of its own there (``anyio.run``), so the simulator imports asyncio only
+    for a turn that calls an MCP tool."""
     import anyio
-    from mcp import Client
-    from mcp_types import Implementation
 
     mode = os.environ.get("AGY_SIM_MCP_MODE", "seed")
-    client_info = Implementation(name="antigravity-client", version="v1.0.0")
+    started = time.monotonic()
     try:
-        with anyio.fail_after(limit):
-            if mode == "seed":
-                await in_thread(_discover, url, limit)
-                mode = "legacy"
-            async with Client(url, mode=mode, client_info=client_info) as client:
-                await client.list_tools()
-                result = await client.call_tool(tool, arguments)
+        if mode == "seed":
+            _discover(url, limit)
+            mode = "legacy"
+        left = limit - (time.monotonic() - started)
+        if left <= 0:
+            raise TimeoutError
+        result = anyio.run(_session, url, mode, tool, arguments, left, backend="asyncio")
     except TimeoutError:
         return McpOutcome(output="", error=f"MCP call to {tool} timed out after {limit:g}s")
     except Exception as exc:
@@ -61,9 +61,24 @@ async def call_tool(url: str, tool: str, arguments: dict[str, Any], limit: float
     return McpOutcome(output=text)
 
 
+async def _session(url: str, mode: str, tool: str, arguments: dict[str, Any], limit: float) -> Any:
+    import anyio
+    from mcp import Client
+    from mcp_types import Implementation
+
+    client_info = Implementation(name="antigravity-client", version="v1.0.0")
+    with anyio.fail_after(limit):
+        async with Client(url, mode=mode, client_info=client_info) as client:
+            await client.list_tools()
+            return await client.call_tool(tool, arguments)
+
+
 def _discover(url: str, limit: float) -> None:
     """One ``server/discover`` POST. Its answer (a result, a JSON-RPC error, an HTTP error) does
     not matter: the handshake follows. Only a server that cannot be talked to fails the call."""
+    import urllib.error  # here, not at the top: the turns that call no MCP tool skip http
+    import urllib.request
+
     request = urllib.request.Request(
         url,
         data=_DISCOVER,

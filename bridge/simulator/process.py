@@ -4,18 +4,18 @@ Start (model check, plugins, conversation, ``init``), then one turn per stdin li
 Exit codes and the results around them follow real agy: a bad input line or an unknown
 model answers an ERROR ``result`` and exits 1; SIGINT mid-turn answers ``interrupted`` and
 exits 1 (quietly when idle); ``--print-timeout`` answers ``timeout waiting for response``.
+Every wait (the next stdin line, a hook, a tool, a scripted sleep) is one of ``Waits``, which
+SIGINT and the deadline end.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import sys
-import uuid
 from dataclasses import replace
 
 from bridge.simulator.account import account_error, sim_home
+from bridge.simulator.atomic import new_uuid4
 from bridge.simulator.context import Context, warn
 from bridge.simulator.events import Emitter
 from bridge.simulator.flags import Options
@@ -24,6 +24,7 @@ from bridge.simulator.plugins import FatalConfigError, load_global, load_plugins
 from bridge.simulator.store import Conversation, ConversationStore, Usage
 from bridge.simulator.stream_input import Ignored, InputError, LineReader, parse_line
 from bridge.simulator.turn import ScriptedEnd, SimulatedCrash, TurnState, crash, run_turn
+from bridge.simulator.waits import Deadline, Interrupted, Waits
 
 
 class PrintMode:
@@ -32,41 +33,31 @@ class PrintMode:
         self.emitter = Emitter(sys.stdout.buffer)
         self.home = sim_home()
         self.store = ConversationStore(self.home)
-        self.interrupted = False
-        self._main: asyncio.Task[object] | None = None
+        self.waits = Waits()
 
-    async def run(self) -> int:
-        self._main = asyncio.current_task()
-        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_sigint)
+    def run(self) -> int:
+        self.waits.install()
         try:
-            return await self._run()
-        except asyncio.CancelledError:
-            if not self.interrupted:
-                raise
+            return self._run()
+        except Interrupted:
             return 1  # SIGINT while idle or starting: exit quietly
 
-    def _on_sigint(self) -> None:
-        if self.interrupted or self._main is None:
-            return
-        self.interrupted = True
-        self._main.cancel()
-
-    async def _run(self) -> int:
+    def _run(self) -> int:
         delay = float(os.environ.get("AGY_SIM_STARTUP_DELAY") or 0)
         if delay > 0:
-            await asyncio.sleep(delay)
+            self.waits.sleep(delay)
         ctx = self._start()
         if ctx is None:
             return 1
-        reader = LineReader(sys.stdin.buffer, asyncio.get_running_loop())
+        reader = LineReader(sys.stdin.buffer)
         reader.start()
         if self.options.print_prompt:
             # A prompt given with --print (or a flag a bare -p swallowed) is the first turn.
-            code = await self._turn(ctx, self.options.print_prompt)
+            code = self._turn(ctx, self.options.print_prompt)
             if code is not None:
                 return code
         while True:
-            line = await reader.queue.get()
+            line = self.waits.get(reader.queue)
             if line is None:
                 return 0
             parsed = parse_line(line)
@@ -78,7 +69,7 @@ class PrintMode:
                 self._finish(ctx, None, status="ERROR", error=parsed.message)
                 return 1
             else:
-                code = await self._turn(ctx, parsed.text)
+                code = self._turn(ctx, parsed.text)
                 if code is not None:
                     return code
 
@@ -130,6 +121,7 @@ class PrintMode:
             model_name=options.model or DEFAULT_MODEL,
             home=self.home,
             cwd=cwd,
+            waits=self.waits,
             resume_note_pending=resumed,
         )
         if not resumed:
@@ -151,7 +143,7 @@ class PrintMode:
             latest = self.store.latest_for(cwd)
             if latest is not None:
                 return latest, True
-        return Conversation(conversation_id=str(uuid.uuid4()), cwd=cwd), False
+        return Conversation(conversation_id=new_uuid4(), cwd=cwd), False
 
     def _permission_mode(self) -> str:
         if self.options.skip_permissions:
@@ -170,23 +162,17 @@ class PrintMode:
             usage=Usage(),
         )
 
-    async def _turn(self, ctx: Context, text: str) -> int | None:
+    def _turn(self, ctx: Context, text: str) -> int | None:
         """Run one turn; an exit code when the process must end, else ``None``."""
         state = TurnState.for_text(text)
-        timeout = self.options.print_timeout
         try:
-            async with asyncio.timeout(timeout if timeout and timeout > 0 else None):
-                await run_turn(ctx, state)
-        except asyncio.CancelledError:
-            if not self.interrupted:
-                raise
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()
+            with self.waits.deadline(self.options.print_timeout):
+                run_turn(ctx, state)
+        except Interrupted:
             warn("error: interrupted")
             self._finish(ctx, state, status="ERROR", error="interrupted")
             return 1
-        except TimeoutError:
+        except (Deadline, TimeoutError):
             self._finish(ctx, state, status="ERROR", error="timeout waiting for response")
             return 1
         except ScriptedEnd as end:

@@ -8,13 +8,13 @@ message, so a process killed at any moment leaves either the old state or the ne
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bridge.simulator.atomic import replace_file
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "thinking_tokens", "cache_read_tokens")
 # Ids we mint are uuid4; anything else given to --conversation must still be a safe file name.
@@ -133,13 +133,4 @@ class ConversationStore:
         conversation.updated_at = time.time()
         self.root.mkdir(parents=True, exist_ok=True)
         payload = json.dumps(conversation.to_json(), ensure_ascii=False).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path(conversation.conversation_id))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_file(self.path(conversation.conversation_id), payload, prefix=".tmp-", sync=True)

@@ -8,8 +8,8 @@ non-text block is fatal for the process (agy answers an ERROR ``result`` and exi
 
 from __future__ import annotations
 
-import asyncio
 import json
+import queue
 import threading
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -106,16 +106,15 @@ def _json_kind(value: Any) -> str:
 
 
 class LineReader:
-    """Reads stdin on a daemon thread and hands lines to the event loop (``None`` = EOF).
+    """Reads stdin on a daemon thread and hands lines to the main thread (``None`` = EOF).
 
     A thread rather than a pipe transport: stdin may be a pipe, a file or a terminal, and
     the reader must keep going while a turn runs so that EOF and later lines are seen.
     """
 
-    def __init__(self, stream: BinaryIO, loop: asyncio.AbstractEventLoop):
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    def __init__(self, stream: BinaryIO):
+        self.queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._stream = stream
-        self._loop = loop
 
     def start(self) -> None:
         threading.Thread(target=self._read, daemon=True, name="sim-stdin").start()
@@ -126,13 +125,7 @@ class LineReader:
                 line = self._stream.readline()  # binary readline splits on b"\n" only
                 if not line:
                     break
-                self._put(line)
+                self.queue.put(line)
         except (OSError, ValueError):
             pass
-        self._put(None)
-
-    def _put(self, item: bytes | None) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:
-            pass  # the loop has closed: the process is exiting
+        self.queue.put(None)

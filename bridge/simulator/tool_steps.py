@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.request
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from bridge.simulator.commands import run_command
 from bridge.simulator.context import Context
 from bridge.simulator.script import Action
-from bridge.simulator.threads import in_thread
 
 MCP_TIMEOUT = 30.0
 FETCH_TIMEOUT = 10.0
@@ -35,27 +33,27 @@ class ToolOutcome:
     hook_error: str | None = None  # a PreToolUse handler failed: the turn's result is ERROR
 
 
-async def run_action(ctx: Context, action: Action) -> ToolOutcome:
+def run_action(ctx: Context, action: Action) -> ToolOutcome:
     """Run one scripted tool action as a ``tool`` step (ACTIVE, then DONE or ERROR)."""
     if action.kind == "tool":
-        return await _run_command_step(ctx, action.args[1])
+        return _run_command_step(ctx, action.args[1])
     if action.kind == "mcp":
-        return await _mcp_step(ctx, *action.args)
+        return _mcp_step(ctx, *action.args)
     if action.kind == "deny":
-        return await _denied_write(ctx)
+        return _denied_write(ctx)
     if action.kind == "write":
-        return await _write_step(ctx, *action.args)
+        return _write_step(ctx, *action.args)
     if action.kind == "fetch":
-        return await _fetch_step(ctx, action.args[0])
+        return _fetch_step(ctx, action.args[0])
     raise ValueError(f"unknown action {action.kind!r}")
 
 
-async def _refused(
+def _refused(
     ctx: Context, index: int, tool: str, params: Mapping[str, object]
 ) -> ToolOutcome | None:
     """Ask the PreToolUse hooks; when they refuse, end the step in ERROR and say why."""
     started = time.monotonic()
-    verdict = await ctx.pre_tool_use(tool, dict(params), index)
+    verdict = ctx.pre_tool_use(tool, dict(params), index)
     if verdict.allowed:
         return None
     info = _info(tool, params, error={"type": "TOOL_ERROR", "message": verdict.message})
@@ -73,16 +71,16 @@ async def _refused(
     )
 
 
-async def _run_command_step(ctx: Context, command: str) -> ToolOutcome:
+def _run_command_step(ctx: Context, command: str) -> ToolOutcome:
     params = {"CommandLine": command}
     index = ctx.step(
         "ACTIVE", "tool", tool_name="run_command", tool_info=_info("run_command", params)
     )
-    refused = await _refused(ctx, index, "run_command", params)
+    refused = _refused(ctx, index, "run_command", params)
     if refused is not None:
         return refused  # the command never runs
     started = time.monotonic()
-    _, output = await run_command(command, ctx.cwd)
+    _, output = ctx.waits.call(run_command, command, ctx.cwd)
     # A failing command still ends DONE; no output means no "output" field, as recorded.
     info = _info("run_command", params, output=output or None)
     ctx.step(
@@ -96,7 +94,7 @@ async def _run_command_step(ctx: Context, command: str) -> ToolOutcome:
     return ToolOutcome()
 
 
-async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> ToolOutcome:
+def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> ToolOutcome:
     try:
         arguments = json.loads(raw)
         bad_arguments = not isinstance(arguments, dict)
@@ -106,7 +104,7 @@ async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> Tool
     index = ctx.step(
         "ACTIVE", "tool", tool_name="call_mcp_tool", tool_info=_info("call_mcp_tool", params)
     )
-    refused = await _refused(ctx, index, "call_mcp_tool", params)
+    refused = _refused(ctx, index, "call_mcp_tool", params)
     if refused is not None:
         return refused
     started = time.monotonic()
@@ -120,7 +118,7 @@ async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> Tool
         from bridge.simulator.mcp_call import call_tool
 
         timeout = float(os.environ.get("AGY_SIM_MCP_TIMEOUT", MCP_TIMEOUT))
-        outcome = await call_tool(server.url, tool, arguments, timeout)
+        outcome = ctx.waits.call(call_tool, server.url, tool, arguments, timeout)
         output, error = outcome.output, outcome.error
     duration = since(started)
     if error is None:
@@ -146,54 +144,52 @@ async def _mcp_step(ctx: Context, server_name: str, tool: str, raw: str) -> Tool
     return ToolOutcome(note=f"Tool {tool} failed: {error}")
 
 
-async def _write_step(ctx: Context, target: str, text: str) -> ToolOutcome:
+def _write_step(ctx: Context, target: str, text: str) -> ToolOutcome:
     """``write_to_file``: really writes TEXT to TARGET (relative to the working directory)."""
     path = os.path.normpath(os.path.join(ctx.cwd, target))
 
-    async def write() -> tuple[str, str | None]:
+    def write() -> tuple[str, str | None]:
         try:
             _write_file(path, text)
         except OSError as exc:
             raise _ToolFailed(f"failed to write {path}: {exc.strerror or exc}") from exc
         return f"wrote {path}", None
 
-    return await _guarded_tool(
-        ctx, "write_to_file", {"TargetFile": path, "CodeContent": text}, write
-    )
+    return _guarded_tool(ctx, "write_to_file", {"TargetFile": path, "CodeContent": text}, write)
 
 
-async def _fetch_step(ctx: Context, url: str) -> ToolOutcome:
+def _fetch_step(ctx: Context, url: str) -> ToolOutcome:
     """``read_url_content``: really fetches URL (GET) when the hooks allow it."""
 
-    async def fetch() -> tuple[str, str | None]:
+    def fetch() -> tuple[str, str | None]:
         try:
-            body = await in_thread(_get, url)
+            body = ctx.waits.call(_get, url)
         except (OSError, ValueError) as exc:
             raise _ToolFailed(f"failed to read {url}: {exc}") from exc
         return f"{len(body)} characters from {url}", body
 
-    return await _guarded_tool(ctx, "read_url_content", {"Url": url}, fetch)
+    return _guarded_tool(ctx, "read_url_content", {"Url": url}, fetch)
 
 
 class _ToolFailed(Exception):
     """A tool's own failure (not a refusal): the step ends in ERROR with this message."""
 
 
-async def _guarded_tool(
+def _guarded_tool(
     ctx: Context,
     tool: str,
     params: Mapping[str, object],
-    act: Callable[[], Awaitable[tuple[str, str | None]]],
+    act: Callable[[], tuple[str, str | None]],
 ) -> ToolOutcome:
     """One tool step as agy runs it: announced, put to the PreToolUse hooks, then carried out
     (``act`` gives the note and the step's output) only when they allow it."""
     index = ctx.step("ACTIVE", "tool", tool_name=tool, tool_info=_info(tool, params))
-    refused = await _refused(ctx, index, tool, params)
+    refused = _refused(ctx, index, tool, params)
     if refused is not None:
         return refused  # nothing is done
     started = time.monotonic()
     try:
-        note, output = await act()
+        note, output = act()
     except _ToolFailed as exc:
         info = _info(tool, params, error={"type": "TOOL_ERROR", "message": str(exc)})
         ctx.step(
@@ -217,6 +213,8 @@ async def _guarded_tool(
 
 
 def _get(url: str) -> str:
+    import urllib.request  # here: most turns fetch nothing, and it pulls in http and email
+
     with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:
         return bytes(response.read(FETCH_LIMIT)).decode("utf-8", "replace")
 
@@ -228,13 +226,13 @@ def _write_file(path: str, text: str) -> None:
         file.write(text)
 
 
-async def _denied_write(ctx: Context) -> ToolOutcome:
+def _denied_write(ctx: Context) -> ToolOutcome:
     target = os.path.join(ctx.cwd, "sim-denied.txt")
     params = {"TargetFile": target}
     index = ctx.step(
         "ACTIVE", "tool", tool_name="write_to_file", tool_info=_info("write_to_file", params)
     )
-    refused = await _refused(ctx, index, "write_to_file", params)
+    refused = _refused(ctx, index, "write_to_file", params)
     if refused is not None:
         return refused
     message = (

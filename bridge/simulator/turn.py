@@ -3,19 +3,19 @@
 A turn is ``user_input``, then N model calls, each preceded by the ``PreInvocation`` hooks.
 Calls before the last one end with a text-less (or narrating) ``agent_response`` and run
 tools; the last one streams the answer. The script directives in the user's text decide
-what happens (see README.md). Interrupts and timeouts cancel the coroutine from outside; what
-the turn did so far stays in :class:`TurnState` for the ``result`` that reports it.
+what happens (see README.md). SIGINT and the turn's deadline end it at its next wait
+(``ctx.waits``); what the turn did so far stays in :class:`TurnState` for the ``result`` that
+reports it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bridge.simulator.atomic import new_uuid4
 from bridge.simulator.context import Context, warn
 from bridge.simulator.noise import bigline, garbage
 from bridge.simulator.script import Action, Script, parse_script, split_context
@@ -62,7 +62,7 @@ class TurnState:
         return time.monotonic() - self.started
 
 
-async def run_turn(ctx: Context, state: TurnState) -> None:
+def run_turn(ctx: Context, state: TurnState) -> None:
     """Emit the turn's steps; on return ``state.response`` holds the result's text."""
     script = state.script
     for directive in script.unknown:
@@ -83,29 +83,29 @@ async def run_turn(ctx: Context, state: TurnState) -> None:
         ctx.resume_note_pending = False
         ctx.step("DONE", "system_message", duration_seconds=0.000135)
     if script.subagent:
-        await _subagent(ctx, state)
+        _subagent(ctx, state)
     calls = script.calls
     for call in range(calls):
-        await _model_call(ctx, state, call, last=call == calls - 1)
+        _model_call(ctx, state, call, last=call == calls - 1)
 
 
-async def _model_call(ctx: Context, state: TurnState, call: int, *, last: bool) -> None:
+def _model_call(ctx: Context, state: TurnState, call: int, *, last: bool) -> None:
     script = state.script
     state.call_started = time.monotonic()
     wait_for = script.wait_first_file if call == 0 else script.wait_file
     if wait_for:
-        await _wait_for_file(wait_for, ctx.cwd)
-    await _hooks(ctx, state, call)
+        _wait_for_file(ctx, wait_for)
+    _hooks(ctx, state, call)
     if call == 0:
-        await _first_call_effects(ctx, state)
+        _first_call_effects(ctx, state)
     if script.sleep:
-        await asyncio.sleep(script.sleep)
+        ctx.waits.sleep(script.sleep)
     tools = _tools_for(script, call, last)
     if tools or (call == 0 and script.narrate):
         narration = script.narrate if call == 0 else None
         _planning_response(ctx, state, narration)
         for action in tools:
-            outcome = await run_action(ctx, action)
+            outcome = run_action(ctx, action)
             if outcome.note:
                 state.notes.append(outcome.note)
             if outcome.denial and outcome.denial not in state.denied:
@@ -127,9 +127,9 @@ def _tools_for(script: Script, call: int, last: bool) -> list[Action]:
     return tools
 
 
-async def _hooks(ctx: Context, state: TurnState, call: int) -> None:
+def _hooks(ctx: Context, state: TurnState, call: int) -> None:
     conversation = ctx.conversation
-    runs = await ctx.pre_invocation(ctx.conversation_id, call, conversation.next_step)
+    runs = ctx.pre_invocation(ctx.conversation_id, call, conversation.next_step)
     state.ephemeral = []
     for run in runs:
         for message in run.user_messages:
@@ -141,12 +141,12 @@ async def _hooks(ctx: Context, state: TurnState, call: int) -> None:
         state.ephemeral.extend(run.ephemeral_messages)
 
 
-async def _first_call_effects(ctx: Context, state: TurnState) -> None:
+def _first_call_effects(ctx: Context, state: TurnState) -> None:
     script = state.script
     if script.touch_file:
         _touch(Path(ctx.cwd, script.touch_file))
     if script.hang:
-        await asyncio.Event().wait()  # until a signal ends the process or the turn
+        ctx.waits.sleep(None)  # until SIGINT ends the process, or the deadline the turn
     if script.fatal is not None:
         raise ScriptedEnd(script.fatal, fatal=True)
     if script.error is not None:
@@ -166,9 +166,9 @@ async def _first_call_effects(ctx: Context, state: TurnState) -> None:
                 state.notes.append(f"MCP server {server.name} ({plugin.name})")
 
 
-async def _subagent(ctx: Context, state: TurnState) -> None:
+def _subagent(ctx: Context, state: TurnState) -> None:
     """A subagent's model call runs the hooks under ITS conversation id; injections are void."""
-    sub_id = str(uuid.uuid4())
+    sub_id = new_uuid4()
     info = {
         "subagents": [
             {
@@ -184,8 +184,8 @@ async def _subagent(ctx: Context, state: TurnState) -> None:
     if state.script.subagent_wait_file:
         # Held until the test has a message waiting, so the hook call under the subagent's id
         # finds something it must not take.
-        await _wait_for_file(state.script.subagent_wait_file, ctx.cwd)
-    runs = await ctx.pre_invocation(sub_id, 0, 0)
+        _wait_for_file(ctx, state.script.subagent_wait_file)
+    runs = ctx.pre_invocation(sub_id, 0, 0)
     for run in runs:
         state.notes.append(f"Subagent hook: {run.stdout.strip()}")
     ctx.step(
@@ -274,14 +274,14 @@ def _call_usage(ctx: Context, state: TurnState, output: str, *, tool_call: bool)
     return usage
 
 
-async def _wait_for_file(name: str, cwd: str) -> None:
-    path = Path(cwd, name)
+def _wait_for_file(ctx: Context, name: str) -> None:
+    path = Path(ctx.cwd, name)
     deadline = time.monotonic() + WAIT_LIMIT
     while not _exists(path):
         if time.monotonic() > deadline:
             warn(f"warning: simulator gave up waiting for {path}")
             return
-        await asyncio.sleep(WAIT_POLL)
+        ctx.waits.sleep(WAIT_POLL)
 
 
 def _touch(path: Path) -> None:

@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import re
 import signal
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +63,8 @@ def delta(text: str) -> bytes:
 def fuzz(kind: str) -> None:
     """Junk on stdout, by kind. None of it is a valid event the bridge should show."""
     if kind == "bytes":
+        import random  # here, as re and uuid below: the bridge's probes (--help) import neither
+
         rng = random.Random(kind)
         raw(bytes(rng.getrandbits(8) for _ in range(256 * 1024)) + b"\n")
     elif kind == "hugeline":
@@ -160,9 +159,12 @@ def main(argv: list[str]) -> int:
         print("fake agy: waiting for the network", file=sys.stderr, flush=True)
         while True:
             time.sleep(3600)
-    conversation = (
-        argv[argv.index("--conversation") + 1] if "--conversation" in argv else str(uuid.uuid4())
-    )
+    if "--conversation" in argv:
+        conversation = argv[argv.index("--conversation") + 1]
+    else:
+        import uuid
+
+        conversation = str(uuid.uuid4())
     emit({"event": "init", "conversation_id": conversation, "init": {"cwd": os.getcwd()}})
     if how.startswith("fuzz:"):
         fuzz(how.removeprefix("fuzz:"))
@@ -182,7 +184,13 @@ def main(argv: list[str]) -> int:
         if "GARBAGE-EXIT" in text:
             raw(b"panic: \xff\xfe not json at all\n{{{{\n")
             return 1
-        for kind in re.findall(r"FUZZ:([a-z0-9]+)", text):
+        if "FUZZ:" in text:
+            import re
+
+            fuzz_kinds = re.findall(r"FUZZ:([a-z0-9]+)", text)
+        else:
+            fuzz_kinds = []
+        for kind in fuzz_kinds:
             fuzz(kind)
         answer(conversation, text)
     return 0

@@ -1,0 +1,139 @@
+"""What a simulator process imports: the probe next to nothing, a plain turn no event loop
+and no network client.
+
+The bridge probes agy with ``--help`` and ``--version`` before every start, and a test run
+starts hundreds of such probes: each one should cost about what a bare interpreter costs
+(bench/simulator_cost.py measures it). CPU is not asserted here (a busy machine would make
+that flaky); the modules are, by name: Python's own ``-X importtime`` report of a probe,
+against that of ``python -c pass`` in the same environment.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.simulator.driver import EVENT_TIMEOUT, STREAM_ARGS, SimFactory, user_line
+
+# What ``python -m bridge.simulator`` needs beyond a bare interpreter: runpy (and what it and
+# ``from __future__ import annotations`` import when the interpreter has not loaded them yet:
+# a venv's editable-install finder loads some at start, a plain install does not), the
+# packages, cli.py and flags.py.
+PROBE_MODULES = frozenset(
+    {
+        "runpy",
+        "__future__",
+        "importlib",
+        "importlib._abc",
+        "importlib.machinery",
+        "importlib.util",
+        "types",
+        "bridge",
+        "bridge.simulator",
+        "bridge.simulator.cli",
+        "bridge.simulator.flags",
+    }
+)
+# Modules a probe once loaded (about 100 ms of CPU each time) and must not load again.
+HEAVY = (
+    "asyncio",
+    "ssl",
+    "socket",
+    "selectors",
+    "subprocess",
+    "threading",
+    "concurrent.futures",
+    "logging",
+    "json",
+    "dataclasses",
+    "inspect",
+    "typing",
+    "tempfile",
+    "uuid",
+    "urllib.request",
+    "http.client",
+    "email",
+    "bridge.simulator.account",
+    "bridge.simulator.process",
+)
+# A turn that calls no MCP tool runs hooks, writes events and stores its conversation: it
+# needs no event loop (it waits on its main thread: bridge/simulator/waits.py), no HTTP
+# client, and no SDK.
+NOT_IN_A_PLAIN_TURN = (
+    "asyncio",
+    "ssl",
+    "socket",
+    "concurrent.futures",
+    "logging",
+    "urllib.request",
+    "http.client",
+    "email",
+    "tempfile",
+    "uuid",
+    "mcp",
+    "anyio",
+    "pydantic",
+    "bridge.simulator.mcp_call",
+)
+
+
+def imported(stderr: str) -> set[str]:
+    """Module names in an ``-X importtime`` report (``import time: self | total | name``)."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":  # the report's header line
+                names.add(name)
+    return names
+
+
+def bare(sims: SimFactory) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "pass"],
+        cwd=sims.cwd,
+        env=sims.env(),
+        capture_output=True,
+        text=True,
+        timeout=EVENT_TIMEOUT,
+        check=True,
+    )
+    return imported(done.stderr)
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_the_probe_imports_nothing_it_does_not_print(sims: SimFactory, flag: str) -> None:
+    done = sims.run(flag, PYTHONPROFILEIMPORTTIME="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("agy " if flag == "--version" else "Antigravity CLI")
+    probe = imported(done.stderr)
+    assert "bridge.simulator.flags" in probe  # the report was read
+    extra = probe - bare(sims)
+    heavy = sorted(name for name in extra if _under(name, HEAVY))
+    assert not heavy, f"the {flag} probe imports {heavy}"
+    assert extra <= PROBE_MODULES, f"the {flag} probe imports more: {sorted(extra - PROBE_MODULES)}"
+
+
+def test_a_turn_without_tools_imports_no_event_loop_http_client_or_sdk(sims: SimFactory) -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS],
+        input=user_line("hello"),
+        cwd=sims.cwd,
+        env=sims.env(),
+        capture_output=True,
+        timeout=EVENT_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b'"status":"SUCCESS"' in done.stdout
+    modules = imported(done.stderr.decode())
+    assert "bridge.simulator.turn" in modules  # the turn ran, and the report was read
+    loaded = sorted(name for name in modules if _under(name, NOT_IN_A_PLAIN_TURN))
+    assert not loaded, f"a plain turn imports {loaded}"
+
+
+def _under(name: str, packages: tuple[str, ...]) -> bool:
+    """``name`` is one of ``packages`` or a module inside one."""
+    return any(name == package or name.startswith(package + ".") for package in packages)
