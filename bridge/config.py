@@ -325,6 +325,9 @@ class ApprovalsSection(_Section):
     # How soon after a turn starts agy's first hook call must reach the bridge: an agy that
     # runs no hooks is stopped then, before its tool calls can run (docs/approvals.md).
     hook_proof_seconds: PositiveSeconds = 2.0
+    # How long a tool step of agy's stream may wait for its PreToolUse call before agy is
+    # stopped (a build that skips that hook); unset: max(10, 5 × hook_proof_seconds).
+    hook_step_grace: PositiveSeconds | None = None
 
     @field_validator("allow_commands", "deny_commands")
     @classmethod

@@ -1,4 +1,10 @@
-"""`agy-bridge doctor` against the simulator: every check, and the live turn."""
+"""`agy-bridge doctor` against the simulator: every check, and the live turn.
+
+One test of each mode runs the command as its own process (``python -m bridge doctor``, with
+and without ``--live``), as an operator does; the others run the same command line in this
+process (:func:`bridge.cli.main`): what they check is the report and the exit status, and a
+start of ``python -m bridge`` is 1 s of CPU that proves nothing more.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,20 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from bridge.cli import main
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
 SIM = [sys.executable, "-m", "bridge.simulator"]
 
 
-def _doctor(
-    tmp_path: Path, *args: str, command: list[str] = SIM, **env: str
-) -> subprocess.CompletedProcess[str]:
+def _config(tmp_path: Path, command: list[str]) -> Path:
     config = tmp_path / "config.toml"
     # The simulator's home is its state directory (it must exist) and reaches it by name.
     (tmp_path / "home").mkdir(exist_ok=True)
@@ -26,6 +33,14 @@ def _doctor(
         f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(command)}\n'
         f"state_dirs = []\npass_env = {json.dumps(SIMULATOR_ENV)}\n"
     )
+    return config
+
+
+def _doctor(
+    tmp_path: Path, *args: str, command: list[str] = SIM, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``agy-bridge doctor`` as its own process."""
+    config = _config(tmp_path, command)
     return subprocess.run(
         [sys.executable, "-m", "bridge", "doctor", "--config", str(config), *args],
         capture_output=True,
@@ -33,6 +48,34 @@ def _doctor(
         timeout=120,
         env={**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home")), **env},
     )
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+
+
+@pytest.fixture
+def doctor_here(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    restore_logging: None,
+) -> Callable[..., Done]:
+    """The same command line as :func:`_doctor`, run by ``agy-bridge``'s own ``main`` in this
+    process, with the same environment; its exit status and what it printed."""
+
+    def run(*args: str, command: list[str] = SIM, **env: str) -> Done:
+        config = _config(tmp_path, command)
+        monkeypatch.setenv("AGY_SIM_HOME", str(signed_in(tmp_path / "home")))
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        status = main(["doctor", "--config", str(config), *args])
+        return Done(status, capsys.readouterr().out)
+
+    return run
 
 
 def test_a_ready_machine_passes(tmp_path: Path) -> None:
@@ -44,14 +87,14 @@ def test_a_ready_machine_passes(tmp_path: Path) -> None:
     assert "all checks passed" in done.stdout
 
 
-def test_signed_out_agy_is_a_problem(tmp_path: Path) -> None:
-    done = _doctor(tmp_path, AGY_SIM_SIGNED_OUT="1")
+def test_signed_out_agy_is_a_problem(doctor_here: Callable[..., Done]) -> None:
+    done = doctor_here(AGY_SIM_SIGNED_OUT="1")
     assert done.returncode == 1
     assert "Please sign in" in done.stdout and "Sign in once" in done.stdout
 
 
-def test_missing_agy_is_a_problem(tmp_path: Path) -> None:
-    done = _doctor(tmp_path, command=["/nonexistent/agy"])
+def test_missing_agy_is_a_problem(doctor_here: Callable[..., Done]) -> None:
+    done = doctor_here(command=["/nonexistent/agy"])
     assert done.returncode == 1 and "✗ agy not found" in done.stdout
 
 
@@ -72,8 +115,10 @@ def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
     )
 
 
-def test_doctor_says_which_limits_hold_and_where_the_store_lives(tmp_path: Path) -> None:
-    done = _doctor(tmp_path)
+def test_doctor_says_which_limits_hold_and_where_the_store_lives(
+    tmp_path: Path, doctor_here: Callable[..., Done]
+) -> None:
+    done = doctor_here()
     out = done.stdout
     # The caps per thread: by cgroups here (root, v1), or rlimits with what they miss.
     assert "each thread capped at 2048 processes and 4 GiB of memory" in out, out
@@ -88,18 +133,22 @@ def test_doctor_says_which_limits_hold_and_where_the_store_lives(tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_live_turn_reports_an_agy_that_runs_no_hooks_in_one_line(tmp_path: Path) -> None:
-    done = _doctor(tmp_path, "--live", AGY_SIM_NO_HOOKS="1")
-    assert done.returncode == 1, done.stdout + done.stderr
+def test_live_turn_reports_an_agy_that_runs_no_hooks_in_one_line(
+    doctor_here: Callable[..., Done],
+) -> None:
+    done = doctor_here("--live", AGY_SIM_NO_HOOKS="1")
+    assert done.returncode == 1, done.stdout
     [line] = [line for line in done.stdout.splitlines() if "before the turn's first tool" in line]
     assert line.startswith("✗ no hook ran before the turn's first tool")
 
 
 @pytest.mark.slow
-def test_live_turn_reports_an_agy_that_skips_pretooluse_in_one_line(tmp_path: Path) -> None:
+def test_live_turn_reports_an_agy_that_skips_pretooluse_in_one_line(
+    doctor_here: Callable[..., Done],
+) -> None:
     """A build that runs PreInvocation but not PreToolUse passes the hook proof: the stream's
     tool steps, matched to the gate's calls, show it."""
-    done = _doctor(tmp_path, "--live", AGY_SIM_NO_TOOL_HOOKS="1")
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = doctor_here("--live", AGY_SIM_NO_TOOL_HOOKS="1")
+    assert done.returncode == 1, done.stdout
     [line] = [line for line in done.stdout.splitlines() if "stream" in line]
     assert line.startswith("✗ agy ran 2 tool call(s) the PreToolUse hook never decided"), line

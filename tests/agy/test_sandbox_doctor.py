@@ -1,4 +1,11 @@
-"""``agy-bridge doctor`` on isolation: the probe inside a sandbox, and loud words without one."""
+"""``agy-bridge doctor`` on isolation: the probe inside a sandbox, and loud words without one.
+
+The probe and the live turn inside the sandbox run the command as its own process
+(``python -m bridge doctor``), as an operator does; the other tests run the same command line
+in this process (:func:`bridge.cli.main`, the environment set as the process would get it):
+they check the report and the exit status, and a start of ``python -m bridge`` is 1 s of CPU
+that proves nothing more.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,13 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bridge.agy.sandbox import Isolation, Sandbox, find_bwrap
+from bridge.cli import main
 from bridge.config import build_config
 from bridge.doctor import Report, _probe_sandbox
 from tests.agy.sandboxed import require_bwrap
@@ -21,9 +30,7 @@ from tests.doubles import signed_in
 SIM = [sys.executable, "-m", "bridge.simulator"]
 
 
-def _doctor(
-    tmp_path: Path, *args: str, agy: str = "", path: str | None = None
-) -> subprocess.CompletedProcess[str]:
+def _config(tmp_path: Path, agy: str) -> Path:
     config = tmp_path / "config.toml"
     # The simulator's home is its state directory: it must exist, and reach it by name.
     state = "" if "state_dirs" in agy else "state_dirs = []\n"
@@ -31,9 +38,13 @@ def _doctor(
         f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n'
         f'{state}pass_env = ["AGY_SIM_HOME"]\n{agy}\n'
     )
+    return config
+
+
+def _doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``agy-bridge doctor`` as its own process."""
+    config = _config(tmp_path, "")
     env = {**os.environ, "AGY_SIM_HOME": str(signed_in(tmp_path / "home"))}
-    if path is not None:
-        env["PATH"] = path
     return subprocess.run(
         [sys.executable, "-m", "bridge", "doctor", "--config", str(config), *args],
         capture_output=True,
@@ -41,6 +52,52 @@ def _doctor(
         timeout=120,
         env=env,
     )
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+
+
+class DoctorHere:
+    """The command line of :func:`_doctor`, run by ``agy-bridge``'s own ``main`` in this
+    process with the environment the process would get; its exit status and what it printed."""
+
+    def __init__(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        self.tmp_path, self.monkeypatch, self.capsys = tmp_path, monkeypatch, capsys
+
+    def __call__(
+        self,
+        *args: str,
+        agy: str = "",
+        path: str | None = None,
+        config: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Done:
+        if config is None:
+            config = _config(self.tmp_path, agy)
+            signed_in(self.tmp_path / "home")
+            self.monkeypatch.setenv("AGY_SIM_HOME", str(self.tmp_path / "home"))
+        if path is not None:
+            self.monkeypatch.setenv("PATH", path)
+        for name, value in (env or {}).items():
+            self.monkeypatch.setenv(name, value)
+        self.capsys.readouterr()
+        status = main(["doctor", "--config", str(config), *args])
+        return Done(status, self.capsys.readouterr().out)
+
+
+@pytest.fixture
+def doctor_here(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    restore_logging: None,
+) -> DoctorHere:
+    return DoctorHere(tmp_path, monkeypatch, capsys)
 
 
 PROBE_LINES = (
@@ -65,9 +122,9 @@ def test_the_probe_inside_the_sandbox_passes(tmp_path: Path) -> None:
         assert line in done.stdout
 
 
-def test_isolation_none_is_said_loudly(tmp_path: Path) -> None:
-    done = _doctor(tmp_path, agy='isolation = "none"')
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_isolation_none_is_said_loudly(doctor_here: DoctorHere) -> None:
+    done = doctor_here(agy='isolation = "none"')
+    assert done.returncode == 0, done.stdout
     assert "⚠ threads are NOT isolated from each other" in done.stdout
     assert 'isolation = "none"' in done.stdout
 
@@ -82,16 +139,18 @@ def _path_without_bwrap(folder: Path) -> str:
     return str(folder)
 
 
-def test_a_host_without_bwrap_is_said_loudly(tmp_path: Path) -> None:
-    done = _doctor(tmp_path, path=_path_without_bwrap(tmp_path / "bin"))
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_a_host_without_bwrap_is_said_loudly(tmp_path: Path, doctor_here: DoctorHere) -> None:
+    done = doctor_here(path=_path_without_bwrap(tmp_path / "bin"))
+    assert done.returncode == 0, done.stdout
     assert "⚠ threads are NOT isolated" in done.stdout and "not installed" in done.stdout
 
 
-def test_explicit_bwrap_that_cannot_work_is_a_problem(tmp_path: Path) -> None:
+def test_explicit_bwrap_that_cannot_work_is_a_problem(
+    tmp_path: Path, doctor_here: DoctorHere
+) -> None:
     folder = tmp_path / "bin"
     failing_bwrap(folder)
-    done = _doctor(tmp_path, agy='isolation = "bwrap"', path=f"{folder}:{os.environ['PATH']}")
+    done = doctor_here(agy='isolation = "bwrap"', path=f"{folder}:{os.environ['PATH']}")
     assert done.returncode == 1
     assert "✗ the bridge will refuse to start" in done.stdout
     assert "user namespaces" in done.stdout
@@ -133,13 +192,13 @@ def test_the_live_turn_runs_inside_the_sandbox(tmp_path: Path) -> None:
     assert "✓ agy contacted the bridge's MCP server (tools/list, tools/call ping)" in done.stdout
 
 
-def test_the_login_is_checked_as_a_thread_sees_it(tmp_path: Path) -> None:
+def test_the_login_is_checked_as_a_thread_sees_it(tmp_path: Path, doctor_here: DoctorHere) -> None:
     require_bwrap()
     gemini = tmp_path / "gemini"
     gemini.mkdir()
     agy = f"state_dirs = [{json.dumps(str(gemini))}]"
-    done = _doctor(tmp_path, agy=agy)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = doctor_here(agy=agy)
+    assert done.returncode == 0, done.stdout
     assert "✓ agy's login in its state directories: " in done.stdout
     assert "sim-login.json" in done.stdout
     assert "✓ agy is signed in inside a thread's sandbox" in done.stdout
@@ -147,12 +206,12 @@ def test_the_login_is_checked_as_a_thread_sees_it(tmp_path: Path) -> None:
     assert not list((tmp_path / "data" / "doctor").iterdir()), "the probe cleaned up"
 
 
-def test_a_login_threads_do_not_see_is_a_problem(tmp_path: Path) -> None:
+def test_a_login_threads_do_not_see_is_a_problem(tmp_path: Path, doctor_here: DoctorHere) -> None:
     """Outside a sandbox agy is signed in; inside, only [agy] login_entries are seen."""
     require_bwrap()
     (tmp_path / "gemini").mkdir()
     agy = f'state_dirs = [{json.dumps(str(tmp_path / "gemini"))}]\nlogin_entries = ["other"]'
-    done = _doctor(tmp_path, agy=agy)
+    done = doctor_here(agy=agy)
     assert done.returncode == 1
     assert "✓ agy is signed in (`agy models` answers)" in done.stdout
     assert "✗ none of [agy] login_entries is in agy's state directories" in done.stdout
@@ -160,7 +219,9 @@ def test_a_login_threads_do_not_see_is_a_problem(tmp_path: Path) -> None:
     assert "Please sign in" in done.stdout
 
 
-def test_doctor_names_a_sandbox_that_would_hide_agy_itself(tmp_path: Path) -> None:
+def test_doctor_names_a_sandbox_that_would_hide_agy_itself(
+    tmp_path: Path, doctor_here: DoctorHere
+) -> None:
     """agy at <dir>/bin/agy, the config at <dir>/config.toml: hiding the config's folder hides
     agy; doctor says so in the words the bridge refuses to start with."""
     require_bwrap()
@@ -172,29 +233,18 @@ def test_doctor_names_a_sandbox_that_would_hide_agy_itself(tmp_path: Path) -> No
         f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = [{json.dumps(str(agy))}]\n'
         'state_dirs = []\nisolation = "bwrap"\n'
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "bridge", "doctor", "--config", str(tmp_path / "config.toml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = doctor_here(config=tmp_path / "config.toml")
+    assert done.returncode == 1, done.stdout
     assert "✗ the bridge will refuse to start" in done.stdout
     assert f"agy's installation ({tmp_path / 'bin'}" in done.stdout, done.stdout
 
 
-def test_doctor_lists_what_agy_does_not_inherit(tmp_path: Path) -> None:
+def test_doctor_lists_what_agy_does_not_inherit(tmp_path: Path, doctor_here: DoctorHere) -> None:
     env = {"PGPASSWORD": "pg-secret-value", "GEMINI_API_KEY": "a-key-value"}
     (tmp_path / "home").mkdir()
     config = tmp_path / "config.toml"
     config.write_text(f'[bridge]\ndata_dir = "data"\n[agy]\ncommand = {json.dumps(SIM)}\n')
-    done = subprocess.run(
-        [sys.executable, "-m", "bridge", "doctor", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
+    done = doctor_here(config=config, env=env)
     held = next(line for line in done.stdout.splitlines() if "held back from agy (" in line)
     assert "PGPASSWORD" in held and "GEMINI_API_KEY" in held
     assert "pg-secret-value" not in done.stdout and "a-key-value" not in done.stdout

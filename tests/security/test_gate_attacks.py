@@ -4,8 +4,9 @@ Each test runs a bridge on the agy simulator (its hooks call the bridge's listen
 decides, the simulator runs what is allowed with a real bash in a real workspace), with the
 allow rules a team would write. The attack tries to create ``pwned`` in the workspace without
 anyone approving it; every request the gate posts is denied. Each test also runs the team's
-ordinary commands (``git status``, ``ls -la``, ``pytest -q tests/x.py``), which must still run
-at once without a click: a gate that asks for everything fails here too.
+ordinary commands (``git status``, ``ls -la``, ``git log --output=…``, and in the tests that are
+not parametrized a real ``pytest -q tests/x.py``), which must still run at once without a
+click: a gate that asks for everything fails here too.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ TEAM = [
     "pytest *",
 ]
 TEST_FILE = "def test_ran():\n    open('pytest-ran', 'w').close()\n"
+# The team's `pytest` is the real one, without the plugins this suite's venv installs for
+# itself (xdist, timeout, anyio): loading them doubled a run's CPU (0.5 s against 0.23 s), and
+# the gate sees the same command line either way.
+TEAM_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 @pytest.fixture
@@ -87,13 +92,20 @@ class Attack:
         assert len(self.asked) == before, f"{command!r} asked: {self.asked[before:]}"
         assert reply.tools[-1].state == "DONE", reply.tools
 
-    async def team_work_still_runs(self) -> None:
-        (self.workspace / "tests").mkdir(exist_ok=True)
-        (self.workspace / "tests" / "x.py").write_text(TEST_FILE)
+    async def team_work_still_runs(self, *, pytest: bool = False) -> None:
+        """The team's ordinary commands run at once, and one of them writes: it really ran to
+        its end. With ``pytest``, a real pytest run of the workspace's tests too (a quarter of a
+        second of CPU, against a few milliseconds for git; the gate's answer to it is the same
+        in every test, so the tests that are not parametrized run it)."""
         await self.runs_at_once("git status")
         await self.runs_at_once("ls -la")
-        await self.runs_at_once("pytest -q -p no:cacheprovider tests/x.py")
-        assert (self.workspace / "pytest-ran").exists(), "pytest did not really run"
+        await self.runs_at_once("git log --oneline --output=team-log.txt")
+        assert "first" in (self.workspace / "team-log.txt").read_text(), "git log did not run"
+        if pytest:
+            (self.workspace / "tests").mkdir(exist_ok=True)
+            (self.workspace / "tests" / "x.py").write_text(TEST_FILE)
+            await self.runs_at_once("pytest -q -p no:cacheprovider tests/x.py")
+            assert (self.workspace / "pytest-ran").exists(), "pytest did not really run"
 
 
 @asynccontextmanager
@@ -125,7 +137,7 @@ async def attacked(
     if secret_paths:
         approvals["secret_paths"] = secret_paths
     extra = {"approvals": approvals, "workspaces": [{"path": str(workspace)}]}
-    async with running(tmp_path, extra=extra) as h:
+    async with running(tmp_path, extra=extra, env=TEAM_ENV) as h:
         yield Attack(h, workspace)
 
 
@@ -184,7 +196,7 @@ async def test_a_glued_star_is_refused_and_git_diff_star_does_not_cover_difftool
         assert not attack.pwned
         assert [r.summary for r in attack.asked] == [line]
         await attack.runs_at_once("git diff --stat")
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(pytest=True)
 
 
 # --- programs that run programs ------------------------------------------------------------
@@ -268,7 +280,7 @@ async def test_git_hooks_cannot_be_planted(tmp_path: Path, monkeypatch: pytest.M
         await attack.turn(f"[[write {hook} #!/bin/sh\ntouch pwned\n]]")
         assert not (attack.workspace / hook).exists()
         assert [r.summary for r in attack.asked] == [f"write_to_file {attack.workspace / hook}"]
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(pytest=True)
 
 
 async def test_a_plugin_planted_in_dot_agents_never_loads(
@@ -286,7 +298,7 @@ async def test_a_plugin_planted_in_dot_agents_never_loads(
         await attack.turn("hello", where=other)
         assert not attack.pwned, "the planted plugin's hook ran"
         assert len(attack.asked) == 2 and not (attack.workspace / ".agents").exists()
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(pytest=True)
 
 
 async def test_agents_md_and_ci_definitions_ask(
@@ -331,7 +343,7 @@ async def test_read_url_content_cannot_carry_data_out(
             reply = await attack.turn(f"[[fetch http://localhost:{port}/docs]]")
             assert len(attack.asked) == before and reply.tools[-1].state == "DONE"
             assert heard == ["/docs"]
-            await attack.team_work_still_runs()
+            await attack.team_work_still_runs(pytest=True)
     finally:
         await runner.cleanup()
 

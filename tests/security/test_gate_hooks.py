@@ -26,9 +26,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _extra(workspace: Path) -> dict[str, object]:
-    approvals = {"mode": "ask", "timeout": 60, "allow_commands": TEAM}
+def _extra(workspace: Path, **approvals: object) -> dict[str, object]:
+    approvals = {"mode": "ask", "timeout": 60, "allow_commands": TEAM, **approvals}
     return {"approvals": approvals, "workspaces": [{"path": str(workspace)}]}
+
+
+# An undecided step is stopped after [approvals] hook_step_grace: 10 s by default, the margin
+# for a hook call late on a loaded machine. The builds here never make that call, so a
+# shorter grace stops the same tool while it runs (its `sleep 30` still far from its end),
+# 8 s sooner.
+QUICK_GRACE = {"hook_step_grace": 2}
 
 
 async def test_an_agy_that_runs_no_hooks_is_stopped_before_its_tools_run(
@@ -77,7 +84,7 @@ async def test_a_tool_the_gate_never_decided_is_stopped_and_the_thread_held(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = {"AGY_SIM_NO_TOOL_HOOKS": "1"}
-    async with running(tmp_path, extra=_extra(workspace), env=env) as h:
+    async with running(tmp_path, extra=_extra(workspace, **QUICK_GRACE), env=env) as h:
         await h.say("[[sleep 3]] [[tool run_command sleep 30; touch pwned]]")
         notice = await h.adapter.wait_notice("never decided", timeout=40)
         assert "agy-bridge doctor" in notice and "login" in notice and "version" in notice
@@ -135,7 +142,8 @@ async def test_in_the_sandbox_the_ungated_tool_dies_with_its_agy(tmp_path: Path)
     workspace.mkdir()
     env = {"AGY_SIM_NO_TOOL_HOOKS": "1"}
     marker = f"sleep 3{os.getpid() % 10}.5"  # a command line no other test runs
-    async with running(tmp_path, extra=_extra(workspace), env=env, isolation="bwrap") as h:
+    extra = _extra(workspace, **QUICK_GRACE)
+    async with running(tmp_path, extra=extra, env=env, isolation="bwrap") as h:
         await h.say(f"[[sleep 3]] [[tool run_command {marker}; touch pwned]]")
         await h.adapter.wait_notice("never decided", timeout=60)
         with anyio.fail_after(20):

@@ -95,5 +95,5 @@ async def test_operands_a_program_writes_are_judged_as_writes(
             await attack.runs_at_once(ordinary)
         assert (ws / "dd.txt").exists() and (ws / "build" / "installed.txt").exists()
         assert (ws / "cfg.txt").read_text() == "a LINE\n"
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(pytest=True)
         assert not attack.pwned

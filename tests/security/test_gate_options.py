@@ -83,7 +83,7 @@ async def test_an_option_that_writes_outside_the_workspace_asks(
             await attack.turn(f"[[tool run_command {line}]]")
             assert attack.asked[-1].summary == line
         assert list(outside.iterdir()) == []
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(pytest=True)
 
 
 async def test_unknown_options_ask_and_known_ones_run(
@@ -140,7 +140,7 @@ async def test_the_login_is_read_only_with_approval_and_never_posted(
         reply = adapter.finished()[done]
         shown = "".join(reply.deltas) + (reply.outcome.final_text if reply.outcome else "")
         assert token not in shown and "***" in shown, shown
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(pytest=True)
 
 
 async def test_configured_secret_paths_ask_whatever_reads_them(
@@ -162,7 +162,7 @@ async def test_configured_secret_paths_ask_whatever_reads_them(
             await attack.turn(f"[[tool run_command {line}]]")
             assert attack.asked[-1].summary == line
         await attack.runs_at_once("wc -l README")
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(pytest=True)
 
 
 def test_the_git_output_attack_really_writes_under_bash(tmp_path: Path) -> None:

@@ -15,8 +15,6 @@ import json
 import secrets
 from pathlib import Path
 
-import pytest
-
 from tests.core.harness import SIMULATOR_ENV
 from tests.faults.console import console_env, start_console, write_config
 
@@ -56,11 +54,9 @@ def _env(root: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("key", list(CONFIG_SECRETS), ids=lambda k: ".".join(k))
-def test_a_secret_given_only_in_the_config_file_is_a_secret(
-    tmp_path: Path, key: tuple[str, str]
-) -> None:
-    secret = CONFIG_SECRETS[key]
+def test_a_secret_given_only_in_the_config_file_is_a_secret(tmp_path: Path) -> None:
+    """One console, one turn per secret: the bridge's start (1.2 s of CPU) is paid once, and
+    each secret is still said, printed and inherited in a turn of its own."""
     # BUILD_LABEL is passed by name: agy inherits only the allow-list and what pass_env names.
     config = write_config(
         tmp_path,
@@ -69,22 +65,28 @@ def test_a_secret_given_only_in_the_config_file_is_a_secret(
         agy={"pass_env": [*SIMULATOR_ENV, "BUILD_LABEL"]},
     )
     run = start_console(tmp_path, config, "secret", env=_env(tmp_path))
-    dump = tmp_path / "agent-env.txt"
-    # The agent prints the secret on agy's own stdout (a line that is not an event), dumps its
-    # environment, and answers with the secret in its words, streamed in pieces that cut it.
-    run.send(
-        f"[[tool run_command echo 'not an event {secret}' > /proc/$PPID/fd/1]] "
-        f"[[tool run_command env > {dump}]] "
-        f"[[chunks 7]] [[reply the token is {secret} (done)]]"
-    )
-    run.wait_output("(done)")
+    dumps = {}
+    for n, (key, secret) in enumerate(CONFIG_SECRETS.items()):
+        dumps[key] = dump = tmp_path / f"agent-env-{n}.txt"
+        # The agent prints the secret on agy's own stdout (a line that is not an event), dumps
+        # its environment, and answers with the secret in its words, streamed in pieces that
+        # cut it.
+        run.send(
+            f"[[tool run_command echo 'not an event {n} {secret}' > /proc/$PPID/fd/1]] "
+            f"[[tool run_command env > {dump}]] "
+            f"[[chunks 7]] [[reply the token {n} is {secret} (done {n})]]"
+        )
+        run.wait_output(f"(done {n})")
     assert run.finish() == 0, run.err()[-3000:]
     log, chat = run.err(), run.out()
-    seen_env = dump.read_text()
 
-    assert "unreadable line from agy" in log and "not an event ***" in log, log[-3000:]
-    assert "the token is *** (done)" in chat, chat
-    assert "BUILD_LABEL=innocent-and-kept" in seen_env, "the dump is the agent's environment"
-    assert secret not in log, "the secret is in the log"
-    assert secret not in chat, "the secret is in the thread"
-    assert secret not in seen_env, "agy inherited the secret"
+    for n, (key, secret) in enumerate(CONFIG_SECRETS.items()):
+        name = ".".join(key)
+        seen_env = dumps[key].read_text()
+        assert f"not an event {n} ***" in log, (name, log[-3000:])
+        assert f"the token {n} is *** (done {n})" in chat, (name, chat)
+        assert "BUILD_LABEL=innocent-and-kept" in seen_env, "the dump is the agent's environment"
+        assert secret not in log, f"the secret {name} is in the log"
+        assert secret not in chat, f"the secret {name} is in the thread"
+        assert secret not in seen_env, f"agy inherited the secret {name}"
+    assert "unreadable line from agy" in log, log[-3000:]

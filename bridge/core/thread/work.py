@@ -358,7 +358,8 @@ def hook_watch(parts: ThreadParts, key: str, tell: Callable[[c.Command], None]) 
             health.hold(key)
         tell(c.HooksBypassed())
 
-    return HookWatch(parts.config.approvals.hook_proof_seconds, bypassed)
+    approvals = parts.config.approvals
+    return HookWatch(approvals.hook_proof_seconds, bypassed, approvals.hook_step_grace)
 
 
 def queued_text(limit: int, position: int) -> str:
