@@ -92,8 +92,10 @@ async def instances(
         for n, state in enumerate(roots)
     ]
     try:
-        for inst in started:
-            await inst.start()
+        # Side by side (most of a start is Python importing the bridge), as two_instances does.
+        async with anyio.create_task_group() as tg:
+            for inst in started:
+                tg.start_soon(inst.start)
         yield started
     finally:
         await stop_all(*started)
