@@ -209,12 +209,12 @@ def query(url: str, sql: str) -> list[tuple[Any, ...]]:
 
 async def settled(url: str, timeout: float = 90) -> None:
     """Until nothing waits in the inbox and no turn runs."""
-    with anyio.fail_after(timeout):
-        while query(
-            url,
+    # One connection for the whole wait: a new one per look starts a PostgreSQL backend.
+    with psycopg.connect(url, autocommit=True) as conn, anyio.fail_after(timeout):
+        while conn.execute(
             "SELECT 1 FROM inbox WHERE state = 'pending' UNION ALL "
-            "SELECT 1 FROM turns WHERE state = 'running'",
-        ):
+            "SELECT 1 FROM turns WHERE state = 'running'"
+        ).fetchall():
             await anyio.sleep(0.2)
 
 

@@ -33,6 +33,7 @@ from tests.doubles import signed_in
 from tests.faults import test_instances
 from tests.faults.test_instances import LEASE, TAKEOVER_NOTICE, Instance, holder_of, stop_all
 from tests.faults.test_instances import query as pg_query
+from tests.faults.test_instances import settled as pg_settled
 from tests.pg import Postgres
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.faults]
@@ -110,6 +111,9 @@ def query(url: str, sql: str) -> list[tuple[Any, ...]]:
 
 async def settled(url: str, timeout: float = 90) -> None:
     """Until nothing waits in the inbox and no turn runs."""
+    if not url.startswith("sqlite:///"):
+        await pg_settled(url, timeout)
+        return
     with anyio.fail_after(timeout):
         while query(
             url,
