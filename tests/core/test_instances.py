@@ -2,7 +2,7 @@
 
 Each instance has its own data directory and chat adapter (as two hosts would); the agy
 simulator's home is shared, as agy's state on shared storage would be. Process-level kills are
-in tests/faults/test_instances_sigkill.py.
+in tests/faults/test_instances.py.
 """
 
 from __future__ import annotations

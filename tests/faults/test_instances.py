@@ -209,12 +209,12 @@ def query(url: str, sql: str) -> list[tuple[Any, ...]]:
 
 async def settled(url: str, timeout: float = 90) -> None:
     """Until nothing waits in the inbox and no turn runs."""
-    with anyio.fail_after(timeout):
-        while query(
-            url,
+    # One connection for the whole wait: a new one per look starts a PostgreSQL backend.
+    with psycopg.connect(url, autocommit=True) as conn, anyio.fail_after(timeout):
+        while conn.execute(
             "SELECT 1 FROM inbox WHERE state = 'pending' UNION ALL "
-            "SELECT 1 FROM turns WHERE state = 'running'",
-        ):
+            "SELECT 1 FROM turns WHERE state = 'running'"
+        ).fetchall():
             await anyio.sleep(0.2)
 
 
@@ -236,102 +236,147 @@ async def two_instances(
 
 
 async def stop_all(*instances: Instance) -> None:
+    """SIGTERM every instance still running, all at once (each drains on its own)."""
     with anyio.CancelScope(shield=True):
-        for inst in instances:
-            if inst.process is not None and inst.process.returncode is None:
-                await inst.terminate()
+        async with anyio.create_task_group() as tg:
+            for inst in instances:
+                if inst.process is not None and inst.process.returncode is None:
+                    tg.start_soon(inst.terminate)
 
 
-async def test_messages_to_twenty_threads_spread_over_two_instances(
+# The scenarios below share a pair of instances where their configs are the same: a pair costs
+# two `agy-bridge run` starts (about 1.65 s of CPU each), more than most scenarios themselves.
+# Each scenario works in threads of its own, and one that ends an instance (SIGKILL, SIGTERM)
+# comes last in its test.
+
+
+async def test_twenty_threads_spread_over_two_instances_and_a_stop_click_at_the_other_one(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
 ) -> None:
     url = postgres.new_database()
     a, b = await two_instances(tmp_path, fake_slack, url)
     try:
-        threads = [fake_slack.next_ts() for _ in range(20)]
-        # Five channels: Slack allows about one post a second in each, and waiting on that
-        # limit is not what this test is about.
-        channels = [f"{CHANNEL}{n}" for n in range(5)]
-
-        def channel(n: int) -> str:
-            return channels[n % len(channels)]
-
-        for n, ts in enumerate(threads):
-            await fake_slack.push_event(
-                mention_event(f"hello {n:02d}", ts=ts, channel=channel(n)), via=(a, b)[n % 2].ws
-            )
-        for n, ts in enumerate(threads):
-            await fake_slack.wait_for(
-                lambda n=n, ts=ts: f"hello {n:02d}" in fake_slack.answer_text(channel(n), ts), 90
-            )
-        for n, ts in enumerate(threads):
-            answers = [m.visible for m in fake_slack.answer_messages(channel(n), ts)]
-            assert sum(f"hello {n:02d}" in text for text in answers) == 1, answers
-        owners = {row[0].split("#")[0] for row in query(url, "SELECT owner FROM turns")}
-        assert owners == {"a", "b"}, "both instances ran turns"
+        await messages_to_twenty_threads_spread_over_two_instances(fake_slack, url, a, b)
+        await a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
+            fake_slack, url, a, b, tmp_path
+        )
     finally:
         await stop_all(a, b)
     assert a.process is not None and a.process.returncode == 0
     assert b.process is not None and b.process.returncode == 0
 
 
-async def test_a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
+async def messages_to_twenty_threads_spread_over_two_instances(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance
+) -> None:
+    threads = [fake_slack.next_ts() for _ in range(20)]
+    # Five channels: Slack allows about one post a second in each, and waiting on that
+    # limit is not what this test is about.
+    channels = [f"{CHANNEL}{n}" for n in range(5)]
+
+    def channel(n: int) -> str:
+        return channels[n % len(channels)]
+
+    for n, ts in enumerate(threads):
+        await fake_slack.push_event(
+            mention_event(f"hello {n:02d}", ts=ts, channel=channel(n)), via=(a, b)[n % 2].ws
+        )
+    for n, ts in enumerate(threads):
+        await fake_slack.wait_for(
+            lambda n=n, ts=ts: f"hello {n:02d}" in fake_slack.answer_text(channel(n), ts), 90
+        )
+    for n, ts in enumerate(threads):
+        answers = [m.visible for m in fake_slack.answer_messages(channel(n), ts)]
+        assert sum(f"hello {n:02d}" in text for text in answers) == 1, answers
+    owners = {row[0].split("#")[0] for row in query(url, "SELECT owner FROM turns")}
+    assert owners == {"a", "b"}, "both instances ran turns"
+
+
+async def a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    ts = fake_slack.next_ts()
+    await fake_slack.push_event(
+        mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=a.ws
+    )
+    with anyio.fail_after(60):
+        while not started.exists():
+            await anyio.sleep(0.05)
+    # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
+    # have claimed the thread first.
+    _, other = holder_of(url, a, b, ts)
+    await fake_slack.wait_for(lambda: any(m.buttons for m in fake_slack.thread(CHANNEL, ts)), 30)
+    button = next(m for m in fake_slack.thread(CHANNEL, ts) if m.buttons)
+    await fake_slack.wait_ack(
+        await fake_slack.click(button, ALICE, "agy_bridge_stop", via=other.ws)
+    )
+    await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, ts), 30)
+    assert "Nothing is running" not in fake_slack.answer_text(CHANNEL, ts)
+
+
+async def test_what_two_instances_missed_while_disconnected_is_answered_once_then_a_drain(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
 ) -> None:
     url = postgres.new_database()
     a, b = await two_instances(tmp_path, fake_slack, url)
     try:
-        started = tmp_path / "started"
-        ts = fake_slack.next_ts()
-        await fake_slack.push_event(
-            mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=a.ws
-        )
-        with anyio.fail_after(60):
-            while not started.exists():
-                await anyio.sleep(0.05)
-        # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
-        # have claimed the thread first.
-        _, other = holder_of(url, a, b)
-        await fake_slack.wait_for(
-            lambda: any(m.buttons for m in fake_slack.thread(CHANNEL, ts)), 30
-        )
-        button = next(m for m in fake_slack.thread(CHANNEL, ts) if m.buttons)
-        await fake_slack.wait_ack(
-            await fake_slack.click(button, ALICE, "agy_bridge_stop", via=other.ws)
-        )
-        await fake_slack.wait_for(lambda: "Stopped by" in fake_slack.answer_text(CHANNEL, ts), 30)
-        assert "Nothing is running" not in fake_slack.answer_text(CHANNEL, ts)
+        await what_two_instances_missed_while_disconnected_is_answered_once(fake_slack, url)
+        # Last: it ends A.
+        await sigterm_drains_under_load_and_the_other_instance_carries_on(fake_slack, url, a, b)
     finally:
         await stop_all(a, b)
 
 
-async def test_what_two_instances_missed_while_disconnected_is_answered_once(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+async def what_two_instances_missed_while_disconnected_is_answered_once(
+    fake_slack: FakeSlack, url: str
 ) -> None:
     """Slack drops both connections and the network stays down while Alice writes in a thread
     and edits a message waiting there; once both instances are back, one catches up: the reply
     is answered once."""
-    url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url)
-    try:
-        ts = fake_slack.next_ts()
-        await fake_slack.write(mention_event("first", ts=ts))
-        await fake_slack.wait_for(lambda: "first" in fake_slack.answer_text(CHANNEL, ts), 60)
-        await settled(url)
-        connections = fake_slack.socket_connections
-        await fake_slack.lose_connection()
-        late = fake_slack.next_ts()
-        await fake_slack.write(message_event("missed me?", ts=late, thread_ts=ts))
-        fake_slack.restore_connection()
-        await fake_slack.wait_for(lambda: fake_slack.socket_connections >= connections + 2, 60)
-        await fake_slack.wait_for(lambda: "missed me?" in fake_slack.answer_text(CHANNEL, ts), 60)
-        # Slack redelivers it to one of them late after all: nothing more.
-        await fake_slack.push_event(fake_slack.undelivered[0])
-        await settled(url)
-        assert fake_slack.answer_text(CHANNEL, ts).count("missed me?") == 1
-        assert query(url, f"SELECT COUNT(*) FROM inbox WHERE message_id = '{late}'") == [(1,)]
-    finally:
-        await stop_all(a, b)
+    ts = fake_slack.next_ts()
+    await fake_slack.write(mention_event("first", ts=ts))
+    await fake_slack.wait_for(lambda: "first" in fake_slack.answer_text(CHANNEL, ts), 60)
+    await settled(url)
+    connections = fake_slack.socket_connections
+    await fake_slack.lose_connection()
+    late = fake_slack.next_ts()
+    await fake_slack.write(message_event("missed me?", ts=late, thread_ts=ts))
+    fake_slack.restore_connection()
+    await fake_slack.wait_for(lambda: fake_slack.socket_connections >= connections + 2, 60)
+    await fake_slack.wait_for(lambda: "missed me?" in fake_slack.answer_text(CHANNEL, ts), 60)
+    # Slack redelivers it to one of them late after all: nothing more.
+    await fake_slack.push_event(fake_slack.undelivered[0])
+    await settled(url)
+    assert fake_slack.answer_text(CHANNEL, ts).count("missed me?") == 1
+    assert query(url, f"SELECT COUNT(*) FROM inbox WHERE message_id = '{late}'") == [(1,)]
+
+
+async def sigterm_drains_under_load_and_the_other_instance_carries_on(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance
+) -> None:
+    threads = [fake_slack.next_ts() for _ in range(6)]
+    for n, ts in enumerate(threads):
+        await fake_slack.wait_ack(
+            await fake_slack.push_event(mention_event(f"first {n} [[sleep 1]]", ts=ts), via=a.ws)
+        )
+    # More keeps arriving for those threads, at either instance, while A is told to stop.
+    for n, ts in enumerate(threads):
+        event = mention_event(f"second {n}", ts=fake_slack.next_ts(), thread_ts=ts)
+        await fake_slack.wait_ack(await fake_slack.push_event(event, via=(a, b)[n % 2].ws))
+    assert await a.terminate() == 0
+    await settled(url)
+    for n, ts in enumerate(threads):
+        await fake_slack.wait_for(
+            lambda n=n, ts=ts: all(
+                f"{word} {n}" in fake_slack.answer_text(CHANNEL, ts) for word in ("first", "second")
+            ),
+            60,
+        )
+        text = fake_slack.answer_text(CHANNEL, ts)
+        assert text.count(f"first {n}") == 1 and text.count(f"second {n}") == 1, text
+        assert "interrupted" not in text.lower() and "shutting down" not in text, text
+    assert not [r for r in query(url, "SELECT owner FROM leases") if r[0].startswith("a#")]
 
 
 def holder_of(
@@ -365,65 +410,74 @@ async def ask_to_run(fake_slack: FakeSlack, at: Instance, command: str) -> tuple
     return ts, request
 
 
-async def test_an_approval_click_at_the_instance_that_does_not_run_the_thread(
+ASK = 'mode = "ask"\ntimeout = 60\n'
+
+
+async def test_an_approval_click_at_the_other_instance_then_a_request_a_killed_one_left_expires(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
 ) -> None:
     url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
+    a, b = await two_instances(tmp_path, fake_slack, url, approvals=ASK)
     try:
-        ran = tmp_path / "ran"
-        _, request = await ask_to_run(fake_slack, a, f"touch {ran}")
-        _, other = holder_of(url, a, b)
-        await fake_slack.wait_ack(
-            await fake_slack.click(request, BOB, APPROVE_ACTION_ID, via=other.ws)
+        await an_approval_click_at_the_instance_that_does_not_run_the_thread(
+            fake_slack, url, a, b, tmp_path / "ran-1"
         )
-        await fake_slack.wait_for(lambda: "Approved by" in request.visible, 30)
-        with anyio.fail_after(30):
-            while not ran.exists():
-                await anyio.sleep(0.05)
-        assert not request.buttons, "the request's buttons are gone"
-        assert not fake_slack.ephemerals, "no one was told the request was decided already"
+        # Last: it kills one.
+        await a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
+            fake_slack, url, a, b, tmp_path / "ran-2"
+        )
     finally:
         await stop_all(a, b)
 
 
-async def test_a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+async def an_approval_click_at_the_instance_that_does_not_run_the_thread(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, ran: Path
 ) -> None:
-    url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
-    try:
-        ran = tmp_path / "ran"
-        ts, request = await ask_to_run(fake_slack, a, f"touch {ran}")
-        holder, other = holder_of(url, a, b)
-        # A person's Slack may still show the buttons for a moment after the edit.
-        stale = copy.deepcopy(request)
-        # Killed once it noted which message asks (killed before, it says the expiry anew:
-        # the next test), so the takeover can edit the request itself.
-        with anyio.fail_after(30):
-            while not query(url, "SELECT 1 FROM approvals WHERE handle IS NOT NULL"):
-                await anyio.sleep(0.05)
-        await holder.kill()
-        await fake_slack.wait_for(lambda: "Expired" in request.visible, LEASE * 3 + 30)
-        assert f"instance {holder.name} stopped while it waited" in request.visible
-        assert not request.buttons
-        await fake_slack.wait_for(lambda: TAKEOVER_NOTICE in fake_slack.answer_text(CHANNEL, ts))
-        assert not ran.exists()
-        # Clicked now, it is answered privately: nothing waits.
-        await fake_slack.wait_ack(
-            await fake_slack.click(stale, BOB, APPROVE_ACTION_ID, via=other.ws)
-        )
-        await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
-        assert "already decided" in fake_slack.ephemerals[0]["text"]
-    finally:
-        await stop_all(a, b)
+    ts, request = await ask_to_run(fake_slack, a, f"touch {ran}")
+    _, other = holder_of(url, a, b, ts)
+    await fake_slack.wait_ack(await fake_slack.click(request, BOB, APPROVE_ACTION_ID, via=other.ws))
+    await fake_slack.wait_for(lambda: "Approved by" in request.visible, 30)
+    with anyio.fail_after(30):
+        while not ran.exists():
+            await anyio.sleep(0.05)
+    assert not request.buttons, "the request's buttons are gone"
+    assert not fake_slack.ephemerals, "no one was told the request was decided already"
+
+
+async def a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, ran: Path
+) -> None:
+    ts, request = await ask_to_run(fake_slack, a, f"touch {ran}")
+    holder, other = holder_of(url, a, b, ts)
+    # A person's Slack may still show the buttons for a moment after the edit.
+    stale = copy.deepcopy(request)
+    # Killed once it noted which message asks (killed before, it says the expiry anew:
+    # the next test), so the takeover can edit the request itself.
+    noted = (
+        "SELECT 1 FROM approvals WHERE handle IS NOT NULL AND state = 'waiting'"
+        f" AND thread_key = 'slack|{CHANNEL}|{ts}'"
+    )
+    with anyio.fail_after(30):
+        while not query(url, noted):
+            await anyio.sleep(0.05)
+    ephemerals = len(fake_slack.ephemerals)
+    await holder.kill()
+    await fake_slack.wait_for(lambda: "Expired" in request.visible, LEASE * 3 + 30)
+    assert f"instance {holder.name} stopped while it waited" in request.visible
+    assert not request.buttons
+    await fake_slack.wait_for(lambda: TAKEOVER_NOTICE in fake_slack.answer_text(CHANNEL, ts))
+    assert not ran.exists()
+    # Clicked now, it is answered privately: nothing waits.
+    await fake_slack.wait_ack(await fake_slack.click(stale, BOB, APPROVE_ACTION_ID, via=other.ws))
+    await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) > ephemerals, 30)
+    assert "already decided" in fake_slack.ephemerals[ephemerals]["text"]
 
 
 async def test_a_request_killed_before_its_message_was_noted_expires_anew_at_takeover(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
 ) -> None:
     url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url, approvals='mode = "ask"\ntimeout = 60\n')
+    a, b = await two_instances(tmp_path, fake_slack, url, approvals=ASK)
     # The request is posted, but its instance is killed before it learns the message's ts.
     release = fake_slack.hold_replies(
         "chat.postMessage", lambda args: "Approval needed" in str(args.get("text"))
@@ -565,21 +619,37 @@ def broken_turns(url: str) -> set[int]:
     return {t[0] for t in turns if t[1] == "interrupted" and "stopped during" in (t[2] or "")}
 
 
-# Twenty kill cycles as four test items of five (each its own pair of instances, database and
+# Twenty kill cycles as five test items of four (each its own pair of instances, database and
 # Slack fake), so pytest-xdist spreads them over its workers rather than one worker waiting on
 # twenty restarts in a row; every cycle still kills one instance while the other carries on.
+# Four cycles, not five, keep an item under 20 s on a quiet machine; the restart after an
+# item's last kill is left out, so five items start 25 bridges where four started 28.
 KILL_CYCLES = 20
-KILL_PARTS = 4
+KILL_PARTS = 5
+
+
+def kill_cycles(part: int, parts: int = KILL_PARTS, cycles: int = KILL_CYCLES) -> range:
+    """The cycles of item ``part`` of ``parts`` (the victim alternates with the cycle's number)."""
+    return range(part * cycles // parts, (part + 1) * cycles // parts)
 
 
 @pytest.mark.parametrize("part", range(KILL_PARTS))
 async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, part: int
 ) -> None:
+    await sigkill_against_alternating_instances(fake_slack, postgres, tmp_path, kill_cycles(part))
+
+
+async def sigkill_against_alternating_instances(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, cycles: range
+) -> None:
+    """Kill cycles ``cycles``: each sends a few messages at random instances, kills one
+    (``a`` in even cycles), has Slack redeliver what the dead one never acknowledged, and
+    brings it back; then nothing is lost, nothing repeated, every broken turn reported."""
     seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
     print(f"instances SIGKILL seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
-    # The part is mixed in: one BRIDGE_FAULT_SEED gives the four items different choices.
-    rng = random.Random(f"{seed}/{part}")
+    # The first cycle is mixed in: one BRIDGE_FAULT_SEED gives the items different choices.
+    rng = random.Random(f"{seed}/{cycles.start}")
     url = postgres.new_database()
     a, b = await two_instances(tmp_path, fake_slack, url)
     pair = (a, b)
@@ -597,8 +667,7 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
         )
 
     try:
-        first = part * KILL_CYCLES // KILL_PARTS
-        for cycle in range(first, (part + 1) * KILL_CYCLES // KILL_PARTS):
+        for cycle in cycles:
             victim, other = pair[cycle % 2], pair[(cycle + 1) % 2]
             for n in range(rng.randint(2, 4)):
                 token = f"tok-{cycle:02d}-{n:02d}"
@@ -630,7 +699,12 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
                         s.event, event_id=s.event_id, retry_attempt=1, via=other.ws
                     )
                     s.via = other
-            await victim.start()
+            # Back before the next cycle kills the other one. After the item's last kill none
+            # follows: the survivor takes the victim's threads over alone, as it may in any
+            # cycle (the lease lapses while the victim restarts); a restart here, about 1.65 s
+            # of CPU, would prove nothing the restarts before it did not.
+            if cycle + 1 < cycles.stop:
+                await victim.start()
         await settled(url)
         # The reports of broken turns wait on Slack's posting limit: wait for them while the
         # instances still run.
@@ -669,38 +743,3 @@ async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_n
         while marked_processes(f"AGY_SIM_HOME={tmp_path / 'sim-home'}"):
             await anyio.sleep(0.1)
     print(f"{len(sent)} messages, {len(broken)} turns broken by a kill {context}")
-
-
-async def test_sigterm_drains_under_load_and_the_other_instance_carries_on(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
-) -> None:
-    url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url)
-    try:
-        threads = [fake_slack.next_ts() for _ in range(6)]
-        for n, ts in enumerate(threads):
-            await fake_slack.wait_ack(
-                await fake_slack.push_event(
-                    mention_event(f"first {n} [[sleep 1]]", ts=ts), via=a.ws
-                )
-            )
-        # More keeps arriving for those threads, at either instance, while A is told to stop.
-        for n, ts in enumerate(threads):
-            event = mention_event(f"second {n}", ts=fake_slack.next_ts(), thread_ts=ts)
-            await fake_slack.wait_ack(await fake_slack.push_event(event, via=(a, b)[n % 2].ws))
-        assert await a.terminate() == 0
-        await settled(url)
-        for n, ts in enumerate(threads):
-            await fake_slack.wait_for(
-                lambda n=n, ts=ts: all(
-                    f"{word} {n}" in fake_slack.answer_text(CHANNEL, ts)
-                    for word in ("first", "second")
-                ),
-                60,
-            )
-            text = fake_slack.answer_text(CHANNEL, ts)
-            assert text.count(f"first {n}") == 1 and text.count(f"second {n}") == 1, text
-            assert "interrupted" not in text.lower() and "shutting down" not in text, text
-        assert not [r for r in query(url, "SELECT owner FROM leases") if r[0].startswith("a#")]
-    finally:
-        await stop_all(a, b)

@@ -66,6 +66,9 @@ def _open_console(tmp_path: Path) -> subprocess.Popen[str]:
     )
 
 
+INJECTED = "Injected: (Message written in the chat while you were working)"
+
+
 def _wait_until(condition: Callable[[], bool], what: str, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -101,10 +104,16 @@ def test_lines_become_turns_and_the_conversation_continues(tmp_path: Path) -> No
     assert conversation in stored, "the bridge keeps the id agy minted"
 
 
-def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
+def test_a_line_typed_mid_turn_is_injected_and_sigterm_ends_it_with_input_open(
+    tmp_path: Path,
+) -> None:
+    """One console for both (its start costs more CPU than the turn): a line typed mid-turn
+    reaches the running turn; then, as a supervisor that keeps stdin open does, SIGTERM must
+    end it without waiting for stdin to close (closing stdin ends it too:
+    test_lines_become_turns_and_the_conversation_continues)."""
     started, go = tmp_path / "started", tmp_path / "go"
     proc = _open_console(tmp_path)
-    assert proc.stdin is not None
+    assert proc.stdin is not None and proc.stdout is not None
     # Two model calls: the first one touches "started"; the second waits for "go".
     proc.stdin.write(f"start [[calls 2]] [[touch {started}]] [[wait {go}]]\n")
     proc.stdin.flush()
@@ -113,21 +122,13 @@ def test_a_line_typed_mid_turn_is_injected(tmp_path: Path) -> None:
     proc.stdin.flush()
     _wait_stored(tmp_path / "data" / "bridge.sqlite3", "and one more thing")
     go.touch()
-    out, err = proc.communicate(input="", timeout=60)
-    assert proc.returncode == 0, err
-    assert "Injected: (Message written in the chat while you were working)" in out
-    assert out.count("and one more thing") == 1
-    assert "seen by the agent mid-turn" in out
-
-
-def test_sigterm_ends_a_console_whose_input_stays_open(tmp_path: Path) -> None:
-    # A supervisor keeps stdin open: the console must not wait for it to close to exit.
-    proc = _open_console(tmp_path)
-    assert proc.stdin is not None
-    proc.stdin.write("hello [[reply first answer]]\n")
-    proc.stdin.flush()
-    assert proc.stdout is not None
-    _wait_until(lambda: "first answer" in (proc.stdout.readline() or ""), "no answer", 60)
+    # Until the turn's answer and the injected line's reaction are out (a blocking readline:
+    # the console prints both, then waits for input).
+    lines: list[str] = []
+    while not all(text in "".join(lines) for text in (INJECTED, "seen by the agent mid-turn")):
+        line = proc.stdout.readline()
+        assert line, "the console ended before the turn did"
+        lines.append(line)
     proc.send_signal(signal.SIGTERM)
     try:
         code = proc.wait(timeout=60)
@@ -136,7 +137,9 @@ def test_sigterm_ends_a_console_whose_input_stays_open(tmp_path: Path) -> None:
         raise AssertionError("the console did not exit on SIGTERM with stdin open") from None
     finally:
         proc.stdin.close()
+    out = "".join(lines) + proc.stdout.read()
     assert code == 0, proc.stderr.read() if proc.stderr else ""
+    assert out.count("and one more thing") == 1
 
 
 def _wait_stored(db: Path, text: str) -> None:

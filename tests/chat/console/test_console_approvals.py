@@ -76,7 +76,11 @@ def made(root: Path, name: str) -> Callable[[], bool]:
     return lambda: any(root.rglob(name))
 
 
-def test_y_a_and_n_answer_the_prompt(tmp_path: Path) -> None:
+def test_y_a_and_n_answer_the_prompt_and_always_is_offered_for_a_plain_command_only(
+    tmp_path: Path,
+) -> None:
+    """One console for both (a console start costs more CPU than the answers): the prompt's
+    answers, then, as the README says, a chained line or a write asks ``approve? [y/N]``."""
     console = Console(tmp_path)
     try:
         console.type("[[tool run_command touch yes.txt]]")
@@ -108,28 +112,23 @@ def test_y_a_and_n_answer_the_prompt(tmp_path: Path) -> None:
         console.type("deny 4: not on a Friday")
         console.wait("denied by alice: not on a Friday")
         assert not made(tmp_path / "data", "why.txt")()
-    finally:
-        console.close()
-    assert console.proc.returncode == 0
+        console.wait("You said", 5)
 
-
-def test_always_is_offered_for_a_plain_command_only(tmp_path: Path) -> None:
-    """As the README says: a chained line or a write asks ``approve? [y/N]``."""
-    console = Console(tmp_path)
-    try:
+        # Always is offered for a plain command only.
+        assert console.count("approve? [y/N]") == 0
         console.type("[[tool run_command ls && ls]]")
         console.wait("approve? [y/N]")
         console.type("y")
-        console.wait("✅ Approved by alice")
-        console.wait("You said")
+        console.wait("✅ Approved by alice", 2)
+        console.wait("You said", 6)
         console.type("[[write ../outside.txt hello]]")
         console.wait("approve? [y/N]", 2)
         console.type("n")
-        console.wait("denied by alice")
-        console.wait("You said", 2)
+        console.wait("denied by alice", 3)
+        console.wait("You said", 7)
     finally:
         console.close()
-    assert console.count("approve? [y/a/N]") == 0
+    assert console.count("approve? [y/a/N]") == 4, "no [y/a/N] for the chained line or the write"
     assert console.proc.returncode == 0
 
 
