@@ -39,7 +39,7 @@ class Listeners:
         secret = config.signing_secret
         app = AsyncApp(
             # Without a name Bolt takes its caller's file name from inspect.stack(), which reads
-            # the source of every frame on the stack: 60 ms of CPU at a bridge's start, more
+            # the source of every frame on the stack: about 50 ms of CPU at a bridge's start, more
             # in a process with many modules loaded.
             name="agy-bridge",
             client=client,
