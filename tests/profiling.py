@@ -54,6 +54,13 @@ def cpu_seconds() -> float:
     return done + _running_descendants_cpu(os.getpid())
 
 
+def own_cpu() -> float:
+    """User and system time of this process alone: what pytest computed in-process (collection,
+    the fakes, the in-process bridges, the tests themselves), no child."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -145,6 +152,7 @@ class TestCost:
     cpu: float
     worker: str
     setup_cpu: float = 0.0  # the fixtures' set-up: what sharing could save
+    own: float = 0.0  # of `cpu`, what the worker's own process computed (no child)
 
     @property
     def file(self) -> str:
@@ -158,6 +166,8 @@ class WorkerCost:
     wall: float
     in_tests: float  # wall time spent inside tests (set-up, call, tear-down)
     tests: int
+    own: float = 0.0  # of `cpu`, the worker's own process (no child)
+    collection: float = 0.0  # of `own`, before its first test: start-up, imports, collection
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -196,6 +206,9 @@ class Profiler:
         self.start_cpu = 0.0
         self.start_wall = min(process_start(), time.monotonic())
         self.in_tests = 0.0
+        self.count = 0  # tests run
+        # Each test's own costs, only for --profile.
+        self.detail = bool(config.getoption("--profile"))
         self.budget: Budget | None = None
         option = config.getoption("--cpu-budget")
         if option:
@@ -207,13 +220,26 @@ class Profiler:
         self.controller_cpu = 0.0
         self.is_controller = False  # the xdist controller, once its workers reported
         self.last_wall = self.last_cpu = self.setup_cpu = 0.0
+        self.collection: float | None = None  # own CPU when the first test began
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, None]:
-        wall, cpu = time.monotonic(), cpu_seconds()
+        if self.collection is None:
+            self.collection = own_cpu()
+        if not self.detail:
+            # The budget needs only the worker's total: no walk over /proc per test (with a
+            # session's PostgreSQL and Synapse below the worker, each walk reads dozens of
+            # processes' stat files; six walks a test cost about 4 ms).
+            wall = time.monotonic()
+            yield
+            self.in_tests += time.monotonic() - wall
+            self.count += 1
+            return
+        wall, cpu, own = time.monotonic(), cpu_seconds(), own_cpu()
         yield
-        wall, cpu = time.monotonic() - wall, cpu_seconds() - cpu
+        wall, cpu, own = time.monotonic() - wall, cpu_seconds() - cpu, own_cpu() - own
         self.in_tests += wall
+        self.count += 1
         self.tests.append(
             TestCost(
                 item.nodeid,
@@ -221,6 +247,7 @@ class Profiler:
                 cpu - self.last_cpu,
                 self.worker,
                 self.setup_cpu,
+                own,
             )
         )
         if self.last_cpu > 0.05:
@@ -233,6 +260,9 @@ class Profiler:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, None]:
+        if not self.detail:
+            yield
+            return
         cpu = cpu_seconds()
         yield
         self.setup_cpu = cpu_seconds() - cpu
@@ -241,6 +271,9 @@ class Profiler:
     def pytest_runtest_teardown(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, None]:
+        if not self.detail:
+            yield
+            return
         wall, cpu = time.monotonic(), cpu_seconds()
         yield
         if nextitem is None:
@@ -252,7 +285,9 @@ class Profiler:
             cpu_seconds() - self.start_cpu,
             time.monotonic() - self.start_wall,
             self.in_tests,
-            sum(1 for t in self.tests if t.nodeid != SERVERS_TEARDOWN),
+            self.count,
+            own_cpu(),
+            self.collection if self.collection is not None else own_cpu(),
         )
 
     @pytest.hookimpl(trylast=True)
@@ -299,28 +334,52 @@ class Profiler:
     def _write_tests(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
         terminalreporter.section("cost of each test (wall and CPU, children included)")
-        heading = f"{'wall s':>8} {'cpu s':>8} {'set-up':>7}  {'worker':<6} test"
+        write("own: of the CPU, what the worker's process computed itself (no child process)")
+        heading = f"{'wall s':>8} {'cpu s':>8} {'own s':>7} {'set-up':>7}  {'worker':<6} test"
+
+        def row(t: TestCost) -> str:
+            return (
+                f"{t.wall:8.2f} {t.cpu:8.2f} {t.own:7.2f} {t.setup_cpu:7.2f}  "
+                f"{t.worker:<6} {t.nodeid}"
+            )
+
         write(f"the {TOP} longest:")
         write(heading)
         for t in sorted(self.tests, key=lambda t: t.wall, reverse=True)[:TOP]:
-            write(f"{t.wall:8.2f} {t.cpu:8.2f} {t.setup_cpu:7.2f}  {t.worker:<6} {t.nodeid}")
+            write(row(t))
         write(f"the {TOP} costliest in CPU:")
         write(heading)
         for t in sorted(self.tests, key=lambda t: t.cpu, reverse=True)[:TOP]:
-            write(f"{t.wall:8.2f} {t.cpu:8.2f} {t.setup_cpu:7.2f}  {t.worker:<6} {t.nodeid}")
+            write(row(t))
         files: dict[str, list[TestCost]] = {}
         for t in self.tests:
             files.setdefault(t.file, []).append(t)
+        file_heading = f"{'wall s':>8} {'cpu s':>8} {'own s':>7} {'set-up':>7} {'tests':>6}  file"
+
+        def file_row(name: str, tests: list[TestCost]) -> str:
+            wall, cpu = sum(t.wall for t in tests), sum(t.cpu for t in tests)
+            own, setup = sum(t.own for t in tests), sum(t.setup_cpu for t in tests)
+            return f"{wall:8.1f} {cpu:8.1f} {own:7.1f} {setup:7.1f} {len(tests):>6}  {name}"
+
         write(f"the {TOP} costliest files in CPU (set-up: what their fixtures cost):")
-        write(f"{'wall s':>8} {'cpu s':>8} {'set-up':>7} {'tests':>6}  file")
+        write(file_heading)
         ranked = sorted(files.items(), key=lambda kv: sum(t.cpu for t in kv[1]), reverse=True)
         for name, tests in ranked[:TOP]:
-            wall, cpu = sum(t.wall for t in tests), sum(t.cpu for t in tests)
-            setup = sum(t.setup_cpu for t in tests)
-            write(f"{wall:8.1f} {cpu:8.1f} {setup:7.1f} {len(tests):>6}  {name}")
+            write(file_row(name, tests))
+        # What the workers computed themselves: fakes, in-process bridges, random walks (a
+        # cProfile of the file's tests says where; docs/testing.md).
+        write(f"the {TOP} costliest files in the workers' own CPU:")
+        write(file_heading)
+        ranked = sorted(files.items(), key=lambda kv: sum(t.own for t in kv[1]), reverse=True)
+        for name, tests in ranked[:TOP]:
+            write(file_row(name, tests))
         tests = [t for t in self.tests if t.nodeid != SERVERS_TEARDOWN]
         cpu, setup = sum(t.cpu for t in tests), sum(t.setup_cpu for t in tests)
-        write(f"{len(tests)} tests: {cpu:.1f} s CPU, of which set-up {setup:.1f} s")
+        own = sum(t.own for t in tests)
+        write(
+            f"{len(tests)} tests: {cpu:.1f} s CPU, of which set-up {setup:.1f} s, "
+            f"in the workers' own processes {own:.1f} s"
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker or not self.workers:
@@ -329,13 +388,22 @@ class Profiler:
         if self.config.getoption("--profile"):
             self._write_tests(terminalreporter)
         terminalreporter.section("CPU per worker")
-        heading = ("worker", "tests", "cpu s", "wall s", "in tests", "cpu/wall")
-        write("{:<8} {:>6} {:>8} {:>8} {:>9} {:>9}".format(*heading))
+        # own: the worker's process alone; collect: of that, before its first test.
+        heading = ("worker", "tests", "cpu s", "own s", "collect", "wall s", "in tests", "cpu/wall")
+        write("{:<8} {:>6} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9}".format(*heading))
         for w in sorted(self.workers, key=lambda w: w.name):
             busy = w.in_tests / w.wall if w.wall else 0.0
             load = w.cpu / w.wall if w.wall else 0.0
-            write(f"{w.name:<8} {w.tests:>6} {w.cpu:8.1f} {w.wall:8.1f} {busy:9.0%} {load:9.0%}")
-        line = f"workers' CPU total: {self.total_cpu():.1f} s"
+            write(
+                f"{w.name:<8} {w.tests:>6} {w.cpu:8.1f} {w.own:7.1f} {w.collection:7.1f} "
+                f"{w.wall:8.1f} {busy:9.0%} {load:9.0%}"
+            )
+        own = sum(w.own for w in self.workers)
+        collection = sum(w.collection for w in self.workers)
+        line = (
+            f"workers' CPU total: {self.total_cpu():.1f} s (in their own processes {own:.1f} s, "
+            f"{collection:.1f} s of it before their first test)"
+        )
         if self.controller_cpu:
             line += f" (the controller: {self.controller_cpu:.1f} s more)"
         if self.calibration:

@@ -59,10 +59,15 @@ def test_the_profile_counts_a_childs_cpu_and_not_a_sleep_within_the_budget(
     }
     computes, waits = rows["test_computes"], rows["test_waits"]
     assert float(computes[1]) > 0.1, done.stdout  # its child's CPU
+    assert float(computes[2]) < 0.1, done.stdout  # none of it the worker's own
     assert float(waits[0]) >= 0.3 and float(waits[1]) < 0.1, done.stdout
     workers = [line.split() for line in done.stdout.splitlines() if line.startswith("gw")]
     assert len(workers) == 2 and sum(int(w[1]) for w in workers) == 2, done.stdout
     assert "workers' CPU total" in done.stdout
+    # Each worker's own CPU, and of it what came before its first test (imports, collection).
+    for w in workers:
+        cpu, own, collection = float(w[2]), float(w[3]), float(w[4])
+        assert 0 < collection <= own <= cpu, done.stdout
 
 
 def test_the_budget_is_read_from_its_line_and_scaled_to_the_reference_machine(

@@ -29,7 +29,13 @@ from bridge.chat.slack.assistant import AssistantPane
 from bridge.chat.slack.bound import BoundCalls, Retries, RetryReport
 from bridge.chat.slack.budget import RateBudget
 from bridge.chat.slack.catch_up import CatchUp
-from bridge.chat.slack.client import CALL_ERRORS, build_client, describe, observe_retries
+from bridge.chat.slack.client import (
+    CALL_ERRORS,
+    build_client,
+    describe,
+    observe_retries,
+    pooled,
+)
 from bridge.chat.slack.events import PLATFORM, BotIdentity
 from bridge.chat.slack.feedback import FeedbackClicks, FeedbackSink
 from bridge.chat.slack.files import Attachments, FileHosts
@@ -220,6 +226,10 @@ class SlackAdapter:
         self._feedback.sink = sink
 
     async def run(self, inbound: Inbound, started: Callable[[], None]) -> None:
+        async with pooled(self._client):
+            await self._run(inbound, started)
+
+    async def _run(self, inbound: Inbound, started: Callable[[], None]) -> None:
         # Token problems stop the bridge here, with a message naming the setting.
         await self._identity.sign_in()
         self._stops.inbound = inbound

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import aiohttp
@@ -155,6 +156,22 @@ def observe_retries(client: AsyncWebClient, observe: Callable[[str], None]) -> N
         else ObservedRetries(handler, reasons.get(type(handler), "other"), observe)
         for handler in client.retry_handlers
     ]
+
+
+@asynccontextmanager
+async def pooled(client: AsyncWebClient) -> AsyncIterator[None]:
+    """The client's calls share one HTTP session (and its kept-alive connections) meanwhile.
+
+    Without a session the SDK opens one per call: a new connection and, to Slack, a new TLS
+    handshake each time (about 0.65 ms of CPU per call against a local server, more with TLS).
+    Calls after the block (a shutdown's last notices) fall back to a session each."""
+    timeout = aiohttp.ClientTimeout(total=client.timeout)
+    async with aiohttp.ClientSession(timeout=timeout, trust_env=client.trust_env_in_session) as s:
+        client.session = s
+        try:
+            yield
+        finally:
+            client.session = None
 
 
 def build_client(

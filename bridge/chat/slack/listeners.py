@@ -38,6 +38,10 @@ class Listeners:
     def app(self, config: SlackSection, client: AsyncWebClient, inbound: Inbound) -> AsyncApp:
         secret = config.signing_secret
         app = AsyncApp(
+            # Without a name Bolt takes its caller's file name from inspect.stack(), which reads
+            # the source of every frame on the stack: about 50 ms of CPU at a bridge's start, more
+            # in a process with many modules loaded.
+            name="agy-bridge",
             client=client,
             signing_secret=secret.get_secret_value() if secret is not None else "",
             # Acknowledge an event only once the core has stored it: a crash in between makes

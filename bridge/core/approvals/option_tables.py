@@ -12,6 +12,7 @@ operator extends them with ``[approvals] options``.
 
 from __future__ import annotations
 
+from functools import cache
 from types import MappingProxyType
 
 from bridge.core.approvals.options import Style, Table, Tables, Writes, parse_spec
@@ -556,6 +557,14 @@ def _git_tables() -> dict[str, Table]:
     return found
 
 
+@cache
+def _parsed() -> MappingProxyType[str, Table]:
+    """Every shipped table, parsed once per process: each gate (one per thread) and each
+    :func:`policy.judge` asks for them, and parsing the specs costs about 6 ms of CPU. Tables and
+    their options are frozen, so one parse serves all."""
+    return MappingProxyType(_all())
+
+
 def _all() -> dict[str, Table]:
     found = _git_tables()
     for name, spec in _GNU.items():
@@ -591,4 +600,4 @@ def _all() -> dict[str, Table]:
 
 def shipped() -> Tables:
     """The tables the bridge ships (a new object: callers may extend it)."""
-    return Tables(_all(), MappingProxyType(WRITES_OPERANDS))
+    return Tables(dict(_parsed()), MappingProxyType(WRITES_OPERANDS))

@@ -49,6 +49,19 @@ class RandomPolicy:
         return self.last
 
 
+@dataclass(frozen=True)
+class Logged:
+    """One step of the walk: the phase before, the command, the phase after, the effects."""
+
+    before: Phase
+    command: c.Command
+    after: Phase
+    effects: list[e.Effect]
+
+    def __str__(self) -> str:
+        return f"{self.before.value} + {self.command} -> {self.after.value} {self.effects}"
+
+
 @dataclass
 class World:
     rng: random.Random
@@ -73,7 +86,7 @@ class World:
     exited: bool = False
     lost: bool = False
     next_message: int = 0
-    log: list[str] = field(default_factory=list)
+    log: list[Logged] = field(default_factory=list)
     # Whether this walk may drain, stop, lose its lease or fail (else it runs on and on).
     endings: bool = True
     policy: tp.TurnPolicy = tp.OPEN
@@ -90,10 +103,16 @@ class World:
 
     # --- the machine ------------------------------------------------------------------------
 
+    def recent(self, steps: int) -> str:
+        """The last steps of the walk, for a failure's message."""
+        return "\n".join(str(logged) for logged in self.log[-steps:])
+
     def tell(self, command: c.Command) -> None:
         before = self.state
         self.state, effects = handle(self.state, command, self.policy)
-        self.log.append(f"{before.phase.value} + {command} -> {self.state.phase.value} {effects}")
+        # Formatted only when a check fails (the commands and effects are frozen values): a
+        # walk's thousands of steps would otherwise spend most of their time in repr().
+        self.log.append(Logged(before.phase, command, self.state.phase, effects))
         if before.gone:
             assert effects == [], f"effects after gone: {effects}"
         for effect in effects:
@@ -221,7 +240,7 @@ class World:
         assert not (set(self.delivered) & self.failed), "a message both delivered and failed"
         s = self.state
         if s.phase is Phase.IDLE and not s.draining:
-            assert self.only_held(), "idle with a message waiting:\n" + "\n".join(self.log[-8:])
+            assert self.only_held(), "idle with a message waiting:\n" + self.recent(8)
         if self.not_run and not s.gone:
             assert s.phase is not Phase.RUNNING, "a turn runs that the policy did not let go"
         assert s.in_turn == (self.turn is not None) or s.gone, (s.phase, self.turn)
@@ -229,7 +248,7 @@ class World:
             assert self.process and self.slot
         if s.phase is Phase.IDLE or (s.gone and s.clean and not s.draining and not s.respawn):
             assert not self.stop_owed, "a Stop that waited for a turn was forgotten:\n" + (
-                "\n".join(self.log[-12:])
+                self.recent(12)
             )
 
     # --- the world finishing a piece of work ---------------------------------------------------
@@ -401,11 +420,9 @@ class World:
             ready = [i for i, (name, _) in enumerate(self.jobs) if name != "idle"]
             if not ready and not (self.state.draining or self.lost):
                 # Idle for minutes is fine, but never with a message waiting (unless held).
-                assert self.only_held(), "a message waits on the idle timer:\n" + "\n".join(
-                    self.log[-20:]
-                )
+                assert self.only_held(), "a message waits on the idle timer:\n" + self.recent(20)
             self.finish(self.rng.choice(ready) if ready else 0)
-        raise AssertionError("the thread never settled:\n" + "\n".join(self.log[-30:]))
+        raise AssertionError("the thread never settled:\n" + self.recent(30))
 
     def respawn(self) -> None:
         """The router starts a successor for a message that landed as the actor left."""
@@ -450,7 +467,7 @@ def test_a_random_walk_keeps_every_invariant(seed: int) -> None:
     # stopped for another instance or the next start to take them.
     stopped = w.state.draining or w.lost
     if not stopped:
-        assert w.only_held(), f"seed {seed}: messages left waiting:\n" + "\n".join(w.log[-20:])
+        assert w.only_held(), f"seed {seed}: messages left waiting:\n" + w.recent(20)
     assert w.exited or not w.jobs
 
 
