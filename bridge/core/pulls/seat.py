@@ -32,10 +32,6 @@ FORGE_TIMEOUT = 60.0
 PURPOSE_SECONDS = 300.0
 
 
-def has_forge(config: Config) -> bool:
-    return config.forge is not None or any(w.forge is not None for w in config.workspaces)
-
-
 @dataclass
 class Pulls:
     requests: PullRequests
