@@ -53,13 +53,16 @@ def cpu_of(
     argv: Sequence[str], cwd: Path, env: dict[str, str], until: Callable[[], bool] | None
 ) -> float:
     """The CPU seconds (user + system, children included) of one process: started with its
-    stdin closed, sent SIGTERM once ``until()`` holds (None: left to end on its own), reaped
-    with ``os.wait4``."""
+    stdin a pipe closed at once, sent SIGTERM once ``until()`` holds (None: left to end on its
+    own), reaped with ``os.wait4``."""
     errors = cwd / "stderr.log"
     with errors.open("wb") as err:
+        # A pipe, closed at once: the console's user is done (as the tests drive it).
         process = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err
         )
+    assert process.stdin is not None
+    process.stdin.close()
     deadline = time.monotonic() + 120
     while until is not None and not until():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -101,8 +104,10 @@ def config_text(slack_url: str | None, port: int, forge: bool) -> str:
     return text
 
 
-async def measure(runs: int) -> list[tuple[str, list[float]]]:
-    found: list[tuple[str, list[float]]] = []
+async def measure(runs: int, other: Path | None) -> list[tuple[str, list[float], list[float]]]:
+    """Per row, ``runs`` CPU readings of this tree's bridge and, interleaved with them (so both
+    see the same machine), of ``other``'s (its ``bridge/`` first on ``PYTHONPATH``)."""
+    found: list[tuple[str, list[float], list[float]]] = []
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         root = Path(tmp)
         env = {
@@ -111,7 +116,12 @@ async def measure(runs: int) -> list[tuple[str, list[float]]]:
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_APP_TOKEN": APP_TOKEN,
         }
+        # As `make test` runs them: bytecode written and read.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        # This tree's bridge, wherever the bench is started from (the processes run in ``root``).
+        envs = [{**env, "PYTHONPATH": str(ROOT)}]
+        if other is not None:
+            envs.append({**env, "PYTHONPATH": str(other)})
         plain = root / "console.toml"
         plain.write_text(config_text(None, 0, forge=False))
         python = sys.executable
@@ -130,11 +140,13 @@ async def measure(runs: int) -> list[tuple[str, list[float]]]:
                 name = "run (slack, webhooks)" if forge else "run (slack)"
                 rows.append((name, [*bridge, "run", "--config", str(path)], healthy(port)))
             for name, argv, until in rows:
-                samples = []
+                samples: list[list[float]] = [[], []]
                 for _ in range(runs):
-                    # The fake Slack serves from this event loop: the start waits in a thread.
-                    samples.append(await anyio.to_thread.run_sync(cpu_of, argv, root, env, until))
-                found.append((name, samples))
+                    for index, run_env in enumerate(envs):
+                        # The fake Slack serves from this event loop: the start waits in a thread.
+                        cpu = await anyio.to_thread.run_sync(cpu_of, argv, root, run_env, until)
+                        samples[index].append(cpu)
+                found.append((name, *samples))
     return found
 
 
@@ -142,22 +154,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="starts of each (default 5)")
     parser.add_argument("--quick", action="store_true", help="two starts of each")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="DIR",
+        help="another checkout (e.g. `git worktree add /tmp/before main`): its bridge measured "
+        "side by side with this one's",
+    )
     args = parser.parse_args(argv)
     runs = 2 if args.quick else args.runs
     print(f"machine: {machine()}")
-    results = anyio.run(measure, runs)
+    results = anyio.run(measure, runs, args.compare)
     base = statistics.median(results[0][1])
-    rows = [
-        [
-            name,
-            f"{statistics.median(s):.3f}",
-            f"{min(s):.3f}-{max(s):.3f}",
-            ratio(statistics.median(s), base),
-        ]
-        for name, s in results
-    ]
+    headers = ["process", "CPU s", "range", "vs baseline"]
+    if args.compare is not None:
+        headers += [f"{args.compare.name}: CPU s", "range", "vs baseline"]
+    rows = []
+    for name, *columns in results:
+        row = [name]
+        for samples in columns:
+            if samples:
+                median = statistics.median(samples)
+                low, high = min(samples), max(samples)
+                row += [f"{median:.3f}", f"{low:.3f}-{high:.3f}", ratio(median, base)]
+        rows.append(row)
     print(f"CPU seconds per start (user + system, children included), median of {runs}:")
-    print(table(["process", "CPU s", "range", "vs baseline"], rows))
+    print(table(headers, rows))
     return 0
 
 
