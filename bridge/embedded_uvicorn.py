@@ -5,7 +5,9 @@ loop, under its task group, and quiet while nothing happens.
 - uvicorn's main loop wakes ten times a second to look at ``should_exit`` and, every tenth
   time, to renew its ``Date`` header: about 8 % of an idle bridge's CPU per server. Here it
   wakes once a second (the ``Date`` header is as fresh as uvicorn keeps it) and at once when
-  :meth:`EmbeddedServer.exit` is called.
+  :meth:`EmbeddedServer.exit` is called. ``main_loop`` and ``on_tick`` are ``uvicorn.Server``'s
+  own (undocumented) methods, pinned with uvicorn in the lock files;
+  tests/test_embedded_uvicorn.py notices when a new uvicorn changes them.
 """
 
 from __future__ import annotations
