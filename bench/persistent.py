@@ -63,7 +63,8 @@ from bridge.agy.network import resolve_network, shared
 from bridge.agy.process import open_agy
 from bridge.agy.runtime import AgyRuntime
 from bridge.agy.sandbox import ExtraBinds, Isolation, bwrap_problem, find_bwrap, not_isolated
-from bridge.app import Bridge, launch_settings, open_bridge, start_adapters
+from bridge.agy_launch import launch_settings
+from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.isolation import sandbox_for
 from tests.doubles import RecordingAdapter
 

@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 
 from bridge.agy.capabilities import Capabilities, probe
-from bridge.agy.launch import LaunchSettings
 from bridge.agy.listener import Listener, open_listener
 from bridge.agy.process import ProcessOpener, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
+from bridge.agy_launch import launch_settings
 from bridge.config import Config
 from bridge.core.capabilities import (
     CollectsFeedback,
@@ -46,24 +46,6 @@ ADAPTER_START_TIMEOUT = 120.0
 # Beside the sessions (so on their filesystem, where hard links work), inside the data directory
 # (so hidden from every sandbox): the one copy of each plugin file many sessions hold alike.
 SHARED_PLUGIN_FILES = "plugin-files"
-
-
-def launch_settings(config: Config, command: list[str] | None = None) -> LaunchSettings:
-    agy = config.agy
-    return LaunchSettings(
-        command=tuple(command or agy.command),
-        skip_permissions=agy.skip_permissions,
-        mode=agy.mode,
-        sandbox=agy.sandbox,
-        extra_args=tuple(agy.extra_args),
-        env=dict(agy.env),
-        git_name=config.identity.name,
-        git_email=config.identity.email,
-        turn_timeout=agy.turn_timeout,
-        secret_env_names=tuple(config.secret_env_names()),
-        secret_values=tuple(config.secret_values()),
-        pass_env=tuple(agy.pass_env),
-    )
 
 
 @dataclass

@@ -174,6 +174,11 @@ async def _run(config: Config) -> int:
 def _webhooks(bridge: Bridge) -> tuple[Mapping[str, PostHandler], int]:
     """The forges' webhook routes when a ``[forge] webhook_secret`` is set (served on the
     admin listener, which they open), and the body size they take."""
+    from bridge.core.pulls import has_forge
+
+    if not has_forge(bridge.config):
+        # No forge, no webhooks: their receiver and payload models stay unimported.
+        return {}, 1024  # as webhook_routes answers without an endpoint
     from bridge.core.forge_hooks import webhook_routes
 
     return webhook_routes(bridge.config, bridge.core, bridge.store, bridge.core.pulls)

@@ -31,13 +31,13 @@ from bridge.agy.process import AgyStartError, ProcessExit, open_agy
 from bridge.agy.runtime import CHAT_SERVER, AgyRuntime
 from bridge.agy.sandbox import Isolation, not_isolated, state_layout, wrap
 from bridge.agy.session import ToolCall, ToolVerdict
-from bridge.app import launch_settings
+from bridge.agy_launch import launch_settings
 from bridge.config import Config
 from bridge.core import disk as disk_usage
 from bridge.core.approvals.step_match import Seen, StepLedger, ToolStep, gated_step
+from bridge.core.pulls import has_forge
 from bridge.core.store import store_url
 from bridge.core.store.opening import open_store
-from bridge.doctor_forge import check_forges
 from bridge.isolation import IsolationError, executables, resolve_isolation, resolve_limits
 
 if TYPE_CHECKING:
@@ -745,7 +745,11 @@ async def doctor(config: Config, live: bool) -> int:
     check_environment(config, report, os.environ)
     check_chats(config, report)
     await check_matrix_identities(config, report)
-    await check_forges(config, report)
+    if has_forge(config):
+        # aiohttp and the forges' clients only when a forge is configured.
+        from bridge.doctor_forge import check_forges
+
+        await check_forges(config, report)
     if live:
         if report.failed:
             report.info("skipping the live turn until the problems above are fixed")

@@ -5,19 +5,26 @@ Each check runs in a fresh interpreter: the test process has imported everything
 
 from __future__ import annotations
 
+import ast
+import importlib
+import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from tests.doubles import signed_in
+from tests.source_trees import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("mcp", "mcp_types", "rich", "nio")
 
 
-def imported_after(code: str) -> list[str]:
+def imported_after(code: str, watched: tuple[str, ...] = HEAVY) -> list[str]:
     probe = textwrap.dedent(code) + textwrap.dedent(f"""
         import sys
-        print("imported:" + ",".join(m for m in {HEAVY!r} if m in sys.modules))
+        print("imported:" + ",".join(m for m in {watched!r} if m in sys.modules))
         """)
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -46,3 +53,160 @@ def test_a_turn_that_calls_no_chat_tool_leaves_the_mcp_sdk_unimported(tmp_path: 
         anyio.run(main)
         """)
     assert "mcp" not in found and "mcp_types" not in found
+
+
+def test_the_doctor_imports_neither_the_core_nor_a_chat_nor_aiohttp() -> None:
+    found = imported_after(
+        "import bridge.cli, bridge.doctor",
+        watched=(*HEAVY, "aiohttp", "slack_sdk", "gidgethub", "bridge.core.core", "bridge.app"),
+    )
+    assert found == []
+
+
+# --- what a console start imports, named ---------------------------------------------------
+
+# The third-party packages a `python -m bridge console` on the simulator imports, from start to
+# its orderly end: pydantic (config, agy's events, the neutral types), the store (aiosqlite),
+# the listener (uvicorn, its parser httptools, click through uvicorn's own imports),
+# the metrics (prometheus_client), the approvals' shell parser (tree_sitter), the schedules'
+# cron (cronsim). A package that joins them joins every start the tests and operators make:
+# import it where it is used, or name it here and say why.
+CONSOLE_PACKAGES = {
+    "aiosqlite",
+    "annotated_types",
+    "anyio",
+    "click",
+    "cronsim",
+    "httptools",
+    "orjson",
+    "prometheus_client",
+    "pydantic",
+    "pydantic_core",
+    "sniffio",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "typing_extensions",
+    "typing_inspection",
+    "uvicorn",
+}
+# The bridge's own modules a console start imports (163 when this was written, from 190
+# before the forges, rich and aiohttp were deferred); a little room for a new module or two.
+CONSOLE_BRIDGE_MODULES_AT_MOST = 175
+# Parts a console start must not import: other chats, the forges' clients and webhooks, the
+# web console, the admin endpoint, the doctor, rich's rendering (a terminal only).
+NOT_IN_A_CONSOLE = (
+    "bridge.chat.slack",
+    "bridge.chat.matrix",
+    "bridge.web",
+    "bridge.forge.github",
+    "bridge.forge.gitlab",
+    "bridge.forge.webhooks",
+    "bridge.core.forge_hooks",
+    "bridge.admin",
+    "bridge.doctor",
+    "bridge.chat.console.rendering",
+)
+# Every start probes agy's flags and version: once each per process and binary.
+PROBE_LOG = """#!/bin/sh
+echo "$*" >> "$AGY_CALLS"
+exec {python} -m bridge.simulator "$@"
+"""
+DUMP_AT_EXIT = """
+import atexit, json, runpy, sys, sysconfig
+
+def dump():
+    site = sysconfig.get_paths()["purelib"]
+    third = {{
+        name.split(".")[0]
+        for name, module in list(sys.modules.items())
+        if (getattr(module, "__file__", None) or "").startswith(site)
+    }}
+    own = [name for name in sys.modules if name == "bridge" or name.startswith("bridge.")]
+    with open({out!r}, "w") as f:
+        json.dump({{"third": sorted(third), "own": sorted(own)}}, f)
+
+atexit.register(dump)
+sys.argv = ["bridge", "console", "--config", {config!r}]
+runpy.run_module("bridge", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_console_start_imports_only_the_named_packages_and_probes_agy_once(
+    tmp_path: Path,
+) -> None:
+    agy = tmp_path / "agy"
+    agy.write_text(PROBE_LOG.format(python=sys.executable))
+    agy.chmod(0o755)
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[bridge]\ndata_dir = "data"\n[approvals]\nmode = "off"\n'
+        f'[agy]\ncommand = ["{agy}"]\nisolation = "none"\npass_env = ["AGY_SIM_HOME"]\n'
+    )
+    calls, out = tmp_path / "calls", tmp_path / "modules.json"
+    env = {
+        **os.environ,
+        "AGY_SIM_HOME": str(signed_in(tmp_path / "home")),
+        "AGY_CALLS": str(calls),
+        "PYTHONPATH": str(ROOT),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", DUMP_AT_EXIT.format(out=str(out), config=str(config))],
+        cwd=tmp_path,
+        env=env,
+        input="",  # the person is done at once: the start, the banner, an orderly end
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(out.read_text())
+    third = {name for name in found["third"] if not name.startswith("_")}
+    assert third <= CONSOLE_PACKAGES, f"new at a console start: {sorted(third - CONSOLE_PACKAGES)}"
+    own = found["own"]
+    assert len(own) <= CONSOLE_BRIDGE_MODULES_AT_MOST, f"{len(own)} bridge modules: {own}"
+    unwanted = [m for m in own if any(m == p or m.startswith(p + ".") for p in NOT_IN_A_CONSOLE)]
+    assert unwanted == []
+    assert sorted(calls.read_text().splitlines()) == ["--help", "--version"]
+
+
+# --- every deferred import resolves --------------------------------------------------------
+
+
+def deferred_imports() -> list[tuple[str, str, str | None]]:
+    """Every import inside a function of ``bridge/`` (a deferred one: what a start leaves for
+    later), as (where, module, name imported from it or None)."""
+    found: list[tuple[str, str, str | None]] = []
+    for path in sorted((ROOT / "bridge").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        package = list(parts[:-1])
+        for node in ast.walk(parse(path)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(node):
+                where = f"{path.relative_to(ROOT)}:{getattr(inner, 'lineno', 0)}"
+                if isinstance(inner, ast.Import):
+                    found += [(where, alias.name, None) for alias in inner.names]
+                elif isinstance(inner, ast.ImportFrom):
+                    base = inner.module or ""
+                    if inner.level:
+                        up = package[: len(package) - (inner.level - 1)]
+                        base = ".".join([*up, base] if base else up)
+                    found += [(where, base, alias.name) for alias in inner.names]
+    return found
+
+
+def test_every_deferred_import_in_the_bridge_resolves() -> None:
+    # A start imports less when a part is imported where it is used (a chat's SDK, a forge's
+    # client, rich on a terminal); a typo or a moved name there would only fail when that
+    # path first runs. Each is imported here, as the code would.
+    found = deferred_imports()
+    assert len(found) > 40, "the walk found the deferred imports"
+    broken = []
+    for where, module, name in found:
+        try:
+            imported = importlib.import_module(module)
+            if name is not None and not hasattr(imported, name):
+                importlib.import_module(f"{module}.{name}")
+        except ImportError as exc:
+            broken.append(f"{where}: {module} {name or ''}: {exc}")
+    assert broken == []

@@ -50,7 +50,8 @@ from bridge.core.events import (
 from bridge.core.leases import CommandTooLong, Leases, LocalLeases
 from bridge.core.live import LiveHub
 from bridge.core.marks import Marks
-from bridge.core.pulls.seat import FORGE_TIMEOUT, Pulls, has_forge, open_pulls
+from bridge.core.pulls import has_forge
+from bridge.core.pulls.seat import FORGE_TIMEOUT, Pulls, open_pulls
 from bridge.core.router import NotHere, Routed, Router
 from bridge.core.schedules.clock import Clock, WallClock
 from bridge.core.schedules.scheduler import Scheduler

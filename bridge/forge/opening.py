@@ -3,19 +3,27 @@ repository, over the bridge's aiohttp session."""
 
 from __future__ import annotations
 
-import aiohttp
+from typing import TYPE_CHECKING
 
 from bridge.forge.base import Forge, ForgeError
-from bridge.forge.github import GitHubForge
-from bridge.forge.gitlab import GitLabForge
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 def open_forge(
     kind: str, api_url: str, token: str, repo: str, session: aiohttp.ClientSession
 ) -> Forge:
+    # Each forge's client (aiohttp, gidgethub, the webhook payloads' models) is imported with
+    # its first use: a bridge without a forge, or with one kind, imports none or one.
+    # tests/test_startup_imports.py imports every such deferred import.
     if kind == "github":
+        from bridge.forge.github import GitHubForge
+
         return GitHubForge(session, api_url, token, repo)
     if kind == "gitlab":
+        from bridge.forge.gitlab import GitLabForge
+
         return GitLabForge(session, api_url, token, repo)
     raise ForgeError(0, f"the forge kind `{kind}` is not supported by this bridge yet")
 

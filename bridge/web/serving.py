@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import anyio
 import uvicorn
 
 from bridge.admin import is_loopback
+from bridge.embedded_uvicorn import EmbeddedServer
 from bridge.web.app import console_app
 from bridge.web.core import ConsoleCore
 
@@ -19,14 +20,6 @@ log = logging.getLogger(__name__)
 
 # Open streams (live pages) get this long at shutdown before they are cut.
 SHUTDOWN_GRACE_SECONDS = 2
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn without its signal handlers: the bridge owns SIGINT and SIGTERM."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -62,7 +55,7 @@ async def open_console(core: ConsoleCore) -> AsyncIterator[str]:
         server_header=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
-    server = _EmbeddedServer(config)
+    server = EmbeddedServer(config)
     sock = _bind(web.host, web.port)  # an address in use fails here, naming it
     host = f"[{web.host}]" if ":" in web.host else web.host
     address = f"http://{host}:{sock.getsockname()[1]}"
@@ -82,7 +75,7 @@ async def open_console(core: ConsoleCore) -> AsyncIterator[str]:
                 yield address
             finally:
                 core.live.end_watchers()  # open live pages end their streams cleanly
-                server.should_exit = True
+                server.exit()
                 with anyio.move_on_after(SHUTDOWN_GRACE_SECONDS + 2, shield=True):
                     await done.wait()
                 tg.cancel_scope.cancel()

@@ -9,6 +9,7 @@ connection ("query cancellation interrupted") and the pool throws it away.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -80,3 +81,38 @@ async def test_a_statement_the_server_does_not_finish_is_given_up_on(
         with pytest.raises(StoreError, match=r"did not answer within 0\.3 s"):
             await db.fetch("SELECT pg_sleep(5)")
         assert await db.ping(), "the pool serves the next statement"
+
+
+async def test_notifications_are_heard_before_and_after_the_listening_connection_is_lost(
+    postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The listening connection sleeps until the server sends (no 0.1 s wake-ups of psycopg's
+    # notifies()): a notification wakes it, and so does the connection's loss.
+    monkeypatch.setattr(store_pg, "RELISTEN_DELAY", 0.05)
+    heard: list[str] = []
+    listening = 0
+
+    def on_notify(channel: str, payload: str) -> None:
+        heard.append(f"{channel}:{payload}")
+
+    async def on_listening() -> None:
+        nonlocal listening
+        listening += 1
+
+    async def until(condition: Callable[[], bool]) -> None:
+        with anyio.fail_after(30):
+            while not condition():
+                await anyio.sleep(0.01)
+
+    async with open_postgres(postgres.new_database()) as db, anyio.create_task_group() as tg:
+        tg.start_soon(db.listen, ["wake"], on_notify, on_listening)
+        await until(lambda: listening == 1)
+        await db.execute("SELECT pg_notify('wake', 'one')")
+        await until(lambda: heard == ["wake:one"])
+        await db.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+        )
+        await until(lambda: listening == 2)
+        await db.execute("SELECT pg_notify('wake', 'two')")
+        await until(lambda: heard == ["wake:one", "wake:two"])
+        tg.cancel_scope.cancel()

@@ -8,7 +8,7 @@ import ipaddress
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,6 +25,7 @@ from bridge.agy.listener.registration import (
     token_key,
 )
 from bridge.agy.listener.routes import ListenerApp
+from bridge.embedded_uvicorn import EmbeddedServer
 
 if TYPE_CHECKING:
     # The MCP SDK is about half of what a bridge imports: it is imported when agy first calls
@@ -212,14 +213,6 @@ class Listener:
         await self.close_all()
 
 
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn without its signal handlers: the bridge owns SIGINT and SIGTERM."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 def _bind(host: str) -> socket.socket:
     address = ipaddress.ip_address(host)
     if not address.is_loopback:
@@ -238,7 +231,7 @@ def _bind(host: str) -> socket.socket:
     return sock
 
 
-def _server(app: ListenerApp) -> _EmbeddedServer:
+def _server(app: ListenerApp) -> EmbeddedServer:
     config = uvicorn.Config(
         app,
         log_config=None,  # the bridge configures logging
@@ -257,10 +250,10 @@ def _server(app: ListenerApp) -> _EmbeddedServer:
     # uvicorn wraps the app in a logger of every ASGI message (paths included) when its logger
     # is at TRACE level; the token must not reach a log whatever the level.
     config.loaded_app = app
-    return _EmbeddedServer(config)
+    return EmbeddedServer(config)
 
 
-async def _serve(server: _EmbeddedServer, sock: socket.socket, done: anyio.Event) -> None:
+async def _serve(server: EmbeddedServer, sock: socket.socket, done: anyio.Event) -> None:
     try:
         await server.serve(sockets=[sock])
     finally:
@@ -295,7 +288,7 @@ async def open_listener(
             finally:
                 with anyio.CancelScope(shield=True):
                     await listener.shut_down()
-                    server.should_exit = True
+                    server.exit()
                     with anyio.move_on_after(SHUTDOWN_GRACE_SECONDS + 2):
                         await served.wait()
                 tg.cancel_scope.cancel()  # only a server that would not stop is left to cancel

@@ -3,8 +3,9 @@
 A blocking ``readline`` in a worker thread cannot be cancelled: after SIGTERM the interpreter
 waits at exit for that thread until the other side closes the pipe, so a console run under a
 supervisor that keeps stdin open never exits. A pipe or terminal is read only once it is
-readable (the event loop watches the descriptor), so nothing blocks; in-memory streams and
-regular files cannot block and are read directly.
+readable (the event loop watches the descriptor), so nothing blocks; in-memory streams, regular
+files and devices other than a terminal (``</dev/null``, which epoll refuses to watch) cannot
+block and are read directly.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def _watchable_fd(stream: TextIO) -> int | None:
         fd = stream.fileno()
     except (AttributeError, OSError, io.UnsupportedOperation):
         return None
-    if stat.S_ISREG(os.fstat(fd).st_mode):
-        return None
-    return fd
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd):
+        return fd
+    return None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from bridge.agy.runtime import AgyRuntime
 from bridge.config import Config
@@ -23,14 +22,14 @@ from bridge.core.store import PullRow, Store
 from bridge.core.team.audit import AuditLog
 from bridge.forge.base import Check
 
+if TYPE_CHECKING:
+    # Only the type: aiohttp is imported where a forge is configured (bridge.core.core).
+    import aiohttp
+
 # The longest one request to the forge may take (seconds).
 FORGE_TIMEOUT = 60.0
 # The longest the agent gets to write a PR's description.
 PURPOSE_SECONDS = 300.0
-
-
-def has_forge(config: Config) -> bool:
-    return config.forge is not None or any(w.forge is not None for w in config.workspaces)
 
 
 @dataclass

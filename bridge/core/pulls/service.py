@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-import aiohttp
 import anyio
 
 from bridge.agy.sandbox import Sandbox
@@ -23,6 +23,10 @@ from bridge.core.store import PullRow, Store
 from bridge.core.team.audit import AuditLog
 from bridge.forge.base import Check, ForgeError, PullRequest
 from bridge.forge.opening import GIT_USERNAME
+
+if TYPE_CHECKING:
+    # Only the type: aiohttp is imported where a forge is configured (bridge.core.core).
+    import aiohttp
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from bridge.config import Config
 from bridge.core.events import Author, ThreadRef
@@ -20,6 +19,10 @@ from bridge.core.workspaces import Place, place_for
 from bridge.forge.base import Forge, ForgeError
 from bridge.forge.opening import open_forge
 from bridge.forge_settings import ForgeSection
+
+if TYPE_CHECKING:
+    # Only the type: aiohttp is imported where a forge is configured (bridge.core.core).
+    import aiohttp
 
 log = logging.getLogger(__name__)
 

@@ -203,8 +203,13 @@ class PostgresDatabase:
                             await conn.execute(f'LISTEN "{channel}"')
                     if on_listening is not None:
                         await on_listening()
-                    async for note in conn.notifies():
-                        on_notify(note.channel, note.payload)
+                    while True:
+                        # psycopg's notifies() wakes every 0.1 s to look for an interrupt: an
+                        # idle instance's one wake-up that would not wait for the server.
+                        # Here nothing runs until the server sends, then what came is read.
+                        await anyio.wait_readable(conn.pgconn.socket)
+                        async for note in conn.notifies(timeout=0):
+                            on_notify(note.channel, note.payload)
             except (psycopg.Error, StoreError) as exc:
                 log.warning("lost the store's notification connection: %s", exc)
             await anyio.sleep(RELISTEN_DELAY)

@@ -1,0 +1,63 @@
+"""uvicorn as the bridge embeds it: serves, wakes once a second while idle, stops on exit()."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+import uvicorn
+
+from bridge.embedded_uvicorn import EmbeddedServer
+
+pytestmark = pytest.mark.anyio
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+class Counting(EmbeddedServer):
+    ticks = 0
+
+    async def on_tick(self, counter: int) -> bool:
+        self.ticks += 1
+        return await super().on_tick(counter)
+
+
+async def test_an_idle_server_wakes_once_a_second_and_stops_on_exit() -> None:
+    config = uvicorn.Config(app, log_config=None, lifespan="off", ws="none")
+    server = Counting(config)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    port = sock.getsockname()[1]
+    served = anyio.Event()
+
+    async def serve() -> None:
+        await server.serve([sock])
+        served.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        with anyio.fail_after(30):
+            while not server.started:
+                await anyio.sleep(0.01)
+        async with (
+            aiohttp.ClientSession() as client,
+            client.get(f"http://127.0.0.1:{port}/") as answer,
+        ):
+            assert await answer.text() == "ok"
+            assert "Date" in answer.headers  # uvicorn's Date header is still sent
+        before, start = server.ticks, anyio.current_time()
+        await anyio.sleep(2)
+        elapsed = anyio.current_time() - start
+        # uvicorn's own loop: ten a second. A slow machine makes fewer, never more.
+        assert server.ticks - before <= elapsed + 1
+        server.exit()
+        with anyio.fail_after(30):
+            await served.wait()
