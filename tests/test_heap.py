@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 
 import pytest
 
-from bridge.heap import YOUNG_THRESHOLD, server_collector
+from bridge.heap import YOUNG_THRESHOLD, for_the_start, server_collector
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class _Node:
@@ -46,3 +51,31 @@ def test_objects_made_after_the_freeze_are_still_collected() -> None:
         del late
         gc.collect()
         assert gone() is None
+
+
+def test_a_bridge_process_collects_the_young_generation_less_often_from_its_first_line() -> None:
+    # `python -m bridge` sets it before it imports the command (most of a start is imports);
+    # `--version` ends in the argument parser, after those imports.
+    probe = (
+        "import gc, runpy, sys\n"
+        "sys.argv = ['agy-bridge', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('bridge', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit:\n"
+        "    print(gc.get_threshold()[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == str(YOUNG_THRESHOLD)
+    assert gc.get_threshold()[0] != YOUNG_THRESHOLD  # this process's own: not touched
+
+
+def test_the_start_setting_keeps_the_older_generations_thresholds() -> None:
+    before = gc.get_threshold()
+    try:
+        for_the_start()
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:])
+    finally:
+        gc.set_threshold(*before)
