@@ -9,12 +9,19 @@ import ast
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import aiohttp
+import anyio
+import pytest
+
+from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, serve_fake_slack
 from tests.doubles import signed_in
+from tests.ports import free_port
 from tests.source_trees import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,3 +217,89 @@ def test_every_deferred_import_in_the_bridge_resolves() -> None:
         except ImportError as exc:
             broken.append(f"{where}: {module} {name or ''}: {exc}")
     assert broken == []
+
+
+# --- what a Slack `run` start imports, named -----------------------------------------------
+
+# The fault and instance tests start `python -m bridge run` with Slack about sixty times a run
+# (and an operator at every restart). Parts such a start must not import: another chat, the
+# forges' clients and webhooks without a [forge], the web console without [web], the doctor,
+# the console's screen, the MCP SDK (a turn's first chat tool), PostgreSQL's driver on SQLite.
+NOT_IN_A_SLACK_RUN = (
+    "bridge.chat.matrix",
+    "bridge.chat.console",
+    "bridge.web",
+    "bridge.forge.github",
+    "bridge.forge.gitlab",
+    "bridge.forge.webhooks",
+    "bridge.core.forge_hooks",
+    "bridge.doctor",
+    "bridge.core.store.postgres",
+)
+NOT_IN_A_SLACK_RUN_PACKAGES = ("nio", "mcp", "rich", "gidgethub", "psycopg", "psycopg_pool")
+
+
+def _dump_at_exit(out: Path, argv: list[str]) -> str:
+    """A process that runs ``python -m bridge`` with ``argv`` and, at its orderly end, writes
+    the packages (``third``) and bridge modules (``own``) it imported to ``out``."""
+    code = DUMP_AT_EXIT.replace(
+        'sys.argv = ["bridge", "console", "--config", {config!r}]', f"sys.argv = {argv!r}"
+    )
+    return code.format(out=str(out), config="")
+
+
+@pytest.mark.anyio
+async def test_a_slack_run_start_imports_no_other_chat_forge_web_console_nor_postgres(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    out = tmp_path / "modules.json"
+    simulator = [sys.executable, "-m", "bridge.simulator"]
+    async with serve_fake_slack() as fake:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            '[bridge]\ndata_dir = "data"\n[approvals]\nmode = "off"\n'
+            f'[agy]\ncommand = {json.dumps(simulator)}\nisolation = "none"\n'
+            'pass_env = ["AGY_SIM_HOME"]\n'
+            f'[slack]\napi_url = "{fake.api_url}"\n[admin]\nenabled = true\nport = {port}\n'
+        )
+        env = {
+            **os.environ,
+            "AGY_SIM_HOME": str(signed_in(tmp_path / "home")),
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_APP_TOKEN": APP_TOKEN,
+            "PYTHONPATH": str(ROOT),
+        }
+        argv = ["bridge", "run", "--config", str(config)]
+        process = await anyio.open_process(
+            [sys.executable, "-c", _dump_at_exit(out, argv)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            async with aiohttp.ClientSession() as http:
+                with anyio.fail_after(60):
+                    while True:
+                        try:
+                            async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
+                                if r.status == 200 and (await r.json())["adapters"] == ["slack"]:
+                                    break
+                        except aiohttp.ClientError:
+                            pass
+                        assert process.returncode is None, "the bridge exited at its start"
+                        await anyio.sleep(0.1)
+            process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(60):
+                assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    found = json.loads(out.read_text())
+    own = found["own"]
+    assert "bridge.chat.slack.adapter" in own and "bridge.admin" in own  # it did start
+    unwanted = [m for m in own if any(m == p or m.startswith(p + ".") for p in NOT_IN_A_SLACK_RUN)]
+    assert unwanted == []
+    assert [p for p in NOT_IN_A_SLACK_RUN_PACKAGES if p in found["third"]] == []
