@@ -13,13 +13,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from bridge.cli import main
 from tests.core.harness import SIMULATOR_ENV
+from tests.doctor_here import Done, doctor_in_process
 from tests.doubles import signed_in
 
 SIM = [sys.executable, "-m", "bridge.simulator"]
@@ -50,12 +49,6 @@ def _doctor(
     )
 
 
-@dataclass
-class Done:
-    returncode: int
-    stdout: str
-
-
 @pytest.fixture
 def doctor_here(
     tmp_path: Path,
@@ -68,12 +61,8 @@ def doctor_here(
 
     def run(*args: str, command: list[str] = SIM, **env: str) -> Done:
         config = _config(tmp_path, command)
-        monkeypatch.setenv("AGY_SIM_HOME", str(signed_in(tmp_path / "home")))
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        capsys.readouterr()
-        status = main(["doctor", "--config", str(config), *args])
-        return Done(status, capsys.readouterr().out)
+        home = {"AGY_SIM_HOME": str(signed_in(tmp_path / "home"))}
+        return doctor_in_process(config, args, {**home, **env}, monkeypatch, capsys)
 
     return run
 

@@ -14,17 +14,16 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bridge.agy.sandbox import Isolation, Sandbox, find_bwrap
-from bridge.cli import main
 from bridge.config import build_config
 from bridge.doctor import Report, _probe_sandbox
 from tests.agy.sandboxed import require_bwrap
 from tests.agy.test_sandbox import failing_bwrap
+from tests.doctor_here import Done, doctor_in_process
 from tests.doubles import signed_in
 
 SIM = [sys.executable, "-m", "bridge.simulator"]
@@ -54,12 +53,6 @@ def _doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@dataclass
-class Done:
-    returncode: int
-    stdout: str
-
-
 class DoctorHere:
     """The command line of :func:`_doctor`, run by ``agy-bridge``'s own ``main`` in this
     process with the environment the process would get; its exit status and what it printed."""
@@ -77,17 +70,14 @@ class DoctorHere:
         config: Path | None = None,
         env: dict[str, str] | None = None,
     ) -> Done:
+        settings: dict[str, str] = {}
         if config is None:
             config = _config(self.tmp_path, agy)
-            signed_in(self.tmp_path / "home")
-            self.monkeypatch.setenv("AGY_SIM_HOME", str(self.tmp_path / "home"))
+            settings["AGY_SIM_HOME"] = str(signed_in(self.tmp_path / "home"))
         if path is not None:
-            self.monkeypatch.setenv("PATH", path)
-        for name, value in (env or {}).items():
-            self.monkeypatch.setenv(name, value)
-        self.capsys.readouterr()
-        status = main(["doctor", "--config", str(config), *args])
-        return Done(status, self.capsys.readouterr().out)
+            settings["PATH"] = path
+        settings.update(env or {})
+        return doctor_in_process(config, args, settings, self.monkeypatch, self.capsys)
 
 
 @pytest.fixture
