@@ -12,6 +12,7 @@ import pytest
 
 from bridge.core.events import Author
 from bridge.core.thread import commands as c
+from bridge.core.thread.actor import ThreadActor
 from bridge.core.thread.machine import NOTHING_RUNNING, Phase
 from tests.core.harness import Harness, running, thread
 from tests.core.test_instances import two
@@ -34,6 +35,22 @@ def _hold_finish(h: Harness) -> tuple[anyio.Event, anyio.Event]:
 
     store.finish_turn = slow  # type: ignore[method-assign]
     return held, go_on
+
+
+async def leaving_slowly(actor: ThreadActor) -> anyio.Event:
+    """Evict ``actor`` (another thread wants the slot) and hold its session's close until the
+    returned event is set: the actor has left, its agy is not yet closed."""
+    close, leaving, go_on = actor.work.close, anyio.Event(), anyio.Event()
+
+    async def slow() -> None:
+        leaving.set()
+        await go_on.wait()
+        await close()
+
+    actor.work.close = slow  # type: ignore[method-assign]
+    actor.tell(c.Evicted())
+    await leaving.wait()
+    return go_on
 
 
 async def test_a_stop_while_the_turn_before_finishes_stops_the_next_turn(tmp_path: Path) -> None:
@@ -71,16 +88,7 @@ async def test_a_stop_as_the_actor_leaves_reaches_its_successors_turn(tmp_path: 
         actor = h.bridge.core.threads[thread().key]
         await actor.wait_until(lambda state: state.phase is Phase.IDLE)
         # The actor lets agy go (another thread wants the slot) and closes its session slowly.
-        close, leaving, go_on = actor.work.close, anyio.Event(), anyio.Event()
-
-        async def slow() -> None:
-            leaving.set()
-            await go_on.wait()
-            await close()
-
-        actor.work.close = slow  # type: ignore[method-assign]
-        actor.tell(c.Evicted())
-        await leaving.wait()
+        go_on = await leaving_slowly(actor)
         assert actor.state.gone
         # A message lands as it leaves (its successor takes it), and then a Stop.
         await h.say("long job [[sleep 60]]")
@@ -142,16 +150,7 @@ async def test_a_stop_sent_to_the_holder_whose_actor_leaves_is_answered(
         await b.adapter.wait_finished(1)
         actor = b.bridge.core.threads[thread().key]
         await actor.wait_until(lambda state: state.phase is Phase.IDLE)
-        close, leaving, go_on = actor.work.close, anyio.Event(), anyio.Event()
-
-        async def slow() -> None:
-            leaving.set()
-            await go_on.wait()
-            await close()
-
-        actor.work.close = slow  # type: ignore[method-assign]
-        actor.tell(c.Evicted())
-        await leaving.wait()
+        go_on = await leaving_slowly(actor)
         # B still holds the lease, its actor is leaving with nothing to do: A's Stop goes to B.
         try:
             await a.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
