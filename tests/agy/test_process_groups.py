@@ -72,10 +72,12 @@ async def orphaning_group() -> AsyncIterator[tuple[Process, int]]:
     try:
         orphan = int((await process.stdout.receive()).decode().strip())
         assert os.getpgid(orphan) == process.pid
+        # The orphan's first parent is the subshell that started it, which exits after the
+        # echo: wait until it is gone (a busy machine may not have run it yet).
         with anyio.fail_after(10):
-            while (stat := _parent_of(orphan)) == process.pid:  # until the subshell exited
+            while sorted(_alive(process.pid)) != sorted([process.pid, orphan]):
                 await anyio.sleep(0.01)
-        assert stat is not None
+        assert _parent_of(orphan) not in (None, process.pid)
         yield process, orphan
     finally:
         for pid in group_members(process.pid):
