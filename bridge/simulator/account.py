@@ -23,9 +23,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from bridge.simulator.atomic import replace_file
+
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 LOGIN_FILE = "sim-login.json"
 SIGNED_OUT_ERROR = "Please sign in: run `agy` once in a terminal to log in"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.simulator.events import Emitter
@@ -17,6 +16,7 @@ from bridge.simulator.hooks import (
     tool_hook_input,
 )
 from bridge.simulator.plugins import McpServer, Plugin
+from bridge.simulator.record import record
 from bridge.simulator.store import Conversation, ConversationStore
 from bridge.simulator.waits import Waits
 
@@ -26,7 +26,7 @@ def warn(message: str) -> None:
     sys.stderr.flush()
 
 
-@dataclass
+@record
 class Context:
     conversation: Conversation
     store: ConversationStore

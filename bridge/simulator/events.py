@@ -9,9 +9,12 @@ written as UTF-8, not ``\\u`` escapes, so U+2028 reaches the reader raw as it ca
 from __future__ import annotations
 
 import json
-from typing import Any, BinaryIO
 
 from bridge.simulator.store import Usage
+
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 TOOLS = (
     "call_mcp_tool",

@@ -18,10 +18,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import dataclass, field
-from typing import Any
 
 from bridge.simulator.plugins import HookHandler
+from bridge.simulator.record import field, record
+
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 _STEP_KINDS = ("userMessage", "ephemeralMessage", "toolCall")
 DECISIONS = ("allow", "deny", "ask", "force_ask")
@@ -32,7 +35,7 @@ class BadHookReply(ValueError):
     """Why agy would discard a hook's whole reply."""
 
 
-@dataclass
+@record
 class HookRun:
     """One handler's run: its raw stdout, and the steps it injects when the reply is valid."""
 
@@ -71,7 +74,7 @@ def tool_hook_input(
     return {**common, "toolCall": {"name": tool, "args": args}, "stepIdx": step_idx}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolVerdict:
     """The outcome of a tool call's ``PreToolUse`` handlers."""
 

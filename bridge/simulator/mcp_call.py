@@ -15,15 +15,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from bridge.simulator.record import record
 
 _DISCOVER = json.dumps(
     {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}
 ).encode()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class McpOutcome:
     output: str
     error: str | None = None  # set when the call failed or the tool answered isError

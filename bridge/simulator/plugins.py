@@ -22,10 +22,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from bridge.simulator.record import field, record
+
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    Warn = Callable[[str], None]
 
 FLAT_EVENTS = ("SessionStart", "PreInvocation", "PostInvocation", "Stop")
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
@@ -36,8 +42,6 @@ _PLUGIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
 _ALWAYS_ON = re.compile(r"""^trigger[ \t]*:[ \t]*(["']?)always_on\1[ \t]*$""", re.MULTILINE)
 
-Warn = Callable[[str], None]
-
 
 class FatalConfigError(Exception):
     """A plugin file so broken that agy refuses to run at all."""
@@ -47,7 +51,7 @@ class _HooksFileError(Exception):
     pass
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookHandler:
     command: str
     timeout: float  # seconds
@@ -57,7 +61,7 @@ class HookHandler:
     name: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolHookGroup:
     """The handlers of a tool event for the tools ``matcher`` names."""
 
@@ -68,27 +72,27 @@ class ToolHookGroup:
         return self.matcher == "*" or self.matcher == tool
 
 
-@dataclass
+@record
 class HookSet:
     flat: dict[str, list[HookHandler]] = field(default_factory=dict)
     tool: dict[str, list[ToolHookGroup]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class McpServer:
     name: str  # "<plugin>_<server>", as the agent sees it
     bare_name: str
     url: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     path: Path
     text: str
     truncated: bool
 
 
-@dataclass
+@record
 class Plugin:
     name: str
     root: Path

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 
 from bridge.simulator.account import account_error, sim_home
 from bridge.simulator.atomic import new_uuid4
@@ -21,6 +20,7 @@ from bridge.simulator.events import Emitter
 from bridge.simulator.flags import Options
 from bridge.simulator.models import DEFAULT_MODEL, invalid_model_error, is_known
 from bridge.simulator.plugins import FatalConfigError, load_global, load_plugins
+from bridge.simulator.record import replace
 from bridge.simulator.store import Conversation, ConversationStore, Usage
 from bridge.simulator.stream_input import Ignored, InputError, LineReader, parse_line
 from bridge.simulator.turn import ScriptedEnd, SimulatedCrash, TurnState, crash, run_turn

@@ -8,7 +8,8 @@ wins.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from bridge.simulator.record import field, record
 
 _DIRECTIVE = re.compile(r"\[\[([a-z]+)(?:[ \t]+(.*?))?\]\]", re.DOTALL)
 # How the bridge marks context that is not a request (a thread's history for a new
@@ -17,13 +18,13 @@ _DIRECTIVE = re.compile(r"\[\[([a-z]+)(?:[ \t]+(.*?))?\]\]", re.DOTALL)
 _CONTEXT = re.compile(r"<thread-history>.*?(?:</thread-history>|\Z)", re.DOTALL)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Action:
     kind: str  # "tool", "mcp", "deny", "write" or "fetch"
     args: tuple[str, ...] = ()
 
 
-@dataclass
+@record
 class Script:
     reply: str | None = None
     narrate: str | None = None

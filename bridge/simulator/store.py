@@ -10,18 +10,21 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bridge.simulator.atomic import replace_file
+from bridge.simulator.record import field, record
+
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "thinking_tokens", "cache_read_tokens")
 # Ids we mint are uuid4; anything else given to --conversation must still be a safe file name.
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-@dataclass
+@record
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0  # thinking is counted inside output, as agy does
@@ -50,7 +53,7 @@ class Usage:
         return cls(**{key: int(data.get(key, 0)) for key in _USAGE_KEYS})
 
 
-@dataclass
+@record
 class Conversation:
     conversation_id: str
     cwd: str

@@ -11,21 +11,25 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+
+from bridge.simulator.record import record
+
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UserTurn:
     text: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class InputError:
     message: str  # agy's wording, used as the result's ``error``
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ignored:
     warning: str
 

@@ -12,19 +12,22 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from bridge.simulator.commands import run_command
 from bridge.simulator.context import Context
+from bridge.simulator.record import record
 from bridge.simulator.script import Action
+
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 MCP_TIMEOUT = 30.0
 FETCH_TIMEOUT = 10.0
 FETCH_LIMIT = 100_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolOutcome:
     note: str | None = None  # a line for the default reply
     denial: dict[str, str] | None = None  # an entry for result.denied_actions

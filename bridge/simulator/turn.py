@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge.simulator.atomic import new_uuid4
 from bridge.simulator.context import Context, warn
 from bridge.simulator.noise import bigline, garbage
+from bridge.simulator.record import field, record
 from bridge.simulator.script import Action, Script, parse_script, split_context
 from bridge.simulator.store import Usage
 from bridge.simulator.tool_steps import run_action, since
@@ -40,7 +40,7 @@ class SimulatedCrash(Exception):
     """``[[crash]]``: agy dies mid-turn without a result."""
 
 
-@dataclass
+@record
 class TurnState:
     text: str
     script: Script

@@ -18,12 +18,15 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
-from typing import TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # not typing's: a turn does not import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import FrameType
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 class Interrupted(BaseException):

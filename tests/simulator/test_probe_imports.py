@@ -76,6 +76,43 @@ NOT_IN_A_PLAIN_TURN = (
     "anyio",
     "pydantic",
     "bridge.simulator.mcp_call",
+    # What a turn once loaded for its own sake (about 40 ms of CPU in a 90 ms process).
+    "typing",
+    "dataclasses",
+    "inspect",
+    "datetime",
+)
+# The standard library a plain turn may use: what these import on this Python is its floor
+# (``json`` brings ``re``, ``subprocess`` brings ``selectors``, ``signal`` and ``threading``).
+TURN_STDLIB = (
+    "runpy",
+    "__future__",
+    "os",
+    "sys",
+    "time",
+    "types",
+    "json",
+    "re",
+    "subprocess",
+    "threading",
+    "queue",
+    "signal",
+    "contextlib",
+    "collections.abc",
+)
+# The simulator's own modules a plain turn loads: not mcp_call (the SDK's client).
+TURN_MODULES = frozenset(
+    {
+        "bridge",
+        "bridge.simulator",
+        *(
+            f"bridge.simulator.{name}"
+            for name in (
+                "cli flags process account atomic context events hooks plugins record store "
+                "waits models stream_input noise script commands tool_steps turn"
+            ).split()
+        ),
+    }
 )
 
 
@@ -90,9 +127,10 @@ def imported(stderr: str) -> set[str]:
     return names
 
 
-def bare(sims: SimFactory) -> set[str]:
+def bare(sims: SimFactory, code: str = "pass") -> set[str]:
+    """What ``python -c code`` imports in the simulator's environment."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "pass"],
+        [sys.executable, "-X", "importtime", "-c", code],
         cwd=sims.cwd,
         env=sims.env(),
         capture_output=True,
@@ -132,6 +170,29 @@ def test_a_turn_without_tools_imports_no_event_loop_http_client_or_sdk(sims: Sim
     assert "bridge.simulator.turn" in modules  # the turn ran, and the report was read
     loaded = sorted(name for name in modules if _under(name, NOT_IN_A_PLAIN_TURN))
     assert not loaded, f"a plain turn imports {loaded}"
+
+
+def test_a_turn_imports_only_the_simulator_and_the_stdlib_it_names(sims: SimFactory) -> None:
+    """Guarded as a probe is: by a list of what may load, not only of what must not. A turn
+    loads its modules, and the standard library that ``TURN_STDLIB`` pulls in on this Python
+    (measured here, beside the bare interpreter); anything else a change adds (``pathlib``,
+    ``typing``, ``dataclasses``, ``uuid`` …) is named by this test."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS],
+        input=user_line("hello"),
+        cwd=sims.cwd,
+        env=sims.env(),
+        capture_output=True,
+        timeout=EVENT_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b'"status":"SUCCESS"' in done.stdout
+    turn = imported(done.stderr.decode())
+    assert "bridge.simulator.turn" in turn  # the turn ran, and the report was read
+    floor = bare(sims, "import " + ", ".join(TURN_STDLIB))
+    extra = turn - floor - TURN_MODULES
+    assert not extra, f"a plain turn imports more: {sorted(extra)}"
 
 
 def _under(name: str, packages: tuple[str, ...]) -> bool:
