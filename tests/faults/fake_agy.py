@@ -26,8 +26,12 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
-from typing import Any
+
+# Neither typing nor pathlib: the bridge starts this file for every turn and probe of the fault
+# tests, and each would add milliseconds of imports to what is otherwise a bare interpreter.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 HELP = """Usage: agy [flags]
 Flags:
@@ -134,12 +138,16 @@ def answer(conversation: str, text: str) -> None:
 
 def hook_command(argv: list[str]) -> str:
     """The PreInvocation command of the plugin in the ``--add-dir`` folder."""
-    folder = Path(argv[argv.index("--add-dir") + 1])
-    plugin = folder / ".agents/plugins/bridge"
-    hooks = json.loads((plugin / "hooks.json").read_text())
+    plugin = os.path.join(argv[argv.index("--add-dir") + 1], ".agents/plugins/bridge")
+    hooks = json.loads(_read(os.path.join(plugin, "hooks.json")))
     command = str(hooks["bridge"]["PreInvocation"][0]["command"])
     # The URL with the token is in the file the command names: a leaking agy prints it too.
-    return f"{command} ({(plugin / 'PreInvocation.curl').read_text().strip()})"
+    return f"{command} ({_read(os.path.join(plugin, 'PreInvocation.curl')).strip()})"
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
 
 
 def main(argv: list[str]) -> int:
@@ -149,9 +157,9 @@ def main(argv: list[str]) -> int:
     if "--version" in argv:
         print("agy 0.0.0-fake")
         return 0
-    control = Path(os.environ["FAKE_AGY_DIR"])
-    start = control / "start"
-    how = start.read_text().strip() if start.exists() else ""
+    control = os.environ["FAKE_AGY_DIR"]
+    start = os.path.join(control, "start")
+    how = _read(start).strip() if os.path.exists(start) else ""
     if how == "exit":
         print("fake agy: your login has expired, run `agy` to sign in", file=sys.stderr)
         return 3
@@ -172,7 +180,7 @@ def main(argv: list[str]) -> int:
         if not line.strip():
             continue
         text = turn_text(line)
-        with (control / "received.log").open("a") as log:
+        with open(os.path.join(control, "received.log"), "a", encoding="utf-8") as log:
             log.write(json.dumps(text) + "\n")
         if "WEDGE" in text:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
