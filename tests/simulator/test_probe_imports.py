@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.simulator.driver import EVENT_TIMEOUT, STREAM_ARGS, SimFactory, user_line
+from tests.simulator.driver import EVENT_TIMEOUT, STREAM_ARGS, SimFactory, make_plugin, user_line
 
 # What ``python -m bridge.simulator`` needs beyond a bare interpreter and runpy: what
 # ``from __future__ import annotations`` imports when the interpreter has not loaded it yet,
@@ -175,13 +175,27 @@ def test_a_turn_without_tools_imports_no_event_loop_http_client_or_sdk(sims: Sim
 
 
 def test_a_turn_imports_only_the_simulator_and_the_stdlib_it_names(sims: SimFactory) -> None:
-    """Guarded as a probe is: by a list of what may load, not only of what must not. A turn
+    """Guarded as a probe is: by a list of what may load, not only of what must not. A turn as
+    the bridge's (a plugin with hooks and a rule, a ``run_command`` the PreToolUse hook allows)
     loads its modules, and the standard library that ``TURN_STDLIB`` pulls in on this Python
-    (measured here, beside the bare interpreter); anything else a change adds (``pathlib``,
-    ``typing``, ``dataclasses``, ``uuid`` …) is named by this test."""
+    (measured here, beside the bare interpreter); anything else a change adds (``typing``,
+    ``dataclasses``, ``uuid``, ``datetime`` …) is named by this test."""
+    workspace = sims.root / "session"
+    allow = {"type": "command", "command": """printf '{"decision":"allow","reason":""}'"""}
+    hooks = {
+        "bridge": {
+            "PreInvocation": [{"type": "command", "command": "cat >/dev/null; printf '{}'"}],
+            "PreToolUse": [{"matcher": "*", "hooks": [allow]}],
+        }
+    }
+    rule = b"---\ntrigger: always_on\n---\nAnswer briefly.\n"
+    make_plugin(workspace, hooks=hooks, rules={"brief.md": rule})
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS],
-        input=user_line("hello"),
+        [
+            *(sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS),
+            *("--add-dir", str(workspace)),
+        ],
+        input=user_line("[[tool run_command true]] hello"),
         cwd=sims.cwd,
         env=sims.env(),
         capture_output=True,
@@ -192,6 +206,7 @@ def test_a_turn_imports_only_the_simulator_and_the_stdlib_it_names(sims: SimFact
     assert b'"status":"SUCCESS"' in done.stdout
     turn = imported(done.stderr.decode())
     assert "bridge.simulator.turn" in turn  # the turn ran, and the report was read
+    assert b'"state":"DONE","step_type":"tool"' in done.stdout  # allowed by the hook, ran
     floor = bare(sims, "import " + ", ".join(TURN_STDLIB))
     extra = turn - floor - TURN_MODULES
     assert not extra, f"a plain turn imports more: {sorted(extra)}"
