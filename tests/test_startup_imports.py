@@ -65,7 +65,17 @@ def test_a_turn_that_calls_no_chat_tool_leaves_the_mcp_sdk_unimported(tmp_path: 
 def test_the_doctor_imports_neither_the_core_nor_a_chat_nor_aiohttp() -> None:
     found = imported_after(
         "import bridge.cli, bridge.doctor",
-        watched=(*HEAVY, "aiohttp", "slack_sdk", "gidgethub", "bridge.core.core", "bridge.app"),
+        watched=(
+            *HEAVY,
+            "aiohttp",
+            "slack_sdk",
+            "slack_bolt",
+            "gidgethub",
+            "starlette",
+            "psycopg",
+            "bridge.core.core",
+            "bridge.app",
+        ),
     )
     assert found == []
 
@@ -224,7 +234,8 @@ def test_every_deferred_import_in_the_bridge_resolves() -> None:
 # The fault and instance tests start `python -m bridge run` with Slack about sixty times a run
 # (and an operator at every restart). Parts such a start must not import: another chat, the
 # forges' clients and webhooks without a [forge], the web console without [web], the doctor,
-# the console's screen, the MCP SDK (a turn's first chat tool), PostgreSQL's driver on SQLite.
+# the console's screen, the MCP SDK (a turn's first chat tool), PostgreSQL's driver on SQLite,
+# the web console's ASGI framework (starlette, its SSE) without [web].
 NOT_IN_A_SLACK_RUN = (
     "bridge.chat.matrix",
     "bridge.chat.console",
@@ -236,7 +247,17 @@ NOT_IN_A_SLACK_RUN = (
     "bridge.doctor",
     "bridge.core.store.postgres",
 )
-NOT_IN_A_SLACK_RUN_PACKAGES = ("nio", "mcp", "rich", "gidgethub", "psycopg", "psycopg_pool")
+NOT_IN_A_SLACK_RUN_PACKAGES = (
+    "nio",
+    "mcp",
+    "mcp_types",
+    "rich",
+    "gidgethub",
+    "psycopg",
+    "psycopg_pool",
+    "starlette",
+    "sse_starlette",
+)
 
 
 def _dump_at_exit(out: Path, argv: list[str]) -> str:
