@@ -14,6 +14,11 @@ What it skips: ``__del__`` of objects still alive at exit and the closing of fil
 closed. The bridge closes what it opens (the store, agy's processes, the listener, the chat
 connections) before its command returns, and logging's handlers are flushed and closed by
 ``logging.shutdown``, an ``atexit`` function.
+
+Two of those steps have no public API, because only the interpreter's exit takes them:
+``threading._shutdown`` (what ``Py_FinalizeEx`` calls first) and ``atexit._run_exitfuncs``
+(what it calls next). Both have been in CPython for as long as Python 3; without the first,
+this falls back to the interpreter's own exit.
 """
 
 from __future__ import annotations
