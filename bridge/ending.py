@@ -43,11 +43,13 @@ def end_process(code: int) -> NoReturn:
     shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        # As CPython's exit: a closed stream is left alone; a stdout that cannot be flushed (its
+        # reader gone) fails the exit, a stderr that cannot is ignored.
+        if stream is None or stream.closed:
+            continue
         try:
-            if stream is not None:
-                stream.flush()
+            stream.flush()
         except (OSError, ValueError):
-            # As CPython's exit: a stdout that cannot be flushed (a closed pipe) fails the exit.
             if stream is sys.stdout and code == 0:
                 code = FLUSH_FAILED
     os._exit(code)

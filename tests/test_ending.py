@@ -3,12 +3,15 @@ exit does that anyone can see, without its teardown."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# stdout block-buffered, as a pipe's is by default (this shell may set PYTHONUNBUFFERED).
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
 
 # A process that leaves, at the moment it ends: output in stdout's buffer (a pipe: block
 # buffered), an atexit function, a thread that is not a daemon still working, a job running in
@@ -51,6 +54,7 @@ def _end(tmp_path: Path, code: int) -> tuple[subprocess.CompletedProcess[str], l
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(LEFT_AT_THE_END).format(out=str(out), code=code)],
         cwd=ROOT,
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=60,
@@ -88,3 +92,44 @@ def test_python_m_bridge_ends_through_it_with_the_commands_status(tmp_path: Path
     )
     assert done.returncode == 2
     assert "agy-bridge:" in done.stderr and "missing.toml" in done.stderr
+
+
+def test_a_closed_stdout_is_left_alone_and_one_that_cannot_be_flushed_fails_the_exit(
+    tmp_path: Path,
+) -> None:
+    # As CPython's own exit: stdout closed by the program is no error; stdout whose reader is
+    # gone (the output still in its buffer) ends the process with 120.
+    closed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom bridge.ending import end_process\n"
+            "sys.stdout.close()\nend_process(0)\n",
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        timeout=60,
+    )
+    assert closed.returncode == 0, closed.stderr
+    gone = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\nfrom bridge.ending import end_process\n"
+            "print('lost')\nos.close(1)\nend_process(0)\n",
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        timeout=60,
+    )
+    assert gone.returncode == 120
+    done = subprocess.run(
+        [sys.executable, "-c", "import os, sys\nprint('lost')\nos.close(1)\n"],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 120  # the interpreter's own exit, for comparison
