@@ -4,9 +4,10 @@
 
 Every bridge process the tests start (and every operator's restart) pays its start-up in CPU
 before it does anything: the imports, the config's models, the agy probe (``--help`` and
-``--version``: two processes of the simulator here), the store's opening. Each row starts a
-process the way the tests do and reads its CPU (user + system, with the children it waited
-for: the probe) from ``os.wait4``:
+``--version``: two processes of the simulator here), the store's opening; and its end after it
+(bridge/ending.py). Each row starts a process the way the tests do and reads its CPU from its
+first line to its exit (user + system, with the children it waited for: the probe) from
+``os.wait4``:
 
 - ``python -c pass``: the baseline, the interpreter alone;
 - ``import bridge.cli``: what every command imports before it reads its config;

@@ -65,7 +65,17 @@ def test_a_turn_that_calls_no_chat_tool_leaves_the_mcp_sdk_unimported(tmp_path: 
 def test_the_doctor_imports_neither_the_core_nor_a_chat_nor_aiohttp() -> None:
     found = imported_after(
         "import bridge.cli, bridge.doctor",
-        watched=(*HEAVY, "aiohttp", "slack_sdk", "gidgethub", "bridge.core.core", "bridge.app"),
+        watched=(
+            *HEAVY,
+            "aiohttp",
+            "slack_sdk",
+            "slack_bolt",
+            "gidgethub",
+            "starlette",
+            "psycopg",
+            "bridge.core.core",
+            "bridge.app",
+        ),
     )
     assert found == []
 
@@ -224,7 +234,8 @@ def test_every_deferred_import_in_the_bridge_resolves() -> None:
 # The fault and instance tests start `python -m bridge run` with Slack about sixty times a run
 # (and an operator at every restart). Parts such a start must not import: another chat, the
 # forges' clients and webhooks without a [forge], the web console without [web], the doctor,
-# the console's screen, the MCP SDK (a turn's first chat tool), PostgreSQL's driver on SQLite.
+# the console's screen, the MCP SDK (a turn's first chat tool), PostgreSQL's driver on SQLite,
+# the web console's ASGI framework (starlette, its SSE) without [web].
 NOT_IN_A_SLACK_RUN = (
     "bridge.chat.matrix",
     "bridge.chat.console",
@@ -236,7 +247,17 @@ NOT_IN_A_SLACK_RUN = (
     "bridge.doctor",
     "bridge.core.store.postgres",
 )
-NOT_IN_A_SLACK_RUN_PACKAGES = ("nio", "mcp", "rich", "gidgethub", "psycopg", "psycopg_pool")
+NOT_IN_A_SLACK_RUN_PACKAGES = (
+    "nio",
+    "mcp",
+    "mcp_types",
+    "rich",
+    "gidgethub",
+    "psycopg",
+    "psycopg_pool",
+    "starlette",
+    "sse_starlette",
+)
 
 
 def _dump_at_exit(out: Path, argv: list[str]) -> str:
@@ -303,3 +324,62 @@ async def test_a_slack_run_start_imports_no_other_chat_forge_web_console_nor_pos
     unwanted = [m for m in own if any(m == p or m.startswith(p + ".") for p in NOT_IN_A_SLACK_RUN)]
     assert unwanted == []
     assert [p for p in NOT_IN_A_SLACK_RUN_PACKAGES if p in found["third"]] == []
+
+
+# --- pydantic models built at their first use ----------------------------------------------
+
+# pydantic builds a model's validator and serializer when its class is made, unless the model
+# defers that to its first use (``defer_build``). A start imports these modules but may use
+# few of their models (one turn on the console used 7 of their 35): the rest are never built.
+# The config's models are not deferred (every start validates the config), nor agy's wire
+# (its validators are taken at import, for the path of every streamed line).
+DEFERRED_MODEL_MODULES = (
+    "bridge.core.events",
+    "bridge.core.store.rows",
+    "bridge.core.store.pulls",
+    "bridge.forge.base",
+    "bridge.chat.slack.events",
+    "bridge.chat.slack.changes",
+    "bridge.chat.slack.context",
+    "bridge.chat.slack.assistant",
+    "bridge.chat.slack.titles",
+    "bridge.chat.slack.messages_tab",
+)
+
+
+def test_the_models_a_start_may_not_use_are_built_at_their_first_use() -> None:
+    probe = textwrap.dedent(f"""
+        import importlib, json
+        from pydantic import BaseModel
+        import bridge.cli, bridge.app, bridge.chat.slack.adapter
+
+        models = [
+            value
+            for name in {DEFERRED_MODEL_MODULES!r}
+            for value in vars(importlib.import_module(name)).values()
+            if isinstance(value, type) and issubclass(value, BaseModel)
+            and value.__module__ == name and not value.__name__.startswith("_")
+        ]
+        built = [m.__name__ for m in models if m.__pydantic_complete__]
+        from bridge.core.events import Author, ThreadRef
+        ref = ThreadRef.model_validate({{"platform": "slack", "channel": "C1", "thread": "1.2"}})
+        author = Author(id="U1", display_name="Ada")
+        print(json.dumps({{
+            "models": len(models),
+            "built": built,
+            "used": [ThreadRef.__pydantic_complete__, Author.__pydantic_complete__],
+            "dumped": ref.model_dump(),
+            "author": author.model_dump(),
+        }}))
+        """)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["models"] > 30 and found["built"] == []
+    # Built at the first use, and working as any model.
+    assert found["used"] == [True, True]
+    assert found["dumped"] == {"platform": "slack", "channel": "C1", "thread": "1.2"}
+    # A person's kind is left out of the dump (the model's own serializer, built with it).
+    assert found["author"] == {"id": "U1", "display_name": "Ada", "email": None, "org": None}

@@ -21,7 +21,7 @@ FINISHED: frozenset[CheckState] = frozenset({"passed", "failed", "cancelled", "s
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class PullRequest(_Model):

@@ -35,7 +35,7 @@ _TITLE_LIMIT = 75
 
 
 class _Tolerant(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class ThreadContext(_Tolerant):

@@ -37,7 +37,7 @@ UNLISTED = "[not a teammate the bridge serves: a quote, not a request]"
 
 
 class _Tolerant(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class Entity(_Tolerant):

@@ -20,7 +20,7 @@ _COUNTED_SUBTYPES = {None, "file_share", "thread_broadcast"}
 
 class _Tolerant(BaseModel):
     # Slack adds fields all the time: ignore what we do not read.
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class BotIdentity(_Tolerant):

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 class HomeOpened(BaseModel):
     """``app_home_opened``: who opened which tab of the app, in which DM channel."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
     user: str = ""
     channel: str = ""
     tab: str = ""

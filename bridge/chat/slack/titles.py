@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class TitleChanged(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
     channel: str
     thread_ts: str
     title: str = ""

@@ -21,7 +21,7 @@ from bridge.core.store.rows import Row, StoreBase
 
 
 class PullRow(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     thread_key: str
     forge: str

@@ -44,7 +44,7 @@ class TurnState(StrEnum):
 class Usage(BaseModel):
     """Token counts of a conversation so far, as agy reports them."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -69,7 +69,7 @@ class StoreError(Exception):
 
 
 class _Row(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class StoredMessage(_Row):
