@@ -83,7 +83,7 @@ def store_where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'db.sqlite3'}"
     server: Postgres = request.getfixturevalue("postgres")
-    return server.new_database()
+    return server.new_database(migrated=True)  # the contract, not the migrations
 
 
 @pytest.fixture
