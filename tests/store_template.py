@@ -19,14 +19,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import bridge.core.store.sqlite as sqlite_store
+from bridge.core.store.sqlite import SqliteDatabase
 
-Opener = Any  # open_sqlite's type: (Path) -> AbstractAsyncContextManager[SqliteDatabase]
+Opener = Callable[[Path], AbstractAsyncContextManager[SqliteDatabase]]
 
 
 @contextmanager
@@ -38,7 +39,7 @@ def migrated_once(folder: Path) -> Iterator[None]:
 
     async def made() -> Path:
         if not template.exists():
-            building = folder / f"building-{os.getpid()}-{id(object())}"
+            building = folder / f"building-{uuid.uuid4().hex}"
             async with real(building / "store.sqlite3"):
                 pass
             os.replace(building / "store.sqlite3", template)
@@ -46,14 +47,13 @@ def migrated_once(folder: Path) -> Iterator[None]:
         return template
 
     @asynccontextmanager
-    async def open_sqlite(path: Path) -> AsyncIterator[Any]:
+    async def open_sqlite(path: Path) -> AsyncIterator[SqliteDatabase]:
         if not path.exists():
             await _copy(await made(), path)
-        opened: AbstractAsyncContextManager[Any] = real(path)
-        async with opened as db:
+        async with real(path) as db:
             yield db
 
-    sqlite_store.open_sqlite = open_sqlite  # type: ignore[assignment]
+    sqlite_store.open_sqlite = open_sqlite
     try:
         yield
     finally:
