@@ -1,12 +1,13 @@
 """A new SQLite store in a test starts as a copy of one the worker migrated itself.
 
 Every bridge a test opens in its own process opens a new SQLite store, and a new store runs
-every migration from the first: about fifty statements, each a hop to aiosqlite's thread,
-10 ms of CPU (1.8 ms to open a store already at :data:`SCHEMA_VERSION`), hundreds of times a
-run. The worker migrates one store from nothing with the real code, closes it (SQLite folds
-its write-ahead log into the file), and from then on a store opened where no file is yet
-starts as a copy of that file; ``open_sqlite`` itself then finds the schema current and
-migrates nothing. What the tests see is the same database: the same code made it.
+every migration from the first: 43 statements and 15 version updates, each a hop to
+aiosqlite's thread, 10 ms of CPU (1.8 ms to open a store already at :data:`SCHEMA_VERSION`),
+hundreds of times a run. The worker migrates one store from nothing with the real code,
+closes it (SQLite folds its write-ahead log into the file), and from then on a store opened
+where no file is yet starts as a copy of that file; ``open_sqlite`` itself then finds the
+schema current and migrates nothing. What the tests see is the same database: the same code
+made it.
 
 ``bridge.core.store.sqlite.open_sqlite`` as imported elsewhere (``tests/core/test_store_sqlite.py``
 tests it directly) is the real one, and a store whose file a test wrote (an older or newer
