@@ -9,6 +9,7 @@ modules together where no one reading either would look. The walk reads every mo
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from tests.source_trees import parse
@@ -59,6 +60,7 @@ def taken(tree: ast.AST) -> list[tuple[int, str, str]]:
     return found
 
 
+@functools.cache  # the two tests below read one walk of the source (1 s of parsing each)
 def hits() -> dict[tuple[str, str], list[str]]:
     out: dict[tuple[str, str], list[str]] = {}
     for path in sorted((ROOT / "bridge").rglob("*.py")):

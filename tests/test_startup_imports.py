@@ -194,16 +194,19 @@ def deferred_imports() -> list[tuple[str, str, str | None]]:
     later), as (where, module, name imported from it or None)."""
     found: list[tuple[str, str, str | None]] = []
     for path in sorted((ROOT / "bridge").rglob("*.py")):
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        package = list(parts[:-1])
+        relative = path.relative_to(ROOT)
+        package = list(relative.with_suffix("").parts[:-1])
         for node in ast.walk(parse(path)):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for inner in ast.walk(node):
-                where = f"{path.relative_to(ROOT)}:{getattr(inner, 'lineno', 0)}"
+                # Named only for an import: formatting it for every node of every function
+                # was most of this test's CPU (seconds).
                 if isinstance(inner, ast.Import):
+                    where = f"{relative}:{inner.lineno}"
                     found += [(where, alias.name, None) for alias in inner.names]
                 elif isinstance(inner, ast.ImportFrom):
+                    where = f"{relative}:{inner.lineno}"
                     base = inner.module or ""
                     if inner.level:
                         up = package[: len(package) - (inner.level - 1)]

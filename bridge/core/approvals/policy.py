@@ -291,7 +291,7 @@ def _reads_secret(name: str, args: Mapping[str, Any], place: Place) -> str | Non
         return None
     for value in _strings(args):
         path = _resolve(value, place.workspace)
-        holds = name in SEARCH_TOOLS and any(path in s.parents for s in where.secrets)
+        holds = name in SEARCH_TOOLS and any(argv_checks.below(s, path) for s in where.secrets)
         if argv_checks.is_secret(path, where) or holds:
             return value
     return None
@@ -380,7 +380,7 @@ def _resolve(target: str, base: Path) -> Path:
 
 
 def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+    return argv_checks.within(path, root)
 
 
 def write_preview(args: Mapping[str, Any]) -> str:

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from bridge.core.approvals.argv_checks import below, within
 from bridge.core.approvals.policy import Allow, Ask, Place, Rules, judge
 from bridge.core.approvals.secrets import SecretFiles, values_in
 from bridge.core.scrub import Scrubber
@@ -100,3 +101,16 @@ def test_the_scrubber_learns_the_login_at_start_and_when_it_changes(tmp_path: Pa
     # A login that goes away takes nothing with it: the config's secrets stay.
     login.unlink()
     assert scrub("config-secret-123") == "***"
+
+
+def test_within_and_below_are_the_parents_relation_of_resolved_paths() -> None:
+    # The gate compares resolved paths word by word (argv_checks.within, below): the same
+    # answers as `path == root or root in path.parents`, which built a Path per parent.
+    paths = [
+        Path(p)
+        for p in ("/", "/a", "/ab", "/a/b", "/a/bc", "/a/b/c", "/a/b/c/d", "/b", "/b/a", "/a/b/")
+    ]
+    for path in paths:
+        for root in paths:
+            assert within(path, root) == (path == root or root in path.parents), (path, root)
+            assert below(path, root) == (root in path.parents), (path, root)
