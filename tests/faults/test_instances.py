@@ -596,6 +596,52 @@ async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they
         await stop_all(a, b)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known bug (docs/testing.md): the takeover tells first and records second, and the "
+    "store cannot tell a notice said but not recorded from one never said",
+)
+async def test_a_cut_off_turn_is_told_once_when_its_reporter_is_killed_after_telling(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    """The instance running a turn is killed; the other takes the thread over and posts the
+    notice, and is killed after Slack took it but before it learned so (and recorded it); the
+    first, started again, takes the thread over in turn. The thread must be told once.
+
+    What the alternating-instances SIGKILL run once found under heavy load ("4 notices for 3
+    broken turns", seed 3987290606), at the one moment that shows it."""
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    release = fake_slack.hold_replies(
+        "chat.postMessage", lambda args: TAKEOVER_NOTICE in str(args.get("text"))
+    )
+    try:
+        started, ts = tmp_path / "started", fake_slack.next_ts()
+        await fake_slack.push_event(
+            mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=a.ws
+        )
+        with anyio.fail_after(60):
+            while not started.exists():
+                await anyio.sleep(0.05)
+        first, second = holder_of(url, a, b, ts)
+        await first.kill()
+
+        def told() -> int:
+            return sum(m.visible.count(TAKEOVER_NOTICE) for m in fake_slack.thread(CHANNEL, ts))
+
+        await fake_slack.wait_for(lambda: told() >= 1, LEASE * 3 + 30)
+        await second.kill()
+        release.set()
+        await first.start()
+        await settled(url)
+        assert broken_turns(url, [(CHANNEL, ts)]), "the turn is recorded as cut off"
+        # A second notice would come with the takeover, before the turn is recorded.
+        assert told() == 1, f"told {told()} times"
+    finally:
+        release.set()
+        await stop_all(a, b)
+
+
 @dataclass
 class Sent:
     token: str
