@@ -42,8 +42,6 @@ import psycopg
 
 from bench.common import machine, ms, percentile, table, timing_adapter
 from bench.overhead import alternate, core_variant, running_bridge
-from bridge.core.events import Author, IncomingMessage, ThreadRef
-from bridge.core.store.opening import open_store
 from tests.doubles import signed_in
 from tests.faults.console import console_env, start_console, write_config
 from tests.pg import Postgres, postgres_bin, start_postgres
@@ -170,39 +168,10 @@ def takeover(root: Path, url: str, kills: int, lease: float) -> list[tuple[float
 # --- messages per second into the shared inbox ---------------------------------------------------
 
 
-async def fill_inbox(url: str, seconds: float, tag: str, concurrency: int) -> int:
-    """Store messages for ``seconds`` with ``concurrency`` tasks; how many were stored."""
-    count = 0
-    async with open_store(url) as store:
-        deadline = time.monotonic() + seconds
-
-        async def writer(w: int) -> None:
-            nonlocal count
-            n = 0
-            while time.monotonic() < deadline:
-                n += 1
-                ref = ThreadRef(platform="bench", channel="C", thread=f"{tag}-{w}-{n % 50}")
-                message = IncomingMessage(
-                    thread=ref,
-                    event_id=f"{tag}-{w}-{n}",
-                    message_id=f"{w}-{n}",
-                    author=Author(id="U1", display_name="bench"),
-                    text="a message of ordinary length for a chat thread " * 3,
-                )
-                if await store.add_message(message) is not None:
-                    await store.ensure_thread(ref)
-                    count += 1
-
-        async with anyio.create_task_group() as tg:
-            for w in range(concurrency):
-                tg.start_soon(writer, w)
-    return count
-
-
 def inbox_rate(url: str, instances: int, seconds: float, run: int) -> float:
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "bench.instances", "--fill", url, str(seconds), f"r{run}-{i}"],
+            [sys.executable, "-m", "bench._inbox_fill", url, str(seconds), f"r{run}-{i}"],
             stdout=subprocess.PIPE,
         )
         for i in range(instances)
@@ -298,17 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--postgres", metavar="URL", help="a running server's postgres database (none started)"
     )
-    parser.add_argument(
-        "--fill", nargs=3, metavar=("URL", "SECONDS", "TAG"), help=argparse.SUPPRESS
-    )
     args = parser.parse_args(argv)
-    if args.fill:
-        url, seconds, tag = args.fill
-        stored = anyio.run(fill_inbox, url, float(seconds), tag, 16)
-        print(json.dumps({"stored": stored}))
-        return 0
     if args.quick:
-        args.turns, args.warmup, args.kills, args.seconds = 5, 1, 1, 1.0
+        # The smallest run that prints every row (the smoke test's): each part's work is a
+        # second or less beside the processes it starts.
+        args.turns, args.warmup, args.kills, args.seconds = 3, 1, 1, 0.3
     return anyio.run(drive, args)
 
 

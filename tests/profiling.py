@@ -213,9 +213,12 @@ class Profiler:
         option = config.getoption("--cpu-budget")
         if option:
             self.budget = read_budget(option)
-        # This machine's speed, measured by the process that reports (not by each worker).
+        # This machine's speed, measured by the process that reports (not by each worker),
+        # where the profile prints it or the budget is scaled by it (a budget in plain seconds
+        # is not: five rounds of `_work` would only cost it).
         self.calibration = 0.0
-        if not self.is_worker and (config.getoption("--profile") or option):
+        scaled = self.budget is not None and self.budget.calibration is not None
+        if not self.is_worker and (config.getoption("--profile") or scaled):
             self.calibration = calibrate()
         self.controller_cpu = 0.0
         self.is_controller = False  # the xdist controller, once its workers reported

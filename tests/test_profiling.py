@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +14,14 @@ from tests.profiling import Budget, calibrate, cpu_seconds, read_budget
 ROOT = Path(__file__).resolve().parents[1]
 
 SUITE = """
-import subprocess, sys
+import os, subprocess, sys
+
+# A child that computes until it has used BURN seconds of CPU (its own clock: as much on a
+# slow machine as on a fast one), which the profile must count.
+BURN = "import time\\nwhile time.process_time() < {}: pass"
 
 def test_computes():
-    # About 0.3 s of CPU in a child process, which the profile must count.
-    subprocess.run([sys.executable, "-c", "sum(range(12_000_000))"], check=True)
+    subprocess.run([sys.executable, "-c", BURN.format(os.environ["BURN"])], check=True)
 
 def test_waits():
     import time
@@ -25,8 +29,9 @@ def test_waits():
 """
 
 
-def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """A two-test suite with only the profiler loaded (none of this repository's conftest)."""
+def run_suite(tmp_path: Path, *args: str, burn: float = 0.0) -> subprocess.CompletedProcess[str]:
+    """A two-test suite with only the profiler loaded (none of this repository's conftest);
+    its child computes for ``burn`` CPU seconds (only where the profile's numbers are read)."""
     (tmp_path / "test_small.py").write_text(SUITE)
     plugins = ["-p", "tests.profiling", "-p", "no:cacheprovider"]
     alone = ["-c", "/dev/null", "--rootdir", str(tmp_path)]
@@ -36,6 +41,7 @@ def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "BURN": str(burn)},
     )
 
 
@@ -49,7 +55,8 @@ def test_a_run_over_its_budget_fails_and_says_so(tmp_path: Path) -> None:
 def test_the_profile_counts_a_childs_cpu_and_not_a_sleep_within_the_budget(
     tmp_path: Path,
 ) -> None:
-    done = run_suite(tmp_path, "--profile", "-n", "2", "--cpu-budget=600")
+    # 0.15 s of the child's CPU: above the 0.1 s the profile must show, whatever the machine.
+    done = run_suite(tmp_path, "--profile", "-n", "2", "--cpu-budget=600", burn=0.15)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "CPU budget: " in done.stdout and "of 600 s" in done.stdout
     rows = {

@@ -1,11 +1,14 @@
 """Each turn benchmark runs at its smallest size and prints its table.
 
-Nothing here looks at speed: the numbers are only checked to be numbers. Each benchmark runs as
-``python -m bench.<name> --quick`` in its own process, as a person would run it.
+Nothing here looks at speed: the numbers are only checked to be numbers. The benchmarks run as
+``python -m bench --quick NAME …``, as a person runs several: three to a process, in two test
+items the workers share (a process for each cost four more starts of the bridge's imports,
+about a second of CPU each); each benchmark's output is checked apart.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,19 +17,40 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+# Three benchmarks an item: at a load of 12 on two cores the six took 189 s in all, so an
+# item may outlast the suite's 120 s on a loaded machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def run_quick(name: str) -> str:
+def run_quick(*names: str) -> dict[str, str]:
+    """Each benchmark's output (what follows its ``== bench.NAME`` line)."""
     done = subprocess.run(
-        [sys.executable, "-m", f"bench.{name}", "--quick"],
+        [sys.executable, "-m", "bench", "--quick", *names],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=110,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    parts = re.split(r"^== bench\.(\w+)\n", done.stdout, flags=re.MULTILINE)
+    outputs = dict(zip(parts[1::2], parts[2::2], strict=True))
+    assert list(outputs) == list(names), done.stdout
+    return outputs
+
+
+# Two processes of about the same length: the overhead benchmark is the longest.
+def test_overhead_slack_tiers_and_thread_repo() -> None:
+    outputs = run_quick("overhead", "slack_tiers", "thread_repo")
+    overhead_compares_every_variant_with_direct(outputs["overhead"])
+    slack_tiers_completes_every_answer_within_the_tiers(outputs["slack_tiers"])
+    thread_repo_compares_a_first_start_with_the_linked_worktree(outputs["thread_repo"])
+
+
+def test_scale_persistent_and_approval_latency() -> None:
+    outputs = run_quick("scale", "persistent", "approval_latency")
+    scale_reports_both_variants_and_rounds(outputs["scale"])
+    persistent_compares_a_kept_process_with_one_per_turn(outputs["persistent"])
+    approval_latency_prints_the_click_and_its_baseline(outputs["approval_latency"])
 
 
 def tables(output: str, first_header: str) -> list[list[list[str]]]:
@@ -52,8 +76,7 @@ def number(cell: str) -> float:
     return float(cell.split()[0].rstrip("x%"))
 
 
-def test_overhead_compares_every_variant_with_direct() -> None:
-    output = run_quick("overhead")
+def overhead_compares_every_variant_with_direct(output: str) -> None:
     rows = {row[0]: row for row in table_rows(output, "variant")}
     assert list(rows) == ["direct", "direct+hook", "core", "slack"]
     for row in rows.values():
@@ -63,8 +86,7 @@ def test_overhead_compares_every_variant_with_direct() -> None:
     assert "goal: the core adds under 10 ms per turn at p50" in output
 
 
-def test_scale_reports_both_variants_and_rounds() -> None:
-    output = run_quick("scale")
+def scale_reports_both_variants_and_rounds(output: str) -> None:
     rows = table_rows(output, "threads")
     assert [(row[1], row[2]) for row in rows] == [
         ("direct", "cold"),
@@ -90,8 +112,7 @@ def test_scale_reports_both_variants_and_rounds() -> None:
     assert number(summary[0][1]) < number(summary[0][3])
 
 
-def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:
-    output = run_quick("persistent")
+def persistent_compares_a_kept_process_with_one_per_turn(output: str) -> None:
     # The sandbox's price per start, side by side (or the reason it could not be measured).
     starts = tables(output, "start")
     if starts:
@@ -118,16 +139,14 @@ def test_persistent_compares_a_kept_process_with_one_per_turn() -> None:
         )
 
 
-def test_approval_latency_prints_the_click_and_its_baseline() -> None:
-    output = run_quick("approval_latency")
+def approval_latency_prints_the_click_and_its_baseline(output: str) -> None:
     rows = {row[0]: row for row in table_rows(output, "path")}
     assert list(rows) == ["click → agy reads allow", "click → Slack ack (baseline)"]
     for row in rows.values():
         assert int(row[1]) == 5 and number(row[3]) > 0
 
 
-def test_slack_tiers_completes_every_answer_within_the_tiers() -> None:
-    output = run_quick("slack_tiers")
+def slack_tiers_completes_every_answer_within_the_tiers(output: str) -> None:
     rows = {row[0]: row for row in table_rows(output, "method")}
     assert "chat.startStream" in rows
     for row in rows.values():
@@ -136,8 +155,7 @@ def test_slack_tiers_completes_every_answer_within_the_tiers() -> None:
     assert "final answers complete 4/4" in output
 
 
-def test_thread_repo_compares_a_first_start_with_the_linked_worktree() -> None:
-    output = run_quick("thread_repo")
+def thread_repo_compares_a_first_start_with_the_linked_worktree(output: str) -> None:
     rows = {row[0]: row for row in table_rows(output, "first start")}
     assert list(rows) == ["linked worktree (before)", "repository of its own (now)"]
     for row in rows.values():

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,23 +248,18 @@ async def stop_all(*instances: Instance) -> None:
 # The scenarios below share a pair of instances where their configs are the same: a pair costs
 # two `agy-bridge run` starts (about 1.65 s of CPU each), more than most scenarios themselves.
 # Each scenario works in threads of its own, and one that ends an instance (SIGKILL, SIGTERM)
-# comes last in its test.
+# comes last on its pair. The scenarios on the default config run on the pairs of the
+# SIGKILL-against-alternating-instances items (KILL_SCENARIOS, below): before their first kill,
+# or after their last (the victim started once more, where a pair of its own cost two starts).
 
 
-async def test_twenty_threads_spread_over_two_instances_and_a_stop_click_at_the_other_one(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+async def twenty_threads_spread_over_two_instances_and_a_stop_click_at_the_other_one(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, tmp_path: Path
 ) -> None:
-    url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url)
-    try:
-        await messages_to_twenty_threads_spread_over_two_instances(fake_slack, url, a, b)
-        await a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
-            fake_slack, url, a, b, tmp_path
-        )
-    finally:
-        await stop_all(a, b)
-    assert a.process is not None and a.process.returncode == 0
-    assert b.process is not None and b.process.returncode == 0
+    await messages_to_twenty_threads_spread_over_two_instances(fake_slack, url, a, b)
+    await a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
+        fake_slack, url, a, b, tmp_path
+    )
 
 
 async def messages_to_twenty_threads_spread_over_two_instances(
@@ -315,21 +311,8 @@ async def a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
     assert "Nothing is running" not in fake_slack.answer_text(CHANNEL, ts)
 
 
-async def test_what_two_instances_missed_while_disconnected_is_answered_once_then_a_drain(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
-) -> None:
-    url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url)
-    try:
-        await what_two_instances_missed_while_disconnected_is_answered_once(fake_slack, url)
-        # Last: it ends A.
-        await sigterm_drains_under_load_and_the_other_instance_carries_on(fake_slack, url, a, b)
-    finally:
-        await stop_all(a, b)
-
-
 async def what_two_instances_missed_while_disconnected_is_answered_once(
-    fake_slack: FakeSlack, url: str
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, tmp_path: Path
 ) -> None:
     """Slack drops both connections and the network stays down while Alice writes in a thread
     and edits a message waiting there; once both instances are back, one catches up: the reply
@@ -353,7 +336,7 @@ async def what_two_instances_missed_while_disconnected_is_answered_once(
 
 
 async def sigterm_drains_under_load_and_the_other_instance_carries_on(
-    fake_slack: FakeSlack, url: str, a: Instance, b: Instance
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, tmp_path: Path
 ) -> None:
     threads = [fake_slack.next_ts() for _ in range(6)]
     for n, ts in enumerate(threads):
@@ -364,6 +347,14 @@ async def sigterm_drains_under_load_and_the_other_instance_carries_on(
     for n, ts in enumerate(threads):
         event = mention_event(f"second {n}", ts=fake_slack.next_ts(), thread_ts=ts)
         await fake_slack.wait_ack(await fake_slack.push_event(event, via=(a, b)[n % 2].ws))
+    # A's run now: the owner of its live leases (a run of A killed earlier, on the kill item's
+    # pair, leaves leases that lapsed and stay until their threads have work again).
+    live = (
+        "SELECT owner FROM leases WHERE owner LIKE 'a#%'"
+        " AND expires_at >= CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
+    )
+    running = {owner for (owner,) in query(url, live)}
+    assert running, "A runs threads when it is told to stop"
     assert await a.terminate() == 0
     await settled(url)
     for n, ts in enumerate(threads):
@@ -376,7 +367,7 @@ async def sigterm_drains_under_load_and_the_other_instance_carries_on(
         text = fake_slack.answer_text(CHANNEL, ts)
         assert text.count(f"first {n}") == 1 and text.count(f"second {n}") == 1, text
         assert "interrupted" not in text.lower() and "shutting down" not in text, text
-    assert not [r for r in query(url, "SELECT owner FROM leases") if r[0].startswith("a#")]
+    assert not [r for r in query(url, "SELECT owner FROM leases") if r[0] in running]
 
 
 def holder_of(
@@ -413,21 +404,35 @@ async def ask_to_run(fake_slack: FakeSlack, at: Instance, command: str) -> tuple
 ASK = 'mode = "ask"\ntimeout = 60\n'
 
 
-async def test_an_approval_click_at_the_other_instance_then_a_request_a_killed_one_left_expires(
+@pytest.mark.timeout(300)
+async def test_approvals_across_two_instances_a_click_at_the_other_one_and_two_kills(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
 ) -> None:
+    """One pair (approvals asked) for three scenarios; the instance the first kill ended
+    starts again for the last (one start, where a pair of its own cost two)."""
     url = postgres.new_database()
     a, b = await two_instances(tmp_path, fake_slack, url, approvals=ASK)
     try:
         await an_approval_click_at_the_instance_that_does_not_run_the_thread(
             fake_slack, url, a, b, tmp_path / "ran-1"
         )
-        # Last: it kills one.
-        await a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
+        killed = await a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
             fake_slack, url, a, b, tmp_path / "ran-2"
+        )
+        await killed.start()
+        # Last: it kills one.
+        await a_request_killed_before_its_message_was_noted_expires_anew_at_takeover(
+            fake_slack, url, a, b, tmp_path / "ran-3"
         )
     finally:
         await stop_all(a, b)
+
+
+async def until_rows(url: str, sql: str, timeout: float = 30) -> None:
+    """Until ``sql`` finds a row (one connection for the whole wait, not a backend a look)."""
+    with psycopg.connect(url, autocommit=True) as conn, anyio.fail_after(timeout):
+        while not conn.execute(sql).fetchall():
+            await anyio.sleep(0.05)
 
 
 async def an_approval_click_at_the_instance_that_does_not_run_the_thread(
@@ -446,20 +451,19 @@ async def an_approval_click_at_the_instance_that_does_not_run_the_thread(
 
 async def a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
     fake_slack: FakeSlack, url: str, a: Instance, b: Instance, ran: Path
-) -> None:
+) -> Instance:
+    """Killed once it noted the request's message: the takeover edits it. The instance killed."""
     ts, request = await ask_to_run(fake_slack, a, f"touch {ran}")
     holder, other = holder_of(url, a, b, ts)
     # A person's Slack may still show the buttons for a moment after the edit.
     stale = copy.deepcopy(request)
     # Killed once it noted which message asks (killed before, it says the expiry anew:
-    # the next test), so the takeover can edit the request itself.
+    # the next scenario), so the takeover can edit the request itself.
     noted = (
         "SELECT 1 FROM approvals WHERE handle IS NOT NULL AND state = 'waiting'"
         f" AND thread_key = 'slack|{CHANNEL}|{ts}'"
     )
-    with anyio.fail_after(30):
-        while not query(url, noted):
-            await anyio.sleep(0.05)
+    await until_rows(url, noted)
     ephemerals = len(fake_slack.ephemerals)
     await holder.kill()
     await fake_slack.wait_for(lambda: "Expired" in request.visible, LEASE * 3 + 30)
@@ -471,24 +475,24 @@ async def a_request_left_waiting_by_a_killed_instance_expires_at_takeover(
     await fake_slack.wait_ack(await fake_slack.click(stale, BOB, APPROVE_ACTION_ID, via=other.ws))
     await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) > ephemerals, 30)
     assert "already decided" in fake_slack.ephemerals[ephemerals]["text"]
+    return holder
 
 
-async def test_a_request_killed_before_its_message_was_noted_expires_anew_at_takeover(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+async def a_request_killed_before_its_message_was_noted_expires_anew_at_takeover(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, ran: Path
 ) -> None:
-    url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url, approvals=ASK)
     # The request is posted, but its instance is killed before it learns the message's ts.
     release = fake_slack.hold_replies(
         "chat.postMessage", lambda args: "Approval needed" in str(args.get("text"))
     )
     try:
-        ran = tmp_path / "ran"
         ts, request = await ask_to_run(fake_slack, a, f"touch {ran}")
-        holder, other = holder_of(url, a, b)
+        holder, other = holder_of(url, a, b, ts)
         await holder.kill()
         release.set()
-        assert query(url, "SELECT handle FROM approvals") == [(None,)]
+        of_thread = f"SELECT handle FROM approvals WHERE thread_key = 'slack|{CHANNEL}|{ts}'"
+        assert query(url, of_thread) == [(None,)]
+        ephemerals = len(fake_slack.ephemerals)
 
         def expired() -> list[Message]:
             return [m for m in fake_slack.thread(CHANNEL, ts) if "Expired" in m.visible]
@@ -504,12 +508,11 @@ async def test_a_request_killed_before_its_message_was_noted_expires_anew_at_tak
         await fake_slack.wait_ack(
             await fake_slack.click(request, BOB, APPROVE_ACTION_ID, via=other.ws)
         )
-        await fake_slack.wait_for(lambda: bool(fake_slack.ephemerals), 30)
-        assert "already decided" in fake_slack.ephemerals[0]["text"]
+        await fake_slack.wait_for(lambda: len(fake_slack.ephemerals) > ephemerals, 30)
+        assert "already decided" in fake_slack.ephemerals[ephemerals]["text"]
         assert not ran.exists()
     finally:
         release.set()  # a failure before the kill must not leave the fake's handler waiting
-        await stop_all(a, b)
 
 
 async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they_land(
@@ -602,6 +605,52 @@ async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they
         await stop_all(a, b)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known bug (docs/testing.md): the takeover tells first and records second, and the "
+    "store cannot tell a notice said but not recorded from one never said",
+)
+async def test_a_cut_off_turn_is_told_once_when_its_reporter_is_killed_after_telling(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+) -> None:
+    """The instance running a turn is killed; the other takes the thread over and posts the
+    notice, and is killed after Slack took it but before it learned so (and recorded it); the
+    first, started again, takes the thread over in turn. The thread must be told once.
+
+    What the alternating-instances SIGKILL run once found under heavy load ("4 notices for 3
+    broken turns", seed 3987290606), at the one moment that shows it."""
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url)
+    release = fake_slack.hold_replies(
+        "chat.postMessage", lambda args: TAKEOVER_NOTICE in str(args.get("text"))
+    )
+    try:
+        started, ts = tmp_path / "started", fake_slack.next_ts()
+        await fake_slack.push_event(
+            mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=a.ws
+        )
+        with anyio.fail_after(60):
+            while not started.exists():
+                await anyio.sleep(0.05)
+        first, second = holder_of(url, a, b, ts)
+        await first.kill()
+
+        def told() -> int:
+            return sum(m.visible.count(TAKEOVER_NOTICE) for m in fake_slack.thread(CHANNEL, ts))
+
+        await fake_slack.wait_for(lambda: told() >= 1, LEASE * 3 + 30)
+        await second.kill()
+        release.set()
+        await first.start()
+        await settled(url)
+        assert broken_turns(url, [(CHANNEL, ts)]), "the turn is recorded as cut off"
+        # A second notice would come with the takeover, before the turn is recorded.
+        assert told() == 1, f"told {told()} times"
+    finally:
+        release.set()
+        await stop_all(a, b)
+
+
 @dataclass
 class Sent:
     token: str
@@ -613,10 +662,36 @@ class Sent:
     via: Instance
 
 
-def broken_turns(url: str) -> set[int]:
-    """Turns a kill cut off (the takeover recorded them as stopped by the bridge)."""
-    turns = query(url, "SELECT id, state, error FROM turns")
-    return {t[0] for t in turns if t[1] == "interrupted" and "stopped during" in (t[2] or "")}
+def notices_by_thread(
+    url: str, fake: FakeSlack, roots: list[tuple[str, str]]
+) -> dict[str, tuple[int, int]]:
+    """Where the takeover notices and the broken turns differ: thread -> (notices, broken)."""
+    broken = Counter(
+        key
+        for _, state, error, key in query(url, "SELECT id, state, error, thread_key FROM turns")
+        if state == "interrupted" and "stopped during" in (error or "")
+    )
+    found = {}
+    for channel, root in roots:
+        key = f"slack|{channel}|{root}"
+        said = sum(m.visible.count(TAKEOVER_NOTICE) for m in fake.thread(channel, root))
+        if said != broken[key]:
+            found[key] = (said, broken[key])
+    return found
+
+
+def broken_turns(url: str, roots: list[tuple[str, str]] | None = None) -> set[int]:
+    """Turns a kill cut off (the takeover recorded them as stopped by the bridge); only those
+    of the threads ``roots`` (channel, thread ts) when given."""
+    keys = None if roots is None else {f"slack|{channel}|{root}" for channel, root in roots}
+    turns = query(url, "SELECT id, state, error, thread_key FROM turns")
+    return {
+        t[0]
+        for t in turns
+        if t[1] == "interrupted"
+        and "stopped during" in (t[2] or "")
+        and (keys is None or t[3] in keys)
+    }
 
 
 # Twenty kill cycles as five test items of four (each its own pair of instances, database and
@@ -633,19 +708,47 @@ def kill_cycles(part: int, parts: int = KILL_PARTS, cycles: int = KILL_CYCLES) -
     return range(part * cycles // parts, (part + 1) * cycles // parts)
 
 
+# A scenario on a pair: (the Slack fake, the database, instance a, instance b, the test's folder).
+Scenario = Callable[[FakeSlack, str, Instance, Instance, Path], Awaitable[None]]
+
+# The scenarios on the default config, on the kill items' pairs (a pair of their own cost two
+# starts each): (before the item's first kill, after its last). One that kills or stops an
+# instance runs after; the item's last victim is started again for it.
+KILL_SCENARIOS: dict[int, tuple[Scenario | None, Scenario | None]] = {
+    0: (twenty_threads_spread_over_two_instances_and_a_stop_click_at_the_other_one, None),
+    1: (what_two_instances_missed_while_disconnected_is_answered_once, None),
+    2: (None, sigterm_drains_under_load_and_the_other_instance_carries_on),
+}
+
+
+# Alone at a load of 13 on two cores the longest item took 105 s: the suite's 120 s would be
+# a measure of the machine, not of the bridge.
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("part", range(KILL_PARTS))
 async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, part: int
 ) -> None:
-    await sigkill_against_alternating_instances(fake_slack, postgres, tmp_path, kill_cycles(part))
+    before, after = KILL_SCENARIOS.get(part, (None, None))
+    await sigkill_against_alternating_instances(
+        fake_slack, postgres, tmp_path, kill_cycles(part), before, after
+    )
 
 
 async def sigkill_against_alternating_instances(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, cycles: range
+    fake_slack: FakeSlack,
+    postgres: Postgres,
+    tmp_path: Path,
+    cycles: range,
+    before: Scenario | None = None,
+    after: Scenario | None = None,
 ) -> None:
     """Kill cycles ``cycles``: each sends a few messages at random instances, kills one
     (``a`` in even cycles), has Slack redeliver what the dead one never acknowledged, and
-    brings it back; then nothing is lost, nothing repeated, every broken turn reported."""
+    brings it back; then nothing is lost, nothing repeated, every broken turn reported.
+
+    ``before`` runs on the new pair ahead of the first kill, ``after`` once the threads are
+    settled after the last (its victim started again first); both in threads of their own,
+    which the kill cycles' checks leave out (their lines carry no token)."""
     seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
     print(f"instances SIGKILL seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
     # The first cycle is mixed in: one BRIDGE_FAULT_SEED gives the items different choices.
@@ -667,6 +770,8 @@ async def sigkill_against_alternating_instances(
         )
 
     try:
+        if before is not None:
+            await before(fake_slack, url, a, b, tmp_path)
         for cycle in cycles:
             victim, other = pair[cycle % 2], pair[(cycle + 1) % 2]
             for n in range(rng.randint(2, 4)):
@@ -707,24 +812,32 @@ async def sigkill_against_alternating_instances(
                 await victim.start()
         await settled(url)
         # The reports of broken turns wait on Slack's posting limit: wait for them while the
-        # instances still run.
-        expected = len(broken_turns(url))
+        # instances still run (the fake wakes the wait at each post).
+        expected = len(broken_turns(url, roots))
         with anyio.move_on_after(expected * 2 + 10):
-            while notices() < expected:
-                await anyio.sleep(0.2)
+            await fake_slack.wait_for(lambda: notices() >= expected, expected * 2 + 20)
+        if after is not None:
+            await victim.start()
+            await after(fake_slack, url, a, b, tmp_path)
+        running = [inst for inst in pair if inst.process and inst.process.returncode is None]
     finally:
         await stop_all(a, b)
     context = f"(seed {seed}; logs in {tmp_path / 'logs'})"
+    # Each instance left running ends cleanly at SIGTERM.
+    assert [inst.process and inst.process.returncode for inst in running] == [0] * len(running)
 
     # Every message was stored once, and none is left waiting or failed.
     inbox = query(url, "SELECT text, state, turn_id FROM inbox")
+    # Of the scenarios' messages too, none waits or failed (theirs may be commands: `!retry`).
+    assert {state for _, state, _ in inbox} <= {"turn", "injected", "command"}, context
+    inbox = [row for row in inbox if TOKEN.search(row[0])]
     counts = Counter(t for text, _, _ in inbox for t in TOKEN.findall(text))
     assert set(counts) == {s.token for s in sent}, context
     assert all(n == 1 for n in counts.values()), f"stored twice {counts} {context}"
     assert {state for _, state, _ in inbox} <= {"turn", "injected"}, context
     turns = query(url, "SELECT id, state, error FROM turns")
     assert not [t for t in turns if t[1] == "running"], context
-    broken = broken_turns(url)
+    broken = broken_turns(url, roots)
 
     # Delivered to agy at most once; a line agy never got was in a turn reported broken.
     seen = Counter(
@@ -738,7 +851,10 @@ async def sigkill_against_alternating_instances(
     assert not unaccounted, f"never delivered, never reported: {unaccounted} {context}"
 
     # Every broken turn was reported in its thread, once.
-    assert notices() == len(broken), f"{notices()} notices for {len(broken)} broken turns {context}"
+    assert notices() == len(broken), (
+        f"{notices()} notices for {len(broken)} broken turns {context}; by thread "
+        f"(notices, broken turns): {notices_by_thread(url, fake_slack, roots)}"
+    )
     with anyio.fail_after(20):
         while marked_processes(f"AGY_SIM_HOME={tmp_path / 'sim-home'}"):
             await anyio.sleep(0.1)

@@ -233,30 +233,33 @@ async def retry_twice(
     assert sum("long-request" in text for text in requests_seen(root)) == 2
 
 
-async def test_a_takeover_after_sigkill_keeps_the_conversation_and_runs_the_cut_off_request_once(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+async def a_takeover_after_sigkill_keeps_the_conversation_and_runs_the_cut_off_request_once(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, tmp_path: Path
 ) -> None:
-    url = postgres.new_database()
-    async with instances(tmp_path, fake_slack, url, (None, None)) as insts:
-        ts, conversation, survivor = await cut_off(fake_slack, url, insts, tmp_path)
-        await fake_slack.wait_for(
-            lambda: TAKEOVER_NOTICE in fake_slack.answer_text(CHANNEL, ts), LEASE * 3 + 30
-        )
-        notice = fake_slack.answer_text(CHANNEL, ts)
-        assert KEPT in notice and "`!retry`" in notice
-        (tmp_path / "work" / "never").touch()  # a second run would not wait: it would show
-        answer = await ask_after(fake_slack, survivor, ts, "what was the word? [[history]]")
-        await settled(url)
-        # The same conversation: it remembers both earlier requests (the cut-off one too).
-        assert conversation_of(url, ts) == conversation
-        assert "History: 2 earlier user message(s)" in answer
-        assert _lines(tmp_path / "work") == 1, "the cut-off request ran again by itself"
-        assert sum("long-request" in text for text in requests_seen(tmp_path)) == 1
-        # The note ahead of the next message tells agy not to redo it.
-        [*_, after] = first_messages(tmp_path, conversation)
-        assert OPEN in after and "Do not continue or redo" in after
-        await status_says(fake_slack, survivor, ts, "kept after the interrupted turn")
-        await retry_twice(fake_slack, url, survivor, ts, tmp_path, click=False)
+    """On the pair of the first sandboxed SIGKILL item (the same config: both instances find
+    the private state), before its kills; the instance killed here starts again after."""
+    assert isinstance(a, SandboxedInstance) and isinstance(b, SandboxedInstance)
+    insts = [a, b]
+    ts, conversation, survivor = await cut_off(fake_slack, url, insts, tmp_path)
+    await fake_slack.wait_for(
+        lambda: TAKEOVER_NOTICE in fake_slack.answer_text(CHANNEL, ts), LEASE * 3 + 30
+    )
+    notice = fake_slack.answer_text(CHANNEL, ts)
+    assert KEPT in notice and "`!retry`" in notice
+    (tmp_path / "work" / "never").touch()  # a second run would not wait: it would show
+    answer = await ask_after(fake_slack, survivor, ts, "what was the word? [[history]]")
+    await settled(url)
+    # The same conversation: it remembers both earlier requests (the cut-off one too).
+    assert conversation_of(url, ts) == conversation
+    assert "History: 2 earlier user message(s)" in answer
+    assert _lines(tmp_path / "work") == 1, "the cut-off request ran again by itself"
+    assert sum("long-request" in text for text in requests_seen(tmp_path)) == 1
+    # The note ahead of the next message tells agy not to redo it.
+    [*_, after] = first_messages(tmp_path, conversation)
+    assert OPEN in after and "Do not continue or redo" in after
+    await status_says(fake_slack, survivor, ts, "kept after the interrupted turn")
+    await retry_twice(fake_slack, url, survivor, ts, tmp_path, click=False)
+    await (b if survivor is a else a).start()
 
 
 async def test_a_takeover_where_the_state_is_out_of_reach_starts_anew_without_the_request(
@@ -348,6 +351,13 @@ async def test_sigkill_under_load_with_sandboxed_agy_and_its_private_state(
     monkeypatch.setattr(test_instances, "Instance", SandboxedInstance)
     monkeypatch.setattr(test_instances, "sim_conversation_messages", private_conversation_messages)
     cycles = test_instances.kill_cycles(part, SANDBOXED_PARTS, SANDBOXED_CYCLES)
+    # The first item (three cycles, as the second) runs the takeover that keeps the
+    # conversation on its pair first: a pair of its own cost two more starts.
+    before = (
+        a_takeover_after_sigkill_keeps_the_conversation_and_runs_the_cut_off_request_once
+        if part == 0
+        else None
+    )
     await test_instances.sigkill_against_alternating_instances(
-        fake_slack, postgres, tmp_path, cycles
+        fake_slack, postgres, tmp_path, cycles, before
     )
