@@ -2,18 +2,20 @@
 
 `make synapse` installs Synapse into its own virtualenv and `make test` names its python in
 ``AGY_BRIDGE_SYNAPSE_PYTHON``. :func:`start_synapse` writes a ``homeserver.yaml`` (SQLite, one
-client listener on 127.0.0.1, no federation, cheap bcrypt), starts the server on a port the OS
-picked, waits until ``/_matrix/client/versions`` answers and hands back a :class:`Synapse` that
-registers users through the shared-secret admin API. Everything here is synchronous (subprocess
-and urllib) so session-scoped fixtures can use it without an event loop.
+client listener on 127.0.0.1, no federation and no federation sender, cheap bcrypt), starts
+the server on a port the OS picked, waits until ``/_matrix/client/versions`` answers and hands
+back a :class:`Synapse` that registers users through the shared-secret admin API. Everything
+here is synchronous (subprocess and urllib) so session-scoped fixtures can use it without an
+event loop.
 
 :func:`start_shared` starts the one homeserver a test run shares (tests/shared_servers.py): every
-xdist worker's users on one server, so each user gets a name no other worker gives. It keeps
-Synapse's default limits on what is counted per user (:data:`PER_USER_DEFAULTS`: messages, room
-creation, joins) and lifts them for each user it registers (the admin API's
-``override_ratelimit``), except through the view :meth:`Synapse.with_default_limits` hands the
-tests that are about those limits: their users meet Synapse's defaults. What is counted per
-address (logins, registrations: every test comes from 127.0.0.1) stays raised.
+xdist worker's users on one server, so each user gets a name no other worker gives; its
+database lives in memory (it is never started again on its data). It keeps Synapse's default
+limits on what is counted per user (:data:`PER_USER_DEFAULTS`: messages, room creation,
+joins) and lifts them for each user it registers (the admin API's ``override_ratelimit``),
+except through the view :meth:`Synapse.with_default_limits` hands the tests that are about
+those limits: their users meet Synapse's defaults. What is counted per address (logins,
+registrations: every test comes from 127.0.0.1) stays raised.
 """
 
 from __future__ import annotations
