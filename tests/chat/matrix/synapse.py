@@ -2,18 +2,20 @@
 
 `make synapse` installs Synapse into its own virtualenv and `make test` names its python in
 ``AGY_BRIDGE_SYNAPSE_PYTHON``. :func:`start_synapse` writes a ``homeserver.yaml`` (SQLite, one
-client listener on 127.0.0.1, no federation, cheap bcrypt), starts the server on a port the OS
-picked, waits until ``/_matrix/client/versions`` answers and hands back a :class:`Synapse` that
-registers users through the shared-secret admin API. Everything here is synchronous (subprocess
-and urllib) so session-scoped fixtures can use it without an event loop.
+client listener on 127.0.0.1, no federation and no federation sender, cheap bcrypt), starts
+the server on a port the OS picked, waits until ``/_matrix/client/versions`` answers and hands
+back a :class:`Synapse` that registers users through the shared-secret admin API. Everything
+here is synchronous (subprocess and urllib) so session-scoped fixtures can use it without an
+event loop.
 
 :func:`start_shared` starts the one homeserver a test run shares (tests/shared_servers.py): every
-xdist worker's users on one server, so each user gets a name no other worker gives. It keeps
-Synapse's default limits on what is counted per user (:data:`PER_USER_DEFAULTS`: messages, room
-creation, joins) and lifts them for each user it registers (the admin API's
-``override_ratelimit``), except through the view :meth:`Synapse.with_default_limits` hands the
-tests that are about those limits: their users meet Synapse's defaults. What is counted per
-address (logins, registrations: every test comes from 127.0.0.1) stays raised.
+xdist worker's users on one server, so each user gets a name no other worker gives; its
+database lives in memory (it is never started again on its data). It keeps Synapse's default
+limits on what is counted per user (:data:`PER_USER_DEFAULTS`: messages, room creation,
+joins) and lifts them for each user it registers (the admin API's ``override_ratelimit``),
+except through the view :meth:`Synapse.with_default_limits` hands the tests that are about
+those limits: their users meet Synapse's defaults. What is counted per address (logins,
+registrations: every test comes from 127.0.0.1) stays raised.
 """
 
 from __future__ import annotations
@@ -206,17 +208,22 @@ def start_synapse(
     raised_limits: bool = True,
     default_limits: tuple[str, ...] = (),
     on_spawn: Callable[[int], None] | None = None,
+    in_memory: bool = False,
 ) -> Synapse:
     """Start Synapse in ``workdir``; raise :class:`SynapseError` with its log tail on failure.
 
     With ``raised_limits``, the limits named in ``default_limits`` (e.g. ``rc_message``) keep
-    Synapse's defaults. ``on_spawn`` is told each server process's pid as soon as it exists."""
+    Synapse's defaults. ``on_spawn`` is told each server process's pid as soon as it exists.
+    ``in_memory`` keeps the database in the server's memory (see :func:`_write_config`): for a
+    server that is never started again on the same data."""
     workdir.mkdir(parents=True, exist_ok=True)
     last_error = ""
     for _ in range(_START_ATTEMPTS):
         port = _free_port()
         secret = secrets.token_hex(16)
-        config_path = _write_config(workdir, port, secret, raised_limits, default_limits)
+        config_path = _write_config(
+            workdir, port, secret, raised_limits, default_limits, in_memory=in_memory
+        )
         process = _spawn(python, config_path, workdir)
         if on_spawn is not None:
             on_spawn(process.pid)
@@ -241,6 +248,8 @@ def start_shared(python: str, workdir: Path, run: Run) -> dict[str, Any]:
         workdir,
         default_limits=PER_USER_DEFAULTS,
         on_spawn=lambda pid: run.register(pid, signal.SIGTERM),
+        # It lives as long as the run and is never restarted: nothing to keep on disk.
+        in_memory=True,
     )
     admin = server.register("admin", admin=True)
     return {
@@ -263,7 +272,13 @@ def shared_synapse(record: dict[str, Any]) -> Synapse:
 
 
 def _write_config(
-    workdir: Path, port: int, secret: str, raised_limits: bool, default_limits: tuple[str, ...]
+    workdir: Path,
+    port: int,
+    secret: str,
+    raised_limits: bool,
+    default_limits: tuple[str, ...],
+    *,
+    in_memory: bool = False,
 ) -> Path:
     log_config = workdir / "log.yaml"
     # JSON is YAML: no YAML library needed on this side.
@@ -299,7 +314,14 @@ def _write_config(
                 "resources": [{"names": ["client"], "compress": False}],
             }
         ],
-        "database": {"name": "sqlite3", "args": {"database": str(workdir / "homeserver.db")}},
+        # Synapse's SQLite runs in WAL mode with SQLite's default synchronous=FULL: every
+        # commit (several per event sent) is an fsync of the disk, CPU in the kernel and a
+        # wait that holds Synapse's one database thread. ``:memory:`` has neither; Synapse
+        # builds its schema in it at start, as for its own unit tests (one connection only).
+        "database": {
+            "name": "sqlite3",
+            "args": {"database": ":memory:" if in_memory else str(workdir / "homeserver.db")},
+        },
         "log_config": str(log_config),
         "media_store_path": str(workdir / "media"),
         "signing_key_path": str(workdir / "signing.key"),
@@ -312,6 +334,9 @@ def _write_config(
         "federation_domain_whitelist": [],
         "suppress_key_server_warning": True,
         "presence": {"enabled": False},
+        # No federation: without a sender, each event no longer wakes the federation sender's
+        # loop to find that it has no other server to send to (a few % of an event's CPU).
+        "federation_sender_instances": [],
         "report_stats": False,
         "url_preview_enabled": False,
         "enable_metrics": False,
