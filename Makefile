@@ -149,18 +149,18 @@ system-packages:
 	@$(MAKE) --no-print-directory bubblewrap postgres chromium
 
 # The suite runs over every core (pytest-xdist). Most tests wait on processes, sockets and rate
-# limits, not the CPU: a worker per core kept only 1.25 of two cores busy, three 1.38, so there
-# are two workers more than cores (on two cores, 2917 tests: 7 min 11 s with four workers, 8 min
-# 39 s with three, docs/testing.md), at most four; worksteal evens out the long tail. The workers
-# share one Synapse and one PostgreSQL (tests/shared_servers.py), so a worker more costs only its
-# own start and collection; `make test PYTEST_WORKERS=6` tries more (no --maxprocesses caps it).
+# limits, not the CPU: a worker per core kept only 1.25 of two cores busy, four workers 1.53, six
+# 1.73 (on two cores, 2943 tests: 5 min 23 s of pytest with four workers, 4 min 42 s with six,
+# docs/testing.md), so there are three workers per core, at most eight; worksteal evens out the
+# long tail. The workers share one Synapse and one PostgreSQL (tests/shared_servers.py), so a
+# worker more costs only its own start and collection; `make test PYTEST_WORKERS=4` tries fewer.
 # The two virtualenvs install side by side (pip waits on the network and the disk); the apt-get steps
 # stay one after the other (they share apt's lock). docs/testing.md says how the suite is split.
 # The run ends with each worker's CPU time (children included) and fails when their total is
 # above the budget written in docs/testing.md (tests/profiling.py): a change that makes the
 # suite much costlier says so in its own CI run. `make test-profile` also lists each test's wall
 # and CPU time.
-PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n + 2 < 4 ? n + 2 : 4 )))
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 3 * n < 8 ? 3 * n : 8 )))
 PYTEST_ARGS ?= -n $(PYTEST_WORKERS) --dist worksteal --durations=20
 CPU_BUDGET ?= docs/testing.md
 
