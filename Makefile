@@ -33,12 +33,13 @@ UV_STAMP := $(VENV)/.uv
 UV_PIP = env -u UV_COMPILE_BYTECODE $(UV) pip install -q --python
 PIP_INSTALL = -m pip install -q --disable-pip-version-check --no-compile
 # The venv's own pip, made when something needs it (the pip fallback, `make mutate`).
-ENSURE_PIP = { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip -q; }
+ENSURE_PIP = { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null; }
 
 $(UV_STAMP): requirements-uv.lock
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
 	$(PYTHON) -m venv --without-pip $(VENV)
-	@$(PYTHON) $(PIP_INSTALL) --python $(BIN)/python -r requirements-uv.lock 2>/dev/null \
+	@$(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check --no-compile \
+		-r requirements-uv.lock 2>/dev/null \
 		|| { $(ENSURE_PIP) && $(BIN)/python $(PIP_INSTALL) -r requirements-uv.lock; } \
 		|| { rm -f $(UV); echo "uv could not be installed: pip installs the virtualenvs (slower)"; }
 	@touch $@
