@@ -19,21 +19,28 @@ CONFIG ?= config.toml
 	chromium
 
 # uv installs both virtualenvs from the locks (about four times faster than pip, with a fraction of
-# its CPU). uv itself is pinned in requirements-uv.lock and installed by pip into the bridge's
-# venv, which keeps its pip. Where uv cannot be installed or fails, pip installs the same pinned
-# versions as before, and says so. uv reads none of pip's configuration (extra indexes, find-links,
-# constraints): the locks name every package, and it installs from PyPI alone. Neither compiles
+# its CPU). uv itself is pinned in requirements-uv.lock and installed into the bridge's venv by
+# the system's pip (`pip --python`), so the venv is made without a pip of its own: `venv`'s
+# ensurepip took longer than uv's whole install of both venvs (docs/testing.md). Where the
+# system has no pip (or one older than 22.3), ensurepip gives the venv one, as before; the pip
+# fallback and `make mutate` give it one when they need it. Where uv cannot be installed or
+# fails, pip installs the same pinned versions as before, and says so. uv reads none of pip's
+# configuration (extra indexes, find-links, constraints): the locks name every package, and it installs from PyPI alone. Neither compiles
 # bytecode at install (uv never does; pip is told not to): `make test` writes it as modules are
 # first imported, for the few modules that are.
 UV := $(BIN)/uv
 UV_STAMP := $(VENV)/.uv
 UV_PIP = env -u UV_COMPILE_BYTECODE $(UV) pip install -q --python
 PIP_INSTALL = -m pip install -q --disable-pip-version-check --no-compile
+# The venv's own pip, made when something needs it (the pip fallback, `make mutate`).
+ENSURE_PIP = { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null; }
 
 $(UV_STAMP): requirements-uv.lock
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed (python3.11, python3.12 …)"; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	@$(BIN)/python $(PIP_INSTALL) -r requirements-uv.lock \
+	$(PYTHON) -m venv --without-pip $(VENV)
+	@$(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check --no-compile \
+		-r requirements-uv.lock 2>/dev/null \
+		|| { $(ENSURE_PIP) && $(BIN)/python $(PIP_INSTALL) -r requirements-uv.lock; } \
 		|| { rm -f $(UV); echo "uv could not be installed: pip installs the virtualenvs (slower)"; }
 	@touch $@
 
@@ -50,7 +57,7 @@ $(STAMP): pyproject.toml requirements.lock requirements-dev.lock requirements-bu
 	else \
 		if [ -x $(UV) ]; then echo "uv failed (above): pip installs $(VENV) instead (slower)"; fi; \
 		echo "pip: $(VENV) from requirements.lock, requirements-dev.lock"; \
-		$(BIN)/python $(PIP_INSTALL) -r requirements.lock -r requirements-dev.lock \
+		$(ENSURE_PIP) && $(BIN)/python $(PIP_INSTALL) -r requirements.lock -r requirements-dev.lock \
 			&& $(BIN)/python $(PIP_INSTALL) --no-deps --config-settings $(EDITABLE_MODE) -e . || exit 1; \
 	fi
 	@touch $(STAMP)
@@ -85,8 +92,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check bridge tests bench
 	$(BIN)/ruff format --check bridge tests bench
 
+# mypy's cache lives beside uv's and pip's, not in the clone: a cold mypy costs 13-17 s of CPU
+# (a third of it the bridge, the rest the typed packages it imports), which in `make test` the
+# test workers then lack; warm, 0.6 s. mypy compares each file's hash with the cache, so another
+# clone, branch or worktree re-checks what differs and what depends on it, and nothing else.
+# `make typecheck MYPY_CACHE=.mypy_cache` keeps one per clone.
+MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/agy-bridge/mypy
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	@cache="$(MYPY_CACHE)"; mkdir -p "$$cache" 2>/dev/null && [ -w "$$cache" ] || cache=.mypy_cache; \
+	echo "$(BIN)/mypy --cache-dir $$cache"; $(BIN)/mypy --cache-dir "$$cache"
 
 # bubblewrap (agy's per-thread sandbox), slirp4netns (the sandbox's own network) and iproute2
 # (which configures it) are system packages: installed when missing where we may (root with
@@ -106,13 +120,14 @@ bubblewrap:
 	fi
 
 # The independent Matrix client of the verification test (matrix-js-sdk with its Rust crypto,
-# pinned in tests/chat/matrix/js/package-lock.json), installed from npm when Node is here;
-# elsewhere that test says why it did not run.
+# pinned in tests/chat/matrix/js/package-lock.json), installed from npm when Node is here
+# (from npm's cache where it has the pinned versions: they never change); elsewhere that test
+# says why it did not run.
 JS_CLIENT = tests/chat/matrix/js
 js-client:
 	@if [ -d $(JS_CLIENT)/node_modules/matrix-js-sdk ]; then :; \
 	elif command -v npm >/dev/null 2>&1; then \
-		(cd $(JS_CLIENT) && npm ci --no-audit --no-fund -q) \
+		(cd $(JS_CLIENT) && npm ci --prefer-offline --no-audit --no-fund -q) \
 			|| echo "matrix-js-sdk could not be installed: the verification test will not run"; \
 	else echo "Node/npm are missing: the Matrix verification test will not run"; fi
 
@@ -167,14 +182,25 @@ CPU_BUDGET ?= docs/testing.md
 # PYTHONDONTWRITEBYTECODE (set in some environments) would have every `python -m bridge` the
 # tests start compile the bridge from source again (about 0.3 s of CPU each, hundreds of times)
 # and every worker rewrite the test modules' asserts anew: the run writes its bytecode.
-# Lint and mypy run beside pytest, niced (the workers leave a third of a core idle), into files
-# printed after the tests' summary; `make test` fails if any of the three does.
+# The set-up waits mostly on the network and the disk: once uv is in .venv (both venvs use it),
+# Synapse's venv, the system packages and npm's client install beside the bridge's venv, and
+# lint and mypy start as soon as that venv is there, niced, beside the rest of the set-up and
+# then the tests (the workers leave a third of a core idle), into files printed after the
+# tests' summary; `make test` fails if any of the three does.
 test:
-	@$(MAKE) --no-print-directory -j2 venv synapse
-	@$(MAKE) --no-print-directory -j2 --output-sync=target system-packages js-client
-	@checks=$$(mktemp -d) && echo "lint and mypy run beside the tests: their output follows them"; \
-	nice -n 10 $(MAKE) --no-print-directory lint >$$checks/lint 2>&1 & lint=$$!; \
-	nice -n 10 $(MAKE) --no-print-directory typecheck >$$checks/typecheck 2>&1 & typecheck=$$!; \
+	@$(MAKE) --no-print-directory $(UV_STAMP)
+	@checks=$$(mktemp -d); \
+	$(MAKE) --no-print-directory -j3 --output-sync=target synapse system-packages js-client \
+		& setup=$$!; \
+	$(MAKE) --no-print-directory venv; venv=$$?; lint=; typecheck=; \
+	if [ $$venv = 0 ]; then \
+		echo "lint and mypy run beside the rest of the set-up and the tests: their output follows"; \
+		nice -n 10 $(MAKE) --no-print-directory lint >$$checks/lint 2>&1 & lint=$$!; \
+		nice -n 10 $(MAKE) --no-print-directory typecheck >$$checks/typecheck 2>&1 & typecheck=$$!; \
+	fi; \
+	wait $$setup; setup=$$?; \
+	if [ $$venv != 0 ] || [ $$setup != 0 ]; then \
+		wait; rm -rf $$checks; echo "make test: the set-up failed (above)"; exit 1; fi; \
 	PYTHONDONTWRITEBYTECODE= AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
 		$(BIN)/python -m pytest $(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET); tests=$$?; \
 	wait $$lint; lint=$$?; wait $$typecheck; typecheck=$$?; \
@@ -206,8 +232,8 @@ MUTATE_BUDGET ?= 900
 MUTATE_CHILDREN ?= 1
 .PHONY: mutate
 mutate: $(STAMP)
-	@$(BIN)/python -c 'import mutmut' 2>/dev/null || \
-		$(BIN)/python -m pip install -q --disable-pip-version-check 'mutmut==3.8.1'
+	@$(BIN)/python -c 'import mutmut' 2>/dev/null || { $(ENSURE_PIP) && \
+		$(BIN)/python -m pip install -q --disable-pip-version-check 'mutmut==3.8.1'; }
 	AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
 		MUTATE_BUDGET=$(MUTATE_BUDGET) MUTATE_CHILDREN=$(MUTATE_CHILDREN) \
 		nice -n 10 $(BIN)/python tools/mutate.py $(SLICE)

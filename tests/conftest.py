@@ -16,10 +16,17 @@ from bridge.agy.capabilities import Capabilities
 from tests.pg import Postgres, PostgresError, postgres_bin, shared_postgres, start_shared
 from tests.store_template import migrated_once
 
-# Each test's wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`);
-# the servers the workers share (one Synapse, one PostgreSQL per run); each test
-# module's bytecode written once before the workers start.
-pytest_plugins = ["tests.profiling", "tests.shared_servers", "tests.bytecode"]
+# anyio's plugin, without the trio import it would make (tests/anyio_asyncio.py); each test's
+# wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`); the servers
+# the workers share (one Synapse, one PostgreSQL per run); each test module's bytecode written
+# once before the workers start.
+pytest_plugins = [
+    "tests.anyio_asyncio",
+    "anyio.pytest_plugin",
+    "tests.profiling",
+    "tests.shared_servers",
+    "tests.bytecode",
+]
 
 
 @pytest.fixture

@@ -6,18 +6,21 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import anyio
-import mcp_types as types
 import pytest
-from mcp import Client
-from mcp.server import ServerRequestContext
-from mcp.server.lowlevel import Server
 
 from bridge.agy.listener import Registration, open_listener
 from bridge.agy.wire import HookInput, HookReply
+
+# The MCP SDK is imported by the tests that run, not at collection: every xdist worker collects
+# this file, and the SDK costs about 0.7 s of CPU to import.
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp.server import ServerRequestContext
+    from mcp.server.lowlevel import Server
 
 PROTOCOL = "2025-06-18"  # a handshake-era version: the stateful initialize flow
 SSE_ACCEPT = "application/json, text/event-stream"
@@ -35,6 +38,8 @@ class EchoServer:
         self.prefix = prefix
         self.started = anyio.Event()
         self.stopped = anyio.Event()
+        from mcp.server.lowlevel import Server
+
         self.server: Server[Any] = Server(
             f"echo-{prefix}",
             lifespan=self._lifespan,
@@ -53,12 +58,16 @@ class EchoServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        import mcp_types as types
+
         schema = {"type": "object", "properties": {"text": {"type": "string"}}}
         return types.ListToolsResult(tools=[types.Tool(name="echo", input_schema=schema)])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        import mcp_types as types
+
         text = f"{self.prefix}:{(params.arguments or {}).get('text', '')}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
@@ -68,6 +77,8 @@ async def no_hook(event: str, hook_input: HookInput) -> HookReply:
 
 
 def texts(result: Any) -> list[str]:
+    import mcp_types as types
+
     return [block.text for block in result.content if isinstance(block, types.TextContent)]
 
 
@@ -114,6 +125,8 @@ def session_headers(session_id: str) -> dict[str, str]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_the_official_client_initializes_lists_and_calls_a_tool(mode: Any) -> None:
+    from mcp import Client
+
     echo = EchoServer("a")
     async with open_listener() as listener:
         registration = await listener.register(no_hook, {"chat": echo.server})
@@ -187,6 +200,8 @@ async def test_closing_a_registration_stops_its_managers_and_404s_its_urls() -> 
 
 @pytest.mark.anyio
 async def test_two_registrations_have_their_own_servers_and_sessions() -> None:
+    from mcp import Client
+
     echo_a, echo_b = EchoServer("a"), EchoServer("b")
     async with open_listener() as listener, aiohttp.ClientSession() as http:
         a = await listener.register(no_hook, {"chat": echo_a.server})
@@ -270,6 +285,8 @@ async def test_a_client_that_accepts_only_json_is_served() -> None:
 
 @pytest.mark.anyio
 async def test_a_server_given_as_a_function_is_made_once_at_its_first_request() -> None:
+    from mcp import Client
+
     made: list[EchoServer] = []
 
     def make() -> Server[Any]:

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from bridge.core.events import Author, HistoryEntry
-from bridge.core.tools import UNLISTED_MARK, ToolFailure, read_posted
 from tests.core.harness import running, thread
 from tests.doubles import one_commit_repository
+
+# bridge.core.tools (and with it the MCP SDK, about 0.5 s of CPU) is imported by the tests that
+# use it, not at collection, which every xdist worker pays for every module.
 
 pytestmark = pytest.mark.anyio
 
@@ -50,6 +52,8 @@ async def test_post_file_refuses_escapes_with_a_tool_error(tmp_path: Path) -> No
 
 
 def test_jail_accepts_the_session_dir_and_rejects_dotdot(tmp_path: Path) -> None:
+    from bridge.core.tools import ToolFailure, read_posted
+
     work, session = tmp_path / "w", tmp_path / "s"
     work.mkdir()
     session.mkdir()
@@ -70,6 +74,8 @@ def test_jail_accepts_the_session_dir_and_rejects_dotdot(tmp_path: Path) -> None
 
 
 def test_a_posted_file_is_read_through_no_link_and_never_blocks(tmp_path: Path) -> None:
+    from bridge.core.tools import ToolFailure, read_posted
+
     work, session = tmp_path / "w", tmp_path / "s"
     (work / "real").mkdir(parents=True)
     session.mkdir()
@@ -198,6 +204,8 @@ def _history_with_strangers(h: Any) -> None:
 async def test_thread_history_never_passes_a_stranger_off_as_a_teammate(
     tmp_path: Path, mode: str
 ) -> None:
+    from bridge.core.tools import UNLISTED_MARK
+
     extra = {"bridge": {"data_dir": str(tmp_path / "data"), "unlisted_history": mode}}
     async with running(tmp_path, extra) as h:
         _history_with_strangers(h)

@@ -19,12 +19,14 @@ import anyio
 import pytest
 
 from bridge.core.events import AttachmentRef
-from bridge.core.tools import ChatTools, PostFileArgs, ToolFailure
 from bridge.core.workspaces import thread_slug
 from tests.agy.sandboxed import sandboxed_bridge
 from tests.core.harness import thread
 from tests.doubles import one_commit_repository
 from tests.security.session import plugin_dirs, session_urls
+
+# bridge.core.tools (and with it the MCP SDK, about 0.5 s of CPU) is imported by the tests that
+# use it, not at collection, which every xdist worker pays for every module.
 
 pytestmark = pytest.mark.anyio
 
@@ -114,6 +116,8 @@ async def test_an_attachment_cannot_be_sent_outside_through_a_planted_link(
 
 
 async def test_a_file_flipped_to_a_link_at_the_config_is_never_posted(tmp_path: Path) -> None:
+    from bridge.core.tools import ChatTools, PostFileArgs, ToolFailure
+
     async with sandboxed_bridge(tmp_path) as box:
         secret = box.config_path.read_bytes()
         assert b"xoxb-config-secret-" in secret

@@ -7,17 +7,23 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import uvicorn
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 
 from tests.simulator.driver import SimFactory, make_plugin, result_of, steps
 
+# The MCP SDK is imported by the server a test starts, not at collection: every xdist worker
+# collects this file, and the SDK costs about 0.7 s of CPU to import.
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
 
 def _server() -> MCPServer:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
     server = MCPServer("sim-test")
 
     @server.tool()

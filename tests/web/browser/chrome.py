@@ -24,23 +24,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from unittest import mock
 
 import anyio
 import anyio.to_thread
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import (
-    StaleElementReferenceException,
-    TimeoutException,
-    WebDriverException,
-)
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-from selenium.webdriver.common.selenium_manager import SeleniumManager
-from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
+
+# Selenium (about 0.7 s of CPU to import) is imported where a browser is driven, not when this
+# module is: every xdist worker collects the browser tests, and few of them run one.
+if TYPE_CHECKING:
+    from selenium import webdriver
+    from selenium.webdriver.remote.webelement import WebElement
 
 CHROMIUM = Path(os.environ.get("AGY_BRIDGE_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("AGY_BRIDGE_CHROMEDRIVER", "/usr/bin/chromedriver"))
@@ -85,6 +80,8 @@ def selenium_manager_forbidden() -> Iterator[None]:
             f"Selenium Manager was asked for {args!r}: it would fetch from the internet; "
             "give Selenium the system's chromedriver and chromium paths"
         )
+
+    from selenium.webdriver.common.selenium_manager import SeleniumManager
 
     with mock.patch.object(SeleniumManager, "binary_paths", refuse):
         yield
@@ -147,6 +144,8 @@ _QUIET_FEATURES = (
 
 
 def chrome_options(proxy_port: int) -> webdriver.ChromeOptions:
+    from selenium import webdriver
+
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in (
@@ -181,6 +180,9 @@ def chrome_options(proxy_port: int) -> webdriver.ChromeOptions:
 
 
 def start_chrome(proxy_port: int) -> webdriver.Chrome:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     os.environ["SE_OFFLINE"] = "true"
     with selenium_manager_forbidden():
         driver = webdriver.Chrome(
@@ -230,6 +232,8 @@ class Chrome:
         self.driver.get_log("performance")  # Page.requests lists this test's requests only
 
     def alive(self) -> bool:
+        from selenium.common.exceptions import WebDriverException
+
         try:
             self.driver.execute_cdp_cmd("Browser.getVersion", {})
         except WebDriverException:
@@ -238,6 +242,8 @@ class Chrome:
 
     def restart(self) -> None:
         """A browser that crashed in one test is replaced, not left to fail every later one."""
+        from selenium.common.exceptions import WebDriverException
+
         try:
             self.driver.quit()
         except WebDriverException:
@@ -286,6 +292,9 @@ class Page:
     async def wait_for(
         self, condition: Callable[[webdriver.Chrome], T], what: str, seconds: float = WAIT_SECONDS
     ) -> T:
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
         def wait() -> T:
             try:
                 # A page that navigates meanwhile makes the elements just found stale: look again.
@@ -303,6 +312,8 @@ class Page:
         return await self.call(wait)
 
     async def element(self, css: str, seconds: float = WAIT_SECONDS) -> WebElement:
+        from selenium.webdriver.common.by import By
+
         def found(driver: webdriver.Chrome) -> WebElement | bool:
             elements = driver.find_elements(By.CSS_SELECTOR, css)
             return elements[0] if elements else False
@@ -310,6 +321,8 @@ class Page:
         return await self.wait_for(found, f"an element {css!r}", seconds)  # type: ignore[return-value]
 
     async def text_of(self, css: str) -> str:
+        from selenium.webdriver.common.by import By
+
         def text(driver: webdriver.Chrome) -> tuple[str] | bool:
             elements = driver.find_elements(By.CSS_SELECTOR, css)
             return (str(elements[0].text),) if elements else False  # a tuple: "" is found too
@@ -320,6 +333,7 @@ class Page:
 
     async def wait_text(self, css: str, text: str, seconds: float = WAIT_SECONDS) -> str:
         """Wait until the first element matching ``css`` shows ``text``; return all it shows."""
+        from selenium.webdriver.common.by import By
 
         def shown(driver: webdriver.Chrome) -> str | bool:
             for element in driver.find_elements(By.CSS_SELECTOR, css):
@@ -330,6 +344,8 @@ class Page:
         return await self.wait_for(shown, f"{text!r} in {css!r}", seconds)  # type: ignore[return-value]
 
     async def count(self, css: str) -> int:
+        from selenium.webdriver.common.by import By
+
         return len(await self.call(self.driver.find_elements, By.CSS_SELECTOR, css))
 
     async def click(self, css: str) -> None:

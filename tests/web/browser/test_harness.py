@@ -10,9 +10,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import NoSuchDriverException
-from selenium.webdriver.chrome.service import Service
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -160,6 +157,10 @@ async def test_what_leaves_loopback_is_caught_and_listed(chrome: Chrome, page: P
 def test_selenium_manager_is_never_asked_for_a_driver() -> None:
     """Without the driver's path Selenium would ask Selenium Manager, which downloads: the
     guard the browser fixture starts under refuses that call."""
+    from selenium import webdriver
+    from selenium.common.exceptions import NoSuchDriverException
+    from selenium.webdriver.chrome.service import Service
+
     with selenium_manager_forbidden(), pytest.raises(NoSuchDriverException) as caught:
         webdriver.Chrome(options=chrome_options(9), service=Service())
     assert isinstance(caught.value.__cause__, SeleniumManagerCalled)
