@@ -119,8 +119,14 @@ async def test_a_background_process_of_the_agent_ends_with_its_agy_on_stop(
 async def test_without_the_sandbox_a_background_process_survives_the_stop(
     tmp_path: Path,
 ) -> None:
-    """What the sandbox fixes: a ``setsid`` child leaves agy's process group and outlives it."""
-    async with running(tmp_path, isolation="none") as h:
+    """What the sandbox fixes: a ``setsid`` child leaves agy's process group and outlives it.
+
+    No caps per thread here (no cgroup): a thread's cgroup is emptied when its agy ends, which
+    would end this sleep too, a few milliseconds after the group (the next test). With the
+    cgroup on, this test once raced that and, under load, lost."""
+    no_cgroup = {"max_processes_per_thread": 0, "max_memory_per_thread": 0}
+    async with running(tmp_path, isolation="none", **no_cgroup) as h:
+        assert h.bridge.runtime.limits.mechanism == "off"
         await h.say(HIDDEN_SLEEP, where=A)
         marker = h.bridge.runtime.run_marker
         [pid] = await _appears(SLEEP, marker)
@@ -135,6 +141,28 @@ async def test_without_the_sandbox_a_background_process_survives_the_stop(
             assert _processes(SLEEP, marker) == [pid]
         finally:
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_without_the_sandbox_the_threads_cgroup_ends_a_background_process_after_agy(
+    tmp_path: Path,
+) -> None:
+    """The same ``setsid`` child, with the caps per thread on: it leaves agy's process group,
+    but not agy's cgroup, which is emptied once agy has ended."""
+    async with running(tmp_path, isolation="none") as h:
+        if h.bridge.runtime.limits.mechanism not in ("cgroup1", "cgroup2"):
+            pytest.skip(f"no cgroup on this host ({h.bridge.runtime.limits.mechanism})")
+        await h.say(HIDDEN_SLEEP, where=A)
+        marker = h.bridge.runtime.run_marker
+        [pid] = await _appears(SLEEP, marker)
+        try:
+            await h.say("!stop", where=A, who="bob")
+            await h.adapter.wait_finished(1, A)
+            with anyio.fail_after(20):
+                while _processes(SLEEP, marker):
+                    await anyio.sleep(0.02)
+        finally:
+            if _processes(SLEEP, marker):
+                os.kill(pid, signal.SIGKILL)
 
 
 async def test_an_mcp_call_and_the_hook_reach_the_listener_from_inside(tmp_path: Path) -> None:

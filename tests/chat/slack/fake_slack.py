@@ -58,7 +58,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -81,6 +81,17 @@ APP_ID = "A0FAKE01"
 
 # Slack's rate tiers: the one table the app's budget reads too (bridge/chat/slack/tiers.py).
 TIERS: dict[str, Tier] = dict(SLACK_TIERS)
+
+
+def quicker_tiers(factor: float) -> dict[str, Tier]:
+    """Slack's tiers with every window ``factor`` times shorter: the same limits and bursts,
+    refilled sooner. For a test whose subject is not Slack's rate: give it to the fake
+    (``FakeSlack.tiers``) and to the app's budget alike, and the app still paces itself within
+    it (a call past it is still a 429), without a scenario of twenty posts in one channel
+    waiting a second for each (``chat.postMessage`` refills 0.8 a second)."""
+    return {method: replace(tier, window=tier.window / factor) for method, tier in TIERS.items()}
+
+
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _TS = re.compile(r"^\d+\.\d+$")
 _TEAM_ID = re.compile(r"^[TE][A-Z0-9]{2,}$")

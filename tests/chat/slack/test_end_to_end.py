@@ -15,10 +15,11 @@ import pytest
 
 from bridge.app import Bridge, open_bridge, start_adapters
 from bridge.chat.slack.adapter import SlackAdapter
+from bridge.chat.slack.budget import RateBudget
 from bridge.config import build_config
 from bridge.core.schedules.clock import Clock
 from tests.chat.slack.conftest import ALICE, BOB, CHANNEL, mention_event, message_event
-from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.chat.slack.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, quicker_tiers
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 
@@ -49,9 +50,16 @@ async def live_bridge(
     tmp_path: Path,
     extra: dict[str, Any] | None = None,
     clock: Clock | None = None,
+    quicker: float | None = None,
     **slack: Any,
 ) -> AsyncIterator[Live]:
+    """The whole bridge on ``fake``; ``quicker``: Slack's rate windows that many times shorter
+    for the fake and the app alike (:func:`quicker_tiers`), for a scenario that posts much."""
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp_path / "sim-home"))
+    budget = None
+    if quicker is not None:
+        fake.tiers = quicker_tiers(quicker)
+        budget = RateBudget(tiers=dict(fake.tiers))
     fake.add_user(ALICE, "alice", "alice@example.org")
     fake.add_user(BOB, "bob")
     config = build_config(
@@ -82,6 +90,7 @@ async def live_bridge(
         socket_ping_interval=1.0,
         retry_backoff=0.05,
         home_interval=0.3,
+        budget=budget,
     )
     async with open_bridge(config, {"slack": adapter}, clock=clock) as bridge:
         async with anyio.create_task_group() as tg:

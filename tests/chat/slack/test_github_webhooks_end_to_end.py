@@ -70,7 +70,7 @@ async def test_github_webhooks_reach_the_thread(
         },
         "approvals": {"mode": "off", "approvers": [BOB]},
     }
-    async with live_bridge(fake_slack, tmp_path, extra) as live:
+    async with live_bridge(fake_slack, tmp_path, extra, quicker=10) as live:
         bridge = live.bridge
         async with serving_webhooks(bridge) as admin:
             ts = fake_slack.next_ts()

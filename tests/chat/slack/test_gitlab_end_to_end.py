@@ -109,7 +109,7 @@ async def test_thread_to_merged_merge_request_with_webhooks(
         },
         "approvals": {"mode": "off", "approvers": [BOB]},
     }
-    async with live_bridge(fake_slack, tmp_path, extra) as live:
+    async with live_bridge(fake_slack, tmp_path, extra, quicker=10) as live:
         bridge = live.bridge
         async with serving_webhooks(bridge) as admin:
             fake.add_hook(project, admin.url + GITLAB_PATH, SECRET)

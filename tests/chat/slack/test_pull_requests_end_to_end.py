@@ -69,7 +69,7 @@ async def test_thread_to_merged_pull_request(
         },
         "approvals": {"mode": "off", "approvers": [BOB]},
     }
-    async with live_bridge(fake_slack, tmp_path, extra) as live:
+    async with live_bridge(fake_slack, tmp_path, extra, quicker=10) as live:
         ts = fake_slack.next_ts()
         await fake_slack.push_event(
             mention_event(f"add a greeting {commit('hello.txt', 'hi')}", ts=ts)

@@ -26,7 +26,7 @@ from tests.chat.slack.conftest import (
     mention_event,
     running_adapter,
 )
-from tests.chat.slack.fake_slack import BOT_USER, TEAM, FakeSlack
+from tests.chat.slack.fake_slack import BOT_USER, TEAM, FakeSlack, quicker_tiers
 
 pytestmark = pytest.mark.anyio
 
@@ -300,7 +300,13 @@ async def test_a_turn_the_bridge_opened_streams_to_the_bot_that_wrote_its_root(
 async def test_final_edit_outlasts_rate_limits(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
-    async with running_adapter(fake_slack, inbound, tmp_path, streaming=False) as adapter:
+    # A 429 empties the app's chat.update bucket (Slack counts ahead of it): each retry then
+    # waits for a token, 1.6 s at Tier 3's real window; a tenth of it proves the same.
+    fake_slack.tiers = quicker_tiers(10)
+    budget = RateBudget(tiers=dict(fake_slack.tiers))
+    async with running_adapter(
+        fake_slack, inbound, tmp_path, streaming=False, budget=budget
+    ) as adapter:
         async with start_turn(fake_slack, adapter) as (_, ts, reply):
             await reply.append("draft")
             await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == "draft")
