@@ -186,5 +186,6 @@ async def test_thread_to_merged_merge_request_with_webhooks(
             print(
                 f"\nGitLab: !pr to link posted: {linked - asked:.2f} s; a pipeline's webhook to "
                 f"the thread's message: {running - started_at:.2f} s (running), "
-                f"{told - failed_at:.2f} s (failed, behind Slack's pace of one post a second)"
+                f"{told - failed_at:.2f} s (failed, behind the app's pace of posts, on tiers "
+                "ten times quicker here)"
             )
