@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bridge.agy import launch
 from bridge.agy import turn as agy_turn
 from bridge.core.events import Reaction
 from tests.core.harness import Harness, running, thread
@@ -59,9 +60,13 @@ async def test_a_crash_mid_turn_is_reported_and_the_queued_message_still_runs(
 
 
 async def test_a_silent_agy_is_stopped_at_the_turn_deadline_and_the_thread_goes_on(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with running(tmp_path, turn_timeout=1.0) as h:
+    # agy's own deadline (--print-timeout) is under the bridge's; at a 1 s turn both were 1 s and
+    # a loaded machine let agy's win ("timeout waiting for response"). The bridge's deadline is
+    # what is tested: an agy whose own comes later, and a turn long enough for the second answer.
+    monkeypatch.setattr(launch, "print_timeout", lambda turn_timeout: "60s")
+    async with running(tmp_path, turn_timeout=3.0) as h:
         await h.say("think hard [[hang]]")
         [hung] = await h.adapter.wait_finished(1)
         assert hung.outcome is not None and hung.outcome.interrupted
