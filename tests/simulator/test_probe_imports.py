@@ -156,10 +156,12 @@ def test_the_probe_imports_nothing_it_does_not_print(sims: SimFactory, flag: str
     assert extra <= PROBE_MODULES, f"the {flag} probe imports more: {sorted(extra - PROBE_MODULES)}"
 
 
-def test_a_turn_without_tools_imports_no_event_loop_http_client_or_sdk(sims: SimFactory) -> None:
+def turn_imports(sims: SimFactory, text: str, *args: str) -> tuple[bytes, set[str]]:
+    """One successful stream-json turn under ``-X importtime``: its stdout, and the modules it
+    imported (the turn's own module among them: the turn ran, and the report was read)."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS],
-        input=user_line("hello"),
+        [sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS, *args],
+        input=user_line(text),
         cwd=sims.cwd,
         env=sims.env(),
         capture_output=True,
@@ -169,7 +171,12 @@ def test_a_turn_without_tools_imports_no_event_loop_http_client_or_sdk(sims: Sim
     assert done.returncode == 0, done.stderr
     assert b'"status":"SUCCESS"' in done.stdout
     modules = imported(done.stderr.decode())
-    assert "bridge.simulator.turn" in modules  # the turn ran, and the report was read
+    assert "bridge.simulator.turn" in modules
+    return done.stdout, modules
+
+
+def test_a_turn_without_tools_imports_no_event_loop_http_client_or_sdk(sims: SimFactory) -> None:
+    _, modules = turn_imports(sims, "hello")
     loaded = sorted(name for name in modules if _under(name, NOT_IN_A_PLAIN_TURN))
     assert not loaded, f"a plain turn imports {loaded}"
 
@@ -190,23 +197,10 @@ def test_a_turn_imports_only_the_simulator_and_the_stdlib_it_names(sims: SimFact
     }
     rule = b"---\ntrigger: always_on\n---\nAnswer briefly.\n"
     make_plugin(workspace, hooks=hooks, rules={"brief.md": rule})
-    done = subprocess.run(
-        [
-            *(sys.executable, "-X", "importtime", "-m", "bridge.simulator", *STREAM_ARGS),
-            *("--add-dir", str(workspace)),
-        ],
-        input=user_line("[[tool run_command true]] hello"),
-        cwd=sims.cwd,
-        env=sims.env(),
-        capture_output=True,
-        timeout=EVENT_TIMEOUT,
-        check=False,
+    stdout, turn = turn_imports(
+        sims, "[[tool run_command true]] hello", "--add-dir", str(workspace)
     )
-    assert done.returncode == 0, done.stderr
-    assert b'"status":"SUCCESS"' in done.stdout
-    turn = imported(done.stderr.decode())
-    assert "bridge.simulator.turn" in turn  # the turn ran, and the report was read
-    assert b'"state":"DONE","step_type":"tool"' in done.stdout  # allowed by the hook, ran
+    assert b'"state":"DONE","step_type":"tool"' in stdout  # allowed by the hook, ran
     floor = bare(sims, "import " + ", ".join(TURN_STDLIB))
     extra = turn - floor - TURN_MODULES
     assert not extra, f"a plain turn imports more: {sorted(extra)}"
