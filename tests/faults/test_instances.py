@@ -288,17 +288,23 @@ async def messages_to_twenty_threads_spread_over_two_instances(
     assert owners == {"a", "b"}, "both instances ran turns"
 
 
-async def a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
-    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, tmp_path: Path
-) -> None:
-    started = tmp_path / "started"
+async def a_long_turn_begun(fake_slack: FakeSlack, via: Instance, started: Path) -> str:
+    """A mention, through ``via``'s socket, whose turn touches ``started`` and then runs a
+    minute; its ts, once the turn has begun."""
     ts = fake_slack.next_ts()
     await fake_slack.push_event(
-        mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=a.ws
+        mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=via.ws
     )
     with anyio.fail_after(60):
         while not started.exists():
             await anyio.sleep(0.05)
+    return ts
+
+
+async def a_stop_click_is_handled_by_the_instance_that_does_not_run_the_thread(
+    fake_slack: FakeSlack, url: str, a: Instance, b: Instance, tmp_path: Path
+) -> None:
+    ts = await a_long_turn_begun(fake_slack, a, tmp_path / "started")
     # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
     # have claimed the thread first.
     _, other = holder_of(url, a, b, ts)
@@ -625,13 +631,7 @@ async def test_a_cut_off_turn_is_told_once_when_its_reporter_is_killed_after_tel
         "chat.postMessage", lambda args: TAKEOVER_NOTICE in str(args.get("text"))
     )
     try:
-        started, ts = tmp_path / "started", fake_slack.next_ts()
-        await fake_slack.push_event(
-            mention_event(f"long [[touch {started}]] [[sleep 60]]", ts=ts), via=a.ws
-        )
-        with anyio.fail_after(60):
-            while not started.exists():
-                await anyio.sleep(0.05)
+        ts = await a_long_turn_begun(fake_slack, a, tmp_path / "started")
         first, second = holder_of(url, a, b, ts)
         await first.kill()
 
