@@ -105,19 +105,9 @@ typecheck: $(STAMP)
 # bubblewrap (agy's per-thread sandbox), slirp4netns (the sandbox's own network) and iproute2
 # (which configures it) are system packages: installed when missing where we may (root with
 # apt-get, as in CI). Elsewhere their tests are skipped, each saying why; with CI=true they fail
-# instead.
+# instead. tools/system-packages.sh installs every missing part at once.
 bubblewrap:
-	@if command -v bwrap >/dev/null 2>&1 && command -v slirp4netns >/dev/null 2>&1 \
-		&& command -v ip >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing bubblewrap, slirp4netns and iproute2 (agy's per-thread sandbox)"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			bubblewrap slirp4netns iproute2; } \
-			|| echo "the sandbox's packages could not be installed: its tests will not run"; \
-	else \
-		echo "bubblewrap, slirp4netns or ip is missing and cannot be installed here (needs root"; \
-		echo "and apt-get): the sandbox tests will not run (pytest lists them as skipped)"; \
-	fi
+	@tools/system-packages.sh sandbox
 
 # The independent Matrix client of the verification test (matrix-js-sdk with its Rust crypto,
 # pinned in tests/chat/matrix/js/package-lock.json), installed from npm when Node is here
@@ -135,33 +125,21 @@ js-client:
 # machine (CI runs as root) gets Debian's package; elsewhere without them those tests say they
 # did not run (and fail under CI=true).
 postgres:
-	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			--no-install-recommends postgresql; \
-	else echo "PostgreSQL's server binaries are missing: its tests will not run"; fi
+	@tools/system-packages.sh postgres
 
 # The console's browser tests (tests/web/browser/) drive Debian's Chromium through its own
 # chromedriver (Selenium is told both paths and never downloads a driver or a browser). Installed
 # where we may (root with apt-get); elsewhere those tests are skipped, each saying why, and with
 # CI=true they fail instead.
 chromium:
-	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing chromium and chromium-driver (the console's browser tests)"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends chromium chromium-driver; } \
-			|| echo "chromium could not be installed: the browser tests will not run"; \
-	else \
-		echo "chromium or chromedriver is missing and cannot be installed here (needs root and"; \
-		echo "apt-get): the console's browser tests will not run (pytest lists them as skipped)"; \
-	fi
+	@tools/system-packages.sh browser
 
-# The system packages the tests need, one after the other (apt-get's lock); beside them in
-# `make test`: npm for the JS client (mostly network).
+# The system packages the tests need, in one apt-get install (apt's locks: three installs side
+# by side under make's jobserver failed now and then); beside them in `make test`: npm for the JS
+# client (mostly network).
 .PHONY: system-packages
 system-packages:
-	@$(MAKE) --no-print-directory bubblewrap postgres chromium
+	@tools/system-packages.sh sandbox postgres browser
 
 # The suite runs over every core (pytest-xdist). Most tests wait on processes, sockets and rate
 # limits, not the CPU: a worker per core kept only 1.25 of two cores busy, four workers 1.53, six
