@@ -13,6 +13,7 @@ import pytest
 
 import bridge.app
 from bridge.agy.capabilities import Capabilities
+from tests.ordering import spread_slow
 from tests.pg import Postgres, PostgresError, postgres_bin, shared_postgres, start_shared
 from tests.store_template import migrated_once
 
@@ -35,13 +36,10 @@ def anyio_backend() -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tier first (a stable sort: each keeps its order, as do the others).
-
-    pytest-xdist's worksteal hands each worker a contiguous part of this list and lets an idle
-    worker take the end of another's queue. A 20-second test that starts last keeps one worker
-    busy while the others wait; started first, the quick tests even out behind it. Every worker
-    sorts alike, so the collections still agree."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The slow tier spread over the workers' first tests (tests/ordering.py): each worker
+    starts with its part of the long tests and the quick ones even out the end."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = spread_slow(items, lambda item: item.get_closest_marker("slow") is not None, workers)
 
 
 @pytest.fixture(scope="session", autouse=True)
