@@ -145,6 +145,8 @@ class RecordingAdapter:
         self.settled: dict[str, ApprovalResult] = {}
         self.opened = 0  # threads opened (open_thread)
         self.resets: list[str] = []  # thread keys whose conversation was reset (!new)
+        # Keys of the notices told once (tell_once), per thread key: what the chat holds.
+        self.told: set[tuple[str, str]] = set()
 
     # --- ChatAdapter --------------------------------------------------------------------------
 
@@ -171,6 +173,16 @@ class RecordingAdapter:
         self.calls["post_message"] += 1
         self.notices.append((thread.key, text))
         self.changes.touch()
+
+    async def tell_once(self, thread: ThreadRef, key: str, text: str) -> bool:
+        """:meth:`post_message` unless a notice with ``key`` is in the thread already (a chat
+        that recognises it, as Slack's message metadata lets the bridge)."""
+        self.calls["tell_once"] += 1
+        if (thread.key, key) in self.told:
+            return False
+        await self.post_message(thread, text)
+        self.told.add((thread.key, key))
+        return True
 
     async def open_thread(self, channel: str, text: str) -> Opened:
         """A new thread whose root message is ``text`` (kept in ``notices`` under its key)."""

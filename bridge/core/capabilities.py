@@ -58,6 +58,21 @@ class OffersRetry(Protocol):
 
 
 @runtime_checkable
+class TellsOnce(Protocol):
+    """A cut-off notice said once per ``key``, however many instances try: the store cannot
+    tell "said, but the reporter died before recording it" from "never said", only the chat
+    can. The adapter marks the notice with ``key`` and recognises it there before posting
+    again (Slack: the message's metadata; Matrix: a transaction id the homeserver dedupes), so
+    a notice posted and not recorded is not posted twice, and one never posted still is. With
+    the Retry control where the adapter has one (:class:`OffersRetry`)."""
+
+    async def tell_once(self, thread: ThreadRef, key: str, text: str) -> bool:
+        """Post ``text`` unless the thread already holds the notice ``key``; True when posted
+        now (or sent where the chat itself drops a repeat)."""
+        ...
+
+
+@runtime_checkable
 class ServesHome(Protocol):
     """A home page per person (Slack's App Home): their threads, what waits for them, and the
     sections whose providers ``sources`` carries."""

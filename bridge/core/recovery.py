@@ -15,7 +15,7 @@ from bridge.core import handover
 from bridge.core import store as st
 from bridge.core.approvals import texts as approval_texts
 from bridge.core.approvals.gate import request_of
-from bridge.core.capabilities import OffersRetry
+from bridge.core.capabilities import OffersRetry, TellsOnce
 from bridge.core.events import ApprovalResult, ChatAdapter, ThreadRef
 from bridge.core.store.ports import RecoveryStore
 from bridge.core.workspaces import place_for
@@ -51,10 +51,27 @@ def cut_off_notice(first: str, kept: bool | None) -> str:
     return " ".join(part for part in (first, KEPT[kept], AFTER_CUT) if part)
 
 
-async def post_offering_retry(adapter: ChatAdapter, thread: ThreadRef, text: str) -> None:
-    """A cut-off notice, with a Retry control where the adapter has one (the scrubbed adapter
-    offers it: Slack's button); else as a message, ``!retry`` typed."""
-    if isinstance(adapter, OffersRetry):
+def notice_key(turn: st.TurnRow) -> str:
+    """The cut-off notice's key: the same from every instance (the shared store's row), and
+    another for any other turn (its start too: a store begun anew counts ids from 1 again)."""
+    return f"cut-off-{turn.id}-{round(turn.started_at * 1000)}"
+
+
+async def tell_cut_off(
+    adapter: ChatAdapter, thread: ThreadRef, turn: st.TurnRow, text: str
+) -> None:
+    """The notice that ``turn`` was cut off, with a Retry control where the adapter has one
+    (the scrubbed adapter offers it: Slack's button; else ``!retry`` is typed). Told before it
+    is recorded, so a reporter killed in between leaves it to be told again: where the chat can
+    recognise a notice it already holds (:class:`TellsOnce`, the scrubbed adapter offers it),
+    it is then not said twice."""
+    if isinstance(adapter, TellsOnce):
+        if not await adapter.tell_once(thread, notice_key(turn), text):
+            log.info(
+                "the thread was told already (by an instance that stopped before recording it)",
+                extra={"chat_thread": thread.key},
+            )
+    elif isinstance(adapter, OffersRetry):
         await adapter.post_with_retry(thread, text)
     else:
         await adapter.post_message(thread, text)
@@ -132,7 +149,7 @@ async def report_restart(
             continue  # that chat is not configured now: report it when it is
         try:
             notice = cut_off_notice(RESTART_NOTICE, await kept(ref))
-            await post_offering_retry(adapters[ref.platform], ref, notice)
+            await tell_cut_off(adapters[ref.platform], ref, turn, notice)
         except Exception:
             log.warning("could not report an interrupted turn", exc_info=True)
             continue
@@ -167,10 +184,10 @@ async def take_over(
             continue
         # Told first, recorded second: the post can wait seconds for Slack's rate budget, and
         # an instance killed meanwhile must leave the turn to be reported again rather than
-        # recorded as reported and never said.
+        # recorded as reported and never said (the chat keeps it from being said twice).
         try:
             first = TAKEOVER_NOTICE.format(previous=gone, name=name)
-            await post_offering_retry(adapter, thread, cut_off_notice(first, kept))
+            await tell_cut_off(adapter, thread, turn, cut_off_notice(first, kept))
         except Exception:
             log.warning(
                 "could not report a cut-off turn; it is reported at the next takeover",

@@ -9,8 +9,9 @@ commands, patterns and agy's errors). One place, so no new posting path can forg
 
 There is no forwarding of other attributes: what the core may call on a chat is the
 :class:`~bridge.core.events.ChatAdapter` protocol and the capabilities of
-:mod:`bridge.core.capabilities` that post text (``open_thread``), each written out here; the
-capabilities that post nothing are used on the adapter itself, where ``app.py`` wires them.
+:mod:`bridge.core.capabilities` that post text (``open_thread``, ``post_with_retry``,
+``tell_once``), each written out here; the capabilities that post nothing are used on the
+adapter itself, where ``app.py`` wires them.
 ``tests/core/test_scrub_posting.py`` calls every method here that takes text.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import BinaryIO
 
-from bridge.core.capabilities import OffersRetry, Opened, OpensThreads
+from bridge.core.capabilities import OffersRetry, Opened, OpensThreads, TellsOnce
 from bridge.core.events import (
     ApprovalRequest,
     ApprovalResult,
@@ -70,6 +71,15 @@ class ScrubbedAdapter:
             await self.inner.post_with_retry(thread, self._scrub(text))
         else:
             await self.inner.post_message(thread, self._scrub(text))
+
+    async def tell_once(self, thread: ThreadRef, key: str, text: str) -> bool:
+        """A cut-off notice said once per ``key`` where the chat can recognise it (see
+        :class:`~bridge.core.capabilities.TellsOnce`), else posted as :meth:`post_with_retry`
+        posts it."""
+        if isinstance(self.inner, TellsOnce):
+            return await self.inner.tell_once(thread, key, self._scrub(text))
+        await self.post_with_retry(thread, text)
+        return True
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         await self.inner.post_file(thread, file, self._scrub(title) if title else title)

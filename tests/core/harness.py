@@ -104,8 +104,11 @@ async def running(
     extra: dict[str, Any] | None = None,
     clock: Clock | None = None,
     platform: str = "test",
+    adapter: RecordingAdapter | None = None,
     **agy: Any,
 ) -> AsyncIterator[Harness]:
+    """A bridge on ``tmp`` with a recording chat (``adapter``, to keep one chat across starts),
+    recovered as at a start."""
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
     # Unsandboxed unless a test asks: these tests signal the agent through files outside its
@@ -127,7 +130,7 @@ async def running(
         **(extra or {}),
     }
     config = build_config(raw, environ={})
-    adapter = RecordingAdapter(platform=platform)
+    adapter = adapter or RecordingAdapter(platform=platform)
     async with open_bridge(config, {platform: adapter}, clock=clock) as bridge:
         await bridge.core.recover()
         yield Harness(bridge, adapter, tmp)

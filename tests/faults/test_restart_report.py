@@ -13,6 +13,7 @@ import pytest
 
 from bridge.core.events import Author, IncomingMessage
 from bridge.core.store.opening import open_store
+from bridge.core.store.threads import ThreadQueries
 from tests.core.harness import RecordingAdapter, running, thread
 
 pytestmark = [pytest.mark.faults, pytest.mark.anyio]
@@ -55,3 +56,26 @@ async def test_a_restart_report_that_could_not_be_posted_comes_with_the_next_sta
     monkeypatch.setattr(RecordingAdapter, "post_message", original)
     async with running(tmp_path) as h:
         assert [n for _, n in h.adapter.notices if NOTICE in n]
+
+
+async def test_a_restart_report_said_but_not_recorded_is_not_said_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the chat took the notice and before the turn was recorded as reported:
+    the next start finds the turn running still, and the chat recognises the notice by its
+    key (the turn's), so the thread hears it once."""
+    await leave_a_running_turn(tmp_path)
+    chat = RecordingAdapter()
+    original = ThreadQueries.finish_turn
+
+    async def killed_before_recording(*args: object, **kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr(ThreadQueries, "finish_turn", killed_before_recording)
+    async with running(tmp_path, adapter=chat):
+        pass
+    monkeypatch.setattr(ThreadQueries, "finish_turn", original)
+    async with running(tmp_path, adapter=chat) as h:
+        assert await h.bridge.store.running_turns() == [], "recorded as reported now"
+    told = [n for _, n in chat.notices if NOTICE in n]
+    assert len(told) == 1, f"told {len(told)} times"

@@ -41,6 +41,7 @@ from .late_keys import WaitingEvents
 from .obeying import IdentityNotices, TrustGate
 from .outbox import MatrixOutbox
 from .pacing import AccountPacer, PacingTuning
+from .posting import post_root, post_text
 from .ratelimit import RetryPolicy, RoomSendQueue
 from .reply import MatrixLiveReply, ReplyTuning, SendFailed
 from .rooms import resolve_rooms
@@ -300,15 +301,18 @@ class MatrixAdapter(RoomMembers):
         return thread.thread or self._turn_root.peek(thread.key) or ""
 
     async def post_message(self, thread: ThreadRef, text: str) -> None:
-        outbox = self._connected().outbox
-        remember = self._remember(thread)
-        root = self._root(thread)
-        latest: str | None = None
-        encrypted = outbox.encrypts(thread.channel)
-        for content in self._renderer.pieces(text, self._tuning.reply.limits, encrypted=encrypted):
-            with_relation(with_mentions(content), thread_root=root, latest=latest)
-            latest = await outbox.send(thread.channel, content)
-            remember(latest)
+        await self._post(thread, text)
+
+    async def tell_once(self, thread: ThreadRef, key: str, text: str) -> bool:
+        """Sent under transaction ids made from ``key`` (see :mod:`.posting`): the homeserver
+        posts nothing when this device sent them before. True: asked to post."""
+        await self._post(thread, text, key)
+        return True
+
+    async def _post(self, thread: ThreadRef, text: str, key: str | None = None) -> None:
+        outbox, limits = self._connected().outbox, self._tuning.reply.limits
+        root, remember = self._root(thread), self._remember(thread)
+        await post_text(outbox, self._renderer, limits, thread.channel, root, text, remember, key)
 
     async def permalink(self, thread: ThreadRef) -> str | None:
         return matrix_to(thread)
@@ -316,18 +320,8 @@ class MatrixAdapter(RoomMembers):
     async def open_thread(self, channel: str, text: str) -> Opened:
         """A conversation the bridge opens in room ``channel``: ``text`` as a new root message,
         the Matrix thread under it the conversation (the room, with ``threads = false``)."""
-        outbox = self._connected().outbox
-        root: str | None = None
-        latest: str | None = None
-        for content in self._renderer.pieces(
-            text, self._tuning.reply.limits, encrypted=outbox.encrypts(channel)
-        ):
-            with_mentions(content)
-            if root is not None:
-                with_relation(content, thread_root=root, latest=latest)
-            latest = await outbox.send(channel, content)
-            root = root or latest
-        assert root is not None
+        outbox, limits = self._connected().outbox, self._tuning.reply.limits
+        root = await post_root(outbox, self._renderer, limits, channel, text)
         thread = ThreadRef(platform=self.platform, channel=channel, thread=root)
         if not self._config.threads:
             thread = ThreadRef(platform=self.platform, channel=channel)

@@ -79,14 +79,17 @@ class MatrixOutbox:
         priority: Priority = Priority.ORDINARY,
         *,
         in_the_clear: bool = False,
+        tx_id: str | None = None,
     ) -> str:
+        """Send one event; ``tx_id`` (else a new one) is its transaction id, which the
+        homeserver recognises when this device sends it again."""
         client = self._client
         if self._known_room is not None and not await self._known_room(room_id):
             raise SendFailed(f"the bot is not in room {room_id}")
 
         # One transaction id for every try: if a try reached the homeserver after all, the
         # next one is recognised as the same event, so nothing arrives twice.
-        tx_id = str(uuid.uuid4())
+        tx_id = tx_id or str(uuid.uuid4())
 
         async def call() -> Any:
             if in_the_clear:
@@ -180,9 +183,14 @@ class MatrixOutbox:
                 raise SendFailed(f"{type(exc).__name__}: {exc}") from None
 
     async def send(
-        self, room_id: str, content: dict[str, Any], priority: Priority = Priority.ORDINARY
+        self,
+        room_id: str,
+        content: dict[str, Any],
+        priority: Priority = Priority.ORDINARY,
+        *,
+        tx_id: str | None = None,
     ) -> str:
-        return await self.send_event(room_id, "m.room.message", content, priority)
+        return await self.send_event(room_id, "m.room.message", content, priority, tx_id=tx_id)
 
     async def edit(
         self,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import anyio
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bridge.chat.slack import members
+from bridge.chat.slack import members, once
 from bridge.chat.slack.access import AccessPolicy, Refusals
 from bridge.chat.slack.agent_view import AgentExperience
 from bridge.chat.slack.approvals import SlackApprovals
@@ -49,7 +49,7 @@ from bridge.chat.slack.live import Replies, Running
 from bridge.chat.slack.reactions import Marks
 from bridge.chat.slack.recipients import Recipients
 from bridge.chat.slack.reply import ReplySettings
-from bridge.chat.slack.retry import RetryClicks, retry_blocks
+from bridge.chat.slack.retry import RetryClicks
 from bridge.chat.slack.session import Sessions, SessionSupport
 from bridge.chat.slack.spawn import TaskSlot
 from bridge.chat.slack.stops import Stops
@@ -319,11 +319,15 @@ class SlackAdapter:
 
     async def post_with_retry(self, thread: ThreadRef, text: str) -> None:
         """A notice that a turn was cut off, with a Retry button (the thread's ``!retry``)."""
-        blocks = retry_blocks(thread, neutralise_broadcasts(text))
-        if blocks is None:
-            await self.post_message(thread, text)
-            return
-        await self._calls(thread).say("message", blocks=blocks, text=text[:3000])
+        await once.post_notice(self._calls(thread), thread, text)
+
+    async def tell_once(self, thread: ThreadRef, key: str, text: str) -> bool:
+        """:meth:`post_with_retry` unless the thread holds the notice ``key`` (its metadata)."""
+        calls = self._calls(thread)
+        if await once.said_before(calls, key, self._identity.bot):
+            return False
+        await once.post_notice(calls, thread, text, key)
+        return True
 
     async def post_file(self, thread: ThreadRef, file: OutgoingFile, title: str | None) -> None:
         await self._calls(thread).upload(

@@ -142,6 +142,15 @@ class ThreadCalls:
             **fields,
         )
 
+    async def recent(self, what: str, **fields: Any) -> AsyncSlackResponse:
+        """One page of the conversation's messages: ``conversations.replies`` of a thread,
+        ``conversations.history`` of a whole channel (``fields`` pick the page)."""
+        if self._thread.thread:
+            return await self.replies(what, **fields)
+        return await self._run(
+            what, self._client.conversations_history, channel=self._thread.channel, **fields
+        )
+
     def _posted(self) -> None:
         if self._watcher is not None:
             self._watcher.posted(self._thread)

@@ -31,6 +31,11 @@ class BotIdentity(_Tolerant):
     team_id: str = ""
     name: str = ""
 
+    def wrote(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` (as the Web API returns one) is this bot's own post."""
+        user = str(message.get("user") or "")
+        return user == self.user_id or bool(self.bot_id and message.get("bot_id") == self.bot_id)
+
 
 class SlackFile(_Tolerant):
     id: str = ""

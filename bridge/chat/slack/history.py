@@ -58,7 +58,7 @@ class ThreadHistory:
         the bridge itself; an app only when listed in ``allowed_bots`` (and its user allowed,
         where it posts as one); a person when the access lists allow them here."""
         user = str(message.get("user") or "")
-        if _is_ours(message, bot):
+        if bot.wrote(message):
             return True
         apps = {str(message[key]) for key in ("bot_id", "app_id") if message.get(key)}
         if apps and not apps & self._allowed_bots:
@@ -82,7 +82,7 @@ class ThreadHistory:
 
     async def _author(self, message: dict[str, Any], bot: BotIdentity) -> Author:
         user = str(message.get("user") or "")
-        if _is_ours(message, bot):
+        if bot.wrote(message):
             return Author(id=bot.user_id, display_name=bot.name or "agy-bridge")
         app = str(message.get("bot_id") or message.get("app_id") or "")
         if user and not app:
@@ -91,11 +91,6 @@ class ThreadHistory:
         claimed = str(message.get("username") or "").strip()
         name = f"app {app or 'unknown'}" + (f' calling itself "{claimed}"' if claimed else "")
         return Author(id=app or user or "unknown", display_name=name)
-
-
-def _is_ours(message: dict[str, Any], bot: BotIdentity) -> bool:
-    user = str(message.get("user") or "")
-    return user == bot.user_id or bool(bot.bot_id and message.get("bot_id") == bot.bot_id)
 
 
 def _text(message: dict[str, Any], bot: BotIdentity) -> str:

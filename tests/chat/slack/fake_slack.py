@@ -33,7 +33,13 @@ It is as strict as Slack where the bridge depends on it:
   ``thread_ts``; the agent messaging experience, the App Home (``views.publish``) and channel
   membership are :class:`tests.chat.slack.fake_agent_view.AgentView`'s; streams take
   ``task_display_mode`` (``timeline`` or ``plan``) and ``plan_update`` chunks, whose title only
-  a plan shows.
+  a plan shows;
+- message metadata (docs.slack.dev "Using message metadata"): ``chat.postMessage`` takes an
+  object of an ``event_type`` (a string) and an ``event_payload`` (an object of strings,
+  numbers, booleans, objects of those and lists of such objects), and nothing else; any other
+  shape answers ``invalid_metadata_format``. ``conversations.replies`` and
+  ``conversations.history`` return a message's metadata only when asked with
+  ``include_all_metadata``.
 
 The fake keeps a model of the messages, so tests can read a thread as a person would see it:
 ``Message.visible`` is the text as posted, ``Message.rendered`` what Slack shows of it, with
@@ -134,6 +140,8 @@ class Message:
     # Another app's post (an incoming webhook: no user, a bot id, any username it likes).
     bot_id: str | None = None
     username: str | None = None
+    # chat.postMessage's ``metadata`` (event_type, event_payload), checked as Slack checks it.
+    metadata: dict[str, Any] | None = None
 
     @property
     def plan_mode(self) -> bool:
@@ -1032,6 +1040,12 @@ class FakeSlack:
         readable through ``conversations.replies`` and ``conversations.history``, and sends the
         event to an open connection; while the connection is lost, to none (Slack does not
         promise to redeliver what no connection took)."""
+        self.keep(event)
+        await self._send_or_keep(event)
+
+    def keep(self, event: dict[str, Any]) -> Message:
+        """The message of a person's ``event`` as Slack keeps it (readable through
+        ``conversations.replies`` and ``conversations.history``), sent by the caller."""
         message = Message(
             str(event["channel"]),
             str(event["ts"]),
@@ -1040,7 +1054,7 @@ class FakeSlack:
             text=str(event.get("text") or ""),
         )
         self.messages[message.ts] = message
-        await self._send_or_keep(event)
+        return message
 
     async def edit(self, channel: str, ts: str, text: str) -> None:
         """The author edits the message ``ts``: ``message_changed`` with the edited message and
@@ -1226,6 +1240,7 @@ class FakeSlack:
             blocks=blocks,
             unfurl_links=args.get("unfurl_links"),
             unfurl_media=args.get("unfurl_media"),
+            metadata=_metadata(args.get("metadata")),
         )
         self.messages[message.ts] = message
         self._posted(message)
@@ -1390,7 +1405,7 @@ class FakeSlack:
         page = thread[offset : offset + limit]
         more = offset + limit < len(thread)
         return {
-            "messages": [_as_api_message(m) for m in page],
+            "messages": [_as_api_message(m, _flag(args, "include_all_metadata")) for m in page],
             "has_more": more,
             "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
         }
@@ -1412,7 +1427,7 @@ class FakeSlack:
         page = found[offset : offset + limit]
         more = offset + limit < len(found)
         return {
-            "messages": [_as_api_message(m) for m in page],
+            "messages": [_as_api_message(m, _flag(args, "include_all_metadata")) for m in page],
             "has_more": more,
             "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
         }
@@ -1570,7 +1585,7 @@ def _failure_response(failure: _Failure) -> web.Response:
 def _in_range(messages: list[Message], args: dict[str, Any]) -> list[Message]:
     """``oldest`` / ``latest`` / ``inclusive`` as Slack reads them (both ends exclusive unless
     ``inclusive``)."""
-    inclusive = str(args.get("inclusive") or "").lower() in ("1", "true")
+    inclusive = _flag(args, "inclusive")
     oldest = float(args["oldest"]) if args.get("oldest") else None
     latest = float(args["latest"]) if args.get("latest") else None
 
@@ -1582,8 +1597,41 @@ def _in_range(messages: list[Message], args: dict[str, Any]) -> list[Message]:
     return [m for m in messages if fits(float(m.ts))]
 
 
-def _as_api_message(message: Message) -> dict[str, Any]:
+def _flag(args: dict[str, Any], name: str) -> bool:
+    """A boolean argument as Slack reads it (the SDK sends ``1``; ``true`` works too)."""
+    return str(args.get(name) or "").lower() in ("1", "true")
+
+
+def _metadata(value: Any) -> dict[str, Any] | None:
+    """``chat.postMessage``'s ``metadata`` (an object, or its JSON in a form field), or
+    ``invalid_metadata_format``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise SlackApiFail("invalid_metadata_format") from None
+    if not isinstance(value, dict) or set(value) != {"event_type", "event_payload"}:
+        raise SlackApiFail("invalid_metadata_format")
+    kind, payload = value["event_type"], value["event_payload"]
+    if not isinstance(kind, str) or not kind.strip() or not isinstance(payload, dict):
+        raise SlackApiFail("invalid_metadata_format")
+    for field_value in payload.values():
+        nested = field_value if isinstance(field_value, list) else [field_value]
+        if isinstance(field_value, list) and not all(isinstance(v, dict) for v in nested):
+            raise SlackApiFail("invalid_metadata_format")
+        for item in nested:
+            inner = item.values() if isinstance(item, dict) else [item]
+            if not all(isinstance(v, (str, int, float, bool)) for v in inner):
+                raise SlackApiFail("invalid_metadata_format")
+    return {"event_type": kind, "event_payload": payload}
+
+
+def _as_api_message(message: Message, with_metadata: bool = False) -> dict[str, Any]:
     data: dict[str, Any] = {"type": "message", "ts": message.ts, "text": message.visible}
+    if with_metadata and message.metadata is not None:
+        data["metadata"] = message.metadata
     if message.user == BOT_USER:
         data.update(user=BOT_USER, bot_id=BOT_ID)
     elif message.bot_id:
