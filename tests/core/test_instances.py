@@ -107,6 +107,14 @@ async def asked(a: Harness, b: Harness) -> tuple[Harness, Harness, str]:
     return holder, other, "req-1"
 
 
+def holder_first(a: Harness, b: Harness) -> tuple[Harness, Harness]:
+    """(the instance that runs the thread, the other one), once a turn of it has started.
+
+    Usually the instance that stored the message, but the other one, sweeping for waiting work
+    (at its start, then every third of the lease time), may claim the thread first."""
+    return (a, b) if thread().key in a.bridge.core.threads else (b, a)
+
+
 def workdir(h: Harness) -> Path:
     [worker] = h.bridge.core.threads.values()
     assert worker.place is not None
@@ -147,10 +155,7 @@ async def test_a_stop_click_at_the_other_instance_stops_the_turn(
         started = a.flag("started")
         await a.say(f"long [[touch {started}]] [[sleep 60]]")
         await until(started.exists)
-        # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
-        # have claimed the thread first.
-        if thread().key not in a.bridge.core.threads:
-            a, b = b, a
+        a, b = holder_first(a, b)
         await b.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
         [reply] = await a.adapter.wait_finished(1)
         assert reply.outcome is not None and reply.outcome.interrupted
@@ -477,7 +482,9 @@ async def test_a_change_that_arrives_at_the_other_instance_reaches_the_thread(
         with anyio.fail_after(20):
             while not started.exists():
                 await anyio.sleep(0.02)
-        waiting = await a.say("use the staging db")
+        a, b = holder_first(a, b)
+        # Its own id: each harness numbers its messages from m1.
+        waiting = await a.say("use the staging db", event_id="staging")
         alice = Author(id="@alice:test", display_name="Alice")
 
         def edit(mid: str, text: str, event: str) -> MessageChange:
