@@ -54,6 +54,7 @@ async def instance(
     max_processes: int = 4,
     sim_home: str = "sim-home",
     approvals: dict[str, Any] | None = None,
+    listen_after: anyio.Event | None = None,
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
@@ -81,8 +82,23 @@ async def instance(
     }
     adapter = RecordingAdapter()
     async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
+        if listen_after is not None:
+            deaf_until(bridge, listen_after)
         await bridge.core.recover()
         yield Harness(bridge, adapter, tmp)
+
+
+def deaf_until(bridge: Any, event: anyio.Event) -> None:
+    """The instance hears no notification until ``event`` is set (its listening connection is
+    slow to open, or is opened again after a cut)."""
+    db = bridge.store.database
+    listen = db.listen
+
+    async def late(*args: Any, **kwargs: Any) -> None:
+        await event.wait()
+        await listen(*args, **kwargs)
+
+    db.listen = late
 
 
 @asynccontextmanager
@@ -509,3 +525,21 @@ async def test_a_change_that_arrives_at_the_other_instance_reaches_the_thread(
         assert replies[2].outcome is not None
         assert "Alice edited their message" in replies[2].outcome.final_text
         assert not b.adapter.finished()
+
+
+async def test_a_wake_up_sent_while_the_holder_was_not_listening_reaches_its_thread(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """A message for A's idle thread arrives at B while A hears no notification (its listening
+    connection not yet open, or opened again after a cut): once A listens, it looks for what
+    it missed in its own threads too, not only for threads nobody holds."""
+    url = postgres.new_database()
+    listening = anyio.Event()
+    async with instance(tmp_path, "a", url, listen_after=listening) as a:
+        await a.say("hello")
+        await a.adapter.wait_finished(1)
+        async with instance(tmp_path, "b", url) as b:
+            await b.say("again", event_id="again")  # B announces it to A, which is deaf
+            listening.set()
+            await a.adapter.wait_finished(2)
+            assert not b.adapter.finished()
