@@ -13,7 +13,11 @@ queries, no tasks). With PostgreSQL, :class:`SharedLeases` keeps one row per act
   not run (wake the holder, or let an instance with room claim it), and control requests (Stop,
   restart, an approval decision) to whichever instance holds the thread;
 - a sweep at the same pace finds threads with waiting messages or a turn left running and no
-  live lease (their instance died): those are taken over.
+  live lease (their instance died): those are taken over. A thread whose message was just
+  stored by a live instance, before that instance claimed it, looks the same: the sweeping
+  instance may run it (the storing one's claim then fails and it announces the message);
+- each time listening (re)starts, a notification sent meanwhile may have been missed: the
+  sweep runs, and this instance's own threads with a message waiting are woken.
 """
 
 from __future__ import annotations
@@ -273,7 +277,7 @@ class SharedLeases:
                 self._db.listen,
                 [Store.INBOX_CHANNEL, CONTROL_CHANNEL],
                 lambda channel, payload: self._heard(events, channel, payload),
-                lambda: self._sweep(events),
+                lambda: self._caught_up(events),
             )
             renewed = time.monotonic()
             while True:
@@ -323,6 +327,22 @@ class SharedLeases:
         )
         if rows:
             await events.orphaned([(r["thread_key"], float(r["since"])) for r in rows])
+
+    async def _caught_up(self, events: LeaseEvents) -> None:
+        """Listening (again): what was missed while not. Threads nobody holds are swept; a
+        wake-up sent meanwhile for one of this instance's own threads is lost, so each of them
+        with a message waiting is told now (else an idle one would wait for its idle timeout)."""
+        await self._sweep(events)
+        keys = sorted(events.held())
+        if not keys:
+            return
+        rows = await self._db.fetch(
+            "SELECT DISTINCT thread_key FROM inbox WHERE state = ?"
+            " AND thread_key = ANY(CAST(? AS TEXT[]))",
+            (MessageState.PENDING, keys),
+        )
+        for row in rows:
+            events.stored(row["thread_key"])
 
     def _heard(self, events: LeaseEvents, channel: str, payload: str) -> None:
         if channel == Store.INBOX_CHANNEL:

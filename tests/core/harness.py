@@ -136,18 +136,28 @@ async def running(
         yield Harness(bridge, adapter, tmp)
 
 
-def hold_after_taking(store: Store) -> tuple[anyio.Event, anyio.Event]:
-    """Every turn of ``store``'s bridge stops just after it has taken its messages from the
-    inbox, before it runs: the first event is set then, and the turn goes on once the second
-    is set."""
-    take_turn = store.take_turn
+def hold_after_taking(*stores: Store, turns: int = 1) -> tuple[anyio.Event, anyio.Event]:
+    """Every turn of the bridges of ``stores`` stops just after it has taken its messages from
+    the inbox, before it runs: the first event is set once ``turns`` turns have (on whichever
+    of them: instances on one PostgreSQL may run each other's threads), and the turns go on
+    once the second is set. A take that finds nothing waiting is no turn: it is not held."""
     taken, go_on = anyio.Event(), anyio.Event()
+    took = 0
 
-    async def held(*args: Any, **kwargs: Any) -> Any:
-        result = await take_turn(*args, **kwargs)
-        taken.set()
-        await go_on.wait()
-        return result
+    def hold(take_turn: Any) -> Any:
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            nonlocal took
+            result = await take_turn(*args, **kwargs)
+            if result is None:
+                return result
+            took += 1
+            if took >= turns:
+                taken.set()
+            await go_on.wait()
+            return result
 
-    store.take_turn = held  # type: ignore[method-assign]
+        return held
+
+    for store in stores:
+        store.take_turn = hold(store.take_turn)  # type: ignore[method-assign]
     return taken, go_on

@@ -54,6 +54,7 @@ async def instance(
     max_processes: int = 4,
     sim_home: str = "sim-home",
     approvals: dict[str, Any] | None = None,
+    listen_after: anyio.Event | None = None,
 ) -> AsyncIterator[Harness]:
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
@@ -81,8 +82,23 @@ async def instance(
     }
     adapter = RecordingAdapter()
     async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
+        if listen_after is not None:
+            deaf_until(bridge, listen_after)
         await bridge.core.recover()
         yield Harness(bridge, adapter, tmp)
+
+
+def deaf_until(bridge: Any, event: anyio.Event) -> None:
+    """The instance hears no notification until ``event`` is set (its listening connection is
+    slow to open, or is opened again after a cut)."""
+    db = bridge.store.database
+    listen = db.listen
+
+    async def late(*args: Any, **kwargs: Any) -> None:
+        await event.wait()
+        await listen(*args, **kwargs)
+
+    db.listen = late
 
 
 @asynccontextmanager
@@ -105,6 +121,14 @@ async def asked(a: Harness, b: Harness) -> tuple[Harness, Harness, str]:
     await until(lambda: a.adapter.requests or b.adapter.requests)
     holder, other = (a, b) if a.adapter.requests else (b, a)
     return holder, other, "req-1"
+
+
+def holder_first(a: Harness, b: Harness) -> tuple[Harness, Harness]:
+    """(the instance that runs the thread, the other one), once a turn of it has started.
+
+    Usually the instance that stored the message, but the other one, sweeping for waiting work
+    (at its start, then every third of the lease time), may claim the thread first."""
+    return (a, b) if thread().key in a.bridge.core.threads else (b, a)
 
 
 def workdir(h: Harness) -> Path:
@@ -147,10 +171,7 @@ async def test_a_stop_click_at_the_other_instance_stops_the_turn(
         started = a.flag("started")
         await a.say(f"long [[touch {started}]] [[sleep 60]]")
         await until(started.exists)
-        # Usually A, which stored the message; B, sweeping for waiting work as it starts, may
-        # have claimed the thread first.
-        if thread().key not in a.bridge.core.threads:
-            a, b = b, a
+        a, b = holder_first(a, b)
         await b.bridge.core.stop(thread(), Author(id="@bob:test", display_name="Bob"))
         [reply] = await a.adapter.wait_finished(1)
         assert reply.outcome is not None and reply.outcome.interrupted
@@ -477,7 +498,9 @@ async def test_a_change_that_arrives_at_the_other_instance_reaches_the_thread(
         with anyio.fail_after(20):
             while not started.exists():
                 await anyio.sleep(0.02)
-        waiting = await a.say("use the staging db")
+        a, b = holder_first(a, b)
+        # Its own id: each harness numbers its messages from m1.
+        waiting = await a.say("use the staging db", event_id="staging")
         alice = Author(id="@alice:test", display_name="Alice")
 
         def edit(mid: str, text: str, event: str) -> MessageChange:
@@ -502,3 +525,21 @@ async def test_a_change_that_arrives_at_the_other_instance_reaches_the_thread(
         assert replies[2].outcome is not None
         assert "Alice edited their message" in replies[2].outcome.final_text
         assert not b.adapter.finished()
+
+
+async def test_a_wake_up_sent_while_the_holder_was_not_listening_reaches_its_thread(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """A message for A's idle thread arrives at B while A hears no notification (its listening
+    connection not yet open, or opened again after a cut): once A listens, it looks for what
+    it missed in its own threads too, not only for threads nobody holds."""
+    url = postgres.new_database()
+    listening = anyio.Event()
+    async with instance(tmp_path, "a", url, listen_after=listening) as a:
+        await a.say("hello")
+        await a.adapter.wait_finished(1)
+        async with instance(tmp_path, "b", url) as b:
+            await b.say("again", event_id="again")  # B announces it to A, which is deaf
+            listening.set()
+            await a.adapter.wait_finished(2)
+            assert not b.adapter.finished()

@@ -14,7 +14,7 @@ import pytest
 
 from bridge.app import open_bridge
 from bridge.config import build_config
-from bridge.core.events import Author, IncomingMessage
+from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.store.rows import Usage
 from bridge.core.team.audit import AuditLog
 from tests.core.harness import (
@@ -130,15 +130,15 @@ async def test_two_turns_racing_at_the_limit_are_each_counted_once(
     tmp_path: Path, postgres: Postgres
 ) -> None:
     async with two(tmp_path, postgres.new_database()) as (a, b):
-        held = [hold_after_taking(h.bridge.store) for h in (a, b)]
+        # Held at whichever instance runs each thread: usually the one that stored its
+        # message, but the other one's sweep for waiting work may claim it first.
+        taken, go_on = hold_after_taking(a.bridge.store, b.bridge.store, turns=2)
         await say(a, "t1", "one thread", "e1")
         await say(b, "t2", "another thread", "e2")
         # Both turns have taken their messages before either was judged: both under the limit.
         with anyio.fail_after(30):
-            for taken, _ in held:
-                await taken.wait()
-        for _, go_on in held:
-            go_on.set()
+            await taken.wait()
+        go_on.set()
         await until(lambda: answers(a, b) == 2)
         rows = await recorded(a, 2)
         totals = await turn_totals(a)
@@ -148,7 +148,8 @@ async def test_two_turns_racing_at_the_limit_are_each_counted_once(
         # Recording a turn again (a retry, the other instance) changes nothing.
         team = b.bridge.core.team
         assert team is not None
-        assert await team.book.record(rows[0]["turn_id"], a.adapter.thread("t1")) is not None
+        again = ThreadRef.from_key(rows[0]["thread_key"])
+        assert await team.book.record(rows[0]["turn_id"], again) is not None
         assert len(await shares(b)) == 2
         # Over the limit now, at either instance.
         await say(a, "t1", "a third", "e3")
