@@ -119,19 +119,6 @@ def test_the_doctor_reads_what_the_chats_left_without_their_sdks(tmp_path: Path)
     assert found == []
 
 
-def test_the_matrix_package_gives_its_adapter_names_at_their_first_use() -> None:
-    import bridge.chat.matrix as package
-    from bridge.chat.matrix.adapter import MatrixAdapter, MatrixTuning, NotConnected
-
-    assert (package.MatrixAdapter, package.MatrixTuning, package.NotConnected) == (
-        MatrixAdapter,
-        MatrixTuning,
-        NotConnected,
-    )
-    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
-        package.Nothing  # noqa: B018
-
-
 # --- what a console start imports, named ---------------------------------------------------
 
 # The third-party packages a `python -m bridge console` on the simulator imports, from start to
