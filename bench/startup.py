@@ -14,7 +14,9 @@ first line to its exit (user + system, with the children it waited for: the prob
 - ``console``: `python -m bridge console` on the simulator, its stdin closed at once (the
   start, the banner, an orderly end);
 - ``doctor``: `python -m bridge doctor` with the same config (agy probed, the store, the
-  listener, the environment checked);
+  listener, the environment checked; Slack configured by the tokens in the environment);
+- ``doctor (matrix)``: the same with a ``[matrix]`` section, encryption off (no homeserver is
+  asked): what the doctor imports to read what the Matrix adapter left;
 - ``run (slack)``: `python -m bridge run` against the project's fake Slack (Socket Mode) with
   the admin endpoint, until ``/healthz`` names the Slack adapter, then SIGTERM;
 - ``run (slack, webhooks)``: the same with a ``[forge]`` and its webhook secret.
@@ -48,6 +50,11 @@ from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
+# A Matrix bridge for the doctor: a closed port, encryption off, so no check asks it anything.
+MATRIX = (
+    '[matrix]\nhomeserver = "http://127.0.0.1:9"\nuser_id = "@bot:example.org"\n'
+    'password = "bench"\nencryption = false\n'
+)
 
 
 def cpu_of(
@@ -125,6 +132,8 @@ async def measure(runs: int, other: Path | None) -> list[tuple[str, list[float],
             envs.append({**env, "PYTHONPATH": str(other)})
         plain = root / "console.toml"
         plain.write_text(config_text(None, 0, forge=False))
+        matrix = root / "matrix.toml"
+        matrix.write_text(config_text(None, 0, forge=False) + MATRIX)
         python = sys.executable
         bridge = [python, "-m", "bridge"]
         rows: list[tuple[str, list[str], Callable[[], bool] | None]] = [
@@ -132,6 +141,7 @@ async def measure(runs: int, other: Path | None) -> list[tuple[str, list[float],
             ("import bridge.cli", [python, "-c", "import bridge.cli"], None),
             ("console", [*bridge, "console", "--config", str(plain)], None),
             ("doctor", [*bridge, "doctor", "--config", str(plain)], None),
+            ("doctor (matrix)", [*bridge, "doctor", "--config", str(matrix)], None),
         ]
         async with serve_fake_slack() as fake:
             for forge in (False, True):

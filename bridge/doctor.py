@@ -432,11 +432,10 @@ def check_chats(config: Config, report: Report) -> None:
         if config.matrix.password is None and config.matrix.access_token is None:
             report.bad("Matrix needs [matrix] password or access_token")
         chats.append(f"Matrix ({config.matrix.user_id})")
-        # Each chat's own modules only where it is configured (matrix-nio is heavy to import).
-        from bridge.chat.matrix.crosssign import pending_reset_url
+        # The file the adapter left, read without matrix-nio (a second of CPU to import).
         from bridge.chat.matrix.files import MatrixFiles
 
-        reset = pending_reset_url(MatrixFiles.under(config.bridge.data_dir).cross_signing)
+        reset = MatrixFiles.under(config.bridge.data_dir).pending_reset_url()
         if reset is not None:
             report.bad(
                 "Matrix: replacing the bot's cross-signing identity waits for approval in the "
@@ -453,7 +452,8 @@ def check_chats(config: Config, report: Report) -> None:
 def check_slack_sessions(config: Config, report: Report) -> None:
     """What the bridge last learnt from Slack's answer about agent sessions (it never guesses:
     only a running bridge's first ``agents.sessions.setStatus`` tells)."""
-    from bridge.chat.slack.session import recorded_support
+    # What the adapter wrote, read without Slack's SDK and aiohttp (0.2 s of CPU to import).
+    from bridge.chat.slack.session_record import recorded_support
 
     seen = recorded_support(config.bridge.data_dir.resolve())
     if seen is None:

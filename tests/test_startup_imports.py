@@ -85,6 +85,40 @@ def test_the_doctor_imports_neither_the_core_nor_a_chat_nor_aiohttp() -> None:
     assert found == []
 
 
+CHAT_SDKS = ("slack_sdk", "slack_bolt", "aiohttp", "nio", "bridge.chat.matrix.adapter")
+
+
+def test_the_doctor_reads_what_the_chats_left_without_their_sdks(tmp_path: Path) -> None:
+    # With Slack and Matrix configured, the doctor reads two files the adapters wrote (agent
+    # sessions' support, a cross-signing reset waiting for approval): importing Slack's SDK
+    # with aiohttp (0.2 s of CPU) or matrix-nio (over a second) for that was most of its start.
+    data = tmp_path / "data"
+    (data / "matrix").mkdir(parents=True)
+    (data / "slack-agent-sessions.json").write_text('{"state": "unavailable", "reason": "r"}')
+    (data / "matrix" / "cross_signing_reset.json").write_text('{"url": "https://mas/reset"}')
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[bridge]\ndata_dir = "{data}"\n'
+        '[slack]\nbot_token = "xoxb-1"\napp_token = "xapp-1"\n'
+        '[matrix]\nhomeserver = "https://m.example"\nuser_id = "@bot:m.example"\n'
+        'password = "p"\n'
+    )
+    found = imported_after(
+        f"""
+        from pathlib import Path
+        from bridge.config import load_config
+        from bridge.doctor import Report, check_chats
+
+        report = Report()
+        check_chats(load_config(Path({str(config)!r}), environ={{}}), report)
+        assert any("Slack agent sessions: unavailable (r)" in x for x in report.lines)
+        assert any("open https://mas/reset" in x for x in report.lines), report.lines
+        """,
+        watched=CHAT_SDKS,
+    )
+    assert found == []
+
+
 # --- what a console start imports, named ---------------------------------------------------
 
 # The third-party packages a `python -m bridge console` on the simulator imports, from start to

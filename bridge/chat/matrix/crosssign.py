@@ -85,16 +85,6 @@ def needs_approval(url: str) -> str:
     )
 
 
-def pending_reset_url(key_file: Path) -> str | None:
-    """The approval URL the last start was given, while the reset waits (for doctor)."""
-    try:
-        data = json.loads(key_file.with_name(RESET_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    url = data.get("url") if isinstance(data, dict) else None
-    return url if isinstance(url, str) else None
-
-
 class CrossSigningError(Exception):
     """Cross-signing could not be set up; the message says why and what to do."""
 

@@ -9,6 +9,7 @@ the owner only.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,16 @@ class MatrixFiles:
     @property
     def store(self) -> Path:
         return self.root / "store"
+
+    def pending_reset_url(self) -> str | None:
+        """The approval URL the last start was given, while a reset of the identity waits (for
+        doctor, which reads it without importing matrix-nio)."""
+        try:
+            data = json.loads(self.cross_signing_reset.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        url = data.get("url") if isinstance(data, dict) else None
+        return url if isinstance(url, str) else None
 
     def prepare(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -16,9 +16,7 @@ unavailable for the run, is logged once, and is written to the data folder for
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ from bridge.chat.common.lru import LRUMap
 from bridge.chat.slack.budget import Deferred
 from bridge.chat.slack.client import CALL_ERRORS, api_error, describe, is_transient
 from bridge.chat.slack.events import Candidate
+from bridge.chat.slack.session_record import record_support
 from bridge.core.events import ThreadRef
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,6 @@ THREAD_ERRORS = frozenset(
 TITLE_LIMIT = 200
 # How long a turn waits for the first call's answer before asking again.
 _PROBE_WAIT = 0.5
-# What the adapter writes to its data folder for `agy-bridge doctor`.
-STATE_FILE = "slack-agent-sessions.json"
 
 
 def session_title(text: str) -> str:
@@ -93,20 +90,10 @@ class SessionSupport:
     def _record(self) -> None:
         if self.data_dir is None:
             return
-        record = {"state": self.state, "reason": self.reason, "at": int(time.time())}
         try:
-            (self.data_dir / STATE_FILE).write_text(json.dumps(record), encoding="utf-8")
+            record_support(self.data_dir, self.state, self.reason)
         except OSError as exc:
             log.info("could not note the agent sessions' state: %s", exc)
-
-
-def recorded_support(data_dir: Path) -> tuple[str, str, int] | None:
-    """What a running bridge last learnt from Slack: (state, reason, unix time), or None."""
-    try:
-        record = json.loads((data_dir / STATE_FILE).read_text(encoding="utf-8"))
-        return str(record["state"]), str(record.get("reason") or ""), int(record.get("at") or 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 class AgentSession:

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.chat.slack.session import STATE_FILE, recorded_support
+from bridge.chat.slack.session_record import STATE_FILE, recorded_support
 from bridge.chat.slack.status import STATUS_TEXT
 from bridge.core.events import ThreadRef, ToolActivity, TurnOutcome
 from tests.chat.slack.conftest import (
