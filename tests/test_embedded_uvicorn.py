@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
@@ -61,3 +62,58 @@ async def test_an_idle_server_wakes_once_a_second_and_stops_on_exit() -> None:
         server.exit()
         with anyio.fail_after(30):
             await served.wait()
+
+
+class Pauses:
+    """uvicorn's server module's ``asyncio``, with every ``sleep`` it asks for noted."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, delay: float) -> None:
+        self.asked.append(delay)
+        await asyncio.sleep(delay)
+
+
+@pytest.mark.parametrize("open_connection", [False, True])
+async def test_a_server_stops_without_uvicorns_pause_unless_a_connection_is_open(
+    monkeypatch: pytest.MonkeyPatch, open_connection: bool
+) -> None:
+    """uvicorn pauses 0.1 s at shutdown for open connections to notice: the end of every
+    bridge, when none is open. One kept open still gets it, and is closed."""
+    pauses = Pauses()
+    monkeypatch.setattr(uvicorn.server, "asyncio", pauses)
+    server = EmbeddedServer(uvicorn.Config(app, log_config=None, lifespan="off", ws="none"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    port = sock.getsockname()[1]
+    served = anyio.Event()
+
+    async def serve() -> None:
+        await server.serve([sock])
+        served.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        with anyio.fail_after(30):
+            while not server.started:
+                await anyio.sleep(0.01)
+        async with aiohttp.ClientSession() as client:
+            async with client.get(f"http://127.0.0.1:{port}/") as answer:
+                assert await answer.text() == "ok"
+            if not open_connection:
+                await client.close()
+                with anyio.fail_after(30):
+                    while server.server_state.connections:
+                        await anyio.sleep(0.01)
+            assert bool(server.server_state.connections) is open_connection
+            server.exit()
+            with anyio.fail_after(30):
+                await served.wait()
+    assert (0.1 in pauses.asked) is open_connection, pauses.asked
+    assert not server.server_state.connections
