@@ -269,8 +269,8 @@ async def messages_to_twenty_threads_spread_over_two_instances(
 ) -> None:
     threads = [fake_slack.next_ts() for _ in range(20)]
     # Five channels: Slack allows about one post a second in each, and waiting on that
-    # limit is not what this test is about. (Ten took longer, 7 s against 5 s: each new
-    # channel costs the bridge calls of its own, which have their own limits.)
+    # limit is not what this test is about. (Ten took longer, 7 s against 5 s: a channel new
+    # to an instance costs it a `conversations.info`, a call with its own rate limit.)
     channels = [f"{CHANNEL}{n}" for n in range(5)]
 
     def channel(n: int) -> str:
