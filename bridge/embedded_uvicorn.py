@@ -8,11 +8,16 @@ loop, under its task group, and quiet while nothing happens.
   :meth:`EmbeddedServer.exit` is called. ``main_loop`` and ``on_tick`` are ``uvicorn.Server``'s
   own (undocumented) methods, pinned with uvicorn in the lock files;
   tests/test_embedded_uvicorn.py notices when a new uvicorn changes them.
+- uvicorn's ``shutdown`` pauses 0.1 s for open connections to see that it stops, also when
+  none is open: the end of every bridge (the listener, the web console). With no connection
+  and no task left once it stops accepting, it goes straight to closing; otherwise it is
+  uvicorn's own, pause included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
 
 import anyio
@@ -46,3 +51,16 @@ class EmbeddedServer(uvicorn.Server):
             with anyio.move_on_after(1):
                 await self._exit.wait()
             counter += _TICKS_PER_SECOND
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()  # no new connection from here on (closing twice is harmless)
+        if self.server_state.connections or self.server_state.tasks:
+            await super().shutdown(sockets)
+            return
+        for sock in sockets or []:
+            sock.close()
+        for server in self.servers:
+            await server.wait_closed()
+        if not self.force_exit:
+            await self.lifespan.shutdown()

@@ -120,7 +120,7 @@ async def settled(url: str, timeout: float = 90) -> None:
             "SELECT 1 FROM inbox WHERE state = 'pending' UNION ALL "
             "SELECT 1 FROM turns WHERE state = 'running'",
         ):
-            await anyio.sleep(0.2)
+            await anyio.sleep(0.05)
 
 
 def conversation_of(url: str, ts: str) -> str | None:

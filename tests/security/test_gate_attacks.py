@@ -85,26 +85,29 @@ class Attack:
             if len(adapter.finished(where)) > done:
                 return adapter.finished(where)[done]
 
-    async def runs_at_once(self, command: str) -> None:
-        """An ordinary command: it runs, and nobody is asked."""
+    async def runs_at_once(self, *commands: str) -> None:
+        """Ordinary commands, one tool call each in one turn: each runs to its end, and nobody
+        is asked (the gate judges every call on its own, as in turns of their own)."""
         before = len(self.asked)
-        reply = await self.turn(f"[[tool run_command {command}]]")
-        assert len(self.asked) == before, f"{command!r} asked: {self.asked[before:]}"
-        assert reply.tools[-1].state == "DONE", reply.tools
+        reply = await self.turn(" ".join(f"[[tool run_command {c}]]" for c in commands))
+        assert len(self.asked) == before, f"{commands!r} asked: {self.asked[before:]}"
+        done = [t.summary for t in reply.tools if t.state == "DONE"]
+        assert done == list(commands) and all(t.state != "ERROR" for t in reply.tools), reply.tools
 
-    async def team_work_still_runs(self, *, pytest: bool = False) -> None:
-        """The team's ordinary commands run at once, and one of them writes: it really ran to
-        its end. With ``pytest``, a real pytest run of the workspace's tests too (a quarter of a
-        second of CPU, against a few milliseconds for git; the gate's answer to it is the same
-        in every test, so the tests that are not parametrized run it)."""
-        await self.runs_at_once("git status")
-        await self.runs_at_once("ls -la")
-        await self.runs_at_once("git log --oneline --output=team-log.txt")
-        assert "first" in (self.workspace / "team-log.txt").read_text(), "git log did not run"
+    async def team_work_still_runs(self, *ordinary: str, pytest: bool = False) -> None:
+        """The team's ordinary commands (``ordinary`` first) run at once, and one of them
+        writes: it really ran to its end. With ``pytest``, a real pytest run of the workspace's
+        tests too (a quarter of a second of CPU, against a few milliseconds for git; the gate's
+        answer to it is the same in every test, so the tests that are not parametrized run
+        it). One turn for them all: a turn is a simulator process of its own."""
+        commands = [*ordinary, "git status", "ls -la", "git log --oneline --output=team-log.txt"]
         if pytest:
             (self.workspace / "tests").mkdir(exist_ok=True)
             (self.workspace / "tests" / "x.py").write_text(TEST_FILE)
-            await self.runs_at_once("pytest -q -p no:cacheprovider tests/x.py")
+            commands.append("pytest -q -p no:cacheprovider tests/x.py")
+        await self.runs_at_once(*commands)
+        assert "first" in (self.workspace / "team-log.txt").read_text(), "git log did not run"
+        if pytest:
             assert (self.workspace / "pytest-ran").exists(), "pytest did not really run"
 
 
@@ -195,8 +198,7 @@ async def test_a_glued_star_is_refused_and_git_diff_star_does_not_cover_difftool
         await attack.turn(f"[[tool run_command {line}]]")
         assert not attack.pwned
         assert [r.summary for r in attack.asked] == [line]
-        await attack.runs_at_once("git diff --stat")
-        await attack.team_work_still_runs(pytest=True)
+        await attack.team_work_still_runs("git diff --stat", pytest=True)
 
 
 # --- programs that run programs ------------------------------------------------------------
@@ -377,8 +379,7 @@ async def test_deny_rules_are_not_bypassed_by_spelling(
         assert victim.exists(), "the deny rule did not stop it"
         assert attack.asked == []
         assert reply.outcome is not None and "refuses `rm -rf *`" in reply.outcome.final_text
-        await attack.runs_at_once("rm victim/keep")
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs("rm victim/keep")
 
 
 @pytest.mark.parametrize(
@@ -407,9 +408,8 @@ async def test_a_force_push_is_refused_however_it_is_spelled(
         assert (
             reply.outcome is not None and "refuses `git push --force *`" in reply.outcome.final_text
         )
-        await attack.runs_at_once("git push origin HEAD:main")
+        await attack.team_work_still_runs("git push origin HEAD:main")
         assert has_branch(remote, "main"), "an ordinary push runs"
-        await attack.team_work_still_runs()
 
 
 # --- options spelled the way their programs also accept them ---------------------------------
@@ -498,5 +498,4 @@ async def test_options_that_run_programs_ask_in_every_spelling(
         await attack.turn(f"[[tool run_command {line}]]")
         assert not attack.pwned
         assert [r.summary for r in attack.asked] == [line]
-        await attack.runs_at_once(ordinary)
-        await attack.team_work_still_runs()
+        await attack.team_work_still_runs(ordinary)

@@ -78,7 +78,7 @@ async def test_operands_a_program_writes_are_judged_as_writes(
         assert (ws / ".git" / "config").read_text() == config
         assert not (ws / "AGENTS.md").exists() and not (ws / ".agents").exists()
         # The same programs on ordinary files of the workspace run at once.
-        for ordinary in (
+        await attack.runs_at_once(
             "cp cfg.txt copy.txt",
             "mv copy.txt moved.txt",
             "touch new.txt",
@@ -91,8 +91,7 @@ async def test_operands_a_program_writes_are_judged_as_writes(
             "sed -i s/line/LINE/ cfg.txt",
             "rm moved.txt",
             "cat /etc/hostname",  # reading outside is not writing there
-        ):
-            await attack.runs_at_once(ordinary)
+        )
         assert (ws / "dd.txt").exists() and (ws / "build" / "installed.txt").exists()
         assert (ws / "cfg.txt").read_text() == "a LINE\n"
         await attack.team_work_still_runs(pytest=True)

@@ -60,11 +60,10 @@ async def test_options_that_write_are_judged_as_writes(
         assert config_of(ws) == before, "the repository's configuration was written"
         assert [r.summary for r in attack.asked] == [line]
         # Writes in the workspace, and everyday reads, run at once.
-        await attack.runs_at_once("sort -o sorted.txt cfg.txt")
-        await attack.runs_at_once("git log --oneline --output=log.txt")
+        await attack.team_work_still_runs(
+            "sort -o sorted.txt cfg.txt", "git log --oneline --output=log.txt", "git diff --stat"
+        )
         assert (ws / "sorted.txt").exists() and (ws / "log.txt").exists()
-        await attack.runs_at_once("git diff --stat")
-        await attack.team_work_still_runs()
         await attack.turn("[[tool run_command git status]]")
         assert not attack.pwned
 
@@ -97,15 +96,14 @@ async def test_unknown_options_ask_and_known_ones_run(
         git(attack.workspace, "commit", "-q", "--allow-empty", "-m", "second")
         git(attack.workspace, "commit", "-q", "--allow-empty", "-m", "third")
         # Words bash leaves alone, and options the table knows, run without a click.
-        for ordinary in (
+        await attack.runs_at_once(
             "git diff HEAD~1",
             "git show HEAD~1:README",
             "git log --oneline main..HEAD~1",
             "git log -2 --format=%s HEAD^",
             "ls -la",
             "cat -n README",
-        ):
-            await attack.runs_at_once(ordinary)
+        )
 
 
 async def test_the_login_is_read_only_with_approval_and_never_posted(
@@ -161,8 +159,7 @@ async def test_configured_secret_paths_ask_whatever_reads_them(
         ):
             await attack.turn(f"[[tool run_command {line}]]")
             assert attack.asked[-1].summary == line
-        await attack.runs_at_once("wc -l README")
-        await attack.team_work_still_runs(pytest=True)
+        await attack.team_work_still_runs("wc -l README", pytest=True)
 
 
 def test_the_git_output_attack_really_writes_under_bash(tmp_path: Path) -> None:
