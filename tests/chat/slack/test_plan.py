@@ -53,6 +53,14 @@ async def tool_calls(reply: Any) -> None:
     await reply.tool(ToolActivity(name="write_to_file", summary="src/app.py"))
 
 
+async def planned(fake: FakeSlack, reply: Any, ts: str) -> Message:
+    """The tool calls, and the one message whose stream shows them."""
+    await tool_calls(reply)
+    await fake.wait_for(lambda: bool(streamed(fake, ts)))
+    [message] = streamed(fake, ts)
+    return message
+
+
 async def test_tool_calls_stream_as_a_plan_and_the_answer_ends_with_a_summary(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
@@ -60,9 +68,7 @@ async def test_tool_calls_stream_as_a_plan_and_the_answer_ends_with_a_summary(
     async with running_adapter(fake, inbound, tmp_path) as adapter:
         thread, ts = await mention(fake)
         async with adapter.open_reply(thread, ts) as reply:
-            await tool_calls(reply)
-            await fake.wait_for(lambda: bool(streamed(fake, ts)))
-            [message] = streamed(fake, ts)
+            message = await planned(fake, reply, ts)
             await fake.wait_for(lambda: message.plan_title == "Working: 1 of 2 steps done")
             await reply.append("Fixed the flaky test.")
             await fake.wait_for(lambda: "Fixed" in message.visible)
@@ -91,9 +97,7 @@ async def test_an_answer_streamed_whole_before_the_end_keeps_its_plan(
     async with running_adapter(fake, inbound, tmp_path) as adapter:
         thread, ts = await mention(fake)
         async with adapter.open_reply(thread, ts) as reply:
-            await tool_calls(reply)
-            await fake.wait_for(lambda: bool(streamed(fake, ts)))
-            [message] = streamed(fake, ts)
+            message = await planned(fake, reply, ts)
             await reply.append("Fixed the flaky test.\n")
             await fake.wait_for(
                 lambda: (message.markdown or "").endswith("Fixed the flaky test.\n")
