@@ -60,8 +60,19 @@ def test_pre_invocation_runs_before_every_model_call(sims: SimFactory) -> None:
         assert payload["workspacePaths"] == [str(workspace)]
         assert payload["modelName"] == "sim-hooks"
         assert isinstance(payload["initialNumSteps"], int)
-        assert {"transcriptPath", "artifactDirectoryPath"} <= set(payload)
-        assert "go" not in json.dumps(payload)  # the prompt is not in the hook input
+        # The prompt is not in the hook input: no field for it, and in no field's text (all of
+        # it: "go" alone could be part of a path the machine's user or temporary directory
+        # names).
+        assert set(payload) == {
+            "conversationId",
+            "workspacePaths",
+            "transcriptPath",
+            "artifactDirectoryPath",
+            "modelName",
+            "invocationNum",
+            "initialNumSteps",
+        }
+        assert "go [[calls 3]]" not in json.dumps(payload)
     steps_seen = [payload["initialNumSteps"] for _, payload in made]
     assert steps_seen == sorted(steps_seen) and steps_seen[0] < steps_seen[-1]
     user_inputs = steps(events, "user_input")

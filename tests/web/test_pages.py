@@ -7,6 +7,7 @@ from pathlib import Path
 from bridge.core.events import ThreadRef
 from tests.pg import Postgres
 from tests.web.harness import OTHER, ROOM, Web, web_console
+from tests.web.page import read
 
 SECRET = "xoxb-console-secret-12345"
 
@@ -51,7 +52,7 @@ def test_a_member_sees_their_channels_only_and_no_admin_pages(tmp_path: Path) ->
         _two_threads(w)
         carol = w.sign_in("carol")
         threads = carol.get("/").text
-        assert "other" in threads and _link(ROOM) not in threads
+        assert read(threads).thread_keys() == [OTHER.key]
         assert carol.get(f"/thread?t={ROOM.key}").status_code == 404
         assert carol.get(f"/thread?t={OTHER.key}").status_code == 200
         assert carol.get("/audit").status_code == 403
@@ -96,9 +97,13 @@ def test_usage_is_drawn_per_day_by_channel_and_person(tmp_path: Path) -> None:
         assert "Alice" in page and "Bob" in page and "Zed" in page
         assert "7,000" in page and "3,000" in page  # each channel's total
         # Alice (a member of room, not of other) sees room's usage only.
-        alice = w.sign_in("alice").get("/usage").text
-        assert "Alice" in alice and "Bob" in alice and "3,000" in alice
-        assert "Zed" not in alice and "7,000" not in alice
+        alice = read(w.sign_in("alice").get("/usage").text)
+        assert [row[:3] for row in alice.tables["usage-totals"][1:]] == [
+            ["channel", "room", "3,000"],
+            ["person", "Bob", "2,000"],
+            ["person", "Alice", "1,000"],
+        ]
+        assert "Zed" not in alice.text and "7,000" not in alice.text  # in no chart either
 
 
 def test_every_page_reads_postgresql_too(tmp_path: Path, postgres: Postgres) -> None:
@@ -116,5 +121,7 @@ def test_every_page_reads_postgresql_too(tmp_path: Path, postgres: Postgres) -> 
         ):
             page = root.get(path)
             assert page.status_code == 200, (path, page.text[:300])
-        assert "one" in root.get("/").text  # the instance holding each thread's lease
+        # The instance holding each thread's lease, in the threads table's last column.
+        threads = read(root.get("/").text).tables["threads"]
+        assert threads[0][-1] == "Instance" and {row[-1] for row in threads[1:]} == {"one"}
         assert "shared by several instances" in root.get("/instances").text

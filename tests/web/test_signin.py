@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bridge.core.commands.web import ASK_IN_A_DM, NOT_ENABLED
 from tests.web.harness import BASE, ROOM, dm, web_console
+from tests.web.page import read
 
 
 def test_web_outside_a_dm_asks_for_a_dm_and_sends_no_link(tmp_path: Path) -> None:
@@ -24,7 +25,9 @@ def test_a_link_signs_in_once_and_shows_the_threads(tmp_path: Path) -> None:
         alice = w.sign_in("alice")
         page = alice.get("/")
         assert page.status_code == 200
-        assert "@alice:test" in page.text and "room" in page.text and "t1" in page.text
+        shown = read(page.text)
+        assert "Alice (@alice:test)" in shown.text  # who is signed in
+        assert shown.thread_keys() == [ROOM.key]
         cookie = alice.cookies.get("agy_console")
         assert cookie
         # The link is used: nobody else (nor alice again) signs in with it.

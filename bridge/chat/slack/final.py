@@ -95,9 +95,20 @@ class FinalRewrite:
             return None
         streamed = self._answer.text[segment.start : segment.given]
         chunk = chunks[index]
+        if chunk == streamed.rstrip() and self._tasks.tasks:
+            # All of it streamed already, with the line break the final text trims: no edit
+            # for a difference Slack does not show (it would take the task cards away).
+            return ""
         if not chunk.startswith(streamed) or len(chunk) - len(streamed) > REST_LIMIT:
             return None
         return chunk[len(streamed) :]
+
+    def _shows(self, shown: str | None, chunk: str) -> bool:
+        """Whether a message showing ``shown`` needs no edit to show ``chunk``: Slack shows no
+        trailing blank, and an edit of a stream with tasks would take its task cards away."""
+        if shown == chunk:
+            return True
+        return bool(self._tasks.tasks) and shown is not None and shown.rstrip() == chunk.rstrip()
 
     async def _rewrite(
         self,
@@ -108,7 +119,7 @@ class FinalRewrite:
         summary: dict[str, Any] | None = None,
     ) -> None:
         if (
-            segment.shown == chunk
+            self._shows(segment.shown, chunk)
             and segment.stream is None
             and segment.feedback == feedback
             and segment.summary == summary

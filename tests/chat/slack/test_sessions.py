@@ -6,6 +6,7 @@ bridge keeps its status line and Stop message."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -224,6 +225,12 @@ async def test_a_session_the_budget_cannot_start_now_does_not_hold_up_the_answer
     assert fake_slack.sessions.status_of(CHANNEL, ts) == ""
 
 
+def _stopped_until(moved: anyio.Event) -> Callable[[], float]:
+    """A clock stopped until ``moved`` is set, then a second ahead of anyio's."""
+    stopped = anyio.current_time()
+    return lambda: anyio.current_time() + 1.0 if moved.is_set() else stopped
+
+
 async def test_a_session_deferred_a_moment_comes_only_if_the_turn_runs_long(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
@@ -233,12 +240,16 @@ async def test_a_session_deferred_a_moment_comes_only_if_the_turn_runs_long(
 
     fake_slack.agent_app = True
     tiers = {**RateBudget().tiers, "agents.sessions.setStatus": Tier(600, burst=1)}
-    budget = RateBudget(tiers=tiers)
-    async with running_adapter(
-        fake_slack, inbound, tmp_path, control_delay=1.0, budget=budget
-    ) as adapter:
-        for long in (False, True):
-            await anyio.sleep(0.3)  # the bucket full again (its one token)
+    # The budget's clock moves when the test says: the spent token is still missing when the
+    # turn opens (on the real clock, a loaded machine took longer than its tenth of a second
+    # to open it, the session came at once and the status line never). The short turn's
+    # control delay is a minute, so it is short however slow the machine; the long one's 1 s.
+    for long, control_delay in ((False, 60.0), (True, 1.0)):
+        token_back = anyio.Event()
+        budget = RateBudget(tiers=tiers, clock=_stopped_until(token_back))
+        async with running_adapter(
+            fake_slack, inbound, tmp_path, control_delay=control_delay, budget=budget
+        ) as adapter:
             assert budget.try_take("agents.sessions.setStatus") == 0  # spent the token
             thread, ts = await mention(fake_slack, "one")
             first = len(fake_slack.calls)
@@ -246,7 +257,8 @@ async def test_a_session_deferred_a_moment_comes_only_if_the_turn_runs_long(
                 await fake_slack.wait_for(
                     lambda: fake_slack.status_of(CHANNEL, ts) == STATUS_TEXT  # noqa: B023
                 )
-                await anyio.sleep(0.4)  # past the token's wait, short of the control delay
+                token_back.set()
+                await anyio.sleep(0.4)  # past the token's wait (its retry), short of the delay
                 if long:
                     await fake_slack.wait_for(
                         lambda: (
