@@ -171,19 +171,21 @@ CPU_BUDGET ?= docs/testing.md
 # PYTHONDONTWRITEBYTECODE (set in some environments) would have every `python -m bridge` the
 # tests start compile the bridge from source again (about 0.3 s of CPU each, hundreds of times)
 # and every worker rewrite the test modules' asserts anew: the run writes its bytecode.
-# The set-up waits mostly on the network and the disk: once uv is in .venv (both venvs use it),
-# Synapse's venv, the system packages and npm's client install beside the bridge's venv, and
-# lint and mypy start as soon as that venv is there, niced, beside the rest of the set-up and
-# then the tests (the workers leave a third of a core idle), into files printed after the
-# tests' summary; `make test` fails if any of the three does. The test modules' rewritten
-# bytecode (tests/bytecode.py: about 5 s of CPU in a fresh clone, over the cores) is written
-# then too, beside the rest of the set-up, instead of by pytest's controller before its workers
-# start.
+# The set-up waits mostly on the network and the disk: the system packages and npm's client
+# install from the start (they need no uv: apt's download in CI's first run, npm's unpacking
+# later, were the set-up's longest parts), Synapse's venv beside the bridge's once uv is in
+# .venv (both venvs use it), and lint and mypy start as soon as the bridge's venv is there,
+# niced, beside the rest of the set-up and then the tests (the workers leave a third of a core
+# idle), into files printed after the tests' summary; `make test` fails if any of the three
+# does. The test modules' rewritten bytecode (tests/bytecode.py: about 5 s of CPU in a fresh
+# clone, over the cores) is written then too, beside the rest of the set-up, instead of by
+# pytest's controller while its workers wait to start.
 test:
-	@$(MAKE) --no-print-directory $(UV_STAMP)
 	@checks=$$(mktemp -d); \
-	$(MAKE) --no-print-directory -j3 --output-sync=target synapse system-packages js-client \
-		& setup=$$!; \
+	$(MAKE) --no-print-directory -j2 --output-sync=target system-packages js-client \
+		& packages=$$!; \
+	$(MAKE) --no-print-directory $(UV_STAMP) || { wait; rm -rf $$checks; exit 1; }; \
+	$(MAKE) --no-print-directory synapse & synapse=$$!; \
 	$(MAKE) --no-print-directory venv; venv=$$?; lint=; typecheck=; \
 	if [ $$venv = 0 ]; then \
 		echo "lint and mypy run beside the rest of the set-up and the tests: their output follows"; \
@@ -192,8 +194,8 @@ test:
 		PYTHONDONTWRITEBYTECODE= $(BIN)/python -m tests.bytecode \
 			|| echo "the tests' bytecode was not written ahead: pytest writes it"; \
 	fi; \
-	wait $$setup; setup=$$?; \
-	if [ $$venv != 0 ] || [ $$setup != 0 ]; then \
+	wait $$packages; packages=$$?; wait $$synapse; synapse=$$?; \
+	if [ $$venv != 0 ] || [ $$packages != 0 ] || [ $$synapse != 0 ]; then \
 		wait; rm -rf $$checks; echo "make test: the set-up failed (above)"; exit 1; fi; \
 	PYTHONDONTWRITEBYTECODE= AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
 		$(BIN)/python -m pytest $(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET); tests=$$?; \
