@@ -8,8 +8,8 @@ its collection costs). They are written first, with pytest's own functions, so t
 them; an unchanged tree costs a look at each file's cached header. Nothing a test runs changes:
 a worker that finds no cached file (or one of another pytest) rewrites as before.
 
-Rewriting is about 5 s of CPU in a fresh clone, one process's work that nothing else waited on
-but the workers: the files are shared out over the cores (forked processes, each its own files).
+Rewriting is about 5 s of CPU in a fresh clone, which the workers wait for: the files are
+shared out over the cores (forked processes, each its own share).
 
 Two callers: `make test` runs ``python -m tests.bytecode`` as soon as the bridge's venv is
 installed, beside the rest of the set-up (npm's client, Synapse's venv, the system packages),
