@@ -2,10 +2,14 @@
 # Each creates (or reuses) its own virtualenv from the pinned lock files.
 # The newest Python 3.11+ that actually runs (a pyenv shim can exist for a version that is not
 # active); probed once.
+# Exported: `make test`'s half a dozen sub-makes take the answer instead of probing again (each
+# probe started up to four interpreters, pyenv's shims among them: about a second of wall
+# before the venvs' installs began).
 ifndef PYTHON
 PYTHON := $(shell for p in python3.13 python3.12 python3.11 python3; do \
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 endif
+export PYTHON
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -30,7 +34,13 @@ CONFIG ?= config.toml
 # first imported, for the few modules that are.
 UV := $(BIN)/uv
 UV_STAMP := $(VENV)/.uv
-UV_PIP = env -u UV_COMPILE_BYTECODE $(UV) pip install -q --python
+# The cache first: uv asks the index again about every package whose cached answer is ten
+# minutes old (95 requests: 6.9 s of a 12.7 s install of .venv with a warm cache, and
+# atomicwrites, an sdist whose download counted as changed, was rebuilt: 3.3 s more). The locks
+# pin every version, so the cache alone gives the same install (2.4 s); where it lacks something
+# (a first install, a changed lock) uv asks the network, as before.
+UV_INSTALL = env -u UV_COMPILE_BYTECODE $(UV) pip install -q
+UV_PIP = { $(UV_INSTALL) --offline $(1) 2>/dev/null || $(UV_INSTALL) $(1); }
 PIP_INSTALL = -m pip install -q --disable-pip-version-check --no-compile
 # The venv's own pip, made when something needs it (the pip fallback, `make mutate`).
 ENSURE_PIP = { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null; }
@@ -52,8 +62,9 @@ EDITABLE_MODE = editable_mode=compat
 
 $(STAMP): pyproject.toml requirements.lock requirements-dev.lock requirements-build.lock $(UV_STAMP)
 	@if [ -x $(UV) ] && echo "uv: $(VENV) from requirements.lock, requirements-dev.lock" \
-		&& $(UV_PIP) $(BIN)/python -r requirements.lock -r requirements-dev.lock \
-		&& $(UV_PIP) $(BIN)/python --no-deps -b requirements-build.lock -C $(EDITABLE_MODE) -e .; then :; \
+		&& $(call UV_PIP,--python $(BIN)/python -r requirements.lock -r requirements-dev.lock) \
+		&& $(call UV_PIP,--python $(BIN)/python --no-deps -b requirements-build.lock \
+			-C $(EDITABLE_MODE) -e .); then :; \
 	else \
 		if [ -x $(UV) ]; then echo "uv failed (above): pip installs $(VENV) instead (slower)"; fi; \
 		echo "pip: $(VENV) from requirements.lock, requirements-dev.lock"; \
@@ -70,7 +81,7 @@ $(SYNAPSE_STAMP): requirements-synapse.lock | $(UV_STAMP)
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed"; exit 1; }
 	@if [ -x $(UV) ] && echo "uv: $(SYNAPSE_VENV) from requirements-synapse.lock" \
 		&& $(PYTHON) -m venv --without-pip $(SYNAPSE_VENV) \
-		&& $(UV_PIP) $(SYNAPSE_VENV)/bin/python -r requirements-synapse.lock; then :; \
+		&& $(call UV_PIP,--python $(SYNAPSE_VENV)/bin/python -r requirements-synapse.lock); then :; \
 	else \
 		if [ -x $(UV) ]; then echo "uv failed (above): pip installs $(SYNAPSE_VENV) instead (slower)"; fi; \
 		echo "pip: $(SYNAPSE_VENV) from requirements-synapse.lock"; \
@@ -160,24 +171,31 @@ CPU_BUDGET ?= docs/testing.md
 # PYTHONDONTWRITEBYTECODE (set in some environments) would have every `python -m bridge` the
 # tests start compile the bridge from source again (about 0.3 s of CPU each, hundreds of times)
 # and every worker rewrite the test modules' asserts anew: the run writes its bytecode.
-# The set-up waits mostly on the network and the disk: once uv is in .venv (both venvs use it),
-# Synapse's venv, the system packages and npm's client install beside the bridge's venv, and
-# lint and mypy start as soon as that venv is there, niced, beside the rest of the set-up and
-# then the tests (the workers leave a third of a core idle), into files printed after the
-# tests' summary; `make test` fails if any of the three does.
+# The set-up waits mostly on the network and the disk: the system packages and npm's client
+# install from the start (they need no uv: apt's download in CI's first run, npm's unpacking
+# later, were the set-up's longest parts), Synapse's venv beside the bridge's once uv is in
+# .venv (both venvs use it), and lint and mypy start as soon as the bridge's venv is there,
+# niced, beside the rest of the set-up and then the tests (the workers leave a third of a core
+# idle), into files printed after the tests' summary; `make test` fails if any of the three
+# does. The test modules' rewritten bytecode (tests/bytecode.py: about 5 s of CPU in a fresh
+# clone, over the cores) is written then too, beside the rest of the set-up, instead of by
+# pytest's controller while its workers wait to start.
 test:
-	@$(MAKE) --no-print-directory $(UV_STAMP)
 	@checks=$$(mktemp -d); \
-	$(MAKE) --no-print-directory -j3 --output-sync=target synapse system-packages js-client \
-		& setup=$$!; \
+	$(MAKE) --no-print-directory -j2 --output-sync=target system-packages js-client \
+		& packages=$$!; \
+	$(MAKE) --no-print-directory $(UV_STAMP) || { wait; rm -rf $$checks; exit 1; }; \
+	$(MAKE) --no-print-directory synapse & synapse=$$!; \
 	$(MAKE) --no-print-directory venv; venv=$$?; lint=; typecheck=; \
 	if [ $$venv = 0 ]; then \
 		echo "lint and mypy run beside the rest of the set-up and the tests: their output follows"; \
 		nice -n 10 $(MAKE) --no-print-directory lint >$$checks/lint 2>&1 & lint=$$!; \
 		nice -n 10 $(MAKE) --no-print-directory typecheck >$$checks/typecheck 2>&1 & typecheck=$$!; \
+		PYTHONDONTWRITEBYTECODE= $(BIN)/python -m tests.bytecode \
+			|| echo "the tests' bytecode was not written ahead: pytest writes it"; \
 	fi; \
-	wait $$setup; setup=$$?; \
-	if [ $$venv != 0 ] || [ $$setup != 0 ]; then \
+	wait $$packages; packages=$$?; wait $$synapse; synapse=$$?; \
+	if [ $$venv != 0 ] || [ $$packages != 0 ] || [ $$synapse != 0 ]; then \
 		wait; rm -rf $$checks; echo "make test: the set-up failed (above)"; exit 1; fi; \
 	PYTHONDONTWRITEBYTECODE= AGY_BRIDGE_SYNAPSE_PYTHON=$(abspath $(SYNAPSE_VENV))/bin/python \
 		$(BIN)/python -m pytest $(PYTEST_ARGS) --cpu-budget=$(CPU_BUDGET); tests=$$?; \
