@@ -170,12 +170,20 @@ def read_store(root: Path, sql: str, params: Iterable[Any] = ()) -> list[sqlite3
         db.close()
 
 
+def sim_conversations(sim_home: Path) -> list[Path]:
+    """The simulator's stored conversations. Not its files being written: it writes each one
+    as a hidden ``.tmp-…json`` and renames it into place, so a glob for ``*.json`` may list one
+    that is renamed before it is read (a FileNotFoundError under load)."""
+    folder = sim_home / "conversations"
+    found = folder.glob("*.json") if folder.is_dir() else []
+    return sorted(path for path in found if not path.name.startswith("."))
+
+
 def sim_conversation_messages(sim_home: Path, roles: Iterable[str]) -> list[str]:
     """The texts of every stored simulator conversation's messages with one of ``roles``."""
     wanted = set(roles)
     texts = []
-    folder = sim_home / "conversations"
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in sim_conversations(sim_home):
         data = json.loads(path.read_text("utf-8"))
         texts += [m["text"] for m in data.get("messages", []) if m.get("role") in wanted]
     return texts

@@ -16,7 +16,7 @@ from bridge.agy import launch
 from bridge.agy import turn as agy_turn
 from bridge.core.events import Reaction
 from tests.core.harness import Harness, running, thread
-from tests.faults.console import marked_processes, sim_conversation_messages
+from tests.faults.console import marked_processes, sim_conversation_messages, sim_conversations
 from tests.faults.fake import fake_agy, received
 
 pytestmark = [pytest.mark.faults, pytest.mark.anyio]
@@ -56,7 +56,7 @@ async def test_a_crash_mid_turn_is_reported_and_the_queued_message_still_runs(
         assert after.reply_to == late
         history = sim_conversation_messages(tmp_path / "sim-home", ("user", "injected"))
         assert sum(t.count("the message written while it crashed") for t in history) == 1
-        assert len({p.name for p in (tmp_path / "sim-home" / "conversations").glob("*.json")}) == 1
+        assert len(sim_conversations(tmp_path / "sim-home")) == 1
 
 
 async def test_a_silent_agy_is_stopped_at_the_turn_deadline_and_the_thread_goes_on(
