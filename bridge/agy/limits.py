@@ -322,32 +322,44 @@ class Enforcement:
             except OSError:
                 continue
             for entry in entries:
-                if not _owner_alive(entry.name):
+                owner = _owner(entry.name)
+                if owner == "dead":
                     dead.setdefault(entry.name, []).append(entry)
+                elif owner == "gone" and not _pids(entry):
+                    dead.setdefault(entry.name, []).append(entry)  # empty: nothing is killed
         return sum(_end(dirs) for dirs in dead.values())
 
 
 def owner_tag(pid: int) -> str:
-    """How a bridge process is named in its sandboxes' cgroups: ``PREFIX`` + its PID and its
-    start time (clock ticks since boot), which tell it from a later process given its PID."""
-    return f"{PREFIX}{pid}.{_start_ticks(pid)}"
+    """How a bridge process is named in its sandboxes' cgroups: ``PREFIX``, its PID, its start
+    time (clock ticks since boot: a later process given the PID has another) and its PID
+    namespace (where that PID means that process)."""
+    return f"{PREFIX}{pid}.{_start_ticks(pid)}.{_pid_namespace(pid)}"
 
 
-def _owner_alive(name: str) -> bool:
-    """Whether the bridge that made the cgroup ``name`` still runs (or may: when in doubt,
-    yes). Names without a start time are of a bridge before it was recorded: its PID alone."""
+def _owner(name: str) -> Literal["alive", "dead", "gone"]:
+    """Whether the bridge that made the cgroup ``name`` still runs. "gone": its PID does not
+    run here, but the name cannot tell more (made by a bridge that did not record its start
+    and PID namespace, or in another PID namespace, where the PID means another process):
+    such a cgroup is removed only when empty, nothing in it is killed."""
     parts = name.removeprefix(PREFIX).split(".")
-    if not parts[0].isdigit():
-        return True
+    if not parts[0].isdigit() or int(parts[0]) == os.getpid():
+        return "alive"
     pid = int(parts[0])
-    if pid == os.getpid():
-        return True
+    recorded = len(parts) >= 5 and all(part.isdigit() for part in parts[1:3])
+    if not recorded or int(parts[2]) != _pid_namespace(os.getpid()):
+        return "alive" if _alive(pid) else "gone"
     if not _alive(pid):
-        return False
-    if len(parts) < 4 or not parts[1].isdigit():
-        return True
+        return "dead"
     started = _start_ticks(pid)
-    return started is None or started == int(parts[1])
+    return "dead" if started is not None and started != int(parts[1]) else "alive"
+
+
+def _pid_namespace(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
 
 
 def _start_ticks(pid: int) -> int | None:

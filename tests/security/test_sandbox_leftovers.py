@@ -37,6 +37,11 @@ pytestmark = pytest.mark.anyio
 A, B = thread("a"), thread("b")
 
 
+def _namespace() -> int:
+    """This process's PID namespace (where the PIDs it sees mean what they say)."""
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
 def _dead_pid() -> int:
     """A PID no process has now (a process that ran and was waited for)."""
     process = subprocess.Popen(["true"])
@@ -129,7 +134,7 @@ async def test_a_dead_bridges_sandbox_is_ended_and_frees_the_lock_a_live_bridges
         layout = state_layout(runtime.isolation.sandbox)
         lock_a = lock_paths(layout, box.session_dir(A).resolve())
         lock_b = lock_paths(layout, box.session_dir(B).resolve())
-        dead_owner = f"{PREFIX}{_dead_pid()}.1"  # its PID and a start time
+        dead_owner = f"{PREFIX}{_dead_pid()}.1.{_namespace()}"  # PID, start, PID namespace
         with _another_bridge() as other:
             with (
                 _sandbox(enforced, dead_owner, lock_a, tmp_path) as (stuck, stuck_dirs),
@@ -181,16 +186,20 @@ async def test_a_sandbox_is_in_its_cgroup_before_its_network_is_set_up(
 
 def test_a_sweep_tells_a_dead_bridge_from_a_live_one_and_from_a_reused_pid() -> None:
     """Each cgroup holds a process. Swept: a dead bridge's, and one named for a PID now given
-    to another process (a later start time). Left: a live bridge's, and a live PID's cgroup
-    named the older way, without a start time (in doubt, alive)."""
+    to another process (a later start time). Left: a live bridge's; a live PID's cgroup named
+    the older way, without start time and PID namespace; and, since nothing tells whether
+    their bridge runs, a dead PID's named that way, and one of another PID namespace."""
     require_cgroups()
     enforced = enforcement(Limits(max_processes=64, max_memory=256 << 20))
     with _another_bridge() as other, ExitStack() as stack:
+        dead, here = _dead_pid(), _namespace()
         owners = {
-            "dead": f"{PREFIX}{_dead_pid()}.1",
-            "reused": f"{PREFIX}{other}.1",  # its PID, someone else's start time
+            "dead": f"{PREFIX}{dead}.1.{here}",
+            "reused": f"{PREFIX}{other}.1.{here}",  # its PID, someone else's start time
             "live": owner_tag(other),
             "older": f"{PREFIX}{other}",
+            "older, dead": f"{PREFIX}{dead}",
+            "elsewhere": f"{PREFIX}{dead}.1.{here + 1}",
         }
         started = {
             key: stack.enter_context(_confined(enforced, owner, ["sleep", "987"]))
