@@ -21,7 +21,9 @@ process's address space, not the sandbox's total). :meth:`Enforcement.gaps` says
 
 A process joins its cgroup before it runs anything else: the command is started through a
 short ``sh`` that writes its own PID into the cgroup's ``cgroup.procs`` and then ``exec``s the
-sandbox (one exec, about a millisecond). Nothing here knows about chat.
+sandbox (one exec, about a millisecond). So what a bridge killed mid-start leaves (a sandbox
+that outlived it) is in a cgroup named as that bridge's, where :meth:`Enforcement.sweep` ends
+it; rlimits leave no such trace. Nothing here knows about chat.
 """
 
 from __future__ import annotations
@@ -111,14 +113,6 @@ class Confinement:
             return ["/bin/sh", "-c", _RLIMITS, "sh", str(nproc), str(kib), "--", *argv]
         return list(argv)
 
-    def join(self, pids: Sequence[int]) -> None:
-        """Move ``pids`` into this confinement's cgroups (a sandbox held before its command
-        runs: bubblewrap and its child, so everything started later is inside). Raises
-        OSError."""
-        for folder in self.dirs:
-            for pid in pids:
-                (folder / "cgroup.procs").write_text(str(pid))
-
     def _counters(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for folder in self.dirs:
@@ -164,24 +158,36 @@ class Confinement:
     def close(self) -> None:
         """Kill whatever is left inside, then remove the cgroup. Blocking (at most about two
         seconds, when something will not die): run it off the event loop."""
-        if not self.dirs:
-            return
-        deadline = time.monotonic() + _CLOSE_PATIENCE
-        while True:
-            left = {pid for folder in self.dirs for pid in _pids(folder)}
-            if not left:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if time.monotonic() > deadline:
-                log.warning("processes %s of a sandbox would not end", sorted(left)[:5])
-                return
-            time.sleep(0.01)
-        for folder in self.dirs:
-            _remove(folder)
+        _end(self.dirs)
+
+
+def _end(dirs: Sequence[Path]) -> int:
+    """Kill every process in ``dirs`` (one cgroup: its folder per hierarchy), then remove them.
+    Returns how many folders were removed. Blocking, at most about two seconds."""
+    if not dirs:
+        return 0
+    for folder in dirs:
+        kill = folder / "cgroup.kill"  # v2 since Linux 5.14: forks racing the kill included
+        if kill.exists():
+            try:
+                kill.write_text("1")
+            except OSError:
+                pass  # by PID below, as on v1
+    deadline = time.monotonic() + _CLOSE_PATIENCE
+    while True:
+        left = {pid for folder in dirs for pid in _pids(folder)}
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            log.warning("processes %s of a sandbox would not end", sorted(left)[:5])
+            return 0
+        time.sleep(0.01)
+    return sum(_remove(folder) for folder in dirs)
 
 
 def end_strays(sandbox_pid: int, agy_pid: int) -> int:
@@ -249,7 +255,7 @@ class Enforcement:
         """A new confinement for one agy process (creates its cgroup). Raises OSError."""
         if self.mechanism not in ("cgroup1", "cgroup2"):
             return Confinement(self.limits, self.mechanism)
-        name = f"{PREFIX}{os.getpid()}.{self._run}.{self._names()}"
+        name = f"{owner_tag(os.getpid())}.{self._run}.{self._names()}"
         dirs: list[Path] = []
         try:
             for parent in self.parents:
@@ -303,18 +309,66 @@ class Enforcement:
         return gaps
 
     def sweep(self) -> int:
-        """Remove empty cgroups left by earlier runs of the bridge (a crash). Returns how many."""
-        removed = 0
+        """End what earlier bridges left in their sandboxes' cgroups, then remove those: a
+        crashed or killed bridge's sandbox that outlived it (bubblewrap killed while it set up
+        never binds its child to die with it), and whatever that held, a thread's state lock
+        above all. A live bridge's cgroups are never touched. Returns how many folders were
+        removed. Blocking (a directory listing; up to about two seconds per cgroup whose
+        processes will not die): run it off the event loop."""
+        dead: dict[str, list[Path]] = {}
         for parent in self.parents:
             try:
                 entries = [p for p in parent.iterdir() if p.name.startswith(PREFIX)]
             except OSError:
                 continue
             for entry in entries:
-                pid = entry.name.removeprefix(PREFIX).split(".")[0]
-                if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-                    removed += _remove(entry)
-        return removed
+                owner = _owner(entry.name)
+                if owner == "dead":
+                    dead.setdefault(entry.name, []).append(entry)
+                elif owner == "gone" and not _pids(entry):
+                    dead.setdefault(entry.name, []).append(entry)  # empty: nothing is killed
+        return sum(_end(dirs) for dirs in dead.values())
+
+
+def owner_tag(pid: int) -> str:
+    """How a bridge process is named in its sandboxes' cgroups: ``PREFIX``, its PID, its start
+    time (clock ticks since boot: a later process given the PID has another) and its PID
+    namespace (where that PID means that process)."""
+    return f"{PREFIX}{pid}.{_start_ticks(pid)}.{_pid_namespace(pid)}"
+
+
+def _owner(name: str) -> Literal["alive", "dead", "gone"]:
+    """Whether the bridge that made the cgroup ``name`` still runs. "gone": its PID does not
+    run here, but the name cannot tell more (made by a bridge that did not record its start
+    and PID namespace, or in another PID namespace, where the PID means another process):
+    such a cgroup is removed only when empty, nothing in it is killed."""
+    parts = name.removeprefix(PREFIX).split(".")
+    if not parts[0].isdigit() or int(parts[0]) == os.getpid():
+        return "alive"
+    pid = int(parts[0])
+    recorded = len(parts) >= 5 and all(part.isdigit() for part in parts[1:3])
+    if not recorded or int(parts[2]) != _pid_namespace(os.getpid()):
+        return "alive" if _alive(pid) else "gone"
+    if not _alive(pid):
+        return "dead"
+    started = _start_ticks(pid)
+    return "dead" if started is not None and started != int(parts[1]) else "alive"
+
+
+def _pid_namespace(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``'s 22nd field)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+        return int(raw[raw.rfind(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def enforcement(

@@ -141,10 +141,9 @@ class SandboxNetwork:
         _close(self._info[1], self._block[0])
 
     @contextlib.asynccontextmanager
-    async def attached(self, held: Callable[[int], None] | None = None) -> AsyncIterator[None]:
+    async def attached(self) -> AsyncIterator[None]:
         """Connect the sandbox (bubblewrap waits meanwhile), let it go on; on exit, take the
-        connection down. ``held(child_pid)`` runs while bubblewrap still waits (its cgroup is
-        joined there). Raises NetworkError when the sandbox cannot be connected."""
+        connection down. Raises NetworkError when the sandbox cannot be connected."""
         info_r, block_w = self._info[0], self._block[1]
         connected = False
         try:
@@ -169,11 +168,6 @@ class SandboxNetwork:
                         await stack.enter_async_context(self.serve(socks[0]))
                 if proxy is not None:  # its task group must not sit inside the deadline's scope
                     await stack.enter_async_context(proxy(socks[1]))
-                if held is not None:
-                    try:
-                        held(pid)
-                    except OSError as exc:
-                        raise NetworkError(f"cannot put the sandbox in its cgroup: {exc}") from None
                 os.write(block_w, b"1")
                 _close(block_w)
                 block_w = -1

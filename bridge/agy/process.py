@@ -39,6 +39,9 @@ STDERR_TAIL_BYTES = 4096
 READ_AHEAD = 4
 # How often a start waiting for an earlier agy's state lock tries again.
 LOCK_POLL = 0.1
+# How often, while it waits for that lock, the start ends what dead bridges left in their
+# sandboxes' cgroups (one of which may be what holds it).
+SWEEP_EVERY = 1.0
 # Where no pidfd can be had: how often the end of a killed group's orphans is looked for.
 ORPHAN_POLL = 0.02
 
@@ -102,6 +105,10 @@ class ProcessSpec:
     # Files locked while agy runs (its thread's private state: one agy per conversation). agy
     # inherits the locks, so they outlive the bridge until agy and what it started are gone.
     locks: tuple[Path, ...] = ()
+    # Ends what dead bridges left in their sandboxes' cgroups (bridge.agy.limits): run while
+    # ``locks`` are held elsewhere, since a sandbox that outlived its bridge would hold them
+    # for good. Blocking.
+    sweep: Callable[[], int] | None = None
 
 
 class AgyHandle(Protocol):
@@ -499,10 +506,16 @@ async def open_agy(spec: ProcessSpec, on_bad_line: BadLineCallback) -> AsyncIter
 
 async def _hold_locks(spec: ProcessSpec) -> list[int]:
     deadline = anyio.current_time() + spec.init_timeout
+    next_sweep = anyio.current_time()
     while True:
         try:
             return await anyio.to_thread.run_sync(private_state.try_lock, list(spec.locks))
         except private_state.StateBusy:
+            if spec.sweep is not None and anyio.current_time() >= next_sweep:
+                next_sweep = anyio.current_time() + SWEEP_EVERY
+                if ended := await anyio.to_thread.run_sync(spec.sweep):
+                    log.info("ended %d sandbox cgroups left by stopped bridges", ended)
+                continue  # what held the lock may be gone now
             if anyio.current_time() >= deadline:
                 raise AgyStartError(
                     "busy",
@@ -524,9 +537,10 @@ async def _opened(
 ) -> AsyncIterator[AgyProcess]:
     argv = list(spec.argv)
     network = spec.network() if spec.network is not None else None
-    if confinement is not None and (network is None or not confinement.dirs):
-        # Joined by a wrapper that writes its own PID first (with a network, bubblewrap waits
-        # for its set-up anyway, and is moved into the cgroup while it waits: no wrapper).
+    if confinement is not None:
+        # Joined by a wrapper that writes its own PID first, so bubblewrap and its child are
+        # inside from their start: a bridge killed while the sandbox still sets up (its child
+        # not yet bound to die with it) leaves them where the next sweep finds them.
         if shutil.which(argv[0]) is None:  # as it would be reported without the wrapper
             raise AgyStartError(
                 "missing", f"agy is not installed or not on PATH ({argv[0]} not found)"
@@ -559,14 +573,7 @@ async def _opened(
             yield agy
         return
     try:
-        held = None
-        if confinement is not None and confinement.dirs:
-            bwrap = process.pid
-
-            def held(child: int) -> None:
-                confinement.join([bwrap, child])
-
-        async with network.attached(held):
+        async with network.attached():
             async with _running(process, spec, on_bad_line, confinement) as agy:
                 yield agy
     except NetworkError as exc:

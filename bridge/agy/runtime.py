@@ -227,6 +227,7 @@ class AgyRuntime:
             confine=confine,
             network=self._sandbox_network if private else None,
             locks=tuple(private_state.lock_paths(layout, session_dir.resolve())),
+            sweep=self.limits.sweep if self.limits.parents else None,
         )
 
     def _sandbox_network(self) -> SandboxNetwork:
