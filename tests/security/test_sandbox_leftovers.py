@@ -17,7 +17,7 @@ import os
 import secrets
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -62,12 +62,19 @@ def _another_bridge() -> Iterator[int]:
 
 @contextmanager
 def _confined(
-    enforced: Enforcement, owner: str, argv: list[str], pass_fds: Sequence[int] = ()
-) -> Iterator[tuple[subprocess.Popen[bytes], tuple[Path, ...]]]:
+    enforced: Enforcement,
+    owner: str,
+    argv: list[str],
+    pass_fds: Sequence[int] = (),
+    *,
+    named: bool = True,
+) -> Iterator[tuple[subprocess.Popen[bytes], tuple[Path, ...], Callable[[], None]]]:
     """``argv`` started in a cgroup the way the bridge starts agy (joined before it runs),
     named as the bridge ``owner``'s. Made under this process's own name (no sweep touches a
     live bridge's) and renamed once the process is inside: another test worker's bridge would
-    sweep a dead bridge's empty cgroup away before the process joined it."""
+    sweep a dead bridge's empty cgroup away before the process joined it. With ``named``
+    False the caller renames it (the function yielded third), once the process is ready: a
+    dead bridge's cgroup is any starting bridge's to sweep, and the suite starts hundreds."""
     run = secrets.token_hex(4)
     made = tuple(parent / f"{owner_tag(os.getpid())}.{run}.1" for parent in enforced.parents)
     dirs = tuple(folder.with_name(f"{owner}.{run}.1") for folder in made)
@@ -78,13 +85,18 @@ def _confined(
         pass_fds=pass_fds,
         start_new_session=True,
     )
+
+    def name() -> None:
+        for folder, renamed in zip(made, dirs, strict=True):
+            folder.rename(renamed)
+
     try:
         while not all(process.pid in _procs(folder) for folder in made):
             assert process.poll() is None, "the process could not join its cgroup"
             time.sleep(0.01)
-        for folder, renamed in zip(made, dirs, strict=True):
-            folder.rename(renamed)
-        yield process, dirs
+        if named:
+            name()
+        yield process, dirs, name
     finally:
         process.kill()
         process.wait()
@@ -95,9 +107,9 @@ def _confined(
 @contextmanager
 def _sandbox(
     enforced: Enforcement, owner: str, locks: list[Path], tmp: Path
-) -> Iterator[tuple[subprocess.Popen[bytes], tuple[Path, ...]]]:
-    """A bubblewrap sandbox holding ``locks`` (as agy inherits them), in a cgroup named as
-    the bridge ``owner``'s."""
+) -> Iterator[tuple[subprocess.Popen[bytes], tuple[Path, ...], Callable[[], None]]]:
+    """A bubblewrap sandbox holding ``locks`` (as agy inherits them), in a cgroup to be named
+    as the bridge ``owner``'s (the function yielded third)."""
     bwrap = find_bwrap()
     assert bwrap is not None
     ready = tmp / f"ready-{secrets.token_hex(4)}"
@@ -105,7 +117,7 @@ def _sandbox(
     argv = [bwrap, *NAMESPACE_ARGS, *binds, "--", "sh", "-c", f"touch {ready}; exec sleep 987"]
     held = try_lock(locks)
     try:
-        with _confined(enforced, owner, argv, held) as started:
+        with _confined(enforced, owner, argv, held, named=False) as started:
             for fd in held:
                 os.close(fd)
             held = []
@@ -137,10 +149,14 @@ async def test_a_dead_bridges_sandbox_is_ended_and_frees_the_lock_a_live_bridges
         dead_owner = f"{PREFIX}{_dead_pid()}.1.{_namespace()}"  # PID, start, PID namespace
         with _another_bridge() as other:
             with (
-                _sandbox(enforced, dead_owner, lock_a, tmp_path) as (stuck, stuck_dirs),
-                _sandbox(enforced, owner_tag(other), lock_b, tmp_path) as (live, live_dirs),
+                _sandbox(enforced, dead_owner, lock_a, tmp_path) as (stuck, stuck_dirs, name),
+                _sandbox(enforced, owner_tag(other), lock_b, tmp_path) as (live, live_dirs, named),
             ):
                 await _started([stuck, live], tmp_path)
+                # Named as their bridges' only now that both run: until here another worker's
+                # bridge, sweeping as it starts, could end the dead one's before it held A's lock.
+                name()
+                named()
                 # The dead bridge's sandbox holds thread A's lock: the turn gets it anyway
                 # (waited for past the init deadline, to see how the turn ends either way).
                 adapter = box.h.adapter
@@ -206,9 +222,9 @@ def test_a_sweep_tells_a_dead_bridge_from_a_live_one_and_from_a_reused_pid() -> 
             for key, owner in owners.items()
         }
         enforced.sweep()
-        ended = {key for key, (process, _) in started.items() if process.poll() is not None}
+        ended = {key for key, (process, _, _) in started.items() if process.poll() is not None}
         assert ended == {"dead", "reused"}
-        gone = {key for key, (_, dirs) in started.items() if not any(d.exists() for d in dirs)}
+        gone = {key for key, (_, dirs, _) in started.items() if not any(d.exists() for d in dirs)}
         assert gone == {"dead", "reused"}
 
 
