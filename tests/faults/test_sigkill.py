@@ -83,7 +83,11 @@ class Sender:
 
 
 def _inbox_tokens(root: Path) -> list[str]:
+    """The tokens of every line the store took. A bridge killed before its schema was made
+    (the file there, the tables not yet: a kill drawn early in a slow start) took none."""
     if not (root / "data" / "bridge.sqlite3").exists():
+        return []
+    if not read_store(root, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'inbox'"):
         return []
     return [t for r in read_store(root, "SELECT text FROM inbox") for t in TOKEN.findall(r[0])]
 
