@@ -167,6 +167,9 @@ class PrintMode:
         state = TurnState.for_text(text)
         try:
             with self.waits.deadline(self.options.print_timeout):
+                delay = float(os.environ.get("AGY_SIM_TURN_DELAY") or 0)
+                if delay > 0:
+                    self.waits.sleep(delay)  # a loaded host: the turn read, no step yet
                 run_turn(ctx, state)
         except Interrupted:
             warn("error: interrupted")

@@ -67,6 +67,38 @@ async def test_an_agy_that_runs_its_hooks_works_as_before(tmp_path: Path) -> Non
         assert not [text for _, text in h.adapter.notices if "hooks" in text]
 
 
+async def test_an_agy_slow_to_begin_its_turn_on_a_loaded_host_is_not_stopped(
+    tmp_path: Path,
+) -> None:
+    """The proof's window counts from agy's first line of the turn: an agy that reads its turn
+    late (a loaded host, a slow disk) and then runs its hooks is not taken for one without."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"AGY_SIM_TURN_DELAY": "4"}  # twice the window (hook_proof_seconds, 2 by default)
+    async with running(tmp_path, extra=_extra(workspace), env=env) as h:
+        await h.say("[[tool run_command ls -la]]")
+        [reply] = await h.adapter.wait_finished(1, timeout=40)
+        assert not [text for _, text in h.adapter.notices if "hooks" in text], h.adapter.notices
+        assert reply.tools and reply.tools[-1].state == "DONE", reply.tools
+
+
+async def test_a_model_answer_before_any_hook_call_stops_agy_whatever_the_window(
+    tmp_path: Path,
+) -> None:
+    """agy calls PreInvocation, and waits for it, before every model call: a model's answer
+    (here a tool call that comes at once) with no hook call before it is proof, window or not.
+    The window is an hour here, so only that proof can stop the tool."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    extra = _extra(workspace, hook_proof_seconds=3600)
+    async with running(tmp_path, extra=extra, env={"AGY_SIM_NO_HOOKS": "1"}) as h:
+        await h.say("[[tool run_command sleep 30; touch pwned]]")
+        notice = await h.adapter.wait_notice("did not run the bridge's hooks", timeout=25)
+        assert "agy-bridge doctor" in notice
+        await h.adapter.wait_finished(1, timeout=25)
+        assert not (workspace / "pwned").exists(), "a tool ran without the gate"
+
+
 # --- a build that runs PreInvocation but never PreToolUse -------------------------------------
 #
 # The hook proof above passes for such a build (its PreInvocation call reaches the listener),

@@ -4,10 +4,18 @@ Some agy builds load the bridge's plugin but never run its hooks (reported for l
 key; plugin hooks not loaded on some builds). Then every tool call runs without the gate.
 Two watches catch them:
 
-- **No hook at all.** agy calls the ``PreInvocation`` hook before every model call, so before
-  the model can ask for any tool: a turn whose process has not reached the listener within
-  ``seconds`` of the turn's start has no working hooks. That process is stopped at once
-  (before the model's answer, and so its tool calls, can arrive).
+- **No hook at all.** agy calls the ``PreInvocation`` hook, and waits for its answer, before
+  every model call, so before the model can ask for any tool. Two proofs, the first of which
+  comes stops the process at once:
+
+  - a model's answer in the stream (an ``agent_response`` or a tool step of the session)
+    while no hook call of the process has reached the listener: the model was called without
+    the hook. This needs no clock;
+  - no hook call within ``seconds`` of agy's first line of the turn: the model's answer, and
+    so its tool calls, may be on its way, and the process is stopped before it arrives. The
+    window counts from agy's first line, not from the bridge's write: on a loaded host agy may
+    read its turn late, and that wait is not its hooks' (a window from the write stopped
+    healthy agy processes on a busy machine).
 - **No PreToolUse.** A build may run ``PreInvocation`` and still skip ``PreToolUse``. Every tool
   step of the stream is matched to a ``PreToolUse`` call (:mod:`.step_match`). A step that
   ended ``DONE`` undecided, or that has waited ``grace`` seconds since it was announced with no
@@ -88,6 +96,7 @@ class HookWatch:
         # [approvals] hook_step_grace, when set (the tests' shorter wait); else the margin.
         self.grace = grace if grace is not None else max(MIN_STEP_GRACE, 5 * seconds)
         self._seen = anyio.Event()
+        self._began = anyio.Event()  # agy's first line of the turn being watched
         self.proven = False
         self.stopped = False
         self.ledger = StepLedger()
@@ -128,6 +137,7 @@ class HookWatch:
             return await run(proc)
         async with anyio.create_task_group() as tg:
             stop = _Stopper(self, proc, say, self.bypassed)
+            self._began = anyio.Event()
             if self.wanted(proc):
                 tg.start_soon(self._deadline, stop)
             result = await run(_Watched(proc, lambda outs: self._look(outs, stop, tg)))
@@ -141,8 +151,11 @@ class HookWatch:
 
     def _look(self, outputs: list[AgyOutput], stop: _Stopper, tg: TaskGroup) -> None:
         for out in outputs:
+            self._began.set()
             if not isinstance(out, wire.StepUpdateEvent):
                 continue
+            if self._unproven_answer(out.step_update):
+                stop.now(unhooked_text(self.seconds))
             step = gated_step(out.step_update, self._conversation)
             if step is None:
                 continue
@@ -152,12 +165,24 @@ class HookWatch:
             elif seen is Seen.WAIT:
                 tg.start_soon(self._step_deadline, step, stop)
 
+    def _unproven_answer(self, step: wire.StepUpdate) -> bool:
+        """A model's answer of the session while no hook call of this process was heard: the
+        hook runs, and is answered, before the model call that made it. (A subagent's steps
+        are left out: the simulator announces one before its parent's first model call.)"""
+        if self.proven or self._seen.is_set():
+            return False
+        theirs = step.conversation_id and self._conversation
+        mine = not theirs or step.conversation_id == self._conversation
+        answer = step.step_type == "agent_response" or gated_step(step, self._conversation)
+        return bool(mine and answer)
+
     async def _step_deadline(self, step: ToolStep, stop: _Stopper) -> None:
         await anyio.sleep(self.grace)
         if self.ledger.undecided(step):
             stop.now(undecided_text(step, ran=False))
 
     async def _deadline(self, stop: _Stopper) -> None:
+        await self._began.wait()
         with anyio.move_on_after(self.seconds):
             await self._seen.wait()
             self.proven = True
