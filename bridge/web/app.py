@@ -11,6 +11,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from bridge.core.approvals.secrets import scrubber_for
+from bridge.core.events import Author
 from bridge.core.signin import WebSessions
 from bridge.web import actions, live, pages, reports
 from bridge.web.access import Access
@@ -27,9 +28,16 @@ def console_app(core: ConsoleCore) -> Starlette:
     web = config.web
     sessions = WebSessions(core.store.database, web.link_seconds, web.session_hours * 3600)
     access = Access(config, core.members, core.store.database)
+
+    async def audit_signin(person: Author, platform: str) -> None:
+        if core.team is not None:
+            await core.team.audit.append(
+                "console_signin", person=person, platform=platform, via="trusted header"
+            )
+
     console = Console(
         core=core,
-        guard=Guard(web, sessions, access),
+        guard=Guard(web, sessions, access, audit_signin),
         access=access,
         pages=Pages(scrubber_for(config)),
     )

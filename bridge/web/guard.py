@@ -4,6 +4,7 @@ every form, the origin of every POST, and the headers every answer carries."""
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -18,6 +19,8 @@ from bridge.core.signin import Session, WebSessions
 from bridge.web.access import Access, Viewer
 
 COOKIE = "agy_console"
+# Told of each session the trusted header opens (the audit trail), as a link's sign-in is.
+SignedIn = Callable[[Author, str], Awaitable[None]]
 # No inline script or style anywhere: scripts and styles come from /static only.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -72,10 +75,17 @@ class Visit:
 
 
 class Guard:
-    def __init__(self, web: WebSection, sessions: WebSessions, access: Access) -> None:
+    def __init__(
+        self,
+        web: WebSection,
+        sessions: WebSessions,
+        access: Access,
+        signed_in: SignedIn | None = None,
+    ) -> None:
         self.web = web
         self.sessions = sessions
         self.access = access
+        self.signed_in = signed_in
         self.secure = web.public_url.startswith("https://")
         # Trusted-header people -> their session id (bounded; a miss opens a new one).
         self._by_header: dict[str, str] = {}
@@ -94,6 +104,8 @@ class Guard:
             if session is None:
                 known = await self.sessions.open(trusted, self.web.trusted_platform)
                 session = await self.sessions.session(known)
+                if session is not None and self.signed_in is not None:
+                    await self.signed_in(trusted, self.web.trusted_platform)
                 if len(self._by_header) >= _HEADER_SESSIONS:
                     self._by_header.clear()
                 self._by_header[trusted.id] = known

@@ -121,6 +121,16 @@ def test_the_trusted_header_signs_in_only_when_configured(tmp_path: Path) -> Non
             assert bare.get("/", headers={"X-Forwarded-User": "@root:test"}).status_code == 200
         after = w.run(w.h.bridge.store.database.fetch, "SELECT COUNT(*) AS n FROM web_sessions")
         assert after[0]["n"] == before[0]["n"]
+        # Each session the header opened is in the audit trail, as a link's sign-in is: once
+        # per session, with how the person was known.
+        records = w.run(w.h.bridge.core.team.audit.records)
+        signins = [(r.kind, r.person, r.detail.get("via")) for r in records]
+        signins = [s for s in signins if s[0] == "console_signin"]
+        assert signins == [
+            ("console_signin", "@root:test", "trusted header"),
+            ("console_signin", "@alice:test", "trusted header"),
+            ("console_signin", "@root:test", "trusted header"),  # the cookieless client's one
+        ], signins
 
 
 def test_signing_out_ends_the_session_and_the_trail_has_the_sign_in(tmp_path: Path) -> None:
