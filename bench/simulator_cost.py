@@ -113,6 +113,10 @@ def cpu_of(kind: Kind, cwd: Path, env: dict[str, str]) -> float:
 def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGY_SIM_")}
     env["AGY_SIM_HOME"] = str(home)
+    # As `make test` runs them (bench/startup.py does the same): bytecode written and read. A
+    # shell with PYTHONDONTWRITEBYTECODE set had every process compile the turn's modules from
+    # source: about 10 ms more a turn, charged to the simulator.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
