@@ -122,8 +122,8 @@ class Attack:
         """The team's ordinary commands (``ordinary`` first) run at once, and one of them
         writes: it really ran to its end. With ``pytest``, a real pytest run of the workspace's
         tests too (a quarter of a second of CPU, against a few milliseconds for git; the gate's
-        answer to it is the same in every test, so the tests that are not parametrized run
-        it). One turn for them all: a turn is a simulator process of its own."""
+        answer to it is the same in every test, so one test of each file runs it: here the
+        planted plugin's, where agy loads the workspace's plugins). One turn for them all."""
         commands = [*ordinary, "git status", "ls -la", "git log --oneline --output=team-log.txt"]
         if pytest:
             (self.workspace / "tests").mkdir(exist_ok=True)
@@ -218,7 +218,7 @@ async def test_a_glued_star_is_refused_and_git_diff_star_does_not_cover_difftool
         await attack.turn(f"[[tool run_command {line}]]")
         assert not attack.pwned
         assert [r.summary for r in attack.asked] == [line]
-        await attack.team_work_still_runs("git diff --stat", pytest=True)
+        await attack.team_work_still_runs("git diff --stat")
 
 
 # --- programs that run programs ------------------------------------------------------------
@@ -292,7 +292,7 @@ async def test_git_hooks_cannot_be_planted(tmp_path: Path, monkeypatch: pytest.M
         await attack.turn(f"[[write {hook} #!/bin/sh\ntouch pwned\n]]")
         assert not (attack.workspace / hook).exists()
         assert [r.summary for r in attack.asked] == [f"write_to_file {attack.workspace / hook}"]
-        await attack.team_work_still_runs(pytest=True)
+        await attack.team_work_still_runs()
 
 
 async def test_a_plugin_planted_in_dot_agents_never_loads(
@@ -355,7 +355,7 @@ async def test_read_url_content_cannot_carry_data_out(
             reply = await attack.turn(f"[[fetch http://localhost:{port}/docs]]")
             assert len(attack.asked) == before and reply.tools[-1].state == "DONE"
             assert heard == ["/docs"]
-            await attack.team_work_still_runs(pytest=True)
+            await attack.team_work_still_runs()
     finally:
         await runner.cleanup()
 
