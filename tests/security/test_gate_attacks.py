@@ -25,7 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -385,7 +385,9 @@ FORCE_PUSHES = [
 ]
 
 
-async def each_refused(attack: Attack, lines: Iterable[str], rule: str, done: Any) -> None:
+async def each_refused(
+    attack: Attack, lines: Iterable[str], rule: str, done: Callable[[], bool]
+) -> None:
     """Each line in a turn of its own: refused by the deny ``rule`` at once (nobody is asked),
     and ``done()`` (what it would have done) is still false after it."""
     for line in lines:
