@@ -24,31 +24,46 @@ def mcp(tool: str, **args: object) -> str:
     return f"[[mcp bridge_chat {tool} {json.dumps(args)}]]"
 
 
-async def test_post_file_uploads_from_the_workdir(tmp_path: Path) -> None:
+async def test_post_file_bad_arguments_and_thread_history_in_one_agy(tmp_path: Path) -> None:
+    """The chat tools through the plugin: a file posted from the workdir, two escapes refused
+    with a tool error each, bad arguments a readable error, the thread's history read back.
+    One thread: its agy loads the MCP client (a second of CPU) once for them all."""
     work = tmp_path / "repo"
     work.mkdir()
     (work / "report.txt").write_text("all green\n")
-    extra = {"workspaces": [{"path": str(work)}]}
-    async with running(tmp_path, extra) as h:
-        await h.say("share it " + mcp("post_file", path="report.txt", title="Report"))
-        [reply] = await h.adapter.wait_finished(1)
-        assert ("test|room|t1", "file report.txt") in h.adapter.notices
-        assert "Tool post_file: uploaded report.txt" in reply.outcome.final_text  # type: ignore[union-attr]
-
-
-async def test_post_file_refuses_escapes_with_a_tool_error(tmp_path: Path) -> None:
-    work = tmp_path / "repo"
-    work.mkdir()
     (work / "sneaky").symlink_to("/etc/hostname")
     extra = {"workspaces": [{"path": str(work)}]}
     async with running(tmp_path, extra) as h:
-        await h.say(mcp("post_file", path="/etc/hostname") + " " + mcp("post_file", path="sneaky"))
+        await h.say(
+            "share it "
+            + mcp("post_file", path="report.txt", title="Report")
+            + " "
+            + mcp("post_file", path="/etc/hostname")
+            + " "
+            + mcp("post_file", path="sneaky")
+        )
         [reply] = await h.adapter.wait_finished(1)
+        posted = [n for _, n in h.adapter.notices if n.startswith("file ")]
+        assert posted == ["file report.txt"]
+        assert ("test|room|t1", "file report.txt") in h.adapter.notices
+        assert "Tool post_file: uploaded report.txt" in reply.outcome.final_text  # type: ignore[union-attr]
         errors = [t.error for t in reply.tools if t.state == "ERROR"]
         assert len(errors) == 2 and all(
             "outside the working directory" in (e or "") for e in errors
         )
-        assert not [n for _, n in h.adapter.notices if n.startswith("file ")]
+        # Bad arguments: a readable tool error, in the same agy (its MCP client is loaded).
+        await h.say(mcp("post_message", txt="typo"))
+        _, reply = await h.adapter.wait_finished(2)
+        [error] = [t.error for t in reply.tools if t.state == "ERROR"]
+        assert error is not None and "bad arguments for post_message" in error
+        # The thread's history, as the agent reads it.
+        await h.say("the deploy key is in vault", who="bob")
+        await h.adapter.wait_finished(3)
+        await h.say("catch up " + mcp("thread_history", limit=10))
+        *_, reply = await h.adapter.wait_finished(4)
+        final = reply.outcome.final_text  # type: ignore[union-attr]
+        assert "Bob (@bob:test): the deploy key is in vault" in final
+        assert "agent: You said: Bob" in final
 
 
 def test_jail_accepts_the_session_dir_and_rejects_dotdot(tmp_path: Path) -> None:
@@ -90,25 +105,6 @@ def test_a_posted_file_is_read_through_no_link_and_never_blocks(tmp_path: Path) 
         read_posted("pipe", work, session, 100)
     with pytest.raises(ToolFailure, match="over the 100-byte limit"):
         read_posted("big", work, session, 100)
-
-
-async def test_thread_history_returns_the_thread(tmp_path: Path) -> None:
-    async with running(tmp_path) as h:
-        await h.say("the deploy key is in vault", who="bob")
-        await h.adapter.wait_finished(1)
-        await h.say("catch up " + mcp("thread_history", limit=10))
-        _, reply = await h.adapter.wait_finished(2)
-        final = reply.outcome.final_text  # type: ignore[union-attr]
-        assert "Bob (@bob:test): the deploy key is in vault" in final
-        assert "agent: You said: Bob" in final
-
-
-async def test_bad_tool_arguments_are_a_readable_tool_error(tmp_path: Path) -> None:
-    async with running(tmp_path) as h:
-        await h.say(mcp("post_message", txt="typo"))
-        [reply] = await h.adapter.wait_finished(1)
-        [error] = [t.error for t in reply.tools if t.state == "ERROR"]
-        assert error is not None and "bad arguments for post_message" in error
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -4,9 +4,18 @@ Each test runs a bridge on the agy simulator (its hooks call the bridge's listen
 decides, the simulator runs what is allowed with a real bash in a real workspace), with the
 allow rules a team would write. The attack tries to create ``pwned`` in the workspace without
 anyone approving it; every request the gate posts is denied. Each test also runs the team's
-ordinary commands (``git status``, ``ls -la``, ``git log --output=…``, and in the tests that are
-not parametrized a real ``pytest -q tests/x.py``), which must still run at once without a
-click: a gate that asks for everything fails here too.
+ordinary commands (``git status``, ``ls -la``, ``git log --output=…``, the ordinary commands of
+the rules it adds, and in some tests a real ``pytest -q tests/x.py``), which must still run at
+once without a click: a gate that asks for everything fails here too.
+
+The attacks of one class that need the same rules are turns of one thread of one bridge, each
+a turn of its own with its own checks (:meth:`Attack.each_asks`), the team's work after them:
+a bridge, a git repository, an agy process and the team's turn for each attack were most of
+what this file cost, and none of them is what an attack tests. Where the attacks of a class
+each add a rule, the bridge allows all of them at once: allowing more can only make the gate
+let more through, so each attack still has to ask with its own rule allowed (and others
+beside it). Rules that cover one another (``sed *`` and ``sed -n *``) stay in separate bridges,
+so that each one's ordinary command runs under that rule alone.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +94,21 @@ class Attack:
             if len(adapter.finished(where)) > done:
                 return adapter.finished(where)[done]
 
+    async def each_asks(self, lines: Iterable[str]) -> None:
+        """Each attack in a turn of its own, one after the other in this thread: each must ask
+        once, for exactly its own command line (the request is denied), and leave no ``pwned``.
+        Every attack is tried; those that got through are named together at the end."""
+        got_through = []
+        for line in lines:
+            before = len(self.asked)
+            await self.turn(f"[[tool run_command {line}]]")
+            asked = [r.summary for r in self.asked[before:]]
+            if asked != [line] or self.pwned:
+                got_through.append(f"{line!r}: asked {asked}, pwned: {self.pwned}")
+                for made in self.workspace.glob("pwned*"):  # the next attack is judged alone
+                    made.unlink()
+        assert not got_through, "\n".join(got_through)
+
     async def runs_at_once(self, *commands: str) -> None:
         """Ordinary commands, one tool call each in one turn: each runs to its end, and nobody
         is asked (the gate judges every call on its own, as in turns of their own)."""
@@ -98,8 +122,8 @@ class Attack:
         """The team's ordinary commands (``ordinary`` first) run at once, and one of them
         writes: it really ran to its end. With ``pytest``, a real pytest run of the workspace's
         tests too (a quarter of a second of CPU, against a few milliseconds for git; the gate's
-        answer to it is the same in every test, so the tests that are not parametrized run
-        it). One turn for them all: a turn is a simulator process of its own."""
+        answer to it is the same in every test, so one test of each file runs it: here the
+        planted plugin's, where agy loads the workspace's plugins). One turn for them all."""
         commands = [*ordinary, "git status", "ls -la", "git log --oneline --output=team-log.txt"]
         if pytest:
             (self.workspace / "tests").mkdir(exist_ok=True)
@@ -165,24 +189,20 @@ def has_branch(repo: Path, branch: str) -> bool:
 # --- expansions a regular expression does not see ------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        # The @P transformation expands its value as a prompt: \044 becomes $ and the
-        # command substitution runs.
-        r"echo ${x:=\\044(touch pwned)} ${x@P}",
-        # Arithmetic evaluates a value that holds an array subscript with a substitution.
-        r"echo ${x:=$'a[\044(touch pwned-arith)]'} $[x] done",
-        # Brace expansion builds `-exec touch pwned` out of words no rule check saw.
-        "find . -maxdepth 0 {-exec,touch} pwned-brace {} +",
-    ],
-    ids=["prompt-transformation", "arithmetic", "brace"],
-)
-async def test_expansions_ask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str) -> None:
+EXPANSIONS = [
+    # The @P transformation expands its value as a prompt: \044 becomes $ and the command
+    # substitution runs.
+    r"echo ${x:=\\044(touch pwned)} ${x@P}",
+    # Arithmetic evaluates a value that holds an array subscript with a substitution.
+    r"echo ${x:=$'a[\044(touch pwned-arith)]'} $[x] done",
+    # Brace expansion builds `-exec touch pwned` out of words no rule check saw.
+    "find . -maxdepth 0 {-exec,touch} pwned-brace {} +",
+]
+
+
+async def test_expansions_ask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with attacked(tmp_path, monkeypatch) as attack:
-        await attack.turn(f"[[tool run_command {line}]]")
-        assert not attack.pwned
-        assert [r.summary for r in attack.asked] == [line]
+        await attack.each_asks(EXPANSIONS)
         await attack.team_work_still_runs()
 
 
@@ -198,45 +218,33 @@ async def test_a_glued_star_is_refused_and_git_diff_star_does_not_cover_difftool
         await attack.turn(f"[[tool run_command {line}]]")
         assert not attack.pwned
         assert [r.summary for r in attack.asked] == [line]
-        await attack.team_work_still_runs("git diff --stat", pytest=True)
+        await attack.team_work_still_runs("git diff --stat")
 
 
 # --- programs that run programs ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("rule", "line"),
-    [
-        ("find *", "find . -maxdepth 0 -exec touch pwned {} +"),
-        ("xargs *", "xargs -a names.txt touch"),
-        ("env *", "env touch pwned"),
-        ("timeout *", "timeout 5 touch pwned"),
-        ("git *", "git -c alias.st='!touch pwned' st"),
-        ("sed *", "sed -n '1e touch pwned' names.txt"),
-        ("awk *", """awk 'BEGIN { system("touch pwned") }'"""),
-        ("python3 *", """python3 -c 'open("pwned", "w")'"""),
-        ("bash *", "bash -c 'touch pwned'"),
-    ],
-    ids=[
-        "find-exec",
-        "xargs",
-        "env",
-        "timeout",
-        "git-c",
-        "sed-e",
-        "awk-system",
-        "python-c",
-        "sh-c",
-    ],
-)
+PROGRAMS = [
+    # (the rule that allows the program, an attack through it)
+    ("find *", "find . -maxdepth 0 -exec touch pwned {} +"),
+    ("xargs *", "xargs -a names.txt touch"),
+    ("env *", "env touch pwned"),
+    ("timeout *", "timeout 5 touch pwned"),
+    ("git *", "git -c alias.st='!touch pwned' st"),
+    ("sed *", "sed -n '1e touch pwned' names.txt"),
+    ("awk *", """awk 'BEGIN { system("touch pwned") }'"""),
+    ("python3 *", """python3 -c 'open("pwned", "w")'"""),
+    ("bash *", "bash -c 'touch pwned'"),
+]
+
+
 async def test_programs_that_run_programs_ask(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
+    rules = [rule for rule, _ in PROGRAMS]
+    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, *rules]) as attack:
         (attack.workspace / "names.txt").write_text("pwned\n")
-        await attack.turn(f"[[tool run_command {line}]]")
-        assert not attack.pwned
-        assert [r.summary for r in attack.asked] == [line]
+        await attack.each_asks(line for _, line in PROGRAMS)
         await attack.team_work_still_runs()
 
 
@@ -249,27 +257,29 @@ HAND_MADE_GIT = {
 }
 
 
-@pytest.mark.parametrize(
-    ("config", "command"),
-    [
-        ("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch pwned\n", "git status"),
-        ("[diff]\n\texternal = sh -c 'touch pwned' --\n", "git diff --no-index a.txt b.txt"),
-    ],
-    ids=["core.fsmonitor", "diff.external"],
-)
+PLANTED_CONFIGS = [
+    # (a .git/config that runs a program, a command that would run it)
+    ("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch pwned\n", "git status"),
+    ("[diff]\n\texternal = sh -c 'touch pwned' --\n", "git diff --no-index a.txt b.txt"),
+]
+
+
 async def test_a_hand_made_dot_git_cannot_be_planted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str, command: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with attacked(tmp_path, monkeypatch, repo=False) as attack:
         (attack.workspace / "a.txt").write_text("a\n")
         (attack.workspace / "b.txt").write_text("b\n")
-        writes = {**HAND_MADE_GIT, ".git/config": config}
-        await attack.turn(" ".join(f"[[write {path} {text}]]" for path, text in writes.items()))
-        await attack.turn(f"[[tool run_command {command}]]")
-        assert not attack.pwned
-        assert len(attack.asked) == len(writes), "every write under .git/ asks"
-        assert all("protected path" in r.preview for r in attack.asked)
-        assert not (attack.workspace / ".git").exists()
+        for config, command in PLANTED_CONFIGS:
+            before = len(attack.asked)
+            writes = {**HAND_MADE_GIT, ".git/config": config}
+            await attack.turn(" ".join(f"[[write {path} {text}]]" for path, text in writes.items()))
+            await attack.turn(f"[[tool run_command {command}]]")
+            assert not attack.pwned, command
+            asked = attack.asked[before:]
+            assert len(asked) == len(writes), f"every write under .git/ asks: {asked}"
+            assert all("protected path" in r.preview for r in asked)
+            assert not (attack.workspace / ".git").exists()
         # A plain write in the workspace still never asks.
         before = len(attack.asked)
         await attack.turn("[[write src/app.py print('hi')]]")
@@ -282,7 +292,7 @@ async def test_git_hooks_cannot_be_planted(tmp_path: Path, monkeypatch: pytest.M
         await attack.turn(f"[[write {hook} #!/bin/sh\ntouch pwned\n]]")
         assert not (attack.workspace / hook).exists()
         assert [r.summary for r in attack.asked] == [f"write_to_file {attack.workspace / hook}"]
-        await attack.team_work_still_runs(pytest=True)
+        await attack.team_work_still_runs()
 
 
 async def test_a_plugin_planted_in_dot_agents_never_loads(
@@ -345,7 +355,7 @@ async def test_read_url_content_cannot_carry_data_out(
             reply = await attack.turn(f"[[fetch http://localhost:{port}/docs]]")
             assert len(attack.asked) == before and reply.tools[-1].state == "DONE"
             assert heard == ["/docs"]
-            await attack.team_work_still_runs(pytest=True)
+            await attack.team_work_still_runs()
     finally:
         await runner.cleanup()
 
@@ -353,48 +363,54 @@ async def test_read_url_content_cannot_carry_data_out(
 # --- deny rules --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "rm -fr victim",
-        "rm -r -f victim",
-        "rm --recursive --force victim",
-        "/bin/rm -rf victim",
-        r"\rm -rf victim",
-        "ls && rm -fr victim",
-        # abbreviated long options, as getopt_long takes them
-        "rm --rec --forc victim",
-        "rm -r --for victim",
-    ],
-)
+RM_SPELLINGS = [
+    "rm -fr victim",
+    "rm -r -f victim",
+    "rm --recursive --force victim",
+    "/bin/rm -rf victim",
+    r"\rm -rf victim",
+    "ls && rm -fr victim",
+    # abbreviated long options, as getopt_long takes them
+    "rm --rec --forc victim",
+    "rm -r --for victim",
+]
+
+FORCE_PUSHES = [
+    "git push -f origin HEAD:main",
+    "git push origin +HEAD:main",
+    "git push --forc origin HEAD:main",
+    "git push --force-with-lease origin HEAD:main",
+    "git push --force-with-l origin HEAD:main",
+    "git push --force-if-includes --force-with-lease origin HEAD:main",
+]
+
+
+async def each_refused(
+    attack: Attack, lines: Iterable[str], rule: str, done: Callable[[], bool]
+) -> None:
+    """Each line in a turn of its own: refused by the deny ``rule`` at once (nobody is asked),
+    and ``done()`` (what it would have done) is still false after it."""
+    for line in lines:
+        reply = await attack.turn(f"[[tool run_command {line}]]")
+        assert not done(), f"the deny rule did not stop {line!r}"
+        assert attack.asked == [], line
+        assert reply.outcome is not None and f"refuses `{rule}`" in reply.outcome.final_text, line
+
+
 async def test_deny_rules_are_not_bypassed_by_spelling(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     allow = [*TEAM, "rm *"]
     async with attacked(tmp_path, monkeypatch, allow=allow, deny=["rm -rf *"]) as attack:
         victim = attack.workspace / "victim"
         victim.mkdir()
         (victim / "keep").write_text("x")
-        reply = await attack.turn(f"[[tool run_command {line}]]")
-        assert victim.exists(), "the deny rule did not stop it"
-        assert attack.asked == []
-        assert reply.outcome is not None and "refuses `rm -rf *`" in reply.outcome.final_text
+        await each_refused(attack, RM_SPELLINGS, "rm -rf *", lambda: not victim.exists())
         await attack.team_work_still_runs("rm victim/keep")
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "git push -f origin HEAD:main",
-        "git push origin +HEAD:main",
-        "git push --forc origin HEAD:main",
-        "git push --force-with-lease origin HEAD:main",
-        "git push --force-with-l origin HEAD:main",
-        "git push --force-if-includes --force-with-lease origin HEAD:main",
-    ],
-)
 async def test_a_force_push_is_refused_however_it_is_spelled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     allow = [*TEAM, "git push *"]
     deny = ["git push --force *"]
@@ -402,11 +418,8 @@ async def test_a_force_push_is_refused_however_it_is_spelled(
         remote = tmp_path / "remote.git"
         git(tmp_path, "init", "-q", "--bare", str(remote))
         git(attack.workspace, "remote", "add", "origin", str(remote))
-        reply = await attack.turn(f"[[tool run_command {line}]]")
-        assert not has_branch(remote, "main"), "the force push ran"
-        assert attack.asked == []
-        assert (
-            reply.outcome is not None and "refuses `git push --force *`" in reply.outcome.final_text
+        await each_refused(
+            attack, FORCE_PUSHES, "git push --force *", lambda: has_branch(remote, "main")
         )
         await attack.team_work_still_runs("git push origin HEAD:main")
         assert has_branch(remote, "main"), "an ordinary push runs"
@@ -431,9 +444,8 @@ def _setup_spellings(workspace: Path) -> None:
     subprocess.run(["tar", "-cf", "a.tar", "a"], cwd=workspace, check=True)
 
 
-def _needs(program: str) -> None:
-    if shutil.which(program) is None:
-        pytest.skip(f"{program} is not installed on this machine")
+def _installed(rule: str) -> bool:
+    return shutil.which(rule.split()[0]) is not None
 
 
 SPELLINGS = [
@@ -483,19 +495,29 @@ READERS = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "line", "ordinary"), [*SPELLINGS, *READERS])
+# `sed -n *` is covered by `sed *`: its attacks and its ordinary command have a bridge of their
+# own, where `sed *` is not allowed.
+COVERED = ["sed -n *"]
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["together", "sed-n-alone"])
 async def test_options_that_run_programs_ask_in_every_spelling(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, line: str, ordinary: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
 ) -> None:
     """Abbreviated long options and grouped short ones, and the options of programs that
-    mostly read: each asks, and an ordinary command under the same rule still runs at once."""
-    if rule != "jobs *":  # a bash builtin
-        _needs(rule.split()[0])
-    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, rule]) as attack:
+    mostly read: each asks, and an ordinary command under each rule still runs at once."""
+    # jobs is a bash builtin.
+    missing = {r for r, _, _ in [*SPELLINGS, *READERS] if r != "jobs *" and not _installed(r)}
+    table = [
+        (rule, line, ordinary)
+        for rule, line, ordinary in [*SPELLINGS, *READERS]
+        if (rule in COVERED) == alone and rule not in missing
+    ]
+    rules = list(dict.fromkeys(rule for rule, _, _ in table))
+    async with attacked(tmp_path, monkeypatch, allow=[*TEAM, *rules]) as attack:
         _setup_spellings(attack.workspace)
         _setup_readers(attack.workspace)
-        line = line.format(ws=attack.workspace)
-        await attack.turn(f"[[tool run_command {line}]]")
-        assert not attack.pwned
-        assert [r.summary for r in attack.asked] == [line]
-        await attack.team_work_still_runs(ordinary)
+        await attack.each_asks(line.format(ws=attack.workspace) for _, line, _ in table)
+        await attack.team_work_still_runs(*dict.fromkeys(ordinary for _, _, ordinary in table))
+    if missing:
+        pytest.skip(f"the others passed; not installed on this machine: {sorted(missing)}")

@@ -32,33 +32,34 @@ def config_of(workspace: Path) -> str:
     return (workspace / ".git" / "config").read_text()
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        # git's --output writes the diff or log wherever it says, shaped by --format or
-        # --line-prefix: here into the repository's own configuration.
-        "git log -1 --format=tformat:[core]%n%x09fsmonitor=touch%x20pwned --output=.git/config",
-        "git diff HEAD --line-prefix=x --output=.git/config",
-        # An attached short value: the old check split on `=` only.
-        "sort -o.git/config cfg.txt",
-        "sort --out=.git/config cfg.txt",
-        "cp cfg.txt -t.git",
-        "cp -t.git cfg.txt",
-    ],
-    ids=["git-log-output", "git-diff-output", "sort-attached", "sort-abbrev", "cp-t", "cp-t2"],
-)
+WRITES = [
+    # git's --output writes the diff or log wherever it says, shaped by --format or
+    # --line-prefix: here into the repository's own configuration.
+    "git log -1 --format=tformat:[core]%n%x09fsmonitor=touch%x20pwned --output=.git/config",
+    "git diff HEAD --line-prefix=x --output=.git/config",
+    # An attached short value: the old check split on `=` only.
+    "sort -o.git/config cfg.txt",
+    "sort --out=.git/config cfg.txt",
+    "cp cfg.txt -t.git",
+    "cp -t.git cfg.txt",
+]
+
+
 async def test_options_that_write_are_judged_as_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each attack a turn of its own in one thread (see test_gate_attacks)."""
     async with attacked(tmp_path, monkeypatch, allow=RULES) as attack:
         ws = attack.workspace
         (ws / "cfg.txt").write_text("[core]\n\tfsmonitor = touch pwned\n")
         (ws / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")
         (ws / "README").write_text("changed\n")
         before = config_of(ws)
-        await attack.turn(f"[[tool run_command {line}]]")
-        assert config_of(ws) == before, "the repository's configuration was written"
-        assert [r.summary for r in attack.asked] == [line]
+        for line in WRITES:
+            asked = len(attack.asked)
+            await attack.turn(f"[[tool run_command {line}]]")
+            assert config_of(ws) == before, f"{line!r} wrote the repository's configuration"
+            assert [r.summary for r in attack.asked[asked:]] == [line]
         # Writes in the workspace, and everyday reads, run at once.
         await attack.team_work_still_runs(
             "sort -o sorted.txt cfg.txt", "git log --oneline --output=log.txt", "git diff --stat"
@@ -82,7 +83,7 @@ async def test_an_option_that_writes_outside_the_workspace_asks(
             await attack.turn(f"[[tool run_command {line}]]")
             assert attack.asked[-1].summary == line
         assert list(outside.iterdir()) == []
-        await attack.team_work_still_runs(pytest=True)
+        await attack.team_work_still_runs()
 
 
 async def test_unknown_options_ask_and_known_ones_run(
@@ -138,7 +139,7 @@ async def test_the_login_is_read_only_with_approval_and_never_posted(
         reply = adapter.finished()[done]
         shown = "".join(reply.deltas) + (reply.outcome.final_text if reply.outcome else "")
         assert token not in shown and "***" in shown, shown
-        await attack.team_work_still_runs(pytest=True)
+        await attack.team_work_still_runs()
 
 
 async def test_configured_secret_paths_ask_whatever_reads_them(

@@ -73,7 +73,9 @@ def post_file(path: str) -> str:
     return f"[[mcp bridge_chat post_file {json.dumps({'path': path})}]]"
 
 
-async def test_post_file_refuses_every_path_out_of_its_jail(tmp_path: Path) -> None:
+async def test_post_file_refuses_every_path_out_of_its_jail_and_a_link_swapped_in(
+    tmp_path: Path,
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("not for the chat\n")
@@ -119,25 +121,17 @@ async def test_post_file_refuses_every_path_out_of_its_jail(tmp_path: Path) -> N
         files = [n for _, n in h.adapter.notices if n.startswith("file ")]
         assert files == ["file legit.txt"], files
 
-
-async def test_a_symlink_swapped_in_after_the_check_cannot_be_posted(
-    tmp_path: Path,
-) -> None:
-    """The jail resolves the final path: a link placed where a file was is judged as a link."""
-    outside = tmp_path / "outside.txt"
-    outside.write_text("secret\n")
-    async with running(tmp_path) as h:
-        await h.say("warm up")
-        await h.adapter.wait_finished(1)
-        work = place_for(h.bridge.config, thread()).workdir
+        # The jail resolves the final path: a link placed where a file was is judged as a
+        # link. (In the same thread: its agy has the MCP client loaded, a second of CPU.)
         report = work / "report.txt"
         report.write_text("ok\n")
         await h.say(post_file("report.txt"))
-        await h.adapter.wait_finished(2)
+        await h.adapter.wait_finished(3)
         report.unlink()
-        report.symlink_to(outside)
+        report.symlink_to(outside / "secret.txt")
         await h.say(post_file("report.txt"))
-        *_, last = await h.adapter.wait_finished(3)
+        *_, last = await h.adapter.wait_finished(4)
         assert last.outcome is not None
         assert "Tool post_file failed:" in last.outcome.final_text
-        assert [n for _, n in h.adapter.notices if n.startswith("file ")] == ["file report.txt"]
+        files = [n for _, n in h.adapter.notices if n.startswith("file ")]
+        assert files == ["file legit.txt", "file report.txt"], files

@@ -23,40 +23,43 @@ def said(text: str) -> str:
     return f"You said: Alice (@alice:test): {text}\n"
 
 
-@pytest.mark.parametrize("kind", KINDS)
-async def test_junk_during_a_turn_is_skipped_and_the_next_turn_works(
-    tmp_path: Path, kind: str
-) -> None:
+async def test_junk_during_a_turn_is_skipped_and_the_next_turn_works(tmp_path: Path) -> None:
+    """Every kind in turn, in one thread: each turn with junk is answered right, the turn
+    after it too, and the same agy carries on through them all."""
     async with running(tmp_path, **fake_agy(tmp_path)) as h:
-        await h.say(f"FUZZ:{kind} first")
-        [first] = await h.adapter.wait_finished(1)
-        assert first.outcome is not None and first.outcome.error is None, first.outcome
-        assert first.outcome.final_text == said(f"FUZZ:{kind} first")
-        assert "".join(first.deltas) == first.outcome.final_text, "no junk reached the thread"
-        assert not first.tools
-        worker = h.bridge.core.threads[thread().key]
-        assert worker.proc is not None
-        pid = worker.proc.pid
+        pid = None
+        for kind in KINDS:
+            done = len(h.adapter.finished())
+            await h.say(f"FUZZ:{kind} first")
+            *_, first = await h.adapter.wait_finished(done + 1)
+            assert first.outcome is not None and first.outcome.error is None, (kind, first.outcome)
+            assert first.outcome.final_text == said(f"FUZZ:{kind} first")
+            assert "".join(first.deltas) == first.outcome.final_text, f"{kind} reached the thread"
+            assert not first.tools, kind
+            worker = h.bridge.core.threads[thread().key]
+            assert worker.proc is not None
+            pid = pid or worker.proc.pid
 
-        await h.say("second")
-        _, second = await h.adapter.wait_finished(2)
-        assert second.outcome is not None and second.outcome.final_text == said("second")
-        assert worker.proc is not None and worker.proc.pid == pid, "the same agy carried on"
-        assert not h.adapter.notices
+            await h.say("second")
+            *_, second = await h.adapter.wait_finished(done + 2)
+            assert second.outcome is not None and second.outcome.final_text == said("second")
+            assert worker.proc is not None and worker.proc.pid == pid, f"agy changed at {kind}"
+            assert not h.adapter.notices, (kind, h.adapter.notices)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-async def test_junk_right_after_init_does_not_disturb_the_first_turn(
-    tmp_path: Path, kind: str
-) -> None:
+async def test_junk_right_after_init_does_not_disturb_the_first_turn(tmp_path: Path) -> None:
+    """A thread for each kind, one after the other: each thread's agy starts with that junk
+    (the fake reads its ``start`` file when it starts), and its first turn is answered right."""
     settings = fake_agy(tmp_path)
-    (tmp_path / "fake" / "start").write_text(f"fuzz:{kind}")
     async with running(tmp_path, **settings) as h:
-        await h.say("first")
-        [first] = await h.adapter.wait_finished(1)
-        assert first.outcome is not None and first.outcome.error is None
-        assert first.outcome.final_text == said("first")
-        assert "".join(first.deltas) == said("first")
+        for kind in KINDS:
+            (tmp_path / "fake" / "start").write_text(f"fuzz:{kind}")
+            where = thread(kind)
+            await h.say("first", where=where)
+            [first] = await h.adapter.wait_finished(1, where)
+            assert first.outcome is not None and first.outcome.error is None, kind
+            assert first.outcome.final_text == said("first"), kind
+            assert "".join(first.deltas) == said("first"), kind
 
 
 async def test_text_that_cannot_be_encoded_reaches_the_harness_but_not_as_a_crash(
