@@ -1,0 +1,80 @@
+"""The simulator's one waiting place (bridge/simulator/waits.py): a SIGINT is never lost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.simulator.driver import REPO
+
+# A SIGINT that Python's C-level handler took while the main thread was not in its blocking
+# wait: between the wait's last look at the flag and the lock it blocks on (a loaded host
+# widens that moment), or on another thread. Python runs the Python-level handler only on the
+# main thread, between two bytecodes, so a main thread blocked in the lock does not run it
+# until something else wakes it: a `run_command` step's SIGINT waited for the command's end
+# (`exec sleep 60`: one minute, then "interrupted"; tests/agy/test_process.py's
+# test_sigint_mid_tool_then_close_leaves_no_child found its child gone).
+#
+# Forced here: the main thread blocks SIGINT, so the kernel hands it to another thread, and
+# the signal is sent only once the main thread sleeps in a futex wait with no timeout (the
+# queue's lock: `/proc/.../syscall` reads 202, futex, with a null timeout).
+SCRIPT = r"""
+import os, queue, signal, threading
+from bridge.simulator.waits import Interrupted, Waits
+
+waits = Waits()
+waits.install()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+main = threading.get_native_id()
+
+def blocked_in_the_wait():
+    try:
+        with open(f"/proc/self/task/{main}/syscall") as f:
+            words = f.read().split()
+    except OSError:
+        return False
+    return words[:1] == ["202"] and words[4:5] == ["0x0"]
+
+def interrupt():
+    while not blocked_in_the_wait():
+        os.sched_yield()
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    waits.get(queue.SimpleQueue())
+except Interrupted:
+    print("interrupted", flush=True)
+    os._exit(0)
+"""
+
+
+def test_a_sigint_taken_off_the_main_thread_still_ends_the_wait() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a guard against the hang this test is about, not a speed check
+    )
+    assert done.stdout == "interrupted\n", done.stderr
+
+
+def test_a_sigint_before_any_wait_ends_the_next_one() -> None:
+    script = (
+        "import os, queue, signal\n"
+        "from bridge.simulator.waits import Interrupted, Waits\n"
+        "waits = Waits()\n"
+        "waits.install()\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "print('after', flush=True)\n"
+        "try:\n"
+        "    waits.get(queue.SimpleQueue())\n"
+        "except Interrupted:\n"
+        "    print('interrupted', flush=True)\n"
+        "    os._exit(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout == "after\ninterrupted\n", done.stderr
