@@ -49,32 +49,38 @@ except Interrupted:
 """
 
 
-def test_a_sigint_taken_off_the_main_thread_still_ends_the_wait() -> None:
+# A SIGINT sent before any wait: the next wait ends at once.
+BEFORE = r"""
+import os, queue, signal
+from bridge.simulator.waits import Interrupted, Waits
+
+waits = Waits()
+waits.install()
+os.kill(os.getpid(), signal.SIGINT)
+print("after", flush=True)
+try:
+    waits.get(queue.SimpleQueue())
+except Interrupted:
+    print("interrupted", flush=True)
+    os._exit(0)
+"""
+
+
+def _output(script: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+        [sys.executable, "-c", script],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,  # a guard against the hang this test is about, not a speed check
+        timeout=120,  # a guard against the hang these tests are about, not a speed check
     )
-    assert done.stdout == "interrupted\n", done.stderr
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_sigint_taken_off_the_main_thread_still_ends_the_wait() -> None:
+    assert _output(SCRIPT) == "interrupted\n"
 
 
 def test_a_sigint_before_any_wait_ends_the_next_one() -> None:
-    script = (
-        "import os, queue, signal\n"
-        "from bridge.simulator.waits import Interrupted, Waits\n"
-        "waits = Waits()\n"
-        "waits.install()\n"
-        "os.kill(os.getpid(), signal.SIGINT)\n"
-        "print('after', flush=True)\n"
-        "try:\n"
-        "    waits.get(queue.SimpleQueue())\n"
-        "except Interrupted:\n"
-        "    print('interrupted', flush=True)\n"
-        "    os._exit(0)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert done.stdout == "after\ninterrupted\n", done.stderr
+    assert _output(BEFORE) == "after\ninterrupted\n"
