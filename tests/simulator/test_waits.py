@@ -36,11 +36,14 @@ def blocked_in_the_wait():
     return words[:1] == ["202"] and words[4:5] == ["0x0"]
 
 def interrupt():
+    about_to_wait.wait()  # past Thread.start's own untimed wait
     while not blocked_in_the_wait():
         os.sched_yield()
     os.kill(os.getpid(), signal.SIGINT)
 
+about_to_wait = threading.Event()
 threading.Thread(target=interrupt, daemon=True).start()
+about_to_wait.set()
 try:
     waits.get(queue.SimpleQueue())
 except Interrupted:
