@@ -231,7 +231,7 @@ async def measure_starts(count: int) -> dict[str, tuple[list[float], list[float]
             update={"agy": config.agy.model_copy(update={"state_dirs": [gemini]})}
         )
         settings = launch_settings(config)
-        caps = await probe(settings.command, config.agy.help_timeout)
+        caps = await probe(settings.command, config.agy.probe_timeout)
         workdir, session = root / "data" / "workspaces" / "t", root / "data" / "sessions" / "t"
         workdir.mkdir(parents=True)
         private = sandbox_for(config, settings.command, bwrap)
@@ -360,7 +360,7 @@ async def measure_limits(count: int) -> dict[str, list[float]] | str:
         config = bridge_config(root / "data", root / "sim-home")
         config = config.model_copy(update={"agy": config.agy.model_copy(update={"state_dirs": []})})
         settings = launch_settings(config)
-        caps = await probe(settings.command, config.agy.help_timeout)
+        caps = await probe(settings.command, config.agy.probe_timeout)
         workdir, session = root / "data" / "workspaces" / "t", root / "data" / "sessions" / "t"
         workdir.mkdir(parents=True)
         sandbox = sandbox_for(config, settings.command, bwrap)

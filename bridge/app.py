@@ -77,7 +77,7 @@ async def open_bridge(
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = launch_settings(config, command)
     if caps is None:
-        caps = await probe(settings.command, config.agy.help_timeout)
+        caps = await probe(settings.command, config.agy.probe_timeout)
     # Raises IsolationError (naming the reason) when isolation = "bwrap" cannot work here.
     isolation = await resolve_isolation(config, settings.command)
     if not isolation.isolated:

@@ -113,7 +113,8 @@ class AgySection(_Section):
     turn_timeout: PositiveSeconds = 1800.0
     init_timeout: PositiveSeconds = 90.0
     stop_grace: PositiveSeconds = 5.0
-    help_timeout: PositiveSeconds = 4.0
+    # The `agy --help` probe's deadline. Unset: init_timeout (see probe_timeout).
+    help_timeout: PositiveSeconds | None = None
     guidance: str = ""
     # Largest stdout line read from agy; a longer line is reported and skipped.
     max_line_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
@@ -149,6 +150,14 @@ class AgySection(_Section):
     state_root: Path | None = None
     # agy's login: paths relative to a state directory (docs/agy.md says why these).
     login_entries: list[str] = Field(default_factory=lambda: list(DEFAULT_LOGIN_ENTRIES))
+
+    @property
+    def probe_timeout(self) -> float:
+        """How long ``agy --help`` (and doctor's other probes of agy) may take: ``help_timeout``
+        when set, else the start's allowance. A probe is a start of agy's, as slow as one on a
+        loaded host; a fixed 4 s, passed there, left the bridge sending only the essential flags
+        for its whole life (no ``--sandbox``, ``--mode`` or ``--print-timeout``)."""
+        return self.help_timeout if self.help_timeout is not None else self.init_timeout
 
     @field_validator("login_entries")
     @classmethod

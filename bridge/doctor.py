@@ -100,7 +100,7 @@ async def check_agy(config: Config, report: Report, command: list[str]) -> Capab
         )
         return Capabilities()
     report.ok(f"agy found: {where}")
-    caps = await probe(command, config.agy.help_timeout)
+    caps = await probe(command, config.agy.probe_timeout)
     if caps.probed:
         report.ok(f"agy version: {caps.version or 'unknown'}")
         report.info("advertised flags: " + ", ".join(sorted(caps.flags)))
@@ -111,7 +111,7 @@ async def check_agy(config: Config, report: Report, command: list[str]) -> Capab
             report.info("no --print-timeout: agy cannot report its own timeout before ours")
     else:
         report.bad(f"agy --help failed ({caps.problem}); only the essential flags would be sent")
-    code, text = await _output([*command, "models"], max(config.agy.help_timeout, 10))
+    code, text = await _output([*command, "models"], max(config.agy.probe_timeout, 10))
     if code == 0:
         report.ok("agy is signed in (`agy models` answers)")
     else:
@@ -376,7 +376,7 @@ async def check_thread_login(config: Config, report: Report, isolation: Isolatio
         sandbox, ["sh", "-c", LOGIN_PROBE, "sh", *command], workdir=workdir, session_dir=session
     )
     try:
-        with anyio.fail_after(max(config.agy.help_timeout, 10) + 20):
+        with anyio.fail_after(max(config.agy.probe_timeout, 10) + 20):
             done = await anyio.run_process(argv, env=env, cwd=workdir, check=False)
     except (TimeoutError, OSError) as exc:
         report.bad(f"the login probe in a thread's sandbox did not run: {exc}")

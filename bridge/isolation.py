@@ -151,7 +151,9 @@ async def resolve_isolation(
         raise IsolationError("the sandbox cannot work: " + "; ".join(problems))
     try:
         network = await resolve_network(
-            "private" if egress is not None else config.agy.network, bwrap
+            "private" if egress is not None else config.agy.network,
+            bwrap,
+            setup_seconds=config.agy.init_timeout,  # part of agy's start
         )
     except NetworkError as exc:
         raise IsolationError(

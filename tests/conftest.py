@@ -184,7 +184,8 @@ def simulator_probed_once_per_worker(
     async def probe(command: Sequence[str], seconds: float) -> Capabilities:
         if tuple(command) != _SIMULATOR:
             return await real(command, seconds)
-        key = (seconds, os.environ.get("AGY_SIM_HELP_OMIT"))
+        # Not the deadline: it is each config's init_timeout now, and only answers are kept.
+        key = (os.environ.get("AGY_SIM_HELP_OMIT"),)
         if key in _simulator_capabilities:
             return _simulator_capabilities[key]
         caps = await real(command, seconds)

@@ -55,8 +55,12 @@ DNS = "10.0.2.3"
 MTU = 65520
 # The egress proxy's port on a sandbox's loopback (bridge.agy.egress).
 PROXY_PORT = 3128
-# The whole set-up of one sandbox's network must be done in this time.
-SETUP_SECONDS = 10.0
+# How long the set-up of one sandbox's network may take: it is part of agy's start, so it has the
+# start's allowance (``[agy] init_timeout``, its default here), not a fixed few seconds of its
+# own. A loaded host starts bubblewrap and slirp4netns slowly: a 10 s window passed at the
+# bridge's start gave every sandbox the host's network for the bridge's life (the probe below
+# fell back to "shared"), and passed at a thread's start failed that thread's turn.
+DEFAULT_SETUP_SECONDS = 90.0
 _CLONE_NEWNET = 0x40000000
 _IP_FREEBIND = 15
 _INFO_BYTES = 4096
@@ -79,6 +83,7 @@ class Network:
     ip: str = "ip"
     # With ``[agy] egress``: the proxy's serving function (bridge.agy.egress), and no route out.
     proxy: ServeFunc | None = None
+    setup_seconds: float = DEFAULT_SETUP_SECONDS
 
     @property
     def private(self) -> bool:
@@ -149,7 +154,7 @@ class SandboxNetwork:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 # Only the set-up has a deadline: the sandbox then lives as long as agy.
-                with anyio.fail_after(SETUP_SECONDS):
+                with anyio.fail_after(self.network.setup_seconds):
                     pid = await anyio.to_thread.run_sync(_child_pid, info_r)
                     proxy = self.network.proxy
                     # With an egress list, no slirp4netns: the proxy is the only way out.
@@ -177,7 +182,7 @@ class SandboxNetwork:
             if connected:
                 raise
             raise NetworkError(
-                f"the sandbox's network was not ready within {SETUP_SECONDS:g} s"
+                f"the sandbox's network was not ready within {self.network.setup_seconds:g} s"
             ) from None
         finally:
             _close(info_r, block_w)
@@ -358,15 +363,23 @@ def find_slirp() -> str | None:
 
 
 async def resolve_network(
-    wanted: Literal["private", "shared"] | None, bwrap: str, *, slirp: str | None = None
+    wanted: Literal["private", "shared"] | None,
+    bwrap: str,
+    *,
+    slirp: str | None = None,
+    setup_seconds: float = DEFAULT_SETUP_SECONDS,
 ) -> Network:
     """The network sandboxes get on this host. With ``wanted`` "private", a host where it
-    cannot work raises NetworkError; unset, it falls back to the shared network (said)."""
+    cannot work raises NetworkError; unset, it falls back to the shared network (said).
+    ``setup_seconds``: the start's allowance, for each set-up and for the check."""
     if wanted == "shared":
         return shared('[agy] network = "shared"')
-    problem = await network_problem(bwrap, slirp or find_slirp())
+    slirp = slirp or find_slirp()
+    problem = await network_problem(bwrap, slirp, setup_seconds)
     if problem is None:
-        return Network("private", slirp=slirp or find_slirp() or "slirp4netns", ip=_ip())
+        return Network(
+            "private", slirp=slirp or "slirp4netns", ip=_ip(), setup_seconds=setup_seconds
+        )
     if wanted == "private":
         raise NetworkError(f'[agy] network = "private", but {problem}')
     return shared(problem)
@@ -376,7 +389,9 @@ def _ip() -> str:
     return shutil.which("ip") or "ip"
 
 
-async def network_problem(bwrap: str, slirp: str | None) -> str | None:
+async def network_problem(
+    bwrap: str, slirp: str | None, setup_seconds: float = DEFAULT_SETUP_SECONDS
+) -> str | None:
     """Why sandboxes cannot have a network of their own here (None: they can; one real
     sandbox is connected and checked)."""
     if slirp is None:
@@ -385,7 +400,7 @@ async def network_problem(bwrap: str, slirp: str | None) -> str | None:
         return "the ip command (iproute2) is not installed"
     if os.geteuid() != 0:
         return "the bridge is not root, and only root may enter a sandbox's network to connect it"
-    network = Network("private", slirp=slirp, ip=_ip())
+    network = Network("private", slirp=slirp, ip=_ip(), setup_seconds=setup_seconds)
     setup = network.setup(_free_port(), None)
     sandbox = ["--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc"]
     command = ["--dev", "/dev", "--", "ip", "route", "show", "default"]
@@ -405,7 +420,7 @@ async def network_problem(bwrap: str, slirp: str | None) -> str | None:
     async with process:
         try:
             async with setup.attached():
-                with anyio.fail_after(SETUP_SECONDS):
+                with anyio.fail_after(setup_seconds):
                     out = await _read_all(process)
                     await process.wait()
         except (NetworkError, TimeoutError) as exc:

@@ -30,6 +30,7 @@ class Script:
     narrate: str | None = None
     calls: int = 1
     sleep: float = 0.0
+    hold_file: str | None = None
     wait_file: str | None = None
     wait_first_file: str | None = None
     touch_file: str | None = None
@@ -78,6 +79,8 @@ def _apply(script: Script, name: str, arg: str) -> None:
         script.calls = max(1, int(arg))
     elif name == "sleep":
         script.sleep = max(0.0, float(arg))
+    elif name == "hold":
+        script.hold_file = _required(arg)
     elif name == "wait":
         script.wait_file = _required(arg)
     elif name == "waitfirst":

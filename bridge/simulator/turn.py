@@ -100,6 +100,8 @@ def _model_call(ctx: Context, state: TurnState, call: int, *, last: bool) -> Non
         _first_call_effects(ctx, state)
     if script.sleep:
         ctx.waits.sleep(script.sleep)
+    if script.hold_file:
+        _wait_for_file(ctx, script.hold_file)
     tools = _tools_for(script, call, last)
     if tools or (call == 0 and script.narrate):
         narration = script.narrate if call == 0 else None

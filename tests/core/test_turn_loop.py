@@ -68,10 +68,13 @@ async def test_injected_between_two_model_calls(tmp_path: Path) -> None:
 
 async def test_after_the_last_hook_it_waits_for_the_next_turn(tmp_path: Path) -> None:
     async with running(tmp_path) as h:
-        started = h.flag("started")
-        await h.say(f"one call [[touch {started}]] [[sleep 0.8]]")
+        started, go = h.flag("started"), h.flag("go")
+        # The turn runs until the late message is in (a sleep of 0.8 s was a guess at how long
+        # the test needs, which a loaded machine outran: the message became a turn of its own).
+        await h.say(f"one call [[touch {started}]] [[hold {go}]]")
         await wait_file(started)
         late = await h.say("too late for this turn", who="bob")
+        go.touch()
         first, second = await h.adapter.wait_finished(2)
         assert "too late" not in first.outcome.final_text  # type: ignore[union-attr]
         assert second.outcome.final_text.startswith(  # type: ignore[union-attr]
@@ -94,11 +97,12 @@ async def test_after_the_result_it_is_a_turn_of_its_own(tmp_path: Path) -> None:
 
 async def test_queued_messages_are_batched_into_one_turn(tmp_path: Path) -> None:
     async with running(tmp_path) as h:
-        started = h.flag("started")
-        await h.say(f"work [[touch {started}]] [[sleep 0.8]]")
+        started, go = h.flag("started"), h.flag("go")
+        await h.say(f"work [[touch {started}]] [[hold {go}]]")
         await wait_file(started)
         await h.say("one", who="bob")
         await h.say("two", who="carol")
+        go.touch()  # both wait behind the turn, however slow the machine
         _, second = await h.adapter.wait_finished(2)
         final = second.outcome.final_text  # type: ignore[union-attr]
         assert "Bob (@bob:test): one" in final and "Carol (@carol:test): two" in final

@@ -127,8 +127,10 @@ async def test_a_run_for_a_thread_busy_with_a_persons_turn_opens_a_new_thread(
     clock = FakeClock(utc("2027-01-04 08:00"))
     async with running(tmp_path, extra=nightly(thread="t1"), clock=clock) as h:
         await clock.idle()
-        started = h.flag("started")
-        await h.say(f"long work [[touch {started}]] [[sleep 3]]")
+        started, go = h.flag("started"), h.flag("go")
+        # The turn runs until the run was due (a sleep of 3 s was a guess at how long that
+        # takes, which a loaded machine could outrun).
+        await h.say(f"long work [[touch {started}]] [[hold {go}]]")
         with anyio.fail_after(20):
             while not started.exists():
                 await anyio.sleep(0.05)
@@ -137,6 +139,7 @@ async def test_a_run_for_a_thread_busy_with_a_persons_turn_opens_a_new_thread(
         assert (thread().key, moved) in h.adapter.notices
         [key] = openings(h)
         assert key != thread().key
+        go.touch()
         [mine] = await h.adapter.wait_finished(1, thread())
         assert mine.author is not None and mine.author.id == "@alice:test"
         assert mine.outcome is not None and mine.outcome.error is None
@@ -158,14 +161,15 @@ async def test_a_run_for_a_busy_room_without_threads_waits_for_the_turn_to_end(
     clock = FakeClock(utc("2027-01-04 08:00"))
     async with running(tmp_path, extra=nightly(), clock=clock) as h:
         await clock.idle()
-        started = h.flag("started")
-        await h.say(f"long work [[touch {started}]] [[sleep 3]]", where=room)
+        started, go = h.flag("started"), h.flag("go")
+        await h.say(f"long work [[touch {started}]] [[hold {go}]]", where=room)
         with anyio.fail_after(20):
             while not started.exists():
                 await anyio.sleep(0.05)
         await clock.move_to(utc("2027-01-04 09:00"))
         assert notes(h, "it starts when that turn ends")
         assert openings(h) == [], "not while the person's turn runs"
+        go.touch()
         [mine] = await h.adapter.wait_finished(1, room)
         assert mine.author is not None and mine.author.id == "@alice:test"
         with anyio.fail_after(20):

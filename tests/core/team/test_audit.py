@@ -229,12 +229,13 @@ async def test_two_instances_appending_at_once_keep_one_chain(postgres: Postgres
 
 async def test_a_message_queued_behind_a_turn_is_recorded_as_queued(tmp_path: Path) -> None:
     async with running(tmp_path) as h:
-        started = h.flag("started")
-        await h.say(f"one call [[touch {started}]] [[sleep 3]]", who="alice")
+        started, go = h.flag("started"), h.flag("go")
+        await h.say(f"one call [[touch {started}]] [[hold {go}]]", who="alice")
         with anyio.fail_after(20):
             while not started.exists():
                 await anyio.sleep(0.02)
         await h.say("after the last hook call", who="bob")  # too late to be injected
+        go.touch()  # the turn ran until then, however slow the machine
         done = await h.adapter.wait_finished(2)
         await h.adapter.changes.until(lambda: all(r.closed for r in done[:2]))
         records = await AuditLog(h.bridge.store.database).records()
