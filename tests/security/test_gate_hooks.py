@@ -3,7 +3,7 @@
 Some agy builds load the plugin's hooks but never run them (reported for logins by API key;
 plugin hooks not loaded on some builds): every tool call then runs without the gate, and the
 bridge did not notice. The simulator's ``AGY_SIM_NO_HOOKS=1`` is such a build. A ``[[sleep
-3]]`` stands for the model's latency before its tool call: nothing may run, and the thread
+30]]`` stands for the model's latency before its tool call: nothing may run, and the thread
 must be told why and what to check.
 """
 
@@ -44,7 +44,9 @@ async def test_an_agy_that_runs_no_hooks_is_stopped_before_its_tools_run(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     async with running(tmp_path, extra=_extra(workspace), env={"AGY_SIM_NO_HOOKS": "1"}) as h:
-        await h.say("[[sleep 3]] [[tool run_command touch pwned]]")
+        # The model's latency is longer than the window, by far (a margin of a second was all a
+        # loaded machine had, with `[[sleep 3]]` against the 2 s window).
+        await h.say("[[sleep 30]] [[tool run_command touch pwned]]")
         await h.adapter.wait_notice("did not run the bridge's hooks")
         [notice] = [text for _, text in h.adapter.notices if "hooks" in text]
         assert "agy-bridge doctor" in notice and "login" in notice and "version" in notice
