@@ -31,19 +31,22 @@ from .synapse import Synapse
 
 _HOST = "127.0.0.1"
 _CHUNK = 65536
+_ATTEMPTS = 3
 
 
 class AddressOutage:
     """A loopback address in front of a homeserver that a test can take away and give back."""
 
-    def __init__(self, portal: BlockingPortal, upstream: Synapse, port: int) -> None:
+    # The homeserver as the test's users and bot reach it: through this address.
+    synapse: Synapse
+
+    def __init__(self, portal: BlockingPortal, upstream: Synapse) -> None:
         self._portal = portal
+        self._upstream = upstream
         upstream_port = urlsplit(upstream.base_url).port
         assert upstream_port is not None, upstream.base_url
         self._upstream_port = upstream_port
-        self._port = port
-        # The homeserver as the test's users and bot reach it: through this address.
-        self.synapse = dataclasses.replace(upstream, base_url=f"http://{_HOST}:{port}")
+        self._port = 0
         self._serving: anyio.CancelScope | None = None
         # Each open connection's scope, and what its handler sets once both sockets are closed.
         self._connections: dict[anyio.CancelScope, anyio.Event] = {}
@@ -103,10 +106,26 @@ class AddressOutage:
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         async with anyio.create_task_group() as tg:
             self._task_group = tg
-            await self._up()
+            await self._listen_first()
             task_status.started()
             # Up or down, the forwarder lives until the test's block ends (``_stop``).
             await anyio.sleep_forever()
+
+    async def _listen_first(self) -> None:
+        # A port below the ephemeral range, free when probed (tests/ports.py): another test may
+        # bind it first, so a few are tried, as start_synapse does for Synapse's.
+        for attempt in range(_ATTEMPTS):
+            self._port = free_port()
+            try:
+                await self._up()
+            except OSError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                continue
+            self.synapse = dataclasses.replace(
+                self._upstream, base_url=f"http://{_HOST}:{self._port}"
+            )
+            return
 
     def _stop(self) -> None:
         self._portal.call(self._task_group.cancel_scope.cancel)
@@ -127,7 +146,7 @@ async def _pump(source: ByteStream, sink: ByteStream, both: anyio.CancelScope) -
 def address_outage(synapse: Synapse) -> Iterator[AddressOutage]:
     """An :class:`AddressOutage` in front of ``synapse``, up, for the block."""
     with start_blocking_portal(backend="asyncio") as portal:
-        outage = AddressOutage(portal, synapse, free_port())
+        outage = AddressOutage(portal, synapse)
         future, _ = portal.start_task(outage._run)
         try:
             yield outage
