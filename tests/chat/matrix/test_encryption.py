@@ -83,6 +83,26 @@ async def test_homeserver_outage_while_keys_are_claimed_loses_nothing(
         assert len(said) == 1
 
 
+async def test_the_bots_messages_in_a_room_share_one_room_key(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    async with matrix_world(synapse, tmp_path, encrypted=True) as world:
+        bot = world.bot_user.user_id
+        for n in range(3):
+            await world.adapter.post_message(world.thread(), f"note {n}")
+        await world.human.wait_event(world.room_id, _bot_said(bot, "note 2"))
+        said = [
+            e
+            for e in world.human.timeline[world.room_id]
+            if isinstance(e, RoomMessageText) and e.sender == bot
+        ]
+        assert [e.body for e in said] == ["note 0", "note 1", "note 2"]
+        assert all(e.decrypted for e in said)
+        # A new room key only when a device's trust changes (or at nio's own rotation, after
+        # 100 messages): not one per message, each shared again with every device.
+        assert len({e.session_id for e in said}) == 1
+
+
 async def test_reactions_in_encrypted_rooms_are_encrypted(synapse: Synapse, tmp_path: Path) -> None:
     async with matrix_world(synapse, tmp_path, encrypted=True) as world:
         question = await world.human.say(world.room_id, "a question")
