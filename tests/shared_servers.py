@@ -14,7 +14,8 @@ registered. Should the owner itself be killed (no hook runs), each server has a 
 (tests/server_watch.py, a process of a few milliseconds' CPU that waits on the owner's pidfd)
 that stops it. A worker that crashes takes nothing with it: the servers belong to the run.
 
-Tests that stop or restart their homeserver (an outage) still start a private one.
+The Matrix outage tests stop no server: they take the shared homeserver's address away for a
+while (tests/chat/matrix/outage.py).
 """
 
 from __future__ import annotations

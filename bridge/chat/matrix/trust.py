@@ -193,7 +193,8 @@ class DeviceTrust:
         blacklisted devices are returned (they are told with :meth:`withhold`)."""
         client = self._client
         room = client.rooms.get(room_id)
-        if room is None or client.olm is None:
+        olm = client.olm
+        if room is None or olm is None:
             return []
         users = list(room.users)
         if not self.any_device:
@@ -203,10 +204,15 @@ class DeviceTrust:
             for device in client.device_store.active_user_devices(user_id):
                 if user_id == client.user_id and device.id == client.device_id:
                     continue
+                # Only a change is marked: nio's file trust store reports every mark as one
+                # (it adds the device again), and each made a new room key, shared again with
+                # every device: a room key per message.
                 if await self._device_ok(device):
-                    client.verify_device(device)
+                    if not (device.verified and olm.is_device_verified(device)):
+                        client.verify_device(device)
                 else:
-                    client.blacklist_device(device)
+                    if not (device.blacklisted and olm.is_device_blacklisted(device)):
+                        client.blacklist_device(device)
                     refused.append(device)
         return refused
 

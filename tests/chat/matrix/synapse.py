@@ -181,16 +181,11 @@ class Synapse:
     def stop(self) -> None:
         _terminate(self._own())
 
-    def start_again(self, python: str) -> None:
-        """Start the stopped server again: same port, same database (an outage, not a reset)."""
-        self._own()
-        self.process = _spawn(python, self.workdir / "homeserver.yaml", self.workdir)
-        _wait_ready(self.base_url, self.process, self.workdir)
-
     def _own(self) -> subprocess.Popen[bytes]:
         if self.process is None:
             raise SynapseError(
-                "the run's shared homeserver ends with the run: start a private one to stop it"
+                "the run's shared homeserver ends with the run: for an outage, take its address "
+                "away (tests/chat/matrix/outage.py)"
             )
         return self.process
 

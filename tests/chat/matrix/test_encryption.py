@@ -25,23 +25,18 @@ from nio.events import Event
 
 from bridge.core.events import Reaction, TurnOutcome
 
-from .conftest import SKIP_REASON, matrix_world
-from .synapse import Synapse, start_synapse, synapse_python
+from .conftest import matrix_world
+from .outage import AddressOutage, address_outage
+from .synapse import Synapse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.synapse]
 
 
 @pytest.fixture
-def own_synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
-    """A Synapse of the test's own, free to be stopped and started again."""
-    python = synapse_python()
-    if python is None:
-        pytest.skip(SKIP_REASON)
-    server = start_synapse(python, tmp_path_factory.mktemp("own-synapse"))
-    try:
-        yield server
-    finally:
-        server.stop()
+def outage(synapse: Synapse) -> Iterator[AddressOutage]:
+    """The shared homeserver behind an address the test can take away and give back."""
+    with address_outage(synapse) as outage:
+        yield outage
 
 
 def _bot_said(sender: str, text: str) -> Any:
@@ -52,12 +47,9 @@ def _bot_said(sender: str, text: str) -> Any:
 
 
 async def test_homeserver_outage_while_keys_are_claimed_loses_nothing(
-    own_synapse: Synapse, tmp_path: Path
+    outage: AddressOutage, tmp_path: Path
 ) -> None:
-    synapse = own_synapse
-    python = synapse_python()
-    assert python is not None
-    async with matrix_world(synapse, tmp_path, encrypted=True) as world:
+    async with matrix_world(outage.synapse, tmp_path, encrypted=True) as world:
         client: AsyncClient = world.adapter._connected().client
         claims = 0
         original = client.keys_claim
@@ -68,13 +60,13 @@ async def test_homeserver_outage_while_keys_are_claimed_loses_nothing(
             if claims == 1:
                 # The homeserver goes away just as the bot claims Alice's one-time keys, and
                 # comes back a little later.
-                await anyio.to_thread.run_sync(synapse.stop)
-                tg.start_soon(restart_later)
+                await anyio.to_thread.run_sync(outage.down)
+                tg.start_soon(back_later)
             return await original(users)
 
-        async def restart_later() -> None:
+        async def back_later() -> None:
             await anyio.sleep(3)
-            await anyio.to_thread.run_sync(synapse.start_again, python)
+            await anyio.to_thread.run_sync(outage.up)
 
         client.keys_claim = claim_during_outage  # type: ignore[method-assign]
         async with anyio.create_task_group() as tg:
@@ -89,6 +81,26 @@ async def test_homeserver_outage_while_keys_are_claimed_loses_nothing(
         await world.human.wait_event(world.room_id, _bot_said(bot, "and another"))
         said = [e for e in world.human.timeline[world.room_id] if _bot_said(bot, "the answer")(e)]
         assert len(said) == 1
+
+
+async def test_the_bots_messages_in_a_room_share_one_room_key(
+    synapse: Synapse, tmp_path: Path
+) -> None:
+    async with matrix_world(synapse, tmp_path, encrypted=True) as world:
+        bot = world.bot_user.user_id
+        for n in range(3):
+            await world.adapter.post_message(world.thread(), f"note {n}")
+        await world.human.wait_event(world.room_id, _bot_said(bot, "note 2"))
+        said = [
+            e
+            for e in world.human.timeline[world.room_id]
+            if isinstance(e, RoomMessageText) and e.sender == bot
+        ]
+        assert [e.body for e in said] == ["note 0", "note 1", "note 2"]
+        assert all(e.decrypted for e in said)
+        # A new room key only when a device's trust changes (or at nio's own rotation, after
+        # 100 messages): not one per message, each shared again with every device.
+        assert len({e.session_id for e in said}) == 1
 
 
 async def test_reactions_in_encrypted_rooms_are_encrypted(synapse: Synapse, tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from bridge.chat.matrix import MatrixAdapter
 from bridge.config import build_config
 from bridge.core.events import Author, ChannelRef, ThreadRef
 from tests.chat.matrix.conftest import FAST_TUNING, Human
-from tests.chat.matrix.synapse import Synapse, start_synapse, synapse_python
+from tests.chat.matrix.outage import address_outage
+from tests.chat.matrix.synapse import Synapse
 from tests.chat.matrix.test_upgrades import upgrade
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
@@ -153,21 +154,17 @@ async def test_a_file_posted_by_the_agent_lands_in_the_room(
 
 @pytest.mark.faults
 async def test_an_answer_made_while_synapse_is_down_arrives_once_it_is_back(
-    tmp_path: Path,
+    synapse: Synapse, tmp_path: Path
 ) -> None:
-    python = synapse_python()
-    if python is None:
-        pytest.skip("needs Synapse: run `make test` (or `make synapse`)")
-    synapse = start_synapse(python, tmp_path / "homeserver")
-    try:
-        async with live_bridge(synapse, tmp_path) as live:
+    with address_outage(synapse) as outage:
+        async with live_bridge(outage.synapse, tmp_path) as live:
             started = tmp_path / "started"
             await live.human.say(live.room, f"outage [[touch {started}]] [[sleep 1]]")
             await wait_file(started)
             # The homeserver goes away mid-turn (and mid-sync): the answer is made meanwhile.
-            await anyio.to_thread.run_sync(synapse.stop)
+            await anyio.to_thread.run_sync(outage.down)
             await anyio.sleep(3)
-            await anyio.to_thread.run_sync(synapse.start_again, python)
+            await anyio.to_thread.run_sync(outage.up)
             await live.human.wait_event(live.room, from_bot_with(live, "outage"), within=90)
             await live.human.say(live.room, "after the outage")
             await live.human.wait_event(
@@ -183,8 +180,6 @@ async def test_an_answer_made_while_synapse_is_down_arrives_once_it_is_back(
                 != "m.replace"
             ]
             assert len(replies) == 2, [r.source.get("content", {}).get("body") for r in replies]
-    finally:
-        synapse.stop()
 
 
 async def test_an_upgraded_room_carries_on_with_the_same_conversation(
