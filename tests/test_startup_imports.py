@@ -134,16 +134,16 @@ def chats_left_files(root: Path) -> Path:
 class Stages:
     """What the staged interpreter noted, stage by stage, and what it said on stderr."""
 
-    def __init__(self, done: subprocess.CompletedProcess[str]):
-        self.done = done
+    def __init__(self, done: dict[str, str]):
+        self.stderr = done["stderr"]
         self.noted = {
             found["stage"]: found
-            for found in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{"))
+            for found in (json.loads(x) for x in done["stdout"].splitlines() if x.startswith("{"))
         }
 
     def __getitem__(self, stage: str) -> dict[str, Any]:
         # A stage that failed leaves its traceback, and no note from it or the ones after it.
-        assert stage in self.noted, self.done.stderr
+        assert stage in self.noted, self.stderr
         return self.noted[stage]
 
     def imported(self, stage: str, watched: tuple[str, ...]) -> list[str]:
@@ -151,21 +151,27 @@ class Stages:
 
 
 @pytest.fixture(scope="module")
-def stages(tmp_path_factory: pytest.TempPathFactory) -> Stages:
-    root = tmp_path_factory.mktemp("stages")
-    (root / "turn").mkdir()
-    probe = STAGES.format(
-        watched=tuple(dict.fromkeys((*DOCTOR_WATCHED, *CHAT_SDKS))),
-        config=str(chats_left_files(root)),
-        deferred=DEFERRED_MODEL_MODULES,
-        turn_dir=str(root / "turn"),
-        wall=WALL,
-    )
-    return Stages(
-        subprocess.run(
+def stages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Stages:
+    """The staged interpreter, run once a run: the first worker to need it runs it, and a worker
+    given the file's other tests reads what it noted (tests/shared_servers.py's records)."""
+    from tests.shared_servers import Run, run_of  # a plugin: see tests/conftest.py's postgres
+
+    def run_stages(run: Run) -> dict[str, str]:
+        root = tmp_path_factory.mktemp("stages")
+        (root / "turn").mkdir()
+        probe = STAGES.format(
+            watched=tuple(dict.fromkeys((*DOCTOR_WATCHED, *CHAT_SDKS))),
+            config=str(chats_left_files(root)),
+            deferred=DEFERRED_MODEL_MODULES,
+            turn_dir=str(root / "turn"),
+            wall=WALL,
+        )
+        done = subprocess.run(
             [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=WALL
         )
-    )
+        return {"stdout": done.stdout, "stderr": done.stderr}
+
+    return Stages(run_of(request.config).shared("startup-import-stages", run_stages))
 
 
 def test_the_command_and_the_doctor_import_no_chat_tools_nor_console_screen(

@@ -33,13 +33,21 @@ for adapter in sys.argv[1:]:
 
 
 @pytest.fixture(scope="module")
-def agy_after() -> tuple[dict[str, list[str]], str]:
-    """Each adapter's agy modules, and the interpreter's stderr (a failed import's traceback)."""
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *ADAPTERS], capture_output=True, text=True, timeout=60
-    )
-    noted = [json.loads(line) for line in done.stdout.splitlines()]
-    return {n["adapter"]: n["agy"] for n in noted}, done.stderr
+def agy_after(request: pytest.FixtureRequest) -> tuple[dict[str, list[str]], str]:
+    """Each adapter's agy modules, and the interpreter's stderr (a failed import's traceback).
+    Once a run: a worker given the other adapters' tests reads what the first one noted
+    (tests/shared_servers.py's records)."""
+    from tests.shared_servers import Run, run_of  # a plugin: see tests/conftest.py's postgres
+
+    def probe(run: Run) -> dict[str, str]:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, *ADAPTERS], capture_output=True, text=True, timeout=60
+        )
+        return {"stdout": done.stdout, "stderr": done.stderr}
+
+    done = run_of(request.config).shared("adapters-agy-modules", probe)
+    noted = [json.loads(line) for line in done["stdout"].splitlines()]
+    return {n["adapter"]: n["agy"] for n in noted}, done["stderr"]
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
