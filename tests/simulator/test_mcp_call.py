@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -79,11 +80,11 @@ def _serving(app: _MethodLog) -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    # log_config=None: uvicorn leaves the process's logging as it is (its default config would
-    # stop the "uvicorn" logger propagating for every later test in this worker).
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on")
-    )
+    # log_config=None and no log_level: uvicorn leaves the process's logging as it is (its
+    # default config would stop the "uvicorn" logger propagating, and a level would stay on its
+    # loggers, for every later test in this worker: the module's shared server is made before
+    # the autouse loggers_as_found notes the loggers, so that fixture cannot put them back).
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -123,10 +124,25 @@ class DefaultMode:
     log: _MethodLog
 
 
+@contextmanager
+def _root_logger_kept() -> Iterator[None]:
+    """The root logger's level and handlers as they were. Making the SDK's server sets the root
+    logger to INFO with a handler of its own; the autouse ``loggers_as_found`` puts that back
+    after a test, but a module's server is made before that fixture looks."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
+
+
 @pytest.fixture(scope="module")
 def default_mode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DefaultMode]:
     sims = SimFactory(tmp_path_factory.mktemp("default_mode"))
-    log = _MethodLog(_server().streamable_http_app())
+    with _root_logger_kept():
+        log = _MethodLog(_server().streamable_http_app())
     with _serving(log) as url:
         sim = sims.start("--add-dir", str(_session(sims.root, url)))
         try:
