@@ -1,9 +1,11 @@
 """`agy-bridge doctor` against the simulator: every check, and the live turn.
 
-One test of each mode runs the command as its own process (``python -m bridge doctor``, with
-and without ``--live``), as an operator does; the others run the same command line in this
-process (:func:`bridge.cli.main`): what they check is the report and the exit status, and a
-start of ``python -m bridge`` is 1 s of CPU that proves nothing more.
+The live turn runs the command as its own process (``python -m bridge doctor --live``), as an
+operator does; every other test runs the same command line in this process
+(:func:`bridge.cli.main`): what it checks is the report and the exit status, and a start of
+``python -m bridge`` is 1 s of CPU that proves nothing more. ``--live`` runs every check of a
+plain ``doctor`` first, in the same order, before it imports anything for the live turn, so that
+process also runs the plain checks in a fresh interpreter, as a plain ``doctor`` would.
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ def doctor_here(
     return run
 
 
-def test_a_ready_machine_passes(tmp_path: Path) -> None:
-    done = _doctor(tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_a_ready_machine_passes(doctor_here: Callable[..., Done]) -> None:
+    done = doctor_here()
+    assert done.returncode == 0, done.stdout
     assert "✓ agy found" in done.stdout and "--print-timeout" in done.stdout
     assert "✓ agy is signed in" in done.stdout
     assert "answered a hook call made with curl" in done.stdout
@@ -91,6 +93,11 @@ def test_missing_agy_is_a_problem(doctor_here: Callable[..., Done]) -> None:
 def test_live_turn_proves_the_plugin_loads(tmp_path: Path) -> None:
     done = _doctor(tmp_path, "--live")
     assert done.returncode == 0, done.stdout + done.stderr
+    # The plain checks, in this fresh interpreter, before anything the live turn imports.
+    assert "✓ agy found" in done.stdout and "--print-timeout" in done.stdout
+    assert "✓ agy is signed in" in done.stdout
+    assert "answered a hook call made with curl" in done.stdout
+    assert "all checks passed" in done.stdout
     assert "✓ init arrived: conversation" in done.stdout
     assert "✓ the PreInvocation hook reached the bridge" in done.stdout
     assert "✓ agy contacted the bridge's MCP server (tools/list, tools/call ping)" in done.stdout

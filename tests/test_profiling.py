@@ -31,9 +31,15 @@ def test_waits():
 
 def run_suite(tmp_path: Path, *args: str, burn: float = 0.0) -> subprocess.CompletedProcess[str]:
     """A two-test suite with only the profiler loaded (none of this repository's conftest);
-    its child computes for ``burn`` CPU seconds (only where the profile's numbers are read)."""
+    its child computes for ``burn`` CPU seconds (only where the profile's numbers are read).
+
+    No plugin is loaded from the environment's entry points (anyio, pytest-timeout): each cost
+    the run's every process about 0.3 s of CPU to import, and the profiler needs none of them.
+    pytest-xdist is loaded by name, for the runs that ask for workers (``-n``)."""
     (tmp_path / "test_small.py").write_text(SUITE)
     plugins = ["-p", "tests.profiling", "-p", "no:cacheprovider"]
+    if "-n" in args:
+        plugins += ["-p", "xdist.plugin"]
     alone = ["-c", "/dev/null", "--rootdir", str(tmp_path)]
     return subprocess.run(
         [sys.executable, "-m", "pytest", *plugins, "-q", *alone, *args, str(tmp_path)],
@@ -41,7 +47,7 @@ def run_suite(tmp_path: Path, *args: str, burn: float = 0.0) -> subprocess.Compl
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "BURN": str(burn)},
+        env={**os.environ, "BURN": str(burn), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
     )
 
 

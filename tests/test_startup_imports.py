@@ -1,7 +1,8 @@
 """What a start imports: every `python -m bridge` the tests start (and every operator's) pays
 for it in CPU. The MCP SDK is about half of a start and most agy processes never call the chat
 tools, so it is imported with the first call; the console's screen (rich) only by the console.
-Each check runs in a fresh interpreter: the test process has imported everything already."""
+Each check reads a fresh interpreter (five of them one interpreter's stages): the test process
+has imported everything already."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import anyio
@@ -33,90 +35,168 @@ pytestmark = pytest.mark.timeout(480)
 WALL = 300
 
 
-def imported_after(code: str, watched: tuple[str, ...] = HEAVY) -> list[str]:
-    probe = textwrap.dedent(code) + textwrap.dedent(f"""
-        import sys
-        print("imported:" + ",".join(m for m in {watched!r} if m in sys.modules))
-        """)
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=WALL
+# Five checks' imports are read in one fresh interpreter, in stages (a start of its own for
+# each was 0.6-1.2 s of CPU): what each stage finds is noted before the next one imports more.
+# A module only ever joins ``sys.modules``, so what a stage finds absent was absent from the
+# smaller set of imports its test is about: a check made after more imports is no weaker. The
+# order keeps each stage's imports from meeting what a later one forbids: the doctor (core,
+# chats, aiohttp) before the app; the chats' files before the app too (the app may import
+# aiohttp); the models before the turn (a turn builds the events' models).
+STAGES = textwrap.dedent("""
+    import json, sys
+
+    def note(stage, **found):
+        watched = {watched!r}
+        found["imported"] = [m for m in watched if m in sys.modules]
+        print(json.dumps({{"stage": stage, **found}}), flush=True)
+
+    import bridge.cli, bridge.doctor
+    note("doctor")
+
+    from pathlib import Path
+    from bridge.config import load_config
+    from bridge.doctor import Report, check_chats
+
+    report = Report()
+    check_chats(load_config(Path({config!r}), environ={{}}), report)
+    note("doctor_reads_chats", lines=report.lines)
+
+    import bridge.app
+    note("command")
+
+    import importlib
+    from pydantic import BaseModel
+    import bridge.chat.slack.adapter
+
+    models = [
+        value
+        for name in {deferred!r}
+        for value in vars(importlib.import_module(name)).values()
+        if isinstance(value, type) and issubclass(value, BaseModel)
+        and value.__module__ == name and not value.__name__.startswith("_")
+    ]
+    built = [m.__name__ for m in models if m.__pydantic_complete__]
+    from bridge.core.events import Author, ThreadRef
+    ref = ThreadRef.model_validate({{"platform": "slack", "channel": "C1", "thread": "1.2"}})
+    author = Author(id="U1", display_name="Ada")
+    note(
+        "models",
+        models=len(models),
+        built=built,
+        used=[ThreadRef.__pydantic_complete__, Author.__pydantic_complete__],
+        dumped=ref.model_dump(),
+        author=author.model_dump(),
     )
-    assert done.returncode == 0, done.stderr
-    [line] = [x for x in done.stdout.splitlines() if x.startswith("imported:")]
-    return [m for m in line.removeprefix("imported:").split(",") if m]
 
+    import anyio
+    from tests.core.harness import running
 
-def test_the_command_and_the_doctor_import_no_chat_tools_nor_console_screen() -> None:
-    assert imported_after("import bridge.cli, bridge.doctor, bridge.app") == []
+    async def main():
+        async with running(Path({turn_dir!r})) as h:
+            await h.say("hello")
+            [reply] = await h.adapter.wait_finished(1, timeout={wall})
+            assert "hello" in reply.outcome.final_text
 
-
-def test_a_turn_that_calls_no_chat_tool_leaves_the_mcp_sdk_unimported(tmp_path: Path) -> None:
-    found = imported_after(f"""
-        import anyio
-        from pathlib import Path
-        from tests.core.harness import running
-
-        async def main():
-            async with running(Path({str(tmp_path)!r})) as h:
-                await h.say("hello")
-                [reply] = await h.adapter.wait_finished(1, timeout={WALL})
-                assert "hello" in reply.outcome.final_text
-
-        anyio.run(main)
-        """)
-    assert "mcp" not in found and "mcp_types" not in found
-
-
-def test_the_doctor_imports_neither_the_core_nor_a_chat_nor_aiohttp() -> None:
-    found = imported_after(
-        "import bridge.cli, bridge.doctor",
-        watched=(
-            *HEAVY,
-            "aiohttp",
-            "slack_sdk",
-            "slack_bolt",
-            "gidgethub",
-            "starlette",
-            "psycopg",
-            "bridge.core.core",
-            "bridge.app",
-        ),
-    )
-    assert found == []
-
-
+    anyio.run(main)
+    note("turn")
+    """)
+DOCTOR_WATCHED = (
+    *HEAVY,
+    "aiohttp",
+    "slack_sdk",
+    "slack_bolt",
+    "gidgethub",
+    "starlette",
+    "psycopg",
+    "bridge.core.core",
+    "bridge.app",
+)
 CHAT_SDKS = ("slack_sdk", "slack_bolt", "aiohttp", "nio", "bridge.chat.matrix.adapter")
 
 
-def test_the_doctor_reads_what_the_chats_left_without_their_sdks(tmp_path: Path) -> None:
-    # With Slack and Matrix configured, the doctor reads two files the adapters wrote (agent
-    # sessions' support, a cross-signing reset waiting for approval): importing Slack's SDK
-    # with aiohttp (0.2 s of CPU) or matrix-nio (over a second) for that was most of its start.
-    data = tmp_path / "data"
+def chats_left_files(root: Path) -> Path:
+    """A config with Slack and Matrix whose data directory holds two files the adapters wrote
+    (agent sessions' support, a cross-signing reset waiting for approval)."""
+    data = root / "data"
     (data / "matrix").mkdir(parents=True)
     (data / "slack-agent-sessions.json").write_text('{"state": "unavailable", "reason": "r"}')
     (data / "matrix" / "cross_signing_reset.json").write_text('{"url": "https://mas/reset"}')
-    config = tmp_path / "config.toml"
+    config = root / "config.toml"
     config.write_text(
         f'[bridge]\ndata_dir = "{data}"\n'
         '[slack]\nbot_token = "xoxb-1"\napp_token = "xapp-1"\n'
         '[matrix]\nhomeserver = "https://m.example"\nuser_id = "@bot:m.example"\n'
         'password = "p"\n'
     )
-    found = imported_after(
-        f"""
-        from pathlib import Path
-        from bridge.config import load_config
-        from bridge.doctor import Report, check_chats
+    return config
 
-        report = Report()
-        check_chats(load_config(Path({str(config)!r}), environ={{}}), report)
-        assert any("Slack agent sessions: unavailable (r)" in x for x in report.lines)
-        assert any("open https://mas/reset" in x for x in report.lines), report.lines
-        """,
-        watched=CHAT_SDKS,
-    )
-    assert found == []
+
+class Stages:
+    """What the staged interpreter noted, stage by stage, and what it said on stderr."""
+
+    def __init__(self, done: dict[str, str]):
+        self.stderr = done["stderr"]
+        self.noted = {
+            found["stage"]: found
+            for found in (json.loads(x) for x in done["stdout"].splitlines() if x.startswith("{"))
+        }
+
+    def __getitem__(self, stage: str) -> dict[str, Any]:
+        # A stage that failed leaves its traceback, and no note from it or the ones after it.
+        assert stage in self.noted, self.stderr
+        return self.noted[stage]
+
+    def imported(self, stage: str, watched: tuple[str, ...]) -> list[str]:
+        return [m for m in self[stage]["imported"] if m in watched]
+
+
+@pytest.fixture(scope="module")
+def stages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Stages:
+    """The staged interpreter, run once a run: the first worker to need it runs it, and a worker
+    given the file's other tests reads what it noted (tests/shared_servers.py's records)."""
+    from tests.shared_servers import Run, run_of  # a plugin: see tests/conftest.py's postgres
+
+    def run_stages(run: Run) -> dict[str, str]:
+        root = tmp_path_factory.mktemp("stages")
+        (root / "turn").mkdir()
+        probe = STAGES.format(
+            watched=tuple(dict.fromkeys((*DOCTOR_WATCHED, *CHAT_SDKS))),
+            config=str(chats_left_files(root)),
+            deferred=DEFERRED_MODEL_MODULES,
+            turn_dir=str(root / "turn"),
+            wall=WALL,
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=WALL
+        )
+        return {"stdout": done.stdout, "stderr": done.stderr}
+
+    return Stages(run_of(request.config).shared("startup-import-stages", run_stages))
+
+
+def test_the_command_and_the_doctor_import_no_chat_tools_nor_console_screen(
+    stages: Stages,
+) -> None:
+    assert stages.imported("command", HEAVY) == []
+
+
+def test_a_turn_that_calls_no_chat_tool_leaves_the_mcp_sdk_unimported(stages: Stages) -> None:
+    found = stages.imported("turn", HEAVY)
+    assert "mcp" not in found and "mcp_types" not in found
+
+
+def test_the_doctor_imports_neither_the_core_nor_a_chat_nor_aiohttp(stages: Stages) -> None:
+    assert stages.imported("doctor", DOCTOR_WATCHED) == []
+
+
+def test_the_doctor_reads_what_the_chats_left_without_their_sdks(stages: Stages) -> None:
+    # With Slack and Matrix configured, the doctor reads two files the adapters wrote (agent
+    # sessions' support, a cross-signing reset waiting for approval): importing Slack's SDK
+    # with aiohttp (0.2 s of CPU) or matrix-nio (over a second) for that was most of its start.
+    lines = stages["doctor_reads_chats"]["lines"]
+    assert any("Slack agent sessions: unavailable (r)" in x for x in lines)
+    assert any("open https://mas/reset" in x for x in lines), lines
+    assert stages.imported("doctor_reads_chats", CHAT_SDKS) == []
 
 
 # --- what a console start imports, named ---------------------------------------------------
@@ -389,36 +469,10 @@ DEFERRED_MODEL_MODULES = (
 )
 
 
-def test_the_models_a_start_may_not_use_are_built_at_their_first_use() -> None:
-    probe = textwrap.dedent(f"""
-        import importlib, json
-        from pydantic import BaseModel
-        import bridge.cli, bridge.app, bridge.chat.slack.adapter
-
-        models = [
-            value
-            for name in {DEFERRED_MODEL_MODULES!r}
-            for value in vars(importlib.import_module(name)).values()
-            if isinstance(value, type) and issubclass(value, BaseModel)
-            and value.__module__ == name and not value.__name__.startswith("_")
-        ]
-        built = [m.__name__ for m in models if m.__pydantic_complete__]
-        from bridge.core.events import Author, ThreadRef
-        ref = ThreadRef.model_validate({{"platform": "slack", "channel": "C1", "thread": "1.2"}})
-        author = Author(id="U1", display_name="Ada")
-        print(json.dumps({{
-            "models": len(models),
-            "built": built,
-            "used": [ThreadRef.__pydantic_complete__, Author.__pydantic_complete__],
-            "dumped": ref.model_dump(),
-            "author": author.model_dump(),
-        }}))
-        """)
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout.splitlines()[-1])
+def test_the_models_a_start_may_not_use_are_built_at_their_first_use(stages: Stages) -> None:
+    # Imported by bridge.cli, bridge.app and the Slack adapter (the staged interpreter's
+    # "models" stage), then two of them used.
+    found = stages["models"]
     assert found["models"] > 30 and found["built"] == []
     # Built at the first use, and working as any model.
     assert found["used"] == [True, True]

@@ -1,10 +1,11 @@
 """``agy-bridge doctor`` on isolation: the probe inside a sandbox, and loud words without one.
 
-The probe and the live turn inside the sandbox run the command as its own process
-(``python -m bridge doctor``), as an operator does; the other tests run the same command line
-in this process (:func:`bridge.cli.main`, the environment set as the process would get it):
-they check the report and the exit status, and a start of ``python -m bridge`` is 1 s of CPU
-that proves nothing more.
+The live turn inside the sandbox runs the command as its own process (``python -m bridge doctor
+--live``), as an operator does; the other tests run the same command line in this process
+(:func:`bridge.cli.main`, the environment set as the process would get it): they check the
+report and the exit status, and a start of ``python -m bridge`` is 1 s of CPU that proves
+nothing more. ``--live`` runs every check of a plain ``doctor`` first, the probe inside the
+sandbox among them, so that process also runs the probe in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -103,10 +104,10 @@ PROBE_LINES = (
 )
 
 
-def test_the_probe_inside_the_sandbox_passes(tmp_path: Path) -> None:
+def test_the_probe_inside_the_sandbox_passes(doctor_here: DoctorHere) -> None:
     require_bwrap()
-    done = _doctor(tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = doctor_here()
+    assert done.returncode == 0, done.stdout
     assert "✓ each thread's agy runs in its own bubblewrap sandbox" in done.stdout
     for line in PROBE_LINES:
         assert line in done.stdout
@@ -176,6 +177,10 @@ def test_the_live_turn_runs_inside_the_sandbox(tmp_path: Path) -> None:
     require_bwrap()
     done = _doctor(tmp_path, "--live")
     assert done.returncode == 0, done.stdout + done.stderr
+    # The probe, in this fresh interpreter, before the live turn.
+    assert "✓ each thread's agy runs in its own bubblewrap sandbox" in done.stdout
+    for line in PROBE_LINES:
+        assert line in done.stdout
     assert "the live turn runs inside the thread sandbox" in done.stdout
     assert "✓ init arrived: conversation" in done.stdout
     assert "✓ the PreInvocation hook reached the bridge" in done.stdout

@@ -124,11 +124,12 @@ async def denied(
     gemini = signed_in(home / ".gemini")
     # pytest on PATH, as in a team's environment; agy loads the workspace's plugins.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin")
-    agy = {
-        "isolation": isolation,
-        "state_dirs": [str(gemini)],
-        "env": {"AGY_SIM_HOME": str(gemini), "HOME": str(home), "AGY_SIM_WORKSPACE_PLUGINS": "1"},
-    }
+    env = {"AGY_SIM_HOME": str(gemini), "HOME": str(home), "AGY_SIM_WORKSPACE_PLUGINS": "1"}
+    # The agent's pytest loads no plugin of this venv's (xdist, timeout, anyio: 0.3 s of CPU a
+    # run, inside the sandbox where no profile counts it); the gate sees the same command line
+    # and the attack is the test file's own code.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    agy = {"isolation": isolation, "state_dirs": [str(gemini)], "env": env}
     approvals = {"mode": "ask", "timeout": 60, "allow_commands": TEAM}
     try:
         async with sandboxed_bridge(
