@@ -39,16 +39,24 @@ from tests.chat.slack.fake_slack import (
     SIGNING_SECRET,
     FakeSlack,
     Message,
+    quicker_tiers,
 )
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 from tests.faults.console import marked_processes, sim_conversation_messages
+from tests.faults.forked import ForkedProcess, Zygote
 from tests.pg import Postgres
 from tests.ports import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.faults]
 
 LEASE = 2.0
+# Slack's rate windows this many times shorter, for the fake and the bridges alike (the same
+# limits and bursts, refilled sooner): what these tests prove is not Slack's rate, and at its
+# real pace a restart's catch-up (a `conversations.replies` for each of a pair's threads, Tier
+# 3, one budget for both instances) and the takeover notices' look-ups waited on 429s of 10-20
+# s and on the budget's own pacing: an alternating-instances item once took 78 s.
+SLACK_QUICKER = 10
 TOKEN = re.compile(r"tok-\d{2}-\d{2}")
 TAKEOVER_NOTICE = "stopped answering while the agent was working"
 
@@ -60,7 +68,9 @@ class Instance:
     fake: FakeSlack
     url: str
     port: int = field(default_factory=free_port)
-    process: Process | None = None
+    # Where its processes are forked from (tests/faults/forked.py); None: `python -m bridge`.
+    zygote: Zygote | None = None
+    process: Process | ForkedProcess | None = None
     # The Socket Mode connection this process last held (see :attr:`ws`).
     socket: Any = None
     runs: int = 0
@@ -108,14 +118,19 @@ class Instance:
             "SLACK_APP_TOKEN": APP_TOKEN,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
         }
-        with (logs / f"{self.name}-{self.runs}.err").open("wb") as err:
-            self.process = await anyio.open_process(
-                [sys.executable, "-m", "bridge", "run", "--config", str(self.config())],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                cwd=self.root,
-            )
+        argv = ["run", "--config", str(self.config())]
+        err_log = logs / f"{self.name}-{self.runs}.err"
+        if self.zygote is not None:
+            self.process = self.zygote.spawn(argv, env, self.root, err_log, SLACK_QUICKER)
+        else:
+            with err_log.open("wb") as err:
+                self.process = await anyio.open_process(
+                    [sys.executable, "-m", "bridge", *argv],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    cwd=self.root,
+                )
         async with aiohttp.ClientSession() as http:
             with anyio.fail_after(60):
                 while True:
@@ -224,6 +239,7 @@ async def settled(url: str, timeout: float = 90) -> None:
 async def two_instances(
     root: Path, fake: FakeSlack, url: str, **kw: Any
 ) -> tuple[Instance, Instance]:
+    fake.tiers = quicker_tiers(SLACK_QUICKER)
     a, b = Instance("a", root, fake, url, **kw), Instance("b", root, fake, url, **kw)
     # Both start at once (most of a start is Python importing the bridge); each then finds its
     # own Socket Mode connection by the port its process holds.
@@ -421,12 +437,12 @@ ASK = 'mode = "ask"\ntimeout = 60\n'
 
 @pytest.mark.timeout(300)
 async def test_approvals_across_two_instances_a_click_at_the_other_one_and_two_kills(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, zygote: Zygote
 ) -> None:
     """One pair (approvals asked) for three scenarios; the instance the first kill ended
     starts again for the last (one start, where a pair of its own cost two)."""
     url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url, approvals=ASK)
+    a, b = await two_instances(tmp_path, fake_slack, url, zygote=zygote, approvals=ASK)
     try:
         await an_approval_click_at_the_instance_that_does_not_run_the_thread(
             fake_slack, url, a, b, tmp_path / "ran-1"
@@ -531,10 +547,10 @@ async def a_request_killed_before_its_message_was_noted_expires_anew_at_takeover
 
 
 async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they_land(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, zygote: Zygote
 ) -> None:
     url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url, transport="http")
+    a, b = await two_instances(tmp_path, fake_slack, url, zygote=zygote, transport="http")
     fake_slack.request_urls = [a.request_url, b.request_url]
     try:
         # Requests go to A and B in turn; each instance checks the signature itself.
@@ -625,7 +641,7 @@ async def test_http_events_behind_a_load_balancer_are_handled_once_wherever_they
 
 
 async def test_a_cut_off_turn_is_told_once_when_its_reporter_is_killed_after_telling(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, zygote: Zygote
 ) -> None:
     """The instance running a turn is killed; the other takes the thread over and posts the
     notice, and is killed after Slack took it but before it learned so (and recorded it); the
@@ -635,7 +651,7 @@ async def test_a_cut_off_turn_is_told_once_when_its_reporter_is_killed_after_tel
     broken turns", seed 3987290606), at the one moment that shows it. The notice carries its
     turn's key in Slack's message metadata, and the second taker finds it in the thread."""
     url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url)
+    a, b = await two_instances(tmp_path, fake_slack, url, zygote=zygote)
     release = fake_slack.hold_replies(
         "chat.postMessage", lambda args: TAKEOVER_NOTICE in str(args.get("text"))
     )
@@ -735,11 +751,11 @@ KILL_SCENARIOS: dict[int, tuple[Scenario | None, Scenario | None]] = {
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("part", range(KILL_PARTS))
 async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing(
-    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, part: int
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, zygote: Zygote, part: int
 ) -> None:
     before, after = KILL_SCENARIOS.get(part, (None, None))
     await sigkill_against_alternating_instances(
-        fake_slack, postgres, tmp_path, kill_cycles(part), before, after
+        fake_slack, postgres, tmp_path, zygote, kill_cycles(part), before, after
     )
 
 
@@ -747,6 +763,7 @@ async def sigkill_against_alternating_instances(
     fake_slack: FakeSlack,
     postgres: Postgres,
     tmp_path: Path,
+    zygote: Zygote | None,
     cycles: range,
     before: Scenario | None = None,
     after: Scenario | None = None,
@@ -763,7 +780,7 @@ async def sigkill_against_alternating_instances(
     # The first cycle is mixed in: one BRIDGE_FAULT_SEED gives the items different choices.
     rng = random.Random(f"{seed}/{cycles.start}")
     url = postgres.new_database()
-    a, b = await two_instances(tmp_path, fake_slack, url)
+    a, b = await two_instances(tmp_path, fake_slack, url, zygote=zygote)
     pair = (a, b)
     sent: list[Sent] = []
     # Threads are spread over four channels (Slack allows about one post a second in each):
