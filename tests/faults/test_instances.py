@@ -263,12 +263,12 @@ async def stop_all(*instances: Instance) -> None:
                     tg.start_soon(inst.terminate)
 
 
-# The scenarios below share a pair of instances where their configs are the same: a pair costs
-# two `agy-bridge run` starts (about 1.65 s of CPU each), more than most scenarios themselves.
-# Each scenario works in threads of its own, and one that ends an instance (SIGKILL, SIGTERM)
-# comes last on its pair. The scenarios on the default config run on the pairs of the
-# SIGKILL-against-alternating-instances items (KILL_SCENARIOS, below): before their first kill,
-# or after their last (the victim started once more, where a pair of its own cost two starts).
+# The scenarios below share a pair of instances where their configs are the same (the pair's
+# start, its instances' first catch-up and sweep). Each scenario works in threads of its own, and
+# one that ends an instance (SIGKILL, SIGTERM) comes last on its pair. Of those on the default
+# config, the short one runs on a SIGKILL-against-alternating-instances item's pair before its
+# first kill (KILL_SCENARIOS, below), the two long ones on pairs of their own
+# (test_a_pair_of_instances): a forked start costs little, an item of 25 s holds up the run.
 
 
 async def twenty_threads_spread_over_two_instances_and_a_stop_click_at_the_other_one(
@@ -719,13 +719,15 @@ def broken_turns(url: str, roots: list[tuple[str, str]] | None = None) -> set[in
     }
 
 
-# Twenty kill cycles as five test items of four (each its own pair of instances, database and
-# Slack fake), so pytest-xdist spreads them over its workers rather than one worker waiting on
-# twenty restarts in a row; every cycle still kills one instance while the other carries on.
-# Four cycles, not five, keep an item under 20 s on a quiet machine; the restart after an
-# item's last kill is left out, so five items start 25 bridges where four started 28.
+# Twenty kill cycles as six test items of three or four (each its own pair of instances,
+# database and Slack fake), so pytest-xdist spreads them over its workers rather than one worker
+# waiting on twenty restarts in a row; every cycle still kills one instance while the other
+# carries on. The restart after an item's last kill is left out. A forked start
+# (tests/faults/forked.py) is about 0.3 s of CPU, so a pair more costs little; six items of
+# three or four cycles, and the two long scenarios on pairs of their own, keep every item
+# near 12 s on a quiet machine (five of four, two carrying those scenarios, took 22-26 s).
 KILL_CYCLES = 20
-KILL_PARTS = 5
+KILL_PARTS = 6
 
 
 def kill_cycles(part: int, parts: int = KILL_PARTS, cycles: int = KILL_CYCLES) -> range:
@@ -736,13 +738,10 @@ def kill_cycles(part: int, parts: int = KILL_PARTS, cycles: int = KILL_CYCLES) -
 # A scenario on a pair: (the Slack fake, the database, instance a, instance b, the test's folder).
 Scenario = Callable[[FakeSlack, str, Instance, Instance, Path], Awaitable[None]]
 
-# The scenarios on the default config, on the kill items' pairs (a pair of their own cost two
-# starts each): (before the item's first kill, after its last). One that kills or stops an
-# instance runs after; the item's last victim is started again for it.
-KILL_SCENARIOS: dict[int, tuple[Scenario | None, Scenario | None]] = {
-    0: (twenty_threads_spread_over_two_instances_and_a_stop_click_at_the_other_one, None),
-    1: (what_two_instances_missed_while_disconnected_is_answered_once, None),
-    2: (None, sigterm_drains_under_load_and_the_other_instance_carries_on),
+# A scenario on the default config on a kill item's pair, ahead of its first kill: (the
+# scenario, or None; one that kills or stops an instance would have to come after the last).
+KILL_SCENARIOS: dict[int, Scenario] = {
+    1: what_two_instances_missed_while_disconnected_is_answered_once,
 }
 
 
@@ -753,10 +752,41 @@ KILL_SCENARIOS: dict[int, tuple[Scenario | None, Scenario | None]] = {
 async def test_sigkill_against_alternating_instances_loses_nothing_and_repeats_nothing(
     fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, zygote: Zygote, part: int
 ) -> None:
-    before, after = KILL_SCENARIOS.get(part, (None, None))
     await sigkill_against_alternating_instances(
-        fake_slack, postgres, tmp_path, zygote, kill_cycles(part), before, after
+        fake_slack, postgres, tmp_path, zygote, kill_cycles(part), KILL_SCENARIOS.get(part)
     )
+
+
+# The scenarios on the default config that take long (twenty threads, a drain under load):
+# each an item on a pair of its own, side by side with the kill items.
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        twenty_threads_spread_over_two_instances_and_a_stop_click_at_the_other_one,
+        sigterm_drains_under_load_and_the_other_instance_carries_on,
+    ],
+    ids=["twenty_threads_and_a_stop", "sigterm_drain"],
+)
+async def test_a_pair_of_instances(
+    fake_slack: FakeSlack, postgres: Postgres, tmp_path: Path, zygote: Zygote, scenario: Scenario
+) -> None:
+    """``scenario``, then: every message answered or a command, none left waiting or failed,
+    and each instance still running ends cleanly at SIGTERM."""
+    url = postgres.new_database()
+    a, b = await two_instances(tmp_path, fake_slack, url, zygote=zygote)
+    try:
+        await scenario(fake_slack, url, a, b, tmp_path)
+        await settled(url)
+        running = [inst for inst in (a, b) if inst.process and inst.process.returncode is None]
+    finally:
+        await stop_all(a, b)
+    assert [inst.process and inst.process.returncode for inst in running] == [0] * len(running)
+    assert {state for (state,) in query(url, "SELECT state FROM inbox")} <= {
+        "turn",
+        "injected",
+        "command",
+    }
 
 
 async def sigkill_against_alternating_instances(
@@ -766,15 +796,13 @@ async def sigkill_against_alternating_instances(
     zygote: Zygote | None,
     cycles: range,
     before: Scenario | None = None,
-    after: Scenario | None = None,
 ) -> None:
     """Kill cycles ``cycles``: each sends a few messages at random instances, kills one
     (``a`` in even cycles), has Slack redeliver what the dead one never acknowledged, and
     brings it back; then nothing is lost, nothing repeated, every broken turn reported.
 
-    ``before`` runs on the new pair ahead of the first kill, ``after`` once the threads are
-    settled after the last (its victim started again first); both in threads of their own,
-    which the kill cycles' checks leave out (their lines carry no token)."""
+    ``before`` runs on the new pair ahead of the first kill, in threads of its own, which the
+    kill cycles' checks leave out (their lines carry no token)."""
     seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
     print(f"instances SIGKILL seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
     # The first cycle is mixed in: one BRIDGE_FAULT_SEED gives the items different choices.
@@ -842,9 +870,6 @@ async def sigkill_against_alternating_instances(
         expected = len(broken_turns(url, roots))
         with anyio.move_on_after(expected * 2 + 10):
             await fake_slack.wait_for(lambda: notices() >= expected, expected * 2 + 20)
-        if after is not None:
-            await victim.start()
-            await after(fake_slack, url, a, b, tmp_path)
         running = [inst for inst in pair if inst.process and inst.process.returncode is None]
     finally:
         await stop_all(a, b)
