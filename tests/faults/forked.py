@@ -273,8 +273,8 @@ def _child(request: dict[str, Any], stdin: int) -> None:
         from bridge.command import command
 
         command()
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
+    except SystemExit as exit:  # as the interpreter ends at one: None is 0, a message 1
+        code = 0 if exit.code is None else exit.code if isinstance(exit.code, int) else 1
     except BaseException:
         import traceback
 
