@@ -22,6 +22,7 @@ from typing import Any
 from bridge.agy.launch import RUN_MARKER_ENV
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
+from tests.faults.forked import Zygote
 
 SIMULATOR = [sys.executable, "-m", "bridge.simulator"]
 READY_LINE = "console adapter connected"
@@ -137,22 +138,31 @@ class ConsoleRun:
 
 
 def start_console(
-    root: Path, config: Path, name: str, *, thread: str = "T", env: dict[str, str] | None = None
+    root: Path,
+    config: Path,
+    name: str,
+    *,
+    thread: str = "T",
+    env: dict[str, str] | None = None,
+    zygote: Zygote | None = None,
 ) -> ConsoleRun:
+    """``zygote``: the process forked from it (tests/faults/forked.py), not a new interpreter."""
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
     stdout, stderr = logs / f"{name}.out", logs / f"{name}.err"
-    argv = [sys.executable, "-m", "bridge", "console", "--config", str(config)]
-    argv += ["--thread", thread, "--user", "alice"]
+    argv = ["console", "--config", str(config), "--thread", thread, "--user", "alice"]
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=out,
-            stderr=err,
-            env=env or console_env(root),
-            cwd=root,
-        )
+        if zygote is not None:
+            proc: Any = zygote.popen(argv, env or console_env(root), root, stdout, stderr)
+        else:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bridge", *argv],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                env=env or console_env(root),
+                cwd=root,
+            )
     return ConsoleRun(proc, stdout, stderr)
 
 

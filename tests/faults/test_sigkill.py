@@ -38,6 +38,7 @@ from tests.faults.console import (
     wait_no_marked_processes,
     write_config,
 )
+from tests.faults.forked import Zygote
 
 CYCLES = 20
 PARTS = 4
@@ -118,9 +119,15 @@ def _kill_mid_turn(root: Path, run: ConsoleRun, sender: Sender, cycle: int) -> C
 
 
 def _one_cycle(
-    root: Path, config: Path, sender: Sender, rng: random.Random, cycle: int, mid_turn: bool
+    root: Path,
+    config: Path,
+    sender: Sender,
+    rng: random.Random,
+    cycle: int,
+    mid_turn: bool,
+    zygote: Zygote,
 ) -> ConsoleRun:
-    run = start_console(root, config, f"run-{cycle:02d}")
+    run = start_console(root, config, f"run-{cycle:02d}", zygote=zygote)
     sender.redeliver(run)
     if mid_turn:
         return _kill_mid_turn(root, run, sender, cycle)
@@ -145,12 +152,12 @@ def _one_cycle(
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("part", range(PARTS))
 def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
-    tmp_path: Path, part: int, request: pytest.FixtureRequest
+    tmp_path: Path, part: int, zygote: Zygote, request: pytest.FixtureRequest
 ) -> None:
     seed = int(os.environ.get("BRIDGE_FAULT_SEED") or random.SystemRandom().randrange(2**32))
     print(f"SIGKILL fault seed: {seed} (BRIDGE_FAULT_SEED={seed} replays it)")
     try:
-        _run(tmp_path, seed, part)
+        _run(tmp_path, seed, part, zygote)
     except BaseException as exc:
         # Whatever failed (an assertion, a console that never got ready, a timeout), the
         # failure message says how to run the same random choices again.
@@ -162,7 +169,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         raise
 
 
-def _run(tmp_path: Path, seed: int, part: int) -> None:
+def _run(tmp_path: Path, seed: int, part: int, zygote: Zygote) -> None:
     # The part is mixed in: one BRIDGE_FAULT_SEED gives the four items different choices.
     rng = random.Random(f"{seed}/{part}")
     config = write_config(tmp_path)
@@ -174,9 +181,9 @@ def _run(tmp_path: Path, seed: int, part: int) -> None:
     # Twenty random kills landed in a turn about twelve times; five might all miss one, so in
     # each item one kill (at a random place in its chain) waits for a turn to be running.
     sure = rng.choice(cycles)
-    runs = [_one_cycle(tmp_path, config, sender, rng, c, c == sure) for c in cycles]
+    runs = [_one_cycle(tmp_path, config, sender, rng, c, c == sure, zygote) for c in cycles]
 
-    final = start_console(tmp_path, config, "final")
+    final = start_console(tmp_path, config, "final", zygote=zygote)
     sender.redeliver(final)
     assert final.finish() == 0, final.err()
     runs.append(final)
