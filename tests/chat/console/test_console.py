@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,11 +10,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from bridge.agy.launch import RUN_MARKER_ENV
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 from tests.faults.console import marked_processes
@@ -54,16 +56,69 @@ def _console(tmp_path: Path, *args: str) -> list[str]:
     ]
 
 
-def _open_console(tmp_path: Path) -> subprocess.Popen[str]:
-    """A console the test types into line by line."""
-    return subprocess.Popen(
-        _console(tmp_path),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(tmp_path),
-    )
+class Consoles:
+    """The consoles one test starts, each leading a process group of its own. Its tear-down
+    (`end`, run by the ``consoles`` fixture however the test ended: a wait that gave up,
+    pytest-timeout's signal) ends what is left: a console whose stdin is still open and whose
+    turn waits runs on after a failed test, and so does its agy, forever."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[subprocess.Popen[str]] = []
+
+    def open(self, *args: str) -> subprocess.Popen[str]:
+        """A console the test types into line by line."""
+        return self.start(_console(self.tmp_path, *args))
+
+    def start(self, argv: list[str]) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(self.tmp_path),
+            start_new_session=True,
+        )
+        self.started.append(proc)
+        return proc
+
+    def run(self, *args: str, typed: str) -> tuple[int, str, str]:
+        """A console given ``typed``, then its stdin closed: its exit code, stdout, stderr."""
+        proc = self.open(*args)
+        out, err = proc.communicate(typed, timeout=60)
+        return proc.returncode, out, err
+
+    def end(self) -> None:
+        """SIGKILL each console's process group while the console is not reaped (its pid, the
+        group's id, cannot have been reused), then every process of this test's agy (each in
+        a group of its own, found by this test's simulator home), then reap the consoles."""
+        for proc in self.started:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while left := _marked_processes(self.tmp_path):
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            assert time.monotonic() < deadline, f"agy processes would not die: {left}"
+            time.sleep(0.02)
+        for proc in self.started:
+            proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+
+
+@pytest.fixture
+def consoles(tmp_path: Path) -> Iterator[Consoles]:
+    started = Consoles(tmp_path)
+    try:
+        yield started
+    finally:
+        started.end()
 
 
 INJECTED = "Injected: (Message written in the chat while you were working)"
@@ -76,46 +131,19 @@ def _wait_until(condition: Callable[[], bool], what: str, seconds: float = 30) -
         time.sleep(0.02)
 
 
-def test_lines_become_turns_and_the_conversation_continues(tmp_path: Path) -> None:
-    first = subprocess.run(
-        _console(tmp_path, "--thread", "demo"),
-        input="hello bridge\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-    )
-    assert first.returncode == 0, first.stderr
-    assert "You said: alice (console:alice): hello bridge" in first.stdout
-    second = subprocess.run(
-        _console(tmp_path, "--thread", "demo"),
-        input="!status\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-    )
-    assert second.returncode == 0, second.stderr
-    conversation = next(
-        line for line in second.stdout.splitlines() if "Conversation:" in line
-    ).split("`")[1]
-    assert conversation != "none yet"
-    stored = " ".join(p.read_text() for p in (tmp_path / "sim-home").rglob("*") if p.is_file())
-    assert conversation in stored, "the bridge keeps the id agy minted"
-
-
-def test_a_line_typed_mid_turn_is_injected_and_sigterm_ends_it_with_input_open(
-    tmp_path: Path,
+def test_lines_become_turns_sigterm_ends_a_console_and_the_conversation_continues(
+    tmp_path: Path, consoles: Consoles
 ) -> None:
-    """One console for both (its start costs more CPU than the turn): a line typed mid-turn
-    reaches the running turn; then, as a supervisor that keeps stdin open does, SIGTERM must
-    end it without waiting for stdin to close (closing stdin ends it too:
-    test_lines_become_turns_and_the_conversation_continues)."""
+    """Two consoles on one thread (a console's start costs more CPU than its turns). The
+    first: a line becomes a turn, a line typed mid-turn reaches the running turn, and SIGTERM
+    ends it with its stdin still open (as a supervisor that keeps stdin open does). The
+    second: the conversation agy minted goes on, and closing stdin ends the console once the
+    line typed last has had its turn."""
     started, go = tmp_path / "started", tmp_path / "go"
-    proc = _open_console(tmp_path)
+    proc = consoles.open("--thread", "demo")
     assert proc.stdin is not None and proc.stdout is not None
     # Two model calls: the first one touches "started"; the second waits for "go".
-    proc.stdin.write(f"start [[calls 2]] [[touch {started}]] [[wait {go}]]\n")
+    proc.stdin.write(f"hello bridge [[calls 2]] [[touch {started}]] [[wait {go}]]\n")
     proc.stdin.flush()
     _wait_until(started.exists, "the turn never started")
     proc.stdin.write("and one more thing\n")
@@ -133,13 +161,19 @@ def test_a_line_typed_mid_turn_is_injected_and_sigterm_ends_it_with_input_open(
     try:
         code = proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        proc.kill()
         raise AssertionError("the console did not exit on SIGTERM with stdin open") from None
-    finally:
-        proc.stdin.close()
     out = "".join(lines) + proc.stdout.read()
     assert code == 0, proc.stderr.read() if proc.stderr else ""
+    assert "You said: alice (console:alice): hello bridge" in out
     assert out.count("and one more thing") == 1
+
+    code, out, err = consoles.run("--thread", "demo", typed="!status\nhello again\n")
+    assert code == 0, err
+    assert "You said: alice (console:alice): hello again" in out
+    conversation = next(line for line in out.splitlines() if "Conversation:" in line).split("`")[1]
+    assert conversation != "none yet"
+    stored = " ".join(p.read_text() for p in (tmp_path / "sim-home").rglob("*") if p.is_file())
+    assert conversation in stored, "the bridge keeps the id agy minted"
 
 
 def _wait_stored(db: Path, text: str) -> None:
@@ -160,10 +194,12 @@ def _marked_processes(tmp_path: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(
+    tmp_path: Path, consoles: Consoles
+) -> None:
     pidfile = tmp_path / "child.pid"
     before = set(_marked_processes(tmp_path))
-    proc = _open_console(tmp_path)
+    proc = consoles.open()
     assert proc.stdin is not None
     proc.stdin.write(f"[[tool run_command echo $$ > {pidfile}; exec sleep 60]]\n")
     proc.stdin.flush()
@@ -175,21 +211,62 @@ def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> 
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     left = set(_marked_processes(tmp_path)) - before
-    assert child in left, "agy's command outlives a killed bridge (so restart must end it)"
-
-    again = subprocess.run(
-        _console(tmp_path),
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
+    assert child in left, (
+        f"agy's command outlives a killed bridge (so restart must end it): {_described(child)}"
     )
-    assert again.returncode == 0, again.stderr
-    assert "The bridge restarted while the agent was working" in again.stdout
+
+    code, out, err = consoles.run(typed="")
+    assert code == 0, err
+    assert "The bridge restarted while the agent was working" in out
     deadline = time.monotonic() + 10
     while set(_marked_processes(tmp_path)) - before:
         assert time.monotonic() < deadline, (
             f"left running: {set(_marked_processes(tmp_path)) - before}"
         )
         time.sleep(0.05)
+
+
+# A console as a failed test leaves it: its stdin open, a process in its own group, and an agy
+# in a session of its own (marked as the bridge marks agy, with the test's simulator home).
+_LEFT_RUNNING = f"""
+import os, subprocess, sys
+agy = subprocess.Popen(["sleep", "120"], env={{**os.environ, "{RUN_MARKER_ENV}": "1"}},
+                       start_new_session=True)
+helper = subprocess.Popen(["sleep", "120"])
+print(agy.pid, helper.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_tear_down_ends_a_console_left_running_its_group_and_its_agy(
+    tmp_path: Path, consoles: Consoles
+) -> None:
+    """A stand-in console (a real one's agy is found the same way: the SIGKILL test above)."""
+    proc = consoles.start([sys.executable, "-c", _LEFT_RUNNING])
+    assert proc.stdout is not None
+    agy, helper = (int(pid) for pid in proc.stdout.readline().split())
+    assert _marked_processes(tmp_path) == [agy]
+    consoles.end()
+    assert proc.returncode == -signal.SIGKILL
+    assert not _running(agy) and not _running(helper)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (one whose parent died may wait for a reaper that never comes)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _described(pid: int) -> str:
+    """What /proc shows of ``pid``: whether it runs, what, and with which marker."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        marked = [v for v in (proc / "environ").read_bytes().split(b"\0") if b"AGY_" in v]
+    except (OSError, IndexError) as exc:
+        return f"pid {pid}: {exc!r}"
+    return f"pid {pid}: state {state}, {argv!r}, {marked!r}"
