@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bridge.agy.launch import RUN_MARKER_ENV
+from bridge.agy.process import pid_state
 from tests.core.harness import SIMULATOR_ENV
 from tests.doubles import signed_in
 from tests.faults.console import marked_processes
@@ -248,16 +249,8 @@ def test_the_tear_down_ends_a_console_left_running_its_group_and_its_agy(
     assert _marked_processes(tmp_path) == [agy]
     consoles.end()
     assert proc.returncode == -signal.SIGKILL
-    assert not _running(agy) and not _running(helper)
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (one whose parent died may wait for a reaper that never comes)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    # Gone, or a zombie (one whose parent died may wait for a reaper that never comes).
+    assert pid_state(agy) in (None, "Z") and pid_state(helper) in (None, "Z")
 
 
 def _described(pid: int) -> str:
