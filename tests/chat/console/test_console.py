@@ -2,125 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bridge.agy.launch import RUN_MARKER_ENV
 from bridge.agy.process import pid_state
-from tests.core.harness import SIMULATOR_ENV
-from tests.doubles import signed_in
-from tests.faults.console import marked_processes
-
-
-def _config(tmp_path: Path, **agy: object) -> Path:
-    command = json.dumps([sys.executable, "-m", "bridge.simulator"])
-    # Unsandboxed unless asked: these tests signal the agent through files outside its workspace.
-    agy = {"isolation": "none", "pass_env": SIMULATOR_ENV, **agy}
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in agy.items())
-    path = tmp_path / "config.toml"
-    path.write_text(
-        f'[bridge]\ndata_dir = "data"\n[approvals]\nmode = "off"\n'
-        f"[agy]\ncommand = {command}\ninit_timeout = 20\n{extra}"
-    )
-    return path
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "AGY_SIM_HOME": str(signed_in(tmp_path / "sim-home")),
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-def _console(tmp_path: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "bridge",
-        "console",
-        "--config",
-        str(_config(tmp_path)),
-        "--user",
-        "alice",
-        *args,
-    ]
-
-
-class Consoles:
-    """The consoles one test starts, each leading a process group of its own. Its tear-down
-    (`end`, run by the ``consoles`` fixture however the test ended: a wait that gave up,
-    pytest-timeout's signal) ends what is left: a console whose stdin is still open and whose
-    turn waits runs on after a failed test, and so does its agy, forever."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.started: list[subprocess.Popen[str]] = []
-
-    def open(self, *args: str) -> subprocess.Popen[str]:
-        """A console the test types into line by line."""
-        return self.start(_console(self.tmp_path, *args))
-
-    def start(self, argv: list[str]) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(self.tmp_path),
-            start_new_session=True,
-        )
-        self.started.append(proc)
-        return proc
-
-    def run(self, *args: str, typed: str) -> tuple[int, str, str]:
-        """A console given ``typed``, then its stdin closed: its exit code, stdout, stderr."""
-        proc = self.open(*args)
-        out, err = proc.communicate(typed, timeout=60)
-        return proc.returncode, out, err
-
-    def end(self) -> None:
-        """SIGKILL each console's process group while the console is not reaped (its pid, the
-        group's id, cannot have been reused), then every process of this test's agy (each in
-        a group of its own, found by this test's simulator home), then reap the consoles."""
-        for proc in self.started:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while left := _marked_processes(self.tmp_path):
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            assert time.monotonic() < deadline, f"agy processes would not die: {left}"
-            time.sleep(0.02)
-        for proc in self.started:
-            proc.wait()
-            for pipe in (proc.stdin, proc.stdout, proc.stderr):
-                if pipe is not None:
-                    with contextlib.suppress(OSError):
-                        pipe.close()
-
-
-@pytest.fixture
-def consoles(tmp_path: Path) -> Iterator[Consoles]:
-    started = Consoles(tmp_path)
-    try:
-        yield started
-    finally:
-        started.end()
-
+from tests.chat.console.consoles import Consoles, marked_for
 
 INJECTED = "Injected: (Message written in the chat while you were working)"
 
@@ -188,18 +82,12 @@ def _wait_stored(db: Path, text: str) -> None:
         time.sleep(0.02)
 
 
-def _marked_processes(tmp_path: Path) -> list[int]:
-    """This test's agy processes and their children (others' run on the same machine, in
-    parallel: the needle, this test's simulator home, keeps them out)."""
-    return marked_processes(f"AGY_SIM_HOME={tmp_path / 'sim-home'}")
-
-
 @pytest.mark.slow
 def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(
     tmp_path: Path, consoles: Consoles
 ) -> None:
     pidfile = tmp_path / "child.pid"
-    before = set(_marked_processes(tmp_path))
+    before = set(marked_for(tmp_path))
     proc = consoles.open()
     assert proc.stdin is not None
     proc.stdin.write(f"[[tool run_command echo $$ > {pidfile}; exec sleep 60]]\n")
@@ -211,7 +99,7 @@ def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(
     child = int(pidfile.read_text())
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    left = set(_marked_processes(tmp_path)) - before
+    left = set(marked_for(tmp_path)) - before
     assert child in left, (
         f"agy's command outlives a killed bridge (so restart must end it): {_described(child)}"
     )
@@ -220,10 +108,8 @@ def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(
     assert code == 0, err
     assert "The bridge restarted while the agent was working" in out
     deadline = time.monotonic() + 10
-    while set(_marked_processes(tmp_path)) - before:
-        assert time.monotonic() < deadline, (
-            f"left running: {set(_marked_processes(tmp_path)) - before}"
-        )
+    while set(marked_for(tmp_path)) - before:
+        assert time.monotonic() < deadline, f"left running: {set(marked_for(tmp_path)) - before}"
         time.sleep(0.05)
 
 
@@ -246,7 +132,7 @@ def test_the_tear_down_ends_a_console_left_running_its_group_and_its_agy(
     proc = consoles.start([sys.executable, "-c", _LEFT_RUNNING])
     assert proc.stdout is not None
     agy, helper = (int(pid) for pid in proc.stdout.readline().split())
-    assert _marked_processes(tmp_path) == [agy]
+    assert marked_for(tmp_path) == [agy]
     consoles.end()
     assert proc.returncode == -signal.SIGKILL
     # Gone, or a zombie (one whose parent died may wait for a reaper that never comes).
