@@ -39,14 +39,14 @@ def console_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def console_argv(tmp_path: Path, *args: str) -> list[str]:
+def console_argv(tmp_path: Path, *args: str, **agy: object) -> list[str]:
     return [
         sys.executable,
         "-m",
         "bridge",
         "console",
         "--config",
-        str(console_config(tmp_path)),
+        str(console_config(tmp_path, **agy)),
         "--user",
         "alice",
         *args,
@@ -62,10 +62,12 @@ class Consoles:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.started: list[subprocess.Popen[str]] = []
+        # The [agy] settings of the consoles `open` starts, over `console_config`'s.
+        self.agy: dict[str, object] = {}
 
     def open(self, *args: str) -> subprocess.Popen[str]:
         """A console the test types into line by line."""
-        return self.start(console_argv(self.tmp_path, *args))
+        return self.start(console_argv(self.tmp_path, *args, **self.agy))
 
     def start(self, argv: list[str]) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
