@@ -138,10 +138,10 @@ js-client:
 postgres:
 	@tools/system-packages.sh postgres
 
-# The console's browser tests (tests/web/browser/) drive Debian's Chromium through its own
-# chromedriver (Selenium is told both paths and never downloads a driver or a browser). Installed
-# where we may (root with apt-get); elsewhere those tests are skipped, each saying why, and with
-# CI=true they fail instead.
+# The console's browser tests (tests/web/browser/) drive Debian's Chromium (its headless shell:
+# the same engine at a fraction of the CPU) through its own chromedriver (Selenium is told both
+# paths and never downloads a driver or a browser). Installed where we may (root with apt-get);
+# elsewhere those tests are skipped, each saying why, and with CI=true they fail instead.
 chromium:
 	@tools/system-packages.sh browser
 

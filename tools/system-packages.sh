@@ -1,6 +1,7 @@
 #!/bin/sh
 # The system packages the tests need, by part: sandbox (bubblewrap, slirp4netns, iproute2),
-# postgres (the server's binaries), browser (Debian's chromium and its chromedriver).
+# postgres (the server's binaries), browser (Debian's chromium, its chromedriver and its
+# headless shell).
 #
 #   tools/system-packages.sh sandbox postgres browser
 #
@@ -30,9 +31,10 @@ for part in "$@"; do
 		missing="$missing postgresql"
 		what="$what, postgresql (the shared store's tests)" ;;
 	browser)
-		if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then continue; fi
-		missing="$missing chromium chromium-driver"
-		what="$what, chromium and chromium-driver (the console's browser tests)" ;;
+		if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] \
+			&& [ -x /usr/lib/chromium/chromium-headless-shell ]; then continue; fi
+		missing="$missing chromium chromium-driver chromium-headless-shell"
+		what="$what, chromium, chromium-driver and chromium-headless-shell (the console's browser tests)" ;;
 	*)
 		echo "system-packages: unknown part '$part' (sandbox, postgres, browser)" >&2
 		exit 2 ;;

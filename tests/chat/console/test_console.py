@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -14,57 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.harness import SIMULATOR_ENV
-from tests.doubles import signed_in
-from tests.faults.console import marked_processes
-
-
-def _config(tmp_path: Path, **agy: object) -> Path:
-    command = json.dumps([sys.executable, "-m", "bridge.simulator"])
-    # Unsandboxed unless asked: these tests signal the agent through files outside its workspace.
-    agy = {"isolation": "none", "pass_env": SIMULATOR_ENV, **agy}
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in agy.items())
-    path = tmp_path / "config.toml"
-    path.write_text(
-        f'[bridge]\ndata_dir = "data"\n[approvals]\nmode = "off"\n'
-        f"[agy]\ncommand = {command}\ninit_timeout = 20\n{extra}"
-    )
-    return path
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "AGY_SIM_HOME": str(signed_in(tmp_path / "sim-home")),
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-def _console(tmp_path: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "bridge",
-        "console",
-        "--config",
-        str(_config(tmp_path)),
-        "--user",
-        "alice",
-        *args,
-    ]
-
-
-def _open_console(tmp_path: Path) -> subprocess.Popen[str]:
-    """A console the test types into line by line."""
-    return subprocess.Popen(
-        _console(tmp_path),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(tmp_path),
-    )
-
+from bridge.agy.launch import RUN_MARKER_ENV
+from bridge.agy.process import pid_state
+from tests.chat.console.consoles import Consoles, marked_for
 
 INJECTED = "Injected: (Message written in the chat while you were working)"
 
@@ -76,46 +26,19 @@ def _wait_until(condition: Callable[[], bool], what: str, seconds: float = 30) -
         time.sleep(0.02)
 
 
-def test_lines_become_turns_and_the_conversation_continues(tmp_path: Path) -> None:
-    first = subprocess.run(
-        _console(tmp_path, "--thread", "demo"),
-        input="hello bridge\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-    )
-    assert first.returncode == 0, first.stderr
-    assert "You said: alice (console:alice): hello bridge" in first.stdout
-    second = subprocess.run(
-        _console(tmp_path, "--thread", "demo"),
-        input="!status\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-    )
-    assert second.returncode == 0, second.stderr
-    conversation = next(
-        line for line in second.stdout.splitlines() if "Conversation:" in line
-    ).split("`")[1]
-    assert conversation != "none yet"
-    stored = " ".join(p.read_text() for p in (tmp_path / "sim-home").rglob("*") if p.is_file())
-    assert conversation in stored, "the bridge keeps the id agy minted"
-
-
-def test_a_line_typed_mid_turn_is_injected_and_sigterm_ends_it_with_input_open(
-    tmp_path: Path,
+def test_lines_become_turns_sigterm_ends_a_console_and_the_conversation_continues(
+    tmp_path: Path, consoles: Consoles
 ) -> None:
-    """One console for both (its start costs more CPU than the turn): a line typed mid-turn
-    reaches the running turn; then, as a supervisor that keeps stdin open does, SIGTERM must
-    end it without waiting for stdin to close (closing stdin ends it too:
-    test_lines_become_turns_and_the_conversation_continues)."""
+    """Two consoles on one thread (a console's start costs more CPU than its turns). The
+    first: a line becomes a turn, a line typed mid-turn reaches the running turn, and SIGTERM
+    ends it with its stdin still open (as a supervisor that keeps stdin open does). The
+    second: the conversation agy minted goes on, and closing stdin ends the console once the
+    line typed last has had its turn."""
     started, go = tmp_path / "started", tmp_path / "go"
-    proc = _open_console(tmp_path)
+    proc = consoles.open("--thread", "demo")
     assert proc.stdin is not None and proc.stdout is not None
     # Two model calls: the first one touches "started"; the second waits for "go".
-    proc.stdin.write(f"start [[calls 2]] [[touch {started}]] [[wait {go}]]\n")
+    proc.stdin.write(f"hello bridge [[calls 2]] [[touch {started}]] [[wait {go}]]\n")
     proc.stdin.flush()
     _wait_until(started.exists, "the turn never started")
     proc.stdin.write("and one more thing\n")
@@ -133,13 +56,19 @@ def test_a_line_typed_mid_turn_is_injected_and_sigterm_ends_it_with_input_open(
     try:
         code = proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        proc.kill()
         raise AssertionError("the console did not exit on SIGTERM with stdin open") from None
-    finally:
-        proc.stdin.close()
     out = "".join(lines) + proc.stdout.read()
     assert code == 0, proc.stderr.read() if proc.stderr else ""
+    assert "You said: alice (console:alice): hello bridge" in out
     assert out.count("and one more thing") == 1
+
+    code, out, err = consoles.run("--thread", "demo", typed="!status\nhello again\n")
+    assert code == 0, err
+    assert "You said: alice (console:alice): hello again" in out
+    conversation = next(line for line in out.splitlines() if "Conversation:" in line).split("`")[1]
+    assert conversation != "none yet"
+    stored = " ".join(p.read_text() for p in (tmp_path / "sim-home").rglob("*") if p.is_file())
+    assert conversation in stored, "the bridge keeps the id agy minted"
 
 
 def _wait_stored(db: Path, text: str) -> None:
@@ -153,17 +82,18 @@ def _wait_stored(db: Path, text: str) -> None:
         time.sleep(0.02)
 
 
-def _marked_processes(tmp_path: Path) -> list[int]:
-    """This test's agy processes and their children (others' run on the same machine, in
-    parallel: the needle, this test's simulator home, keeps them out)."""
-    return marked_processes(f"AGY_SIM_HOME={tmp_path / 'sim-home'}")
-
-
 @pytest.mark.slow
-def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(
+    tmp_path: Path, consoles: Consoles
+) -> None:
     pidfile = tmp_path / "child.pid"
-    before = set(_marked_processes(tmp_path))
-    proc = _open_console(tmp_path)
+    # No per-thread caps, so no cgroup: a killed bridge's sandbox cgroup is ended by the next
+    # bridge to start anywhere on the machine (`Enforcement.sweep`), which on a busy machine
+    # came before this test looked (the command was gone: a failure now and then). What is
+    # left is then only the process group the store recorded, which the restart must end.
+    consoles.agy = {"max_processes_per_thread": 0, "max_memory_per_thread": 0}
+    before = set(marked_for(tmp_path))
+    proc = consoles.open()
     assert proc.stdin is not None
     proc.stdin.write(f"[[tool run_command echo $$ > {pidfile}; exec sleep 60]]\n")
     proc.stdin.flush()
@@ -174,22 +104,53 @@ def test_sigkill_mid_turn_then_restart_leaves_nothing_behind(tmp_path: Path) -> 
     child = int(pidfile.read_text())
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    left = set(_marked_processes(tmp_path)) - before
-    assert child in left, "agy's command outlives a killed bridge (so restart must end it)"
-
-    again = subprocess.run(
-        _console(tmp_path),
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
+    left = set(marked_for(tmp_path)) - before
+    assert child in left, (
+        f"agy's command outlives a killed bridge (so restart must end it): {_described(child)}"
     )
-    assert again.returncode == 0, again.stderr
-    assert "The bridge restarted while the agent was working" in again.stdout
+
+    code, out, err = consoles.run(typed="")
+    assert code == 0, err
+    assert "The bridge restarted while the agent was working" in out
     deadline = time.monotonic() + 10
-    while set(_marked_processes(tmp_path)) - before:
-        assert time.monotonic() < deadline, (
-            f"left running: {set(_marked_processes(tmp_path)) - before}"
-        )
+    while set(marked_for(tmp_path)) - before:
+        assert time.monotonic() < deadline, f"left running: {set(marked_for(tmp_path)) - before}"
         time.sleep(0.05)
+
+
+# A console as a failed test leaves it: its stdin open, a process in its own group, and an agy
+# in a session of its own (marked as the bridge marks agy, with the test's simulator home).
+_LEFT_RUNNING = f"""
+import os, subprocess, sys
+agy = subprocess.Popen(["sleep", "120"], env={{**os.environ, "{RUN_MARKER_ENV}": "1"}},
+                       start_new_session=True)
+helper = subprocess.Popen(["sleep", "120"])
+print(agy.pid, helper.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_tear_down_ends_a_console_left_running_its_group_and_its_agy(
+    tmp_path: Path, consoles: Consoles
+) -> None:
+    """A stand-in console (a real one's agy is found the same way: the SIGKILL test above)."""
+    proc = consoles.start([sys.executable, "-c", _LEFT_RUNNING])
+    assert proc.stdout is not None
+    agy, helper = (int(pid) for pid in proc.stdout.readline().split())
+    assert marked_for(tmp_path) == [agy]
+    consoles.end()
+    assert proc.returncode == -signal.SIGKILL
+    # Gone, or a zombie (one whose parent died may wait for a reaper that never comes).
+    assert pid_state(agy) in (None, "Z") and pid_state(helper) in (None, "Z")
+
+
+def _described(pid: int) -> str:
+    """What /proc shows of ``pid``: whether it runs, what, and with which marker."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        marked = [v for v in (proc / "environ").read_bytes().split(b"\0") if b"AGY_" in v]
+    except (OSError, IndexError) as exc:
+        return f"pid {pid}: {exc!r}"
+    return f"pid {pid}: state {state}, {argv!r}, {marked!r}"

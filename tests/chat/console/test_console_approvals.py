@@ -4,19 +4,17 @@ SIGKILLed while a request waits (a subprocess on the agy simulator)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from bridge.core.store.rows import ApprovalState
+from tests.chat.console.consoles import Consoles
 from tests.chat.console.test_console import _wait_until
 from tests.core.harness import SIMULATOR_ENV
-from tests.doubles import signed_in
 
 CONSOLE = [sys.executable, "-m", "bridge", "console"]
 
@@ -24,7 +22,8 @@ CONSOLE = [sys.executable, "-m", "bridge", "console"]
 class Console:
     """A console subprocess whose output lines are collected as they come."""
 
-    def __init__(self, tmp_path: Path, approvals: str = 'mode = "ask"\ntimeout = 60') -> None:
+    def __init__(self, consoles: Consoles, approvals: str = 'mode = "ask"\ntimeout = 60') -> None:
+        tmp_path = consoles.tmp_path
         command = json.dumps([sys.executable, "-m", "bridge.simulator"])
         config = tmp_path / "config.toml"
         # The simulator's home is its state directory: made first, and passed by name.
@@ -36,19 +35,12 @@ class Console:
         )
         self.workdir_root = tmp_path / "data"
         self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [*CONSOLE, "--config", str(config), "--user", "alice", "--thread", "t"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={
-                **os.environ,
-                "AGY_SIM_HOME": str(signed_in(tmp_path / "sim-home")),
-                "PYTHONUNBUFFERED": "1",
-            },
+        # Ended by the fixture's tear-down should the test not close it (a wait that gave up).
+        self.proc = consoles.start(
+            [*CONSOLE, "--config", str(config), "--user", "alice", "--thread", "t"]
         )
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -70,6 +62,7 @@ class Console:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(timeout=60)
+        self._reader.join(timeout=10)  # it reads to the end before the tear-down closes stdout
 
 
 def made(root: Path, name: str) -> Callable[[], bool]:
@@ -77,74 +70,72 @@ def made(root: Path, name: str) -> Callable[[], bool]:
 
 
 def test_y_a_and_n_answer_the_prompt_and_always_is_offered_for_a_plain_command_only(
-    tmp_path: Path,
+    tmp_path: Path, consoles: Consoles
 ) -> None:
     """One console for both (a console start costs more CPU than the answers): the prompt's
     answers, then, as the README says, a chained line or a write asks ``approve? [y/N]``."""
-    console = Console(tmp_path)
-    try:
-        console.type("[[tool run_command touch yes.txt]]")
-        console.wait("approve? [y/a/N]")
-        assert not made(tmp_path / "data", "yes.txt")()
-        console.type("y")
-        console.wait("✅ Approved by alice")
-        console.wait("You said")
-        assert made(tmp_path / "data", "yes.txt")()
+    console = Console(consoles)
+    console.type("[[tool run_command touch yes.txt]]")
+    console.wait("approve? [y/a/N]")
+    assert not made(tmp_path / "data", "yes.txt")()
+    console.type("y")
+    console.wait("✅ Approved by alice")
+    console.wait("You said")
+    assert made(tmp_path / "data", "yes.txt")()
 
-        console.type("[[tool run_command touch no.txt]]")
-        console.wait("approve? [y/a/N]", 2)
-        console.type("")  # N is the default
-        console.wait("denied by alice")
-        assert not made(tmp_path / "data", "no.txt")()
+    console.type("[[tool run_command touch no.txt]]")
+    console.wait("approve? [y/a/N]", 2)
+    console.type("")  # N is the default
+    console.wait("denied by alice")
+    assert not made(tmp_path / "data", "no.txt")()
 
-        console.type("[[tool run_command echo always]]")
-        console.wait("approve? [y/a/N]", 3)
-        console.type("a")
-        console.wait("Approved always in this thread")
-        console.type("[[tool run_command echo always]] again")
-        console.wait("You said", 4)
-        assert console.count("approve? [y/a/N]") == 3, "the same command did not ask again"
+    console.type("[[tool run_command echo always]]")
+    console.wait("approve? [y/a/N]", 3)
+    console.type("a")
+    console.wait("Approved always in this thread")
+    console.type("[[tool run_command echo always]] again")
+    console.wait("You said", 4)
+    assert console.count("approve? [y/a/N]") == 3, "the same command did not ask again"
 
-        console.type("[[tool run_command touch why.txt]]")
-        console.wait("approve? [y/a/N]", 4)
-        # Typed at once: a bare answer could mean the request decided a moment ago, so it names
-        # its request (docs/approvals.md, "An answer decides only the request its author saw").
-        console.type("deny 4: not on a Friday")
-        console.wait("denied by alice: not on a Friday")
-        assert not made(tmp_path / "data", "why.txt")()
-        console.wait("You said", 5)
+    console.type("[[tool run_command touch why.txt]]")
+    console.wait("approve? [y/a/N]", 4)
+    # Typed at once: a bare answer could mean the request decided a moment ago, so it names
+    # its request (docs/approvals.md, "An answer decides only the request its author saw").
+    console.type("deny 4: not on a Friday")
+    console.wait("denied by alice: not on a Friday")
+    assert not made(tmp_path / "data", "why.txt")()
+    console.wait("You said", 5)
 
-        # Always is offered for a plain command only.
-        assert console.count("approve? [y/N]") == 0
-        console.type("[[tool run_command ls && ls]]")
-        console.wait("approve? [y/N]")
-        console.type("y")
-        console.wait("✅ Approved by alice", 2)
-        console.wait("You said", 6)
-        console.type("[[write ../outside.txt hello]]")
-        console.wait("approve? [y/N]", 2)
-        console.type("n")
-        console.wait("denied by alice", 3)
-        console.wait("You said", 7)
-    finally:
-        console.close()
+    # Always is offered for a plain command only.
+    assert console.count("approve? [y/N]") == 0
+    console.type("[[tool run_command ls && ls]]")
+    console.wait("approve? [y/N]")
+    console.type("y")
+    console.wait("✅ Approved by alice", 2)
+    console.wait("You said", 6)
+    console.type("[[write ../outside.txt hello]]")
+    console.wait("approve? [y/N]", 2)
+    console.type("n")
+    console.wait("denied by alice", 3)
+    console.wait("You said", 7)
+    console.close()
     assert console.count("approve? [y/a/N]") == 4, "no [y/a/N] for the chained line or the write"
     assert console.proc.returncode == 0
 
 
-def test_sigkill_while_waiting_then_the_request_reads_as_expired(tmp_path: Path) -> None:
-    console = Console(tmp_path)
+def test_sigkill_while_waiting_then_the_request_reads_as_expired(
+    tmp_path: Path, consoles: Consoles
+) -> None:
+    console = Console(consoles)
     console.type("[[tool run_command touch never.txt]]")
     console.wait("approve? [y/a/N]")
     console.proc.send_signal(signal.SIGKILL)
     console.proc.wait(timeout=10)
 
-    again = Console(tmp_path)
-    try:
-        again.wait("⌛ Expired")
-        again.wait("the bridge restarted while it waited")
-    finally:
-        again.close()
+    again = Console(consoles)
+    again.wait("⌛ Expired")
+    again.wait("the bridge restarted while it waited")
+    again.close()
     assert not made(tmp_path / "data", "never.txt")()
     with sqlite3.connect(tmp_path / "data" / "bridge.sqlite3") as db:
         states = [row[0] for row in db.execute("SELECT state FROM approvals")]

@@ -1,15 +1,16 @@
 """Debian's headless Chromium driven through its own chromedriver, and nothing downloaded.
 
-Selenium is given both paths (``/usr/bin/chromium``, ``/usr/bin/chromedriver``), so its
-Selenium Manager (which would otherwise fetch a driver and a browser from the internet) has no
-reason to run; while the browser starts it is replaced by a guard that fails the test if it is
-called anyway, and ``SE_OFFLINE`` tells it not to fetch should some path reach it. Chromium's
+Selenium is given both paths (``/usr/lib/chromium/chromium-headless-shell`` where Debian's
+``chromium-headless-shell`` is installed, else ``/usr/bin/chromium``; ``/usr/bin/chromedriver``),
+so its Selenium Manager (which would otherwise fetch a driver and a browser from the internet)
+has no reason to run; while the browser starts it is replaced by a guard that fails the test if
+it is called anyway, and ``SE_OFFLINE`` tells it not to fetch should some path reach it. Chromium's
 own background traffic (component updates, safe browsing, metrics) is switched off by flags,
 and whatever still leaves for the outside goes to a recording proxy on loopback
 (:class:`OutsideRecorder`), so a test can show that nothing did. Loopback addresses (every
 server the tests start) bypass the proxy.
 
-``make test`` installs both packages where it may (root with apt-get); elsewhere the browser
+``make test`` installs the packages where it may (root with apt-get); elsewhere the browser
 tests are skipped with the reason, and under ``CI=true`` they fail instead.
 """
 
@@ -37,7 +38,20 @@ if TYPE_CHECKING:
     from selenium import webdriver
     from selenium.webdriver.remote.webelement import WebElement
 
-CHROMIUM = Path(os.environ.get("AGY_BRIDGE_CHROMIUM", "/usr/bin/chromium"))
+# Debian's chromium-headless-shell when it is there: the same Blink and network stack as the
+# full browser, without its window, toolbar and address bar, which the full browser builds
+# and keeps up to date even when headless (a page load costs it about twice the CPU, its start
+# three times, and it idles at a few per cent of a core: docs/testing.md). The full browser
+# otherwise, made lighter by flags (`chrome_options`).
+HEADLESS_SHELL = Path("/usr/lib/chromium/chromium-headless-shell")
+FULL_CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _default_chromium() -> Path:
+    return HEADLESS_SHELL if os.access(HEADLESS_SHELL, os.X_OK) else FULL_CHROMIUM
+
+
+CHROMIUM = Path(os.environ.get("AGY_BRIDGE_CHROMIUM", "") or _default_chromium())
 CHROMEDRIVER = Path(os.environ.get("AGY_BRIDGE_CHROMEDRIVER", "/usr/bin/chromedriver"))
 # Where a failed browser test leaves its screenshot, page source and visited URLs (git-ignored;
 # docs/testing.md names it).
@@ -54,7 +68,8 @@ def chromium_problem() -> str | None:
     if missing:
         return (
             f"{' and '.join(missing)} not found: the console's browser tests did not run (run "
-            "`make test` as root, which installs Debian's chromium and chromium-driver)"
+            "`make test` as root, which installs Debian's chromium, chromium-driver and "
+            "chromium-headless-shell)"
         )
     return None
 
@@ -141,6 +156,16 @@ _QUIET_FEATURES = (
     "InterestFeedContentSuggestions",
     "PrivacySandboxSettings4",
 )
+# What the pages do not need, switched off for the CPU it costs; the pages render the same. The
+# full browser's address-bar dropdowns (three WebUI pages it preloads in a hidden renderer that
+# keeps running: 3 % of a core while the browser idles); the back-forward cache, which keeps
+# the page a test left alive (its renderer, its event streams) after every navigation.
+_LIGHTER_FEATURES = (
+    "WebUIOmniboxPopup",
+    "WebUIOmniboxFullPopup",
+    "WebUIOmniboxAimPopup",
+    "BackForwardCache",
+)
 
 
 def chrome_options(proxy_port: int) -> webdriver.ChromeOptions:
@@ -170,7 +195,7 @@ def chrome_options(proxy_port: int) -> webdriver.ChromeOptions:
         "--no-pings",
         "--disable-breakpad",
         "--password-store=basic",
-        "--disable-features=" + ",".join(_QUIET_FEATURES),
+        "--disable-features=" + ",".join(_QUIET_FEATURES + _LIGHTER_FEATURES),
         f"--proxy-server=http://127.0.0.1:{proxy_port}",
     ):
         options.add_argument(argument)
@@ -221,15 +246,20 @@ class Chrome:
 
     driver: webdriver.Chrome
     outside: OutsideRecorder
+    # Reset since a test last used it (a reset is a navigation: tens of milliseconds of CPU, so
+    # a test's tear-down resets and the next test's set-up only when that did not happen).
+    clean: bool = False
 
     def reset(self) -> None:
         """What one test leaves must not reach the next: its page (and the page's open event
         streams), cookies for every site (cookies ignore ports, and every test serves
         127.0.0.1), JavaScript switched back on, the log of requests read."""
+        self.clean = False
         self.driver.get("about:blank")
         self.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
         self.driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
         self.driver.get_log("performance")  # Page.requests lists this test's requests only
+        self.clean = True
 
     def alive(self) -> bool:
         from selenium.common.exceptions import WebDriverException
@@ -248,6 +278,7 @@ class Chrome:
             self.driver.quit()
         except WebDriverException:
             pass
+        self.clean = False
         self.driver = start_chrome(self.outside.port)
 
     def quit(self) -> None:
