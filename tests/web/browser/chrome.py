@@ -58,6 +58,9 @@ CHROMEDRIVER = Path(os.environ.get("AGY_BRIDGE_CHROMEDRIVER", "/usr/bin/chromedr
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "browser"
 # Generous: a 2-core machine shared by a parallel suite can be slow to paint.
 WAIT_SECONDS = 20.0
+# How ChromeDriver reports an element of a page that has been replaced, instead of a
+# StaleElementReferenceException, when the read races the navigation.
+STALE_NODE = "does not belong to the document"
 
 T = TypeVar("T")
 
@@ -323,8 +326,22 @@ class Page:
     async def wait_for(
         self, condition: Callable[[webdriver.Chrome], T], what: str, seconds: float = WAIT_SECONDS
     ) -> T:
-        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+        from selenium.common.exceptions import (
+            StaleElementReferenceException,
+            TimeoutException,
+            WebDriverException,
+        )
         from selenium.webdriver.support.ui import WebDriverWait
+
+        def looked(driver: webdriver.Chrome) -> T | bool:
+            try:
+                return condition(driver)
+            except WebDriverException as exc:
+                # ChromeDriver's other word for a stale element: the node was found in the page
+                # that was there, and read after it was replaced (seen in a fresh clone).
+                if STALE_NODE in (exc.msg or ""):
+                    return False
+                raise
 
         def wait() -> T:
             try:
@@ -334,7 +351,7 @@ class Page:
                     seconds,
                     poll_frequency=0.05,
                     ignored_exceptions=(StaleElementReferenceException,),
-                ).until(condition)
+                ).until(looked)  # type: ignore[return-value]
             except TimeoutException:
                 raise AssertionError(
                     f"waited {seconds:g} s for {what} on {self.driver.current_url}"

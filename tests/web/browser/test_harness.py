@@ -185,3 +185,33 @@ async def test_a_failure_keeps_the_page_as_a_screenshot(
     assert (tmp_path / "tests_x.py_test_y_a_b.png").read_bytes().startswith(b"\x89PNG\r\n")
     assert 'id="who"' in (tmp_path / "tests_x.py_test_y_a_b.html").read_text()
     assert (tmp_path / "tests_x.py_test_y_a_b.urls.txt").read_text().startswith(base + "/\n")
+
+
+async def test_a_node_read_after_its_page_was_replaced_is_looked_for_again() -> None:
+    """ChromeDriver reports an element read while its page was being replaced as "Node with
+    given id does not belong to the document", not as a stale element (a fresh clone's run
+    failed on it): the wait looks again, and any other error still ends it."""
+    from selenium.common.exceptions import WebDriverException
+
+    page = Page(driver=None)  # type: ignore[arg-type]  # the conditions below never use it
+    answers: list[object] = [
+        WebDriverException(
+            "unknown error: unhandled inspector error: {...Node with given id "
+            'does not belong to the document"}'
+        ),
+        "shown",
+    ]
+
+    def condition(_: object) -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert await page.wait_for(condition, "the text", seconds=5) == "shown"
+
+    def broken(_: object) -> object:
+        raise WebDriverException("unknown error: session deleted")
+
+    with pytest.raises(WebDriverException, match="session deleted"):
+        await page.wait_for(broken, "the text", seconds=5)
