@@ -74,7 +74,8 @@ class Metrics:
         self._errors = Counter(PREFIX + "errors_total", "Errors, by kind.", ["kind"], registry=r)
         self._chat_retries = Counter(
             PREFIX + "chat_api_retries_total",
-            "Chat API calls retried, by reason (429, 5xx, connection).",
+            "Chat API calls retried, by reason (429: each 429 answered, once; 5xx, connection: "
+            "the client's own retries; transient: the bridge's retry after those).",
             ["platform", "reason"],
             registry=r,
         )
@@ -139,7 +140,7 @@ class Metrics:
         self._errors.labels(kind=kind).inc()
 
     def chat_retry(self, platform: str, reason: str) -> None:
-        """``reason``: 429, 5xx or connection."""
+        """``reason``: 429, 5xx, connection or transient."""
         self._chat_retries.labels(platform=platform, reason=reason).inc()
 
     def feedback(self, platform: str, positive: bool) -> None:

@@ -15,6 +15,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -144,13 +145,16 @@ class SlackAdapter:
         )
         self._replies = Replies(
             client,
-            settings=reply_settings
-            or ReplySettings(
-                streaming=config.streaming,
-                interval=reply_interval,
-                backoff=retry_backoff,
-                feedback=config.feedback,
-                task_display=config.task_display,
+            settings=replace(
+                reply_settings
+                or ReplySettings(
+                    streaming=config.streaming,
+                    interval=reply_interval,
+                    backoff=retry_backoff,
+                    feedback=config.feedback,
+                    task_display=config.task_display,
+                ),
+                retry_observer=self._retry_report.current,
             ),
             budget=self._budget,
             running=self._running,

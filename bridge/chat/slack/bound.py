@@ -29,7 +29,7 @@ T = TypeVar("T")
 RetryObserver = Callable[[str], None]
 
 
-def _no_observer() -> RetryObserver | None:
+def no_observer() -> RetryObserver | None:
     return None
 
 
@@ -41,7 +41,7 @@ class Retries:
     backoff: float = 0.5
     # Asked at each call, not once: the adapter learns who counts its retries only at start,
     # after the parts that hold this were built.
-    observer: Callable[[], RetryObserver | None] = _no_observer
+    observer: Callable[[], RetryObserver | None] = no_observer
 
     async def run(self, operation: Callable[[], Awaitable[T]], *, what: str, thread_key: str) -> T:
         return await with_retries(

@@ -204,6 +204,14 @@ def describe(exc: BaseException) -> str:
     return api_error(exc) or type(exc).__name__
 
 
+def _rate_limited(exc: BaseException) -> bool:
+    return (
+        isinstance(exc, SlackApiError)
+        and exc.response is not None
+        and exc.response.status_code == 429
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, SlackApiError):
         return api_error(exc) in TRANSIENT_ERRORS or exc.response.status_code >= 500
@@ -260,8 +268,9 @@ async def with_retries(
                 )
                 raise
             delay = retry_after(exc)
-            if on_retry is not None:
-                on_retry("429" if delay is not None else "transient")
+            if on_retry is not None and not _rate_limited(exc):
+                # A 429 is counted by the client that got it (BudgetedWebClient), once.
+                on_retry("transient")
             if delay is None:
                 delay = backoff * 2 ** (attempt - 1)
             log.warning(

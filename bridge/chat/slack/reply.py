@@ -42,7 +42,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bridge.chat.common.outcome import render_outcome
 from bridge.chat.common.pump import FlushPump
 from bridge.chat.slack.answer import Answer, EditedAnswer, Piece, answer_pieces
-from bridge.chat.slack.bound import Retries, ThreadCalls
+from bridge.chat.slack.bound import Retries, RetryObserver, ThreadCalls, no_observer
 from bridge.chat.slack.budget import Deferred, RateBudget
 from bridge.chat.slack.client import CALL_ERRORS, describe
 from bridge.chat.slack.control import ToolLog
@@ -85,6 +85,8 @@ class ReplySettings:
     # How a streamed answer shows the agent's tool calls ([slack] task_display): together as
     # its plan, or as cards between the text.
     task_display: TaskDisplay = "plan"
+    # Who counts the final answer's retries (the adapter's metrics observer, asked at each call).
+    retry_observer: Callable[[], RetryObserver | None] = no_observer
 
 
 class SlackLiveReply:
@@ -118,7 +120,13 @@ class SlackLiveReply:
         self._tasks = TaskBoard(mode=settings.task_display)
         # The calls that must not be lost: the final answer and the clean-up after it.
         self._calls = ThreadCalls(
-            client, thread, Retries(attempts=settings.attempts, backoff=settings.backoff)
+            client,
+            thread,
+            Retries(
+                attempts=settings.attempts,
+                backoff=settings.backoff,
+                observer=settings.retry_observer,
+            ),
         )
         # The session, or the status line and the control message, beside the answer.
         self._keeper = TurnKeeper(

@@ -194,6 +194,16 @@ async def test_a_retried_message_is_reported_to_the_retry_observer(
     assert any(f"Slack file upload failed for {thread(root).key}" in line for line in lines)
 
 
+async def test_each_429_is_counted_once(fake_slack: FakeSlack, tmp_path: Path) -> None:
+    """The client counts every 429 Slack answers; the retry after it adds no second count."""
+    adapter = adapter_for(fake_slack, tmp_path)
+    retries: list[str] = []
+    adapter.observe_retries(retries.append)
+    fake_slack.fail("chat.postMessage", status=429, times=2, retry_after=0)
+    await adapter.post_message(thread(fake_slack.next_ts()), "hello")
+    assert retries == ["429", "429"], retries
+
+
 # -- access notices -----------------------------------------------------------------------------
 
 

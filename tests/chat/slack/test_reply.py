@@ -316,6 +316,24 @@ async def test_final_edit_outlasts_rate_limits(
     assert fake_slack.answer_text(CHANNEL, ts) == "final"
 
 
+async def test_the_final_answers_own_retries_are_counted(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    """The final edit outlasts the client's own retries of a 5xx; the reply's retry after them
+    is counted for the metrics as every other call's is."""
+    retried: list[str] = []
+    async with running_adapter(fake_slack, inbound, tmp_path, streaming=False) as adapter:
+        adapter.observe_retries(retried.append)
+        async with start_turn(fake_slack, adapter) as (_, ts, reply):
+            await reply.append("draft")
+            await fake_slack.wait_for(lambda: fake_slack.answer_text(CHANNEL, ts) == "draft")
+            fake_slack.fail("chat.update", status=500, times=3)
+            await reply.finish(TurnOutcome(final_text="final"))
+
+    assert fake_slack.answer_text(CHANNEL, ts) == "final"
+    assert retried.count("5xx") == 2 and retried.count("transient") == 1, retried
+
+
 async def test_append_and_tool_never_wait_for_slack(
     fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
 ) -> None:
