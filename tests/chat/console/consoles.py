@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from tests.core.harness import SIMULATOR_ENV
-from tests.doubles import signed_in
-from tests.faults.console import marked_processes
+from tests.faults.console import console_env, marked_processes
 
 
 def console_config(tmp_path: Path, **agy: object) -> Path:
@@ -29,14 +28,6 @@ def console_config(tmp_path: Path, **agy: object) -> Path:
         f"[agy]\ncommand = {command}\ninit_timeout = 20\n{extra}"
     )
     return path
-
-
-def console_env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "AGY_SIM_HOME": str(signed_in(tmp_path / "sim-home")),
-        "PYTHONUNBUFFERED": "1",
-    }
 
 
 def console_argv(tmp_path: Path, *args: str, **agy: object) -> list[str]:
