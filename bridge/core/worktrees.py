@@ -230,7 +230,14 @@ async def remove_worktree(
     except WorktreeError as exc:
         log.info("kept %s: %s", path, exc)
         return False
-    shutil.rmtree(path)
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        # Another clean-up of the same thread (a merged pull request is cleaned by `!merge` and
+        # by the forge's word of the merge) removed it, in whole or in part, meanwhile.
+        shutil.rmtree(path, ignore_errors=True)
+        if path.exists():
+            raise OSError(f"could not remove {path}") from None
     return True
 
 

@@ -3,6 +3,7 @@ the team repository (verified), removed only when clean."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -155,3 +156,25 @@ async def test_removal_keeps_uncommitted_work_and_brings_the_branch_back_first(
     # The thread comes back later: its repository is made again from its branch.
     assert await ensure_worktree(repo, tree, BRANCH, sandbox=sandbox)
     assert (tree / "wip.txt").read_text() == "not committed\n"
+
+
+async def test_a_removal_that_another_one_finished_first_is_a_removal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clean-ups of one merged pull request (the `!merge` and the forge's word of the
+    merge) may both remove the thread's repository; the slower one finds it gone, part way or
+    whole, and must say "removed", not fail (a failure lost the thread's "Merged" message)."""
+    from bridge.core import worktrees
+
+    repo = one_commit_repository(tmp_path / "repo")
+    tree = tmp_path / "data" / "worktrees" / "t1"
+    await ensure_worktree(repo, tree, BRANCH)
+    real = worktrees.bring_back
+
+    async def and_the_other_one_removes_it(*args: object, **kwargs: object) -> None:
+        await real(*args, **kwargs)  # type: ignore[arg-type]
+        shutil.rmtree(tree)
+
+    monkeypatch.setattr(worktrees, "bring_back", and_the_other_one_removes_it)
+    assert await remove_worktree(repo, tree, branch=BRANCH)
+    assert not tree.exists()
