@@ -164,6 +164,21 @@ async def test_twenty_threads_spread_over_two_instances_each_answered_once(
         assert sorted(answered(a, b)).count("t00") == 2
 
 
+async def test_each_instances_first_message_is_its_own_not_the_others_duplicate(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """The harness's counted event ids stand for the platform's, unique across instances:
+    both instances' first messages are answered (a shared "m1" dropped the second as a
+    duplicate, and a test that then waited for its turn hung)."""
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        first, second = (
+            await a.say("one", where=thread("x1")),
+            await b.say("two", where=thread("x2")),
+        )
+        assert first != second
+        await until(lambda: sorted(answered(a, b)) == ["x1", "x2"], timeout=30)
+
+
 async def test_a_stop_click_at_the_other_instance_stops_the_turn(
     tmp_path: Path, postgres: Postgres
 ) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,12 @@ async def _holder(first: Harness, second: Harness) -> tuple[Harness, Harness]:
             await anyio.sleep(0.05)
 
 
+async def _within(seconds: float, wait: Awaitable[None]) -> None:
+    """``wait``, failed after ``seconds`` (a turn that never runs is a failure, not a hang)."""
+    with anyio.fail_after(seconds):
+        await wait
+
+
 def test_the_other_instances_console_approves_and_stops(tmp_path: Path, postgres: Postgres) -> None:
     go = tmp_path / "flags" / "go"
     go.parent.mkdir(parents=True)
@@ -101,7 +107,7 @@ def test_the_other_instances_console_approves_and_stops(tmp_path: Path, postgres
             # turn ran on): an open defect of the core's cross-instance Stop, not the console's.
             run(a.say, f"long job [[waitfirst {go}]]", where=ROOM, who="alice")
             actor = a.bridge.core.threads[ROOM.key]
-            run(actor.wait_until, lambda state: state.busy)
+            run(_within, 60, actor.wait_until(lambda state: state.busy))
             form = {"csrf": csrf, "t": ROOM.key}
             assert client.post("/thread/stop", data=form, follow_redirects=False).status_code == 303
             [_, stopped] = run(a.adapter.wait_finished, 2, timeout=60)
