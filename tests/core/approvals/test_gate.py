@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from bridge.core.events import ApprovalChoice, Author, DecideOutcome
+from bridge.core.events import ApprovalChoice, ApprovalRequest, Author, DecideOutcome
 from bridge.core.store.rows import ApprovalState
-from tests.core.harness import Harness, running, thread
+from tests.core.harness import Harness, RecordingAdapter, running, thread
 
 pytestmark = pytest.mark.anyio
 
@@ -53,6 +53,42 @@ async def test_approve_runs_the_command_and_the_message_says_who(tmp_path: Path)
         metrics = h.bridge.metrics.render()[0].decode()
         assert 'agy_bridge_approval_requests_total{decision="approved"} 1.0' in metrics
         assert "agy_bridge_approval_wait_seconds_count 1.0" in metrics
+
+
+class SlowFirstPost(RecordingAdapter):
+    """A chat whose first request post returns only once agy has read the answer to its tool
+    call: a post slower than the listener's margin over the approval window (a loaded host,
+    Slack's one post a second per channel, a 429 retry), without guessing a duration."""
+
+    async def ask_approval(self, request: ApprovalRequest) -> str:
+        if not self.requests:
+            await self.changes.until(
+                lambda: any(t.state == "ERROR" for r in self.replies for t in r.tools)
+            )
+        return await super().ask_approval(request)
+
+
+async def test_an_answer_after_the_listener_denied_is_never_shown_approved(
+    tmp_path: Path,
+) -> None:
+    """The window counts from the hook call's arrival, as the listener's deadline does: a
+    request whose post took the whole window is over when it shows, and an approval then is
+    not shown as "Approved" for a tool agy was already told is denied."""
+    adapter = SlowFirstPost()
+    async with running(tmp_path, extra=approvals(timeout=3), adapter=adapter) as h:
+        await h.say("[[tool run_command touch late.txt]] [[tool run_command touch ok.txt]]")
+        late = await request(h)  # shown only after agy read the listener's deny
+        outcome = await h.bridge.core.decide(thread(), late, ApprovalChoice.APPROVE, BOB)
+        assert outcome is DecideOutcome.UNKNOWN, "the tool call was denied already"
+        settled = await h.adapter.changes.until(lambda: h.adapter.settled.get(late))
+        assert settled.state == "timed_out" and "Approved" not in settled.text
+        # The next call is asked in its own window and approved within it: it runs.
+        ok = await request(h, 2)
+        outcome = await h.bridge.core.decide(thread(), ok, ApprovalChoice.APPROVE, BOB)
+        assert outcome is DecideOutcome.DECIDED
+        [reply] = await h.adapter.wait_finished(1)
+        assert h.adapter.settled[ok].state == "approved"
+        assert (workdir(h) / "ok.txt").exists() and not (workdir(h) / "late.txt").exists()
 
 
 async def test_deny_with_a_reason_reaches_the_answer(tmp_path: Path) -> None:
