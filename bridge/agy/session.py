@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from bridge.agy import wire
 from bridge.agy.listener import HookFunc, Registration, UndeliveredFunc
 from bridge.agy.plugin import PLUGIN_NAME, lower_flag, raise_flag
@@ -36,6 +38,9 @@ class ToolCall:
     workspace_paths: tuple[str, ...] = ()
     scratch: str | None = None  # agy's own artifact folder of this conversation
     step_idx: int | None = None  # the call's step in agy's stream (its step_index)
+    # When the hook call reached the listener (``anyio.current_time()``): the listener's answer
+    # deadline counts from it, so a decision's own deadline must too. None: when decided.
+    arrived: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ def injection_hook(inject: InjectFunc, decide: DecideFunc | None = None) -> Hook
             if decide is None or not isinstance(data, wire.PreToolUseInput):
                 return wire.ToolDecision(decision="deny", reason="this session decides no tools")
             call = ToolCall(
+                # The listener started its clock as it started this function, just before.
+                arrived=anyio.current_time(),
                 name=data.tool_call.name,
                 args=dict(data.tool_call.args),
                 conversation_id=data.conversation_id,

@@ -9,6 +9,7 @@ agy, but the thread stays open: a chat message is stored and injected at the nex
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -53,6 +54,9 @@ STOP_GRACE = 10.0
 class _Waiting:
     request: ApprovalRequest
     pattern: str | None
+    # When the window closes (``anyio.current_time()``): the hook call's arrival plus the
+    # timeout, the moment the listener's own deadline counts from too.
+    deadline: float = math.inf
     handle: str | None = None  # set once the request message is posted
     posted: anyio.Event = field(default_factory=anyio.Event)
     started: float = field(default_factory=time.monotonic)
@@ -118,7 +122,14 @@ class ApprovalGate:
     # --- agy asks ----------------------------------------------------------------------------
 
     async def decide(self, call: ToolCall) -> ToolVerdict:
-        """The answer to one ``PreToolUse`` call: at once by policy, or after asking."""
+        """The answer to one ``PreToolUse`` call: at once by policy, or after asking.
+
+        The window for a person's answer counts from the hook call's arrival, not from the
+        request's post: the listener answers agy's hook call a little after ``timeout`` from
+        that arrival, whatever happens here, so a window counted from a slow post (a loaded
+        host, a chat's rate limit) would still take answers after agy was told "denied"."""
+        arrived = call.arrived if call.arrived is not None else anyio.current_time()
+        deadline = arrived + self.config.timeout
         verdict = await self._judge(call)
         if isinstance(verdict, policy.Allow):
             self.metrics.approval("allowed_by_policy")
@@ -141,7 +152,13 @@ class ApprovalGate:
                 return ALLOWED
             if isinstance(verdict, policy.Deny):
                 return ToolVerdict(allow=False, reason=verdict.reason)
-            return await self._ask(call, verdict)
+            if anyio.current_time() >= deadline:
+                # Earlier requests took its whole window: the listener is denying it anyway.
+                self.metrics.approval(ApprovalState.TIMED_OUT.value)
+                return ToolVerdict(
+                    allow=False, reason=texts.queued_too_long(self.config.timeout)
+                )
+            return await self._ask(call, verdict, deadline)
 
     async def _judge(self, call: ToolCall) -> policy.Verdict:
         place = self.place
@@ -177,7 +194,7 @@ class ApprovalGate:
         """The stored list changed elsewhere (``!approvals reset``): read it again."""
         self._always = None
 
-    async def _ask(self, call: ToolCall, ask: policy.Ask) -> ToolVerdict:
+    async def _ask(self, call: ToolCall, ask: policy.Ask, deadline: float) -> ToolVerdict:
         store = self.store
         requested_by = self._requested_by()
         request = ApprovalRequest(
@@ -191,7 +208,7 @@ class ApprovalGate:
             text="",
         )
         # Waiting before it is posted: a click may come before the post call returns.
-        waiting = _Waiting(request, ask.pattern)
+        waiting = _Waiting(request, ask.pattern, deadline)
         self.waiting = waiting
         try:
             number = await store.add_approval(
@@ -202,7 +219,7 @@ class ApprovalGate:
                 summary=ask.summary,
                 preview=ask.preview,
                 requested_by=requested_by,
-                timeout=self.config.timeout,
+                timeout=window_left(deadline, self.config.timeout),
                 number=number,
             )
             update: dict[str, object] = {"number": number, "text": text}
@@ -222,7 +239,7 @@ class ApprovalGate:
         finally:
             waiting.posted.set()
         try:
-            with anyio.move_on_after(self.config.timeout):
+            with anyio.CancelScope(deadline=waiting.deadline):
                 await waiting.done.wait()
             if waiting.state is None:
                 await self._finish(waiting, ApprovalState.TIMED_OUT, None, "")
@@ -259,6 +276,10 @@ class ApprovalGate:
             return DecideOutcome.UNKNOWN
         await waiting.posted.wait()
         if waiting.state is not None or waiting.handle is None:
+            return DecideOutcome.UNKNOWN
+        if anyio.current_time() >= waiting.deadline:
+            # Past the window (the post took it, or the timeout is being recorded): agy is
+            # told "denied", so the answer is late, as one after the timeout is.
             return DecideOutcome.UNKNOWN
         number = waiting.request.number
         typed = handle is None or handle.startswith("#")
@@ -364,6 +385,17 @@ class ApprovalGate:
         except Exception:
             log.exception("could not edit an approval request", extra={"chat_thread": self.key})
         return True
+
+
+def window_left(deadline: float, timeout: float) -> float:
+    """The window to show in a request: ``timeout``, or what is left of it when earlier
+    requests took a part (rounded down to whole minutes, or seconds under one)."""
+    left = deadline - anyio.current_time()
+    if left >= timeout - 1:
+        return timeout
+    if left >= 60:
+        return math.floor(left / 60) * 60
+    return max(1, math.floor(left))
 
 
 async def settle_quietly(

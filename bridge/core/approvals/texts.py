@@ -224,5 +224,13 @@ def agent_reason(state: ApprovalState, by: Author | None, reason: str, timeout: 
     return reason or "it was not approved"
 
 
+def queued_too_long(timeout: float) -> str:
+    """What the model reads when a call waited behind earlier requests for its whole window."""
+    return (
+        f"it waited behind earlier approval requests for the whole approval window "
+        f"({minutes(timeout)}), so no one was asked; make the call again if it is still needed"
+    )
+
+
 def not_approver_text(who: Author) -> str:
     return f"{who.label} may not answer approval requests in this thread; nothing changed."
