@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from bridge.agy.session import ToolCall, ToolVerdict
+from bridge.core.approvals.gate import window_left
 from bridge.core.events import ApprovalChoice, ApprovalRequest, Author, DecideOutcome
 from bridge.core.store.rows import ApprovalState
 from tests.core.harness import Harness, RecordingAdapter, running, thread
@@ -89,6 +92,47 @@ async def test_an_answer_after_the_listener_denied_is_never_shown_approved(
         [reply] = await h.adapter.wait_finished(1)
         assert h.adapter.settled[ok].state == "approved"
         assert (workdir(h) / "ok.txt").exists() and not (workdir(h) / "late.txt").exists()
+
+
+async def test_a_call_whose_window_was_spent_in_the_queue_is_denied_unasked(
+    tmp_path: Path,
+) -> None:
+    """Requests are asked one at a time: a call that waited behind another for its whole
+    window (counted from its arrival, as the listener counts) is denied without a request
+    no answer could reach agy for."""
+    async with running(tmp_path, extra=approvals()) as h:
+        await h.say("[[tool run_command touch first.txt]]")
+        first = await request(h)
+        [actor] = h.bridge.core.threads.values()
+        gate = actor.work.gate
+        verdicts: list[ToolVerdict] = []
+        # Arrived one window ago: as long as the first request could keep it queued.
+        queued = ToolCall(
+            name="run_command",
+            args={"CommandLine": "touch queued.txt"},
+            arrived=anyio.current_time() - 60,
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _append(verdicts, gate.decide(queued)))
+            await anyio.wait_all_tasks_blocked()
+            await h.bridge.core.decide(thread(), first, ApprovalChoice.APPROVE, BOB)
+        [verdict] = verdicts
+        assert not verdict.allow and "whole approval window (1 minute)" in (verdict.reason or "")
+        await h.adapter.wait_finished(1)
+        assert len(h.adapter.requests) == 1, "no request is shown for it"
+        assert (workdir(h) / "first.txt").exists()
+
+
+async def _append(into: list[ToolVerdict], verdict: Any) -> None:
+    into.append(await verdict)
+
+
+async def test_a_request_shows_the_window_left_of_it() -> None:
+    now = anyio.current_time
+    assert window_left(now() + 600, 600) == 600
+    assert window_left(now() + 150, 600) == 120  # rounded down: never more than is left
+    assert window_left(now() + 42.7, 600) == 42
+    assert window_left(now() - 1, 600) == 1
 
 
 async def test_deny_with_a_reason_reaches_the_answer(tmp_path: Path) -> None:
