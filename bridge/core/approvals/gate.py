@@ -155,9 +155,7 @@ class ApprovalGate:
             if anyio.current_time() >= deadline:
                 # Earlier requests took its whole window: the listener is denying it anyway.
                 self.metrics.approval(ApprovalState.TIMED_OUT.value)
-                return ToolVerdict(
-                    allow=False, reason=texts.queued_too_long(self.config.timeout)
-                )
+                return ToolVerdict(allow=False, reason=texts.queued_too_long(self.config.timeout))
             return await self._ask(call, verdict, deadline)
 
     async def _judge(self, call: ToolCall) -> policy.Verdict:

@@ -90,6 +90,7 @@ async def test_an_answer_after_the_listener_denied_is_never_shown_approved(
         outcome = await h.bridge.core.decide(thread(), ok, ApprovalChoice.APPROVE, BOB)
         assert outcome is DecideOutcome.DECIDED
         [reply] = await h.adapter.wait_finished(1)
+        assert reply.outcome is not None and "took too long" in reply.outcome.final_text
         assert h.adapter.settled[ok].state == "approved"
         assert (workdir(h) / "ok.txt").exists() and not (workdir(h) / "late.txt").exists()
 
