@@ -65,7 +65,8 @@ class ToolHookTiming:
 
 def tool_hook_timing(approval_timeout: float) -> ToolHookTiming:
     """Deadlines above an approval timeout: a person may take ``approval_timeout`` to decide,
-    the listener answers just after it at the latest, curl and agy wait a little longer."""
+    the listener answers just after it at the latest, curl and agy wait a little longer. All
+    count from the hook call's arrival (the decision's window too: ``ToolCall.arrived``)."""
     if approval_timeout < 0:
         raise ValueError("an approval timeout cannot be negative")
     hook_timeout = math.ceil(approval_timeout) + _TOOL_HOOK_SLACK_SECONDS
