@@ -64,6 +64,18 @@ async def clean_merged(
     return " This thread's repository was removed (its branch stays in the workspace's repository)."
 
 
+async def merge_and_tell(
+    requests: PullRequests, router: Router | None, thread: ThreadRef, by: Author
+) -> None:
+    """``!merge``'s step: merge the thread's PR, tell the thread and clean its workspace."""
+    pull, merged = await requests.merge(thread, by)
+    text = f"Merged pull request #{pull.number} into `{pull.base}` ({pull.url})."
+    if merged:
+        target = await requests.target(thread)
+        text += await clean_merged(requests, router, target, by)
+    await requests.say(thread, text)
+
+
 async def merged_on_forge(
     requests: PullRequests, router: Router | None, target: Target, row: PullRow
 ) -> None:

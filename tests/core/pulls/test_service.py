@@ -3,17 +3,19 @@ real git remote: the same PR updated, the description scrubbed, the forge's word
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 
 from bridge.config import build_config
 from bridge.core.approvals.secrets import scrubber_for
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.leases import LocalLeases
-from bridge.core.pulls.cleanup import merged_on_forge
+from bridge.core.pulls.cleanup import merge_and_tell, merged_on_forge
 from bridge.core.pulls.follow import CheckFollower
 from bridge.core.pulls.service import PullRequests
 from bridge.core.pulls.target import Refused
@@ -219,4 +221,92 @@ async def test_a_pr_merged_on_the_forge_cleans_the_workspace_once(
         assert not place.workdir.exists()
         cleaned = [d for k, d in h.audited if k == "forge.cleanup"]
         assert len(cleaned) == 1 and cleaned[0]["person"] == "forge" and cleaned[0]["removed"]
+        assert (await store.pull(THREAD.key)).state == "merged"  # type: ignore[union-attr]
+
+
+class Paused:
+    """The store, with each record of a PR's new state held until the test lets it go: the
+    path that makes it has read the forge's state and not yet recorded it."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.gates: list[tuple[anyio.Event, anyio.Event]] = []  # (go, recorded), by arrival
+        self.arrived = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def waiting(self, count: int) -> None:
+        """Until ``count`` records are held."""
+        while len(self.gates) < count:
+            self.arrived = anyio.Event()
+            await self.arrived.wait()
+
+    async def release(self, index: int) -> None:
+        """Let the ``index``-th held record go, and wait until it is in the store."""
+        go, recorded = self.gates[index]
+        go.set()
+        await recorded.wait()
+
+    async def _held(self, record: Awaitable[Any]) -> Any:
+        go, recorded = anyio.Event(), anyio.Event()
+        self.gates.append((go, recorded))
+        self.arrived.set()
+        await go.wait()
+        try:
+            return await record
+        finally:
+            recorded.set()
+
+    async def set_pull_state(self, thread_key: str, state: str) -> None:
+        await self._held(self.store.set_pull_state(thread_key, state))
+
+    async def close_pull(self, thread_key: str, state: str) -> bool:
+        return bool(await self._held(self.store.close_pull(thread_key, state)))
+
+
+@pytest.mark.parametrize("first", ["merge", "forge"])
+async def test_a_merge_seen_by_merge_and_by_the_forges_word_at_once_is_told_once(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession, first: str
+) -> None:
+    """``!merge`` merged and the follower (the webhook's ``closed`` wakes it, or its poll)
+    read the PR as merged before either recorded it: whichever records first tells the thread
+    and cleans its repository, the other neither tells again nor fails."""
+    h = Harness(remote, tmp_path, cleanup="remove")
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        paused = Paused(store)
+        pulls = h.pulls(paused, session)
+        await h.commit("a.txt")
+        await pulls.open_or_update(THREAD, CAROL, "t")
+        place = place_for(h.config, THREAD)
+        row = await store.pull(THREAD.key)
+        assert row is not None and row.state == "open"
+
+        async def merged(target: Any, seen: Any) -> None:
+            await merged_on_forge(pulls, None, target, seen)
+
+        follower = CheckFollower(pulls, LocalLeases("here"), merged)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(merge_and_tell, pulls, None, THREAD, CAROL)
+            await paused.waiting(1)  # merged on the forge, not recorded yet
+            tg.start_soon(follower._look, row)
+            await paused.waiting(2)  # the follower read it merged too
+            order = [0, 1] if first == "merge" else [1, 0]
+            for index in order:
+                await paused.release(index)
+        told = [t for t in h.said if "erged" in t]
+        assert len(told) == 1, told
+        assert told[0].startswith(
+            f"Merged pull request #{row.number}"
+            if first == "merge"
+            else f"Pull request #{row.number} was merged."
+        )
+        assert told[0].endswith(
+            "This thread's repository was removed (its branch stays in the workspace's "
+            "repository)."
+        )
+        assert not place.workdir.exists()
+        cleaned = [d for k, d in h.audited if k == "forge.cleanup"]
+        assert len(cleaned) == 1 and cleaned[0]["removed"]
+        assert [k for k, _ in h.audited].count("forge.merged") == 1
         assert (await store.pull(THREAD.key)).state == "merged"  # type: ignore[union-attr]
