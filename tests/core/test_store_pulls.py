@@ -35,7 +35,7 @@ async def test_link_found_by_thread_and_by_number(store_where: str) -> None:
         assert (await store.pull_by_number("github", "team/app", 7)) == pull()
         assert await store.pull_by_number("gitlab", "team/app", 7) is None
         await store.set_pull_pushed("slack:C1:1.0", "b" * 40)
-        await store.set_pull_state("slack:C1:1.0", "merged")
+        assert await store.close_pull("slack:C1:1.0", "merged")
         row = await store.pull("slack:C1:1.0")
         assert row is not None and row.pushed_sha == "b" * 40 and row.state == "merged"
         assert await store.open_pulls() == []
@@ -53,3 +53,19 @@ async def test_a_check_change_is_claimed_once(store_where: str) -> None:
         again = await store.pull("slack:C1:1.0")
         assert again is not None and again.checks == now and again.checks_sha == "c" * 40
         assert await store.claim_checks(again, "c" * 40, {"ci": "failed"})
+
+
+async def test_a_pull_leaves_open_once_across_instances(store_where: str) -> None:
+    """``!merge`` and the CI follower (of this instance or another) both saw the merge: the
+    one whose record moves the row from open tells it, the other does not."""
+    async with open_store(store_where) as one, open_store(store_where) as two:
+        await one.save_pull(pull())
+        assert await two.close_pull("slack:C1:1.0", "merged")
+        assert not await one.close_pull("slack:C1:1.0", "merged")
+        assert not await two.close_pull("slack:C1:1.0", "closed")
+        row = await one.pull("slack:C1:1.0")
+        assert row is not None and row.state == "merged"
+        # A new PR of the thread is open again, and leaves open once again.
+        await one.save_pull(pull(number=8))
+        assert await one.close_pull("slack:C1:1.0", "closed")
+        assert not await two.close_pull("slack:C1:1.0", "merged")

@@ -10,7 +10,7 @@ from bridge.core.command_text import Command
 from bridge.core.commands.registry import Core, Who, command
 from bridge.core.events import IncomingMessage, OutgoingFile, ThreadRef
 from bridge.core.git import GitError
-from bridge.core.pulls.cleanup import clean_merged
+from bridge.core.pulls.cleanup import merge_and_tell
 from bridge.core.pulls.diff import branch_diff, diff_text, local_base
 from bridge.core.pulls.target import Refused, thread_place
 from bridge.core.worktrees import bring_back
@@ -101,18 +101,9 @@ async def merge(core: Core, message: IncomingMessage, _: Command) -> None:
     if core.pulls is None:
         await core.say(message.thread, NO_FORGE)
         return
-    requests = core.pulls.requests
     thread = message.thread
-
-    async def step() -> None:
-        pull, merged = await requests.merge(thread, message.author)
-        text = f"Merged pull request #{pull.number} into `{pull.base}` ({pull.url})."
-        if merged:
-            target = await requests.target(thread)
-            text += await clean_merged(requests, core.router, target, message.author)
-        await core.say(thread, text)
-
-    _background(core, thread, step())
+    step = merge_and_tell(core.pulls.requests, core.router, thread, message.author)
+    _background(core, thread, step)
 
 
 @command("fix", "`!fix`: hand the agent the failing CI jobs' logs of this thread's pull request")

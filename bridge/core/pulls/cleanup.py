@@ -1,6 +1,7 @@
 """A merged pull request's workspace, cleaned according to ``worktree_cleanup``: the same way
 after ``!merge`` and after a merge on the forge (which the CI follower finds, by the instance
-holding the thread's lease, once: ``Store.close_pull`` moves the row from open once)."""
+holding the thread's lease). Told and cleaned once, by whichever path moves the stored PR from
+open (``Store.close_pull``): ``!merge`` and the follower may both read the merge at once."""
 
 from __future__ import annotations
 
@@ -64,14 +65,51 @@ async def clean_merged(
     return " This thread's repository was removed (its branch stays in the workspace's repository)."
 
 
+async def merge_and_tell(
+    requests: PullRequests, router: Router | None, thread: ThreadRef, by: Author
+) -> None:
+    """``!merge``'s step: merge the thread's PR, then tell the thread and clean its workspace
+    when this call is the one to (``Merge.told``): the CI follower may have read the merge
+    meanwhile, woken by the forge's webhook, and told it first."""
+    done = await requests.merge(thread, by)
+    pull = done.pull
+    if not done.told:
+        if pull.state == "open":
+            await requests.say(
+                thread,
+                f"The forge took the merge of pull request #{pull.number} but has not merged it "
+                "yet: this thread is told when it does.",
+            )
+        else:
+            log.info("pull request #%d's merge was told by the forge's word", pull.number)
+        return
+    target = await requests.target(thread)
+    if done.by_us:
+        text = f"Merged pull request #{pull.number} into `{pull.base}` ({pull.url})."
+        await tell_merged(requests, router, target, text, by)
+    else:
+        await tell_merged(requests, router, target, f"Pull request #{pull.number} was merged.")
+
+
 async def merged_on_forge(
     requests: PullRequests, router: Router | None, target: Target, row: PullRow
 ) -> None:
     """A PR merged on the forge (not through ``!merge``): told, and cleaned as ``!merge``
     cleans."""
-    text = f"Pull request #{row.number} was merged."
+    await tell_merged(requests, router, target, f"Pull request #{row.number} was merged.")
+
+
+async def tell_merged(
+    requests: PullRequests,
+    router: Router | None,
+    target: Target,
+    text: str,
+    by: Author | str = "forge",
+) -> None:
+    """The merge told in the thread with what its clean-up did (a failed clean-up is said, the
+    merge is never lost to it)."""
     try:
-        text += await clean_merged(requests, router, target, "forge")
+        text += await clean_merged(requests, router, target, by)
     except GitError as exc:
         log.warning("a merged thread's repository was not cleaned: %s", exc)
         text += f" This thread's repository was not cleaned: {exc}"

@@ -132,7 +132,8 @@ class CheckFollower:
             target = await self.pulls.target(thread)
             pull = await target.forge.get_pr(row.number)
             if pull.state != "open":
-                # Said once: by whoever moves the row from open (a merge here says its own).
+                # Said once: by whoever moves the row from open (this look, another
+                # instance's, or !merge, which may have read the same merge meanwhile).
                 if not await self.pulls.store.close_pull(row.thread_key, pull.state):
                     return True
                 if pull.state == "merged" and self.on_merged is not None:

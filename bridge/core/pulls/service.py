@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
+from pydantic import BaseModel, ConfigDict
 
 from bridge.agy.sandbox import Sandbox
 from bridge.config import Config
@@ -34,6 +35,18 @@ Say = Callable[[ThreadRef, str], Awaitable[None]]
 AskPurpose = Callable[[ThreadRef, Author], Awaitable[str | None]]
 Turn = Callable[[ThreadRef, Author, str], Awaitable[None]]
 MAX_TITLE = 120
+
+
+class Merge(BaseModel):
+    """What ``!merge`` did: the PR as the forge says after it, whether this merge made it
+    (``by_us``; else the forge's own page did, before), and whether this call is the one to
+    tell the thread and clean its repository (``told``: it moved the stored PR from open)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pull: PullRequest
+    by_us: bool
+    told: bool
 
 
 class PullRequests:
@@ -211,9 +224,10 @@ class PullRequests:
 
     # --- !merge --------------------------------------------------------------------------------
 
-    async def merge(self, thread: ThreadRef, by: Author) -> tuple[PullRequest, bool]:
-        """Merge the thread's PR when its required checks passed; the PR and whether the
-        workspace may be cleaned (the forge says it is merged)."""
+    async def merge(self, thread: ThreadRef, by: Author) -> Merge:
+        """Merge the thread's PR when its required checks passed. The merge is told by the
+        one path that moves the stored PR from open (``Store.close_pull``): this one, or the
+        CI follower that read the merge meanwhile (woken by the forge's webhook, or its poll)."""
         target = await self.target(thread)
         row = await self.store.pull(thread.key)
         if row is None:
@@ -221,7 +235,10 @@ class PullRequests:
         try:
             pull = await target.forge.get_pr(row.number)
             if pull.state != "open":
-                await self.store.set_pull_state(thread.key, pull.state)
+                told = await self.store.close_pull(thread.key, pull.state)
+                if told and pull.state == "merged":
+                    # Merged on the forge, and seen here first: the follower no longer looks.
+                    return Merge(pull=pull, by_us=False, told=True)
                 raise Refused(f"Pull request #{pull.number} is {pull.state}: nothing to merge.")
             required = target.settings.required_checks
             if required is None:
@@ -245,7 +262,12 @@ class PullRequests:
         except ForgeError as exc:
             await self._audit("forge.refused", thread, by, step="merge", error=exc.text)
             raise Refused(f"The forge refused the merge: {exc.text} (HTTP {exc.status})") from None
-        await self.store.set_pull_state(thread.key, merged.state)
+        # The forge's answer to the merge counts, whatever a read right after it says; one
+        # not merged yet (GitLab may queue it) is the follower's to tell when it is.
+        state = "merged" if done.merged else merged.state
+        told = state != "open" and await self.store.close_pull(thread.key, state)
+        if state != merged.state:
+            merged = merged.model_copy(update={"state": state})
         await self._audit(
             "forge.merged",
             thread,
@@ -255,7 +277,7 @@ class PullRequests:
             method=method,
             sha=done.sha,
         )
-        return merged, merged.state == "merged"
+        return Merge(pull=merged, by_us=True, told=told)
 
     # --- !fix ----------------------------------------------------------------------------------
 

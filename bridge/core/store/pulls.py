@@ -114,14 +114,12 @@ class PullQueries(StoreBase):
             (sha, time.time(), thread_key),
         )
 
-    async def set_pull_state(self, thread_key: str, state: str) -> None:
-        await self._write(
-            "UPDATE pull_requests SET state = ?, updated_at = ? WHERE thread_key = ?",
-            (state, time.time(), thread_key),
-        )
-
     async def close_pull(self, thread_key: str, state: str) -> bool:
-        """Move an open PR's row to ``state``: whether this call moved it."""
+        """Move an open PR's row to ``state``: whether this call moved it. The only way a
+        row leaves open: ``!merge`` and the CI follower (on any instance) may both read the
+        forge's merge before either records it, and the one this returns True to alone tells
+        the thread and cleans its repository (a conditional UPDATE: on PostgreSQL the second
+        waits for the first to commit, then finds the row no longer open)."""
         changed = await self._write(
             "UPDATE pull_requests SET state = ?, updated_at = ? WHERE thread_key = ?"
             " AND state = 'open'",

@@ -3,23 +3,27 @@ real git remote: the same PR updated, the description scrubbed, the forge's word
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 
 from bridge.config import build_config
 from bridge.core.approvals.secrets import scrubber_for
 from bridge.core.events import Author, IncomingMessage, ThreadRef
 from bridge.core.leases import LocalLeases
-from bridge.core.pulls.cleanup import merged_on_forge
+from bridge.core.pulls.cleanup import merge_and_tell, merged_on_forge
 from bridge.core.pulls.follow import CheckFollower
 from bridge.core.pulls.service import PullRequests
 from bridge.core.pulls.target import Refused
 from bridge.core.store.opening import open_store
 from bridge.core.workspaces import place_for
 from bridge.core.worktrees import ensure_worktree, has_own_repository
+from bridge.forge.base import MergeResult
+from bridge.forge.github import GitHubForge
 from tests.forge.conftest import REPO, TOKEN, Remote
 from tests.forge.git_http import git
 
@@ -150,8 +154,8 @@ async def test_merge_waits_for_configured_checks_and_uses_the_method(
         failing = await pulls.fix(THREAD, CAROL)
         assert [c.name for c in failing] == ["lint"] and "E lint" in h.turns[-1]
         remote.github.set_check(REPO, sha, "lint", "completed", "success")
-        merged, clean = await pulls.merge(THREAD, CAROL)
-        assert clean and merged.state == "merged"
+        merged = await pulls.merge(THREAD, CAROL)
+        assert merged.told and merged.by_us and merged.pull.state == "merged"
         assert remote.github.pulls[(REPO, opened.number)].merge_call["merge_method"] == "rebase"
         with pytest.raises(Refused, match="is merged: nothing to merge"):
             await pulls.merge(THREAD, CAROL)
@@ -219,4 +223,149 @@ async def test_a_pr_merged_on_the_forge_cleans_the_workspace_once(
         assert not place.workdir.exists()
         cleaned = [d for k, d in h.audited if k == "forge.cleanup"]
         assert len(cleaned) == 1 and cleaned[0]["person"] == "forge" and cleaned[0]["removed"]
+        assert (await store.pull(THREAD.key)).state == "merged"  # type: ignore[union-attr]
+
+
+async def test_merge_after_a_merge_on_the_forge_page_tells_and_cleans_it(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """Merged on the forge's page, and ``!merge`` comes before the follower noticed: the
+    thread is told the merge and its repository cleaned (the follower no longer looks at a PR
+    that is not open), once; a second ``!merge`` has nothing to merge."""
+    h = Harness(remote, tmp_path, cleanup="remove")
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        pulls = h.pulls(store, session)
+        await h.commit("a.txt")
+        opened = await pulls.open_or_update(THREAD, CAROL, "t")
+        remote.github.pulls[(REPO, opened.number)].merged = True
+        await merge_and_tell(pulls, None, THREAD, CAROL)
+        assert [t for t in h.said if "erged" in t] == [
+            f"Pull request #{opened.number} was merged. This thread's repository was removed "
+            "(its branch stays in the workspace's repository)."
+        ]
+        assert not place_for(h.config, THREAD).workdir.exists()
+        assert [k for k, _ in h.audited].count("forge.merged") == 0
+        with pytest.raises(Refused, match="is merged: nothing to merge"):
+            await merge_and_tell(pulls, None, THREAD, CAROL)
+        assert [k for k, _ in h.audited].count("forge.cleanup") == 1
+        assert await store.open_pulls() == []
+
+
+async def test_a_merge_the_forge_queued_is_told_once_when_it_is_done(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession, monkeypatch: Any
+) -> None:
+    """GitLab may answer a merge with the request still ``opened`` (merged a moment later):
+    ``!merge`` says so and the follower tells the merge when the forge reports it, once."""
+    h = Harness(remote, tmp_path, cleanup="remove")
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        pulls = h.pulls(store, session)
+        await h.commit("a.txt")
+        opened = await pulls.open_or_update(THREAD, CAROL, "t")
+
+        async def queued(*_: Any) -> MergeResult:
+            return MergeResult(merged=False, message="opened")
+
+        monkeypatch.setattr(GitHubForge, "merge", queued)
+        await merge_and_tell(pulls, None, THREAD, CAROL)
+        assert h.said[-1] == (
+            f"The forge took the merge of pull request #{opened.number} but has not merged it "
+            "yet: this thread is told when it does."
+        )
+        assert [r.number for r in await store.open_pulls()] == [opened.number]
+        remote.github.pulls[(REPO, opened.number)].merged = True
+
+        async def merged(target: Any, seen: Any) -> None:
+            await merged_on_forge(pulls, None, target, seen)
+
+        follower = CheckFollower(pulls, LocalLeases("here"), merged)
+        (row,) = await store.open_pulls()
+        assert await follower._look(row)
+        assert await follower.tick() > 0  # nothing open is left to look at
+        assert [t for t in h.said if t.startswith(("Merged", "Pull request"))] == [
+            f"Pull request #{opened.number} was merged. This thread's repository was removed "
+            "(its branch stays in the workspace's repository)."
+        ]
+
+
+class Paused:
+    """The store, with each record of a PR's new state held until the test lets it go: the
+    path that makes it has read the forge's state and not yet recorded it."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.gates: list[tuple[anyio.Event, anyio.Event]] = []  # (go, recorded), by arrival
+        self.arrived = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def waiting(self, count: int) -> None:
+        """Until ``count`` records are held."""
+        while len(self.gates) < count:
+            self.arrived = anyio.Event()
+            await self.arrived.wait()
+
+    async def release(self, index: int) -> None:
+        """Let the ``index``-th held record go, and wait until it is in the store."""
+        go, recorded = self.gates[index]
+        go.set()
+        await recorded.wait()
+
+    async def _held(self, record: Awaitable[Any]) -> Any:
+        go, recorded = anyio.Event(), anyio.Event()
+        self.gates.append((go, recorded))
+        self.arrived.set()
+        await go.wait()
+        try:
+            return await record
+        finally:
+            recorded.set()
+
+    async def close_pull(self, thread_key: str, state: str) -> bool:
+        return bool(await self._held(self.store.close_pull(thread_key, state)))
+
+
+@pytest.mark.parametrize("first", ["merge", "forge"])
+async def test_a_merge_seen_by_merge_and_by_the_forges_word_at_once_is_told_once(
+    remote: Remote, tmp_path: Path, session: aiohttp.ClientSession, first: str
+) -> None:
+    """``!merge`` merged and the follower (the webhook's ``closed`` wakes it, or its poll)
+    read the PR as merged before either recorded it: whichever records first tells the thread
+    and cleans its repository, the other neither tells again nor fails."""
+    h = Harness(remote, tmp_path, cleanup="remove")
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        paused = Paused(store)
+        pulls = h.pulls(paused, session)
+        await h.commit("a.txt")
+        await pulls.open_or_update(THREAD, CAROL, "t")
+        place = place_for(h.config, THREAD)
+        row = await store.pull(THREAD.key)
+        assert row is not None and row.state == "open"
+
+        async def merged(target: Any, seen: Any) -> None:
+            await merged_on_forge(pulls, None, target, seen)
+
+        follower = CheckFollower(pulls, LocalLeases("here"), merged)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(merge_and_tell, pulls, None, THREAD, CAROL)
+            await paused.waiting(1)  # merged on the forge, not recorded yet
+            tg.start_soon(follower._look, row)
+            await paused.waiting(2)  # the follower read it merged too
+            order = [0, 1] if first == "merge" else [1, 0]
+            for index in order:
+                await paused.release(index)
+        told = [t for t in h.said if "erged" in t]
+        assert len(told) == 1, told
+        assert told[0].startswith(
+            f"Merged pull request #{row.number}"
+            if first == "merge"
+            else f"Pull request #{row.number} was merged."
+        )
+        assert told[0].endswith(
+            "This thread's repository was removed (its branch stays in the workspace's repository)."
+        )
+        assert not place.workdir.exists()
+        cleaned = [d for k, d in h.audited if k == "forge.cleanup"]
+        assert len(cleaned) == 1 and cleaned[0]["removed"]
+        assert [k for k, _ in h.audited].count("forge.merged") == 1
         assert (await store.pull(THREAD.key)).state == "merged"  # type: ignore[union-attr]
