@@ -104,7 +104,9 @@ class Cluster:
             return DecideOutcome.UNKNOWN
         # A bare typed answer goes on bare: the running gate knows whether it could mean
         # another request (and says so); a click, a reply or a number stays bound to its own.
-        pinned = c.Decide(decide.handle, decide.choice, decide.by, decide.reason)
+        pinned = c.Decide(
+            decide.handle, decide.choice, decide.by, decide.reason, sent_at=decide.sent_at
+        )
         # CommandTooLong (a very long reason) reaches the caller, which tells the thread.
         await self.leases.send_control(thread.key, wire.encode(thread.key, pinned))
         log.info(

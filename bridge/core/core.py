@@ -247,7 +247,8 @@ class Core:
             replied = await self.store.approval_by_handle(message.thread.key, message.reply_to)
             handle = replied.handle if replied is not None else None
         outcome = await self._decide(
-            message.thread, c.Decide(handle, reply.choice, message.author, reply.reason)
+            message.thread,
+            c.Decide(handle, reply.choice, message.author, reply.reason, sent_at=message.sent_at),
         )
         if outcome is DecideOutcome.NOT_APPROVER:
             await self.say(message.thread, not_approver_text(message.author))

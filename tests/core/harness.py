@@ -7,6 +7,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ class Harness:
         who: str = "alice",
         attachments: list[AttachmentRef] | None = None,
         event_id: str | None = None,
+        sent_at: datetime | None = None,
     ) -> str:
         self.adapter.sent += 1
         mid = event_id or self._next_id()
@@ -84,6 +86,7 @@ class Harness:
                 author=Author(id=f"@{who}:test", display_name=who.title()),
                 text=text,
                 attachments=attachments or [],
+                sent_at=sent_at,
             )
         )
         # Only a test that hands an event again (its own id) may be answered "duplicate": a

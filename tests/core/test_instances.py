@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from bridge.app import open_bridge, start_adapters
 from bridge.config import build_config
+from bridge.core.approvals import gate
 from bridge.core.events import (
     ApprovalChoice,
     Author,
@@ -394,6 +396,29 @@ async def test_a_typed_deny_at_the_other_instance_reaches_the_holder(
         # With nothing waiting, the same words are a message for the agent again.
         await b.say("deny: that one", who="bob", event_id="later")
         await until(lambda: len(answered(a, b)) >= 2)
+
+
+async def test_a_bare_answer_sent_before_the_request_decides_nothing_at_the_holder(
+    tmp_path: Path, postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through another instance an answer reaches the gate late (a notification, a loaded
+    # host): the bridge's clock alone would take it. When its author sent it travels with it,
+    # so an `approve` written before the request was shown does not decide it.
+    monkeypatch.setattr(gate, "REACTION_SECONDS", 0.0)  # the bridge's clock never refuses
+    async with two(tmp_path, postgres.new_database()) as (a, b):
+        written = datetime.now(UTC)
+        await a.say("[[tool run_command touch stale.txt]]")
+        a, b, handle = await asked(a, b)
+        folder = workdir(a)
+        await b.say("approve", who="bob", event_id="stale", sent_at=written)
+        notice = await a.adapter.wait_notice("decided nothing")
+        assert "Request 1 waits" in notice and handle not in a.adapter.settled
+        # Sent after the request was shown: a bare answer decides it.
+        await b.say("approve", who="bob", event_id="fresh", sent_at=datetime.now(UTC))
+        [reply] = await a.adapter.wait_finished(1)
+        assert reply.outcome is not None and reply.outcome.error is None
+        assert a.adapter.settled[handle].state == "approved"
+        assert (folder / "stale.txt").exists()
 
 
 async def test_a_forwarded_decision_is_checked_by_the_holder_and_taken_once(

@@ -113,3 +113,49 @@ async def test_a_bare_answer_decides_the_only_request_once_it_was_shown_long_eno
         assert "denied by bob: not now" in answer
         assert "Denied by bob" in asked.visible
         assert not (workdir(live) / "ok.txt").exists()
+
+
+async def test_a_bare_answer_sent_before_the_request_was_shown_does_not_decide_it(
+    fake_slack: FakeSlack,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race on a loaded host (or through another instance): Carol's `approve`, written for
+    # request 1, is handled only once request 2 has been shown longer than the reaction time.
+    # By the bridge's clock it is no longer too soon; by Slack's (its ts, when she sent it) it
+    # came before request 2 existed. It must not approve request 2, which she never saw.
+    monkeypatch.setattr(gate, "REACTION_SECONDS", 1.0)
+    async with live_bridge(fake_slack, tmp_path, approvals()) as live:
+        ts = fake_slack.next_ts()
+        line = "[[tool run_command touch a.txt]] [[tool run_command touch b.txt]]"
+        await fake_slack.push_event(mention_event(line, ts=ts))
+        first = await request(fake_slack, ts)
+        written = fake_slack.next_ts()  # Carol sends `approve` for request 1 as Bob denies it
+        await click(fake_slack, first, BOB, DENY_ACTION_ID)
+        second = await request(fake_slack, ts, 2)
+        with anyio.fail_after(30):
+            while not [
+                row
+                for row in await live.bridge.store.waiting_approvals()
+                if row.number == 2 and row.handle
+            ]:
+                await anyio.sleep(0.02)
+        await anyio.sleep(gate.REACTION_SECONDS + 0.2)  # handled late: the bridge was busy
+        stale = message_event("approve", user=CAROL, ts=written, thread_ts=ts)
+        await fake_slack.push_event(stale)
+        await fake_slack.wait_for(
+            lambda: (
+                "Approved" in second.visible
+                or any("decided nothing" in m.visible for m in fake_slack.thread(CHANNEL, ts))
+            ),
+            30,
+        )
+        assert "Approved" not in second.visible, "an answer sent before request 2 approved it"
+        told = next(m for m in fake_slack.thread(CHANNEL, ts) if "decided nothing" in m.visible)
+        assert "Request 2 waits" in told.visible
+        assert not (workdir(live) / "b.txt").exists()
+        # Sent now, long after request 2 was shown: a bare `approve` decides it.
+        await typed(fake_slack, ts, "approve", CAROL)
+        await live.answer(ts, "You said")
+        assert (workdir(live) / "b.txt").exists() and not (workdir(live) / "a.txt").exists()
+        assert "Approved by" in second.visible

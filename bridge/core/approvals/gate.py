@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -43,7 +44,9 @@ ALLOWED = ToolVerdict(allow=True)
 # How long a request must have been shown, with nothing else posted or decided in the thread,
 # before a bare typed `approve` (with no number) may decide it: a person's reading time. In
 # the race it guards against, a second approver's `approve` written for request A reached the
-# thread 0.5 s after request B was posted.
+# thread 0.5 s after request B was posted. It is measured twice: by the bridge's clock when it
+# handles the answer, and by the chat's clock when the person sent it (a loaded host, or
+# another instance's answer through the store, can handle it seconds later).
 REACTION_SECONDS = 2.0
 # How long a request denied by a stop holds its deny back while agy acts on the SIGINT it was
 # sent first (see ``after_stop``).
@@ -101,8 +104,10 @@ class ApprovalGate:
         self._always: tuple[CommandRule, ...] | None = None
         self._told: set[str] = set()  # dropped stored rows the thread was told about
         # When a request of this thread was last posted or decided (a bare typed answer
-        # within REACTION_SECONDS of it could mean another request).
+        # within REACTION_SECONDS of it could mean another request): by the monotonic clock,
+        # and by the wall clock, to compare with when the person sent the answer.
         self._last_event = float("-inf")
+        self._last_event_wall = float("-inf")
         # One policy (and so one shell parser) for the gate's life.
         self._policy = policy.Policy(
             policy.Rules(
@@ -225,7 +230,8 @@ class ApprovalGate:
                 update["always"], waiting.pattern = False, None  # never allowed always
             waiting.request = request = request.model_copy(update=update)
             waiting.handle = await self.adapter.ask_approval(request)
-            self._last_event = time.monotonic()
+            # After the post returned: the chat had shown it by then (the later, the safer).
+            self._mark_event()
             await store.set_approval_handle(request.id, waiting.handle)
         except Exception as exc:
             log.exception("could not ask for an approval", extra={"chat_thread": self.key})
@@ -264,11 +270,18 @@ class ApprovalGate:
     # --- people answer -------------------------------------------------------------------------
 
     async def resolve(
-        self, handle: str | None, choice: ApprovalChoice, by: Author, reason: str = ""
+        self,
+        handle: str | None,
+        choice: ApprovalChoice,
+        by: Author,
+        reason: str = "",
+        *,
+        sent_at: datetime | None = None,
     ) -> DecideOutcome:
         """An answer to the waiting request: ``handle`` is its message (a click, a reaction, a
         Matrix reply), ``#N`` (a typed answer naming its number), or None (a bare typed
-        answer: it decides only when nothing else could be meant, :data:`REACTION_SECONDS`)."""
+        answer: it decides only when nothing else could be meant, :data:`REACTION_SECONDS`,
+        counted also from ``sent_at``, when the person sent it by the chat's clock)."""
         waiting = self.waiting
         if waiting is None or waiting.state is not None:
             return DecideOutcome.UNKNOWN
@@ -288,7 +301,7 @@ class ApprovalGate:
         if handle is not None and typed:
             if number is None or handle != number_handle(number):
                 return await self._explain(waiting, by, f"request {handle[1:]} is not waiting")
-        elif handle is None and time.monotonic() - self._last_event < REACTION_SECONDS:
+        elif handle is None and self._too_soon(sent_at):
             return await self._explain(waiting, by, texts.TOO_SOON)
         if choice is ApprovalChoice.DENY:
             state = ApprovalState.DENIED
@@ -307,6 +320,21 @@ class ApprovalGate:
         if not await self._finish(waiting, state, by, reason.strip()):
             return DecideOutcome.UNKNOWN
         return DecideOutcome.DECIDED
+
+    def _mark_event(self) -> None:
+        self._last_event, self._last_event_wall = time.monotonic(), time.time()
+
+    def _too_soon(self, sent_at: datetime | None) -> bool:
+        """Whether a bare answer came within :data:`REACTION_SECONDS` of the last request
+        posted or decided: when the bridge handles it, or when its author sent it. The second
+        is an extra refusal, never a looser check: an answer handled late (a loaded host, a
+        notification from another instance) may have been written before the request it would
+        decide was shown. Without ``sent_at`` (a platform that gives none) only the first."""
+        if time.monotonic() - self._last_event < REACTION_SECONDS:
+            return True
+        return sent_at is not None and sent_at.timestamp() - self._last_event_wall < (
+            REACTION_SECONDS
+        )
 
     async def _explain(self, waiting: _Waiting, by: Author, why: str) -> DecideOutcome:
         """A typed answer decided nothing: say which request waits and how to answer it."""
@@ -356,7 +384,7 @@ class ApprovalGate:
         if before is not None:
             before()
         waiting.done.set()
-        self._last_event = time.monotonic()
+        self._mark_event()
         self.metrics.approval(state.value, time.monotonic() - waiting.started)
         log.info(
             "approval %s: %s",

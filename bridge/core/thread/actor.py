@@ -119,7 +119,9 @@ class ThreadActor:
         gate = self.work.gate
         if gate is None or self.state.gone:
             return DecideOutcome.UNKNOWN
-        return await gate.resolve(command.handle, command.choice, command.by, command.reason)
+        return await gate.resolve(
+            command.handle, command.choice, command.by, command.reason, sent_at=command.sent_at
+        )
 
     def waiting_approval(self) -> bool:
         return self.state.asking

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from bridge.core.events import ApprovalChoice, Author
@@ -63,6 +64,9 @@ class Decide:
     choice: ApprovalChoice
     by: Author
     reason: str = ""
+    # When the person sent it, by the chat's clock (a typed answer; None when the platform
+    # gives no time): a bare answer sent before a request was shown must not decide it.
+    sent_at: datetime | None = None
     kind: Literal["decide"] = "decide"
 
 

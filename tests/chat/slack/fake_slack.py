@@ -588,6 +588,7 @@ class FakeSlack:
         # (method, which calls, until when): answers held back (see hold_replies).
         self._holds: list[tuple[str, Callable[[dict[str, Any]], bool], anyio.Event]] = []
         self._counter = itertools.count(1)
+        self._last_ts = 0  # the last ts given, in microseconds (see next_ts)
         self._changed: anyio.Event | None = None
         self._runner: web.AppRunner | None = None
         # Events API request URLs (HTTP mode): several instances behind a load balancer that
@@ -729,8 +730,12 @@ class FakeSlack:
         return message
 
     def next_ts(self) -> str:
-        n = next(self._counter)
-        return f"{1_700_000_000 + n}.{n:06d}"
+        """A message's ts as Slack makes it: the time it took the message, in microseconds
+        (``<seconds>.<6 digits>``), unique and increasing. The bridge reads it as when a person
+        sent a message (a bare typed answer's reaction time counts from it)."""
+        self._last_ts = max(time.time_ns() // 1000, self._last_ts + 1)
+        seconds, micros = divmod(self._last_ts, 1_000_000)
+        return f"{seconds}.{micros:06d}"
 
     # ----- reading what happened --------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,25 @@ async def test_mention_starts_a_conversation_with_author_and_clean_text(
     assert message.author.display_name == "alice"
     assert message.author.email == "alice@example.org"
     assert message.sent_at is not None
+
+
+async def test_a_messages_sent_at_is_slacks_clock_when_it_was_sent(
+    fake_slack: FakeSlack, inbound: RecordingInbound, tmp_path: Path
+) -> None:
+    # Slack's ts is the second it took the message (``<seconds>.<6 digits>``, unique in the
+    # channel and increasing): the gate measures a bare answer's reaction time from it.
+    async with running_adapter(fake_slack, inbound, tmp_path):
+        before = time.time()
+        first, second = fake_slack.next_ts(), fake_slack.next_ts()
+        after = time.time()
+        await deliver(fake_slack, mention_event("one", ts=first))
+        await deliver(fake_slack, mention_event("two", ts=second))
+
+    assert all(re.fullmatch(r"\d{10}\.\d{6}", ts) for ts in (first, second))
+    assert float(first) < float(second)
+    sent = [m.sent_at.timestamp() for m in inbound.submitted if m.sent_at is not None]
+    assert len(sent) == 2
+    assert int(before) <= sent[0] < sent[1] <= after + 1  # not years before
 
 
 async def test_mention_inside_a_thread_uses_the_thread_root(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -22,6 +23,9 @@ BOB = Author(id="U0BOB", display_name="Bob", org="T1")
         c.SetModel("fast-2", BOB),
         c.Decide("1.5", ApprovalChoice.ALWAYS, BOB, "git status *"),
         c.Decide(None, ApprovalChoice.DENY, BOB),
+        c.Decide(
+            None, ApprovalChoice.APPROVE, BOB, sent_at=datetime(2026, 12, 2, 17, 1, 2, 345678, UTC)
+        ),
         c.ForgetAllowList(),
         c.MessageStored(),
     ],
