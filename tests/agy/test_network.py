@@ -126,3 +126,23 @@ async def test_a_thread_whose_slirp4netns_hangs_is_told_and_the_bridge_still_sto
             await box.h.adapter.wait_notice(told, timeout=BOUND)
             slirp_pid, sandbox_pid = (int(word) for word in seen.read_text().split())
             assert _gone(slirp_pid) and _gone(sandbox_pid), seen.read_text()
+
+
+async def test_the_bridge_stops_while_a_threads_slirp4netns_hangs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bridge stops while a thread's set-up waits for a slirp4netns that hangs, long before
+    the start's deadline: the wait is cancelled, slirp4netns and the sandbox are ended."""
+    _require_private()
+    hang = tmp_path / "hang-from-now-on"
+    fake, seen = _hanging_slirp(tmp_path, real_until=hang)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    # The deadline is far beyond the test's bound: only a cancelled wait lets the bridge stop.
+    with anyio.fail_after(BOUND):
+        async with sandboxed_bridge(tmp_path, agy={"init_timeout": 3 * BOUND}) as box:
+            hang.touch()
+            await box.h.say("hello", where=A)
+            while not seen.exists():
+                await anyio.sleep(0.05)
+    slirp_pid, sandbox_pid = (int(word) for word in seen.read_text().split())
+    assert _gone(slirp_pid) and _gone(sandbox_pid), seen.read_text()
