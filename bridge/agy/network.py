@@ -185,6 +185,7 @@ class SandboxNetwork:
                         step = "ip did not configure it"
                         await _configured(configuring)
                     if self.serve is not None:
+                        step = "the bridge's endpoint in it did not start"
                         await stack.enter_async_context(self.serve(socks[0]))
                 if proxy is not None:  # its task group must not sit inside the deadline's scope
                     await stack.enter_async_context(proxy(socks[1]))
