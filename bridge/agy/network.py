@@ -30,14 +30,16 @@ import itertools
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 import anyio
 
@@ -151,25 +153,39 @@ class SandboxNetwork:
         connection down. Raises NetworkError when the sandbox cannot be connected."""
         info_r, block_w = self._info[0], self._block[1]
         connected = False
+        holder = -1  # the sandbox's first process (a pidfd), which holds its namespaces
+        # What the set-up waits for (said when it waits too long).
+        step = "bubblewrap did not say which process to connect"
         try:
             async with contextlib.AsyncExitStack() as stack:
-                # Only the set-up has a deadline: the sandbox then lives as long as agy.
+                # Only the set-up has a deadline: the sandbox then lives as long as agy. Every
+                # wait in it is the event loop's (never a thread's), so the deadline, and a
+                # shutdown, end it wherever it is.
                 with anyio.fail_after(self.network.setup_seconds):
-                    pid = await anyio.to_thread.run_sync(_child_pid, info_r)
+                    pid = await _child_pid(info_r)
+                    holder = _pidfd(pid)
                     proxy = self.network.proxy
                     # With an egress list, no slirp4netns: the proxy is the only way out.
-                    ready = (
-                        await stack.enter_async_context(_slirp(self.network.slirp, pid))
-                        if proxy is None
-                        else None
-                    )
+                    if proxy is None:
+                        step = "slirp4netns did not report it was ready"
+                        await _ready(
+                            await stack.enter_async_context(_slirp(self.network.slirp, pid))
+                        )
                     ports = [self.port] if proxy is None else [self.port, PROXY_PORT]
-                    socks = await anyio.to_thread.run_sync(
-                        _in_namespace, pid, ports, ready, self.network.ip
-                    )
+                    # Shielded: its work is short and never waits on another process, and a
+                    # cancel meanwhile would lose its sockets and ``ip`` (the deadline and a
+                    # shutdown reach the waits before and after).
+                    with anyio.CancelScope(shield=True):
+                        socks, configuring = await anyio.to_thread.run_sync(
+                            _in_namespace, pid, ports, proxy is None, self.network.ip
+                        )
                     for sock in socks:
                         stack.enter_context(sock)
+                    if configuring is not None:
+                        step = "ip did not configure it"
+                        await _configured(configuring)
                     if self.serve is not None:
+                        step = "the bridge's endpoint in it did not start"
                         await stack.enter_async_context(self.serve(socks[0]))
                 if proxy is not None:  # its task group must not sit inside the deadline's scope
                     await stack.enter_async_context(proxy(socks[1]))
@@ -178,14 +194,37 @@ class SandboxNetwork:
                 block_w = -1
                 connected = True
                 yield
-        except TimeoutError:
-            if connected:
+        except BaseException as exc:
+            if not connected:
+                await _end(holder)
+            if connected or not isinstance(exc, TimeoutError):
                 raise
             raise NetworkError(
-                f"the sandbox's network was not ready within {self.network.setup_seconds:g} s"
+                f"it was not ready within {self.network.setup_seconds:g} s ([agy] init_timeout; "
+                f"{step})"
             ) from None
         finally:
-            _close(info_r, block_w)
+            _close(info_r, block_w, holder)
+
+
+def _pidfd(pid: int) -> int:
+    """A pidfd of the sandbox's first process: bubblewrap is its parent and holds it until it
+    is let go on, so this PID is that process (a kill through the pidfd reaches no other)."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError as exc:
+        raise NetworkError(f"the sandbox ended before its network was set up ({exc})") from None
+
+
+async def _end(holder: int) -> None:
+    """A set-up that failed ends the sandbox it made (whoever started bubblewrap may not have
+    ended it yet), and waits for it to be gone (2 s at most: SIGKILL is not refused)."""
+    if holder < 0:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(holder, signal.SIGKILL)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+        await anyio.wait_readable(holder)
 
 
 def _close(*fds: int) -> None:
@@ -195,11 +234,11 @@ def _close(*fds: int) -> None:
                 os.close(fd)
 
 
-def _child_pid(info_r: int) -> int:
+async def _child_pid(info_r: int) -> int:
     """The sandbox's first process, as bubblewrap reports it: ``{"child-pid": N, …``."""
     data = b""
     while b"," not in data and b"}" not in data:
-        chunk = os.read(info_r, _INFO_BYTES)
+        chunk = await _read(info_r, _INFO_BYTES)
         if not chunk:
             raise NetworkError("bubblewrap ended before it made the sandbox")
         data += chunk
@@ -207,6 +246,25 @@ def _child_pid(info_r: int) -> int:
         return int(data.split(b":", 1)[1].split(b",")[0].split(b"}")[0])
     except (IndexError, ValueError):
         raise NetworkError(f"bubblewrap reported {data[:80]!r}, not a child PID") from None
+
+
+async def _ready(ready_r: int) -> None:
+    """Wait for slirp4netns's ready byte (its ``--ready-fd``)."""
+    if not await _read(ready_r, 1):
+        raise NetworkError("slirp4netns ended before it was ready")
+
+
+async def _read(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from a pipe, waited for by the event loop: a blocking read in a
+    thread could be neither cancelled nor bounded, and a helper that never wrote nor exited
+    hung the start (and the bridge's shutdown) for good."""
+    os.set_blocking(fd, False)
+    while True:
+        await anyio.wait_readable(fd)
+        try:
+            return os.read(fd, size)
+        except BlockingIOError:  # woken for nothing
+            continue
 
 
 @contextlib.asynccontextmanager
@@ -236,6 +294,12 @@ async def _slirp(slirp: str, pid: int) -> AsyncIterator[int]:
     _close(ready_w, exit_r)
     try:
         yield ready_r
+    except BaseException:
+        # The set-up failed, timed out or was cancelled: slirp4netns may be the one that hangs
+        # (deaf to its exit-fd), and is of no use any more.
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        raise
     finally:
         _close(ready_r, exit_w)  # its exit-fd closed: slirp4netns ends
         with anyio.CancelScope(shield=True):
@@ -246,16 +310,20 @@ async def _slirp(slirp: str, pid: int) -> AsyncIterator[int]:
                 await process.wait()
 
 
-def _in_namespace(pid: int, ports: list[int], ready_r: int | None, ip: str) -> list[socket.socket]:
+def _in_namespace(
+    pid: int, ports: list[int], route: bool, ip: str
+) -> tuple[list[socket.socket], _Configuring | None]:
     """From a thread of its own (``setns`` changes only the calling thread's namespace; the
     thread ends afterwards, so nothing else ever runs in the sandbox's network): the listening
-    sockets on the sandbox's loopback, and ``tap0`` and the routes once slirp4netns is ready
-    (``ready_r``; None: no slirp4netns, no way out)."""
-    result: list[list[socket.socket] | BaseException] = []
+    sockets on the sandbox's loopback, and, with ``route`` (slirp4netns is ready), ``ip``
+    started there to configure ``tap0`` and the routes (None: no way out). Nothing here waits
+    on another process (``_configured`` waits for ``ip``), so the thread always ends soon and
+    the caller need not be able to abandon it."""
+    result: list[tuple[list[socket.socket], _Configuring | None] | BaseException] = []
 
     def inside() -> None:
         try:
-            result.append(_enter_and_configure(pid, ports, ready_r, ip))
+            result.append(_enter_and_configure(pid, ports, route, ip))
         except BaseException as exc:  # handed to the caller
             result.append(exc)
 
@@ -269,8 +337,8 @@ def _in_namespace(pid: int, ports: list[int], ready_r: int | None, ip: str) -> l
 
 
 def _enter_and_configure(
-    pid: int, ports: list[int], ready_r: int | None, ip: str
-) -> list[socket.socket]:
+    pid: int, ports: list[int], route: bool, ip: str
+) -> tuple[list[socket.socket], _Configuring | None]:
     libc = ctypes.CDLL(None, use_errno=True)
     try:
         target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -292,30 +360,62 @@ def _enter_and_configure(
             sock.bind(("127.0.0.1", port))
             sock.listen(128)
             sock.setblocking(False)
-        if ready_r is None:
-            return socks
-        if not os.read(ready_r, 1):
-            raise NetworkError("slirp4netns ended before it was ready")
+        if not route:
+            return socks, None
         commands = [
             f"addr add {ADDRESS} dev {TAP}",
             f"link set {TAP} mtu {MTU} up",
             f"route add default via {GATEWAY} dev {TAP}",
             *(f"route add unreachable {address}/32" for address in host_addresses()),
         ]
-        done = subprocess.run(
-            [ip, "-batch", "-"],
-            input="\n".join(commands).encode(),
-            capture_output=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            said = done.stderr.decode("utf-8", "replace").strip()
-            raise NetworkError(f"cannot configure the sandbox's network: {said}")
+        # Its input and its error output are files, not pipes: neither side can block on the
+        # other. It runs in the sandbox's network, inherited from this thread.
+        errors = tempfile.TemporaryFile()
+        try:
+            with tempfile.TemporaryFile() as batch:
+                batch.write("\n".join(commands).encode())
+                batch.seek(0)
+                process = subprocess.Popen(
+                    [ip, "-batch", "-"], stdin=batch, stdout=subprocess.DEVNULL, stderr=errors
+                )
+        except BaseException:
+            errors.close()
+            raise
     except BaseException:
         for sock in socks:
             sock.close()
         raise
-    return socks
+    return socks, _Configuring(process, errors)
+
+
+@dataclass
+class _Configuring:
+    """``ip`` at work in a sandbox's network, and the file its error output goes to."""
+
+    process: subprocess.Popen[bytes]
+    errors: IO[bytes]
+
+    def said(self) -> str:
+        """What it wrote to its error output (the file then closed)."""
+        with self.errors:
+            self.errors.seek(0)
+            return self.errors.read(_INFO_BYTES).decode("utf-8", "replace").strip()
+
+
+async def _configured(configuring: _Configuring) -> None:
+    """Wait for ``ip`` to have configured the sandbox's network; killed if the wait is ended
+    (the deadline, a shutdown)."""
+    process = configuring.process
+    try:
+        code = await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
+    except BaseException:
+        process.kill()
+        process.wait()  # killed: at once
+        raise
+    finally:
+        said = configuring.said()
+    if code != 0:
+        raise NetworkError(f"cannot configure the sandbox's network: {said}")
 
 
 def host_addresses(fib_trie: Path = Path("/proc/net/fib_trie")) -> list[str]:
@@ -426,6 +526,9 @@ async def network_problem(
         except (NetworkError, TimeoutError) as exc:
             process.kill()
             return f"a sandbox's own network could not be set up: {exc or 'timeout'}"
+        except BaseException:  # cancelled (the bridge stops while it starts): no sandbox left
+            process.kill()
+            raise
     if GATEWAY not in out:
         return f"a sandbox's own network had no route out ({out.strip() or 'nothing'})"
     return None

@@ -572,15 +572,25 @@ async def _opened(
         async with _running(process, spec, on_bad_line, confinement) as agy:
             yield agy
         return
+    connected = False
     try:
         async with network.attached():
+            connected = True
             async with _running(process, spec, on_bad_line, confinement) as agy:
                 yield agy
-    except NetworkError as exc:
-        with anyio.CancelScope(shield=True):
-            await end_process_group(process.pid, wait_for=process)
-            await process.aclose()
-        raise AgyStartError("exited", f"the sandbox's network could not be set up: {exc}") from None
+    except BaseException as exc:
+        if not connected:
+            # The set-up failed, timed out or was cancelled (a shutdown): bubblewrap and the
+            # sandbox it made, waiting to be let go on, are ended here (agy, once it runs, is
+            # ended by its own exit).
+            with anyio.CancelScope(shield=True):
+                await end_process_group(process.pid, wait_for=process)
+                await process.aclose()
+        if isinstance(exc, NetworkError):
+            raise AgyStartError(
+                "exited", f"the sandbox's network could not be set up: {exc}"
+            ) from None
+        raise
 
 
 @asynccontextmanager

@@ -190,8 +190,8 @@ async def test_a_sandbox_is_in_its_cgroup_before_its_network_is_set_up(
     seen: list[str] = []
     real = network._child_pid
 
-    def child_pid(info_r: int) -> int:  # bubblewrap has said its child's PID: set-up begins
-        pid = real(info_r)
+    async def child_pid(info_r: int) -> int:  # bubblewrap has said its child's PID: set-up begins
+        pid = await real(info_r)
         seen.append(Path(f"/proc/{pid}/cgroup").read_text())
         return pid
 
