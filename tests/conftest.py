@@ -20,13 +20,14 @@ from tests.store_template import migrated_once
 # anyio's plugin, without the trio import it would make (tests/anyio_asyncio.py); each test's
 # wall and CPU time, each worker's CPU total, the CPU budget (`make test-profile`); the servers
 # the workers share (one Synapse, one PostgreSQL per run); each test module's bytecode written
-# once before the workers start.
+# once before the workers start; each test's deadline for the hang guards inside it.
 pytest_plugins = [
     "tests.anyio_asyncio",
     "anyio.pytest_plugin",
     "tests.profiling",
     "tests.shared_servers",
     "tests.bytecode",
+    "tests.deadline",
 ]
 
 

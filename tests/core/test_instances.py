@@ -40,6 +40,7 @@ from tests.core.harness import (
     hold_after_taking,
     thread,
 )
+from tests.deadline import Deadline
 from tests.doubles import signed_in
 from tests.faults.console import sim_conversation_messages
 from tests.pg import Postgres
@@ -57,7 +58,13 @@ async def instance(
     sim_home: str = "sim-home",
     approvals: dict[str, Any] | None = None,
     listen_after: anyio.Event | None = None,
+    lease_seconds: float | None = None,
 ) -> AsyncIterator[Harness]:
+    """One instance. Its leases last the product's default unless a test waits for a lease to
+    lapse or for the sweep of threads nobody holds (its pace is a third of the lease): under
+    load a short lease lapses while the instance runs the thread (3 s: a stall of the event
+    loop over 2 s), and the other instance takes it over, which is legitimate but not what a
+    test that assumes the thread stays where it is checks."""
     (tmp / "flags").mkdir(exist_ok=True)
     os.environ["AGY_SIM_HOME"] = str(signed_in(tmp / "sim-home"))
     raw: dict[str, Any] = {
@@ -77,8 +84,8 @@ async def instance(
         "store": {
             "url": url,
             "instance": name,
-            "lease_seconds": 3,
             "drain_seconds": 20,
+            **({} if lease_seconds is None else {"lease_seconds": lease_seconds}),
         },
         "approvals": {"mode": "ask", "timeout": 60, **(approvals or {})},
     }
@@ -150,19 +157,24 @@ async def until(predicate: Any, timeout: float = 60) -> None:
 
 
 async def test_twenty_threads_spread_over_two_instances_each_answered_once(
-    tmp_path: Path, postgres: Postgres
+    tmp_path: Path, postgres: Postgres, deadline: Deadline
 ) -> None:
-    async with two(tmp_path, postgres.new_database(), max_processes=3) as (a, b):
+    # A full instance leaves a new thread to the sweep for two of its periods (a third of the
+    # lease each): the 3 s lease keeps 20 threads over 6 processes within the test's time.
+    url = postgres.new_database()
+    async with two(tmp_path, url, max_processes=3, lease_seconds=3) as (a, b):
         for n in range(20):
             # Every message arrives at A: at its limit A leaves new threads to B.
             await a.say(f"hello {n}", where=thread(f"t{n:02d}"))
-        await until(lambda: len(answered(a, b)) >= 20)
+        # 20 simulator turns beside other tests' work: as long as the test may take (a fixed
+        # 60 s ran out beside two other workers).
+        await until(lambda: len(answered(a, b)) >= 20, timeout=deadline.seconds_left())
         assert sorted(answered(a, b)) == sorted(f"t{n:02d}" for n in range(20))
         assert a.adapter.finished() and b.adapter.finished(), "both instances served threads"
         # Later messages of a thread reach the instance holding it, wherever they arrive.
         for n in range(4):
             await b.say(f"again {n}", where=thread(f"t{n:02d}"), event_id=f"again-{n}")
-        await until(lambda: len(answered(a, b)) >= 24)
+        await until(lambda: len(answered(a, b)) >= 24, timeout=deadline.seconds_left())
         assert sorted(answered(a, b)).count("t00") == 2
 
 
@@ -345,7 +357,8 @@ async def test_matrix_runs_on_one_instance_and_moves_only_with_its_files(
 
 async def test_a_worker_whose_lease_was_taken_stops(tmp_path: Path, postgres: Postgres) -> None:
     url = postgres.new_database()
-    async with instance(tmp_path, "a", url) as a:
+    # A finds the lease taken at its next renewal, every third of the lease.
+    async with instance(tmp_path, "a", url, lease_seconds=3) as a:
         started = a.flag("started")
         await a.say(f"long [[touch {started}]] [[sleep 60]]")
         await until(started.exists)
@@ -460,6 +473,9 @@ async def test_a_dead_instances_waiting_request_expires_at_takeover_a_live_ones_
     tmp_path: Path, postgres: Postgres
 ) -> None:
     url = postgres.new_database()
+    # The product's lease: the dead thread is found by a sweep within 10 s (a third of it),
+    # and the live one stays at its instance under load (with a 3 s lease, a stall of over 2 s
+    # would let the other instance take it over and expire its request as a dead one's).
     async with two(tmp_path, url) as (a, b):
         await a.say("[[tool run_command touch live.txt]]", where=thread("live"))
         a, b, handle = await asked(a, b)

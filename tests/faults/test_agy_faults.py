@@ -65,8 +65,11 @@ async def test_a_silent_agy_is_stopped_at_the_turn_deadline_and_the_thread_goes_
     # agy's own deadline (--print-timeout) is under the bridge's; at a 1 s turn both were 1 s and
     # a loaded machine let agy's win ("timeout waiting for response"). The bridge's deadline is
     # what is tested: an agy whose own comes later, and a turn long enough for the second answer.
+    # That answer must come within the same deadline, counted from its write: 0.7-1.0 s beside
+    # three copies of this test and two busy loops on two cores, so 3 s left a slower loaded
+    # machine little room; 6 s costs 3 s more of waiting on the hung turn (no CPU).
     monkeypatch.setattr(launch, "print_timeout", lambda turn_timeout: "60s")
-    async with running(tmp_path, turn_timeout=3.0) as h:
+    async with running(tmp_path, turn_timeout=6.0) as h:
         await h.say("think hard [[hang]]")
         [hung] = await h.adapter.wait_finished(1)
         assert hung.outcome is not None and hung.outcome.interrupted

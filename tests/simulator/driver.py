@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from tests.doubles import signed_in
 
 REPO = Path(__file__).resolve().parents[2]
 STREAM_ARGS = ["--input-format", "stream-json", "--output-format", "stream-json", "--print="]
-EVENT_TIMEOUT = 15.0
 
 
 def user_line(text: str) -> bytes:
@@ -28,9 +28,22 @@ def user_line(text: str) -> bytes:
 
 
 class Sim:
-    """One simulator process: write stdin lines, read stdout events with a deadline."""
+    """One simulator process: write stdin lines, read stdout events with a deadline.
 
-    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str]):
+    Every wait on it (a line, its exit) lasts until shortly before the running test's own
+    deadline (``seconds_left``, tests/deadline.py), not a fixed time: the line after an MCP call
+    waits for the simulator to import the SDK, and beside other workers a fixed 15 s ran out
+    while the test had 120 s."""
+
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        seconds_left: Callable[[], float],
+    ):
+        self.seconds_left = seconds_left
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bridge.simulator", *args],
             cwd=cwd,
@@ -72,7 +85,7 @@ class Sim:
     def next_line(self) -> bytes | None:
         """The next stdout line, or ``None`` at EOF."""
         try:
-            line = self._lines.get(timeout=EVENT_TIMEOUT)
+            line = self._lines.get(timeout=self.seconds_left())
         except queue.Empty:
             raise AssertionError("the simulator printed nothing in time") from None
         if line is not None:
@@ -105,7 +118,7 @@ class Sim:
         return lines
 
     def wait(self) -> int:
-        return self.proc.wait(timeout=EVENT_TIMEOUT)
+        return self.proc.wait(timeout=self.seconds_left())
 
     def interrupt(self) -> None:
         self.proc.send_signal(signal.SIGINT)
@@ -114,7 +127,7 @@ class Sim:
         """What the simulator wrote to stderr; all of it once it has exited (the pump may still
         be reading the pipe's last lines when ``wait`` returns)."""
         if self.proc.poll() is not None:
-            self._stderr_pump.join(EVENT_TIMEOUT)
+            self._stderr_pump.join(self.seconds_left())
         return b"".join(self._stderr).decode("utf-8", "replace")
 
     def kill(self) -> None:
@@ -124,8 +137,10 @@ class Sim:
 
 
 class SimFactory:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, seconds_left: Callable[[], float]):
         self.root = root
+        # How long a wait on a simulator may last now (tests/deadline.py).
+        self.seconds_left = seconds_left
         self.home = signed_in(root / "home")  # a test may sign it out again
         self.cwd = root / "cwd"
         self.cwd.mkdir()
@@ -140,7 +155,7 @@ class SimFactory:
 
     def start(self, *args: str, stream: bool = True, **env: str) -> Sim:
         argv = [*STREAM_ARGS, *args] if stream else list(args)
-        sim = Sim(argv, cwd=self.cwd, env=self.env(**env))
+        sim = Sim(argv, cwd=self.cwd, env=self.env(**env), seconds_left=self.seconds_left)
         self.started.append(sim)
         return sim
 
@@ -152,7 +167,7 @@ class SimFactory:
             env=self.env(**env),
             capture_output=True,
             text=True,
-            timeout=EVENT_TIMEOUT,
+            timeout=self.seconds_left(),
             check=False,
         )
 

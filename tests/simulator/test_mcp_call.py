@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import uvicorn
 
+from tests.deadline import Deadline
 from tests.simulator.driver import Sim, SimFactory, make_plugin, result_of, steps
 
 # The MCP SDK is imported by the server a test starts, not at collection: every xdist worker
@@ -139,8 +140,13 @@ def _root_logger_kept() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def default_mode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DefaultMode]:
-    sims = SimFactory(tmp_path_factory.mktemp("default_mode"))
+def default_mode(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[DefaultMode]:
+    # Each test that uses the simulator waits on it within its own deadline.
+    sims = SimFactory(
+        tmp_path_factory.mktemp("default_mode"), Deadline(request.config).seconds_left
+    )
     with _root_logger_kept():
         log = _MethodLog(_server().streamable_http_app())
     with _serving(log) as url:

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.simulator.driver import EVENT_TIMEOUT, STREAM_ARGS, SimFactory, make_plugin, user_line
+from tests.simulator.driver import STREAM_ARGS, SimFactory, make_plugin, user_line
 
 # What ``python -m bridge.simulator`` needs beyond a bare interpreter and runpy: what
 # ``from __future__ import annotations`` imports when the interpreter has not loaded it yet,
@@ -135,7 +135,7 @@ def bare(sims: SimFactory, code: str = "pass") -> set[str]:
         env=sims.env(),
         capture_output=True,
         text=True,
-        timeout=EVENT_TIMEOUT,
+        timeout=sims.seconds_left(),
         check=True,
     )
     return imported(done.stderr)
@@ -165,7 +165,7 @@ def turn_imports(sims: SimFactory, text: str, *args: str) -> tuple[bytes, set[st
         cwd=sims.cwd,
         env=sims.env(),
         capture_output=True,
-        timeout=EVENT_TIMEOUT,
+        timeout=sims.seconds_left(),
         check=False,
     )
     assert done.returncode == 0, done.stderr
