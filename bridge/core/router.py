@@ -270,7 +270,14 @@ class Router:
                 actor.tell(stop)
                 return
             if self._leaving_cleanly(key):
-                break
+                if not await self._waiting(key):
+                    break
+                # Stored as the actor left, and the word of it (another instance's) not heard
+                # yet: the actor remembers it, and the Stop, for its successor.
+                if (actor := self.threads.get(key)) is not None:
+                    actor.tell(c.MessageStored())
+                hops += 1
+                continue
             owner = await self.cluster.owner_of(key)
             if owner is not None and owner != me:
                 await self.cluster.send_to(owner, thread, stop, hops)
@@ -278,7 +285,7 @@ class Router:
             if owner == me:
                 async with self.cluster.lock:
                     pass  # the claim or release under way here is through
-            elif self.cluster.shared and await self.store.has_pending(key):
+            elif await self._waiting(key):
                 taken = await self._claimed(thread, 0.0)
                 if not isinstance(taken, NotHere):
                     taken.tell(c.MessageStored())
@@ -290,6 +297,10 @@ class Router:
                 break
             hops += 1
         await self.say(thread, NOTHING_RUNNING)
+
+    async def _waiting(self, key: str) -> bool:
+        """A message waits in the thread (with one instance, its actor was told of it at once)."""
+        return self.cluster.shared and await self.store.has_pending(key)
 
     def _leaving_cleanly(self, key: str) -> bool:
         """The thread's actor here has ended with nothing to do, and its lease is still ours

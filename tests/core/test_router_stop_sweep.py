@@ -22,6 +22,7 @@ from bridge.core.thread import commands as c
 from bridge.core.thread.machine import NOTHING_RUNNING, Phase
 from tests.core.harness import Harness, hold_after_taking, thread
 from tests.core.test_instances import two
+from tests.core.test_router_stop import leaving_slowly
 from tests.pg import Postgres
 
 pytestmark = pytest.mark.anyio
@@ -158,12 +159,30 @@ async def left_lease_given_back(a: Harness, b: Harness, text: str) -> None:
         send.set()
 
 
+async def leaving_not_yet_told(a: Harness, b: Harness, text: str) -> None:
+    """A's actor is leaving with nothing to do (its agy still closing) when B stores the
+    message; B's word of it has not reached A when B's Stop does (a third instance's Stop comes
+    in no order with B's word)."""
+    await idle_holder(a)
+    a.bridge.core.router.stored = lambda key: None  # type: ignore[method-assign]
+    actor = a.bridge.core.threads[thread().key]
+    go_on = await leaving_slowly(actor)
+    await b.say(text)  # B's claim fails: A still holds the lease
+    await b.bridge.core.stop(thread(), BOB)
+    with anyio.fail_after(30):
+        # A has answered the Stop, or kept it for the actor's successor.
+        while actor.state.stop_by is None and outcome(a, b) is None:
+            await anyio.sleep(0.05)
+    go_on.set()
+
+
 MOMENTS: dict[str, Moment] = {
     "stored, not yet claimed": stored_not_yet_claimed,
     "claimed, actor not started": claimed_actor_not_started,
     "taken, turn not begun": taken_not_begun,
     "actor gone, lease kept": left_lease_kept,
     "actor gone, lease given back": left_lease_given_back,
+    "actor leaving, message not yet heard of": leaving_not_yet_told,
 }
 
 
