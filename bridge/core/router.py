@@ -263,7 +263,9 @@ class Router:
         actor (a claim or a release of it is under way here) is looked at again once that is
         through; another instance's lease gets the Stop sent to it alone (it does the same).
         With no lease, a message that waits is about to be taken: this instance claims the
-        thread and its new actor stops the turn once it runs."""
+        thread and its new actor stops the turn once it runs. An actor here leaving with nothing
+        to do is told of a message that waits (another instance stored it; its word is on the
+        way) and keeps the Stop for its successor."""
         key, me = thread.key, self.cluster.leases.owner
         while hops < MAX_HOPS:
             if (actor := self._reaches(key, stop)) is not None:
