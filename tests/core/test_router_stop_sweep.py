@@ -80,11 +80,17 @@ async def stopped_or_told(a: Harness, b: Harness) -> str:
     return seen
 
 
-async def idle_holder(a: Harness) -> None:
-    """A runs the thread, its agy idle after a first turn."""
+async def idle_holder(a: Harness, b: Harness) -> tuple[Harness, Harness]:
+    """(the instance that runs the thread, its agy idle after a first turn; the other one).
+    Usually A, which stored the message; B, sweeping for waiting work, may claim it first."""
     await a.say("one")
-    await a.adapter.wait_finished(1)
-    await a.bridge.core.threads[thread().key].wait_until(lambda s: s.phase is Phase.IDLE)
+    with anyio.fail_after(30):
+        while not (holders := [h for h in (a, b) if h.adapter.finished()]):
+            await anyio.sleep(0.05)
+    [holder] = holders
+    other = b if holder is a else a
+    await holder.bridge.core.threads[thread().key].wait_until(lambda s: s.phase is Phase.IDLE)
+    return holder, other
 
 
 async def evicted(a: Harness) -> None:
@@ -128,7 +134,7 @@ async def taken_not_begun(a: Harness, b: Harness, text: str) -> None:
 async def left_lease_kept(a: Harness, b: Harness, text: str) -> None:
     """A's actor has ended and is gone; A has not given the lease back yet when B stores the
     message (B's claim fails: it tells A) and sends the Stop to A."""
-    await idle_holder(a)
+    a, b = await idle_holder(a, b)
     reached, go_on = pause(a.bridge.core.cluster, "release")
     await evicted(a)
     await reached.wait()
@@ -141,7 +147,7 @@ async def left_lease_given_back(a: Harness, b: Harness, text: str) -> None:
     """B read the lease as A's and sent the Stop there; it arrives once A has given the lease
     back and the thread has been taken for the message (by B, which heard of it; A heard
     nothing, though its sweep may take it)."""
-    await idle_holder(a)
+    a, b = await idle_holder(a, b)
     a.bridge.core.router.stored = lambda key: None  # type: ignore[method-assign]
     released, release = pause(a.bridge.core.cluster, "release")
     await evicted(a)
@@ -163,7 +169,7 @@ async def leaving_not_yet_told(a: Harness, b: Harness, text: str) -> None:
     """A's actor is leaving with nothing to do (its agy still closing) when B stores the
     message; B's word of it has not reached A when B's Stop does (a third instance's Stop comes
     in no order with B's word)."""
-    await idle_holder(a)
+    a, b = await idle_holder(a, b)
     a.bridge.core.router.stored = lambda key: None  # type: ignore[method-assign]
     actor = a.bridge.core.threads[thread().key]
     go_on = await leaving_slowly(actor)
