@@ -77,6 +77,15 @@ class Cluster:
         await self.leases.send_control(thread.key, wire.encode(thread.key, command))
         return True
 
+    async def owner_of(self, key: str) -> str | None:
+        return await self.leases.owner_of(key) if self.shared else None
+
+    async def send_to(self, owner: str, thread: ThreadRef, command: c.Stop, hops: int) -> None:
+        """Send ``command`` to the instance run ``owner`` alone (it hands it on if the thread
+        is not its own any more)."""
+        payload = wire.encode(thread.key, command, to=owner, hops=hops)
+        await self.leases.send_control(thread.key, payload)
+
     async def send_decision(self, thread: ThreadRef, decide: c.Decide) -> DecideOutcome:
         """An answer to a request asked by the instance running the thread (``handle`` None:
         whichever waits now), sent to it through the store.

@@ -52,7 +52,7 @@ from bridge.core.live import LiveHub
 from bridge.core.marks import Marks
 from bridge.core.pulls import has_forge
 from bridge.core.pulls.seat import FORGE_TIMEOUT, Pulls, open_pulls
-from bridge.core.router import NotHere, Routed, Router
+from bridge.core.router import NotHere, Router
 from bridge.core.schedules.clock import Clock, WallClock
 from bridge.core.schedules.scheduler import Scheduler
 from bridge.core.scrubbed_chat import ScrubbedAdapter
@@ -62,7 +62,6 @@ from bridge.core.team.audited import audited
 from bridge.core.team.controls import TeamControls
 from bridge.core.thread import commands as c
 from bridge.core.thread.actor import ThreadActor
-from bridge.core.thread.machine import NOTHING_RUNNING
 from bridge.core.thread.parts import ThreadParts
 from bridge.core.thread.turn_policy import Chain, TurnPolicy, policy_for
 from bridge.core.thread.view import ThreadView
@@ -201,8 +200,7 @@ class Core:
     async def stop(self, thread: ThreadRef, by: Author) -> None:
         if self.team is not None:
             await self.team.command(thread, by, "stop")
-        if await self.router.send(thread, c.Stop(by)) is Routed.NOWHERE:
-            await self.say(thread, NOTHING_RUNNING)
+        await self.router.stop(thread, c.Stop(by))
 
     async def decide(
         self,

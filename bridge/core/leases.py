@@ -138,6 +138,10 @@ class Leases(Protocol):
         """The instance whose live lease runs the thread (None: none does)."""
         ...
 
+    async def owner_of(self, key: str) -> str | None:
+        """The run of an instance (``owner``) whose live lease runs the thread."""
+        ...
+
     async def send_control(self, key: str, payload: str) -> None:
         """Hand a command to whichever instance runs the thread (CommandTooLong: it does not
         fit in one notification)."""
@@ -173,6 +177,9 @@ class LocalLeases:
         pass
 
     async def holder(self, key: str) -> str | None:
+        return None
+
+    async def owner_of(self, key: str) -> str | None:
         return None
 
     async def send_control(self, key: str, payload: str) -> None:
@@ -254,10 +261,14 @@ class SharedLeases:
                 )
 
     async def holder(self, key: str) -> str | None:
+        owner = await self.owner_of(key)
+        return owner.split("#")[0] if owner is not None else None
+
+    async def owner_of(self, key: str) -> str | None:
         rows = await self._db.fetch(
             f"SELECT owner FROM leases WHERE thread_key = ? AND expires_at >= {_NOW}", (key,)
         )
-        return str(rows[0]["owner"]).split("#")[0] if rows else None
+        return str(rows[0]["owner"]) if rows else None
 
     async def send_control(self, key: str, payload: str) -> None:
         if len(payload.encode()) > NOTIFY_LIMIT:

@@ -33,6 +33,10 @@ from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+# How often a Stop is handed on between instances, or looked at again here, before the thread is
+# told that nothing runs (leases that keep moving: each look follows a claim or a release).
+MAX_HOPS = 4
+
 
 class NotHere(enum.Enum):
     """Why a thread's actor is not on this instance."""
@@ -222,11 +226,17 @@ class Router:
             self._refuse(heard)
             return
         command = heard.command
+        if heard.to is not None and heard.to != self.cluster.leases.owner:
+            return  # sent to another instance alone (it hands it on if need be)
         actor = self._reaches(heard.thread, command)
         if actor is None:
             early = self._claiming.get(heard.thread)
             if early is not None and not isinstance(command, c.Decide):
                 early.append(command)  # its actor starts here once the claim is through
+            elif isinstance(command, c.Stop) and heard.to is not None:
+                # Sent here as the holder, and the thread's actor is not here (not yet, or
+                # not any more): the Stop is handed on, never dropped.
+                self._hand_on(heard.thread, command, heard.hops + 1)
             elif isinstance(command, c.Stop) and self._leaving_cleanly(heard.thread):
                 # Sent here as the holder, whose actor is leaving with nothing to do: the
                 # sender was told nothing, so this instance answers.
@@ -236,6 +246,63 @@ class Router:
             self.background(self._decided(actor, command))
         else:
             actor.tell(command)
+
+    def _hand_on(self, key: str, stop: c.Stop, hops: int) -> None:
+        try:
+            ref = ThreadRef.from_key(key)
+        except ValueError:
+            return
+        self.background(self.stop(ref, stop, hops))
+
+    async def stop(self, thread: ThreadRef, stop: c.Stop, hops: int = 0) -> None:
+        """Stop the thread's turn, running or on its way, wherever it runs; else tell the thread
+        that nothing runs. Never neither: the lease can be between instances, or between a
+        message's store and its claim, when the Stop comes.
+
+        Where the thread's actor is, it takes the Stop. A lease this instance holds without an
+        actor (a claim or a release of it is under way here) is looked at again once that is
+        through; another instance's lease gets the Stop sent to it alone (it does the same).
+        With no lease, a message that waits is about to be taken: this instance claims the
+        thread and its new actor stops the turn once it runs. An actor here leaving with nothing
+        to do is told of a message that waits (another instance stored it; its word is on the
+        way) and keeps the Stop for its successor."""
+        key, me = thread.key, self.cluster.leases.owner
+        while hops < MAX_HOPS:
+            if (actor := self._reaches(key, stop)) is not None:
+                actor.tell(stop)
+                return
+            if self._leaving_cleanly(key):
+                if not await self._waiting(key):
+                    break
+                # Stored as the actor left, and the word of it (another instance's) not heard
+                # yet: the actor remembers it, and the Stop, for its successor.
+                if (actor := self.threads.get(key)) is not None:
+                    actor.tell(c.MessageStored())
+                hops += 1
+                continue
+            owner = await self.cluster.owner_of(key)
+            if owner is not None and owner != me:
+                await self.cluster.send_to(owner, thread, stop, hops)
+                return
+            if owner == me:
+                async with self.cluster.lock:
+                    pass  # the claim or release under way here is through
+            elif await self._waiting(key):
+                taken = await self._claimed(thread, 0.0)
+                if not isinstance(taken, NotHere):
+                    taken.tell(c.MessageStored())
+                    taken.tell(stop)
+                    return
+                if taken is not NotHere.HELD:
+                    break  # left to another instance: the thread is told, as ever
+            else:
+                break
+            hops += 1
+        await self.say(thread, NOTHING_RUNNING)
+
+    async def _waiting(self, key: str) -> bool:
+        """A message waits in the thread (with one instance, its actor was told of it at once)."""
+        return self.cluster.shared and await self.store.has_pending(key)
 
     def _leaving_cleanly(self, key: str) -> bool:
         """The thread's actor here has ended with nothing to do, and its lease is still ours

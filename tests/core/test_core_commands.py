@@ -252,7 +252,18 @@ async def test_commands_for_a_thread_run_elsewhere_go_to_the_cluster(
             forwarded.append((thread.key, command))
             return True
 
-        monkeypatch.setattr(w.bridge.core.cluster, "send", send)
+        async def owner_of(key: str) -> str:
+            return "elsewhere#1"
+
+        async def send_to(owner: str, thread: Any, command: Any, hops: int) -> None:
+            assert owner == "elsewhere#1" and hops == 0
+            await send(thread, command)
+
+        cluster = w.bridge.core.cluster
+        monkeypatch.setattr(cluster, "send", send)
+        # A Stop goes to the lease's holder alone (Router.stop).
+        monkeypatch.setattr(cluster, "owner_of", owner_of)
+        monkeypatch.setattr(cluster, "send_to", send_to)
         await w.say("!stop")
         assert await ask(w, "!new") == "Starting a fresh conversation from the next message."
         assert await ask(w, "!model fast-2") == (

@@ -29,6 +29,12 @@ _COMMAND: TypeAdapter[c.Forwarded] = TypeAdapter(
 class Envelope:
     thread: str
     command: c.Forwarded
+    # The instance run (leases' owner) the sender found holding the thread: only it acts on
+    # the command, and hands it on if the thread is no longer, or not yet, its own (a Stop).
+    # None: every instance that runs the thread acts on it (older senders, other commands).
+    to: str | None = None
+    # How often the command was handed on already (a bound: leases that keep moving end it).
+    hops: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,9 +45,13 @@ class Unreadable:
     thread: str | None = None
 
 
-def encode(thread: str, command: c.Forwarded) -> str:
+def encode(thread: str, command: c.Forwarded, *, to: str | None = None, hops: int = 0) -> str:
     body = json.loads(_COMMAND.dump_json(command))
-    return json.dumps({"v": VERSION, "thread": thread, "command": body})
+    raw: dict[str, object] = {"v": VERSION, "thread": thread, "command": body}
+    if to is not None:
+        # Optional fields: an instance that does not know them reads the command as before.
+        raw |= {"to": to, "hops": hops}
+    return json.dumps(raw)
 
 
 def _tolerant(body: object) -> object:
@@ -73,4 +83,6 @@ def decode(payload: str) -> Envelope | Unreadable:
         return Unreadable(
             f"a command this instance does not know ({kind!r}): {exc.errors()[0]['msg']}", thread
         )
-    return Envelope(thread, command)
+    to = raw.get("to") if isinstance(raw.get("to"), str) else None
+    hops = raw.get("hops")
+    return Envelope(thread, command, to, hops if isinstance(hops, int) and hops >= 0 else 0)

@@ -34,6 +34,16 @@ def test_every_forwarded_command_arrives_as_the_same_object(command: c.Forwarded
     assert wire.decode(wire.encode(KEY, command)) == wire.Envelope(KEY, command)
 
 
+def test_a_stop_sent_to_one_instance_names_it_and_how_often_it_was_handed_on() -> None:
+    sent = wire.encode(KEY, c.Stop(BOB), to="b#1234abcd", hops=2)
+    assert wire.decode(sent) == wire.Envelope(KEY, c.Stop(BOB), "b#1234abcd", 2)
+    # An instance that knows no addressee reads it as a command for whoever runs the thread.
+    older = {k: v for k, v in json.loads(sent).items() if k not in ("to", "hops")}
+    assert wire.decode(json.dumps(older)) == wire.Envelope(KEY, c.Stop(BOB))
+    garbled = {**json.loads(sent), "to": 7, "hops": -1}
+    assert wire.decode(json.dumps(garbled)) == wire.Envelope(KEY, c.Stop(BOB))
+
+
 def test_a_newer_instances_extra_fields_are_read_and_its_new_commands_refused() -> None:
     newer = json.loads(wire.encode(KEY, c.Decide("1.5", ApprovalChoice.ALWAYS, BOB)))
     newer["command"]["expires"] = 3
