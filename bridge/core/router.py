@@ -23,6 +23,8 @@ from bridge.core import recovery
 from bridge.core.approvals.texts import not_approver_text
 from bridge.core.cluster import Cluster
 from bridge.core.events import ChatAdapter, DecideOutcome, ThreadRef
+from bridge.core.not_here import NotHere
+from bridge.core.stop_route import route_stop
 from bridge.core.store import Store
 from bridge.core.thread import commands as c
 from bridge.core.thread import wire
@@ -32,19 +34,6 @@ from bridge.core.thread.parts import ThreadParts
 from bridge.metrics import Metrics
 
 log = logging.getLogger(__name__)
-
-# How often a Stop is handed on between instances, or looked at again here, before the thread is
-# told that nothing runs (leases that keep moving: each look follows a claim or a release).
-MAX_HOPS = 4
-
-
-class NotHere(enum.Enum):
-    """Why a thread's actor is not on this instance."""
-
-    DRAINING = "draining"  # this instance takes no new thread
-    NOT_SERVED = "not served"  # its chat runs on the leader instance
-    FULL = "full"  # at the process limit: another instance with room takes it
-    HELD = "held"  # another instance holds its lease
 
 
 class Routed(enum.Enum):
@@ -84,7 +73,7 @@ class Router:
 
     # --- commands -----------------------------------------------------------------------------
 
-    def _reaches(self, key: str, command: c.Command) -> ThreadActor | None:
+    def reaches(self, key: str, command: c.Command) -> ThreadActor | None:
         """The actor here that ``command`` is for: a Stop also reaches one on its way out that
         will hand it to its successor (a message landed as it left)."""
         actor = self.threads.get(key)
@@ -93,7 +82,7 @@ class Router:
         return self.local(key)
 
     async def send(self, thread: ThreadRef, command: c.Forwarded) -> Routed:
-        if (actor := self._reaches(thread.key, command)) is not None:
+        if (actor := self.reaches(thread.key, command)) is not None:
             actor.tell(command)
             return Routed.HERE
         if await self.cluster.send(thread, command):
@@ -126,12 +115,12 @@ class Router:
     async def actor_for(self, thread: ThreadRef) -> ThreadActor | NotHere:
         """The thread's actor here, claiming the thread first; else why not (another instance
         runs it, or may: it was told through the store)."""
-        actor = await self._claimed(thread, 0.0)
+        actor = await self.claimed(thread, 0.0)
         if isinstance(actor, NotHere):
             await self.cluster.announce(thread.key)
         return actor
 
-    async def _claimed(self, thread: ThreadRef, waited: float) -> ThreadActor | NotHere:
+    async def claimed(self, thread: ThreadRef, waited: float) -> ThreadActor | NotHere:
         if (actor := self.threads.get(thread.key)) is not None:
             return actor
         cluster = self.cluster
@@ -228,7 +217,7 @@ class Router:
         command = heard.command
         if heard.to is not None and heard.to != self.cluster.leases.owner:
             return  # sent to another instance alone (it hands it on if need be)
-        actor = self._reaches(heard.thread, command)
+        actor = self.reaches(heard.thread, command)
         if actor is None:
             early = self._claiming.get(heard.thread)
             if early is not None and not isinstance(command, c.Decide):
@@ -237,7 +226,7 @@ class Router:
                 # Sent here as the holder, and the thread's actor is not here (not yet, or
                 # not any more): the Stop is handed on, never dropped.
                 self._hand_on(heard.thread, command, heard.hops + 1)
-            elif isinstance(command, c.Stop) and self._leaving_cleanly(heard.thread):
+            elif isinstance(command, c.Stop) and self.leaving_cleanly(heard.thread):
                 # Sent here as the holder, whose actor is leaving with nothing to do: the
                 # sender was told nothing, so this instance answers.
                 self.background(self.say(ThreadRef.from_key(heard.thread), NOTHING_RUNNING))
@@ -256,55 +245,14 @@ class Router:
 
     async def stop(self, thread: ThreadRef, stop: c.Stop, hops: int = 0) -> None:
         """Stop the thread's turn, running or on its way, wherever it runs; else tell the thread
-        that nothing runs. Never neither: the lease can be between instances, or between a
-        message's store and its claim, when the Stop comes.
+        that nothing runs (:mod:`bridge.core.stop_route`)."""
+        await route_stop(self, thread, stop, hops)
 
-        Where the thread's actor is, it takes the Stop. A lease this instance holds without an
-        actor (a claim or a release of it is under way here) is looked at again once that is
-        through; another instance's lease gets the Stop sent to it alone (it does the same).
-        With no lease, a message that waits is about to be taken: this instance claims the
-        thread and its new actor stops the turn once it runs. An actor here leaving with nothing
-        to do is told of a message that waits (another instance stored it; its word is on the
-        way) and keeps the Stop for its successor."""
-        key, me = thread.key, self.cluster.leases.owner
-        while hops < MAX_HOPS:
-            if (actor := self._reaches(key, stop)) is not None:
-                actor.tell(stop)
-                return
-            if self._leaving_cleanly(key):
-                if not await self._waiting(key):
-                    break
-                # Stored as the actor left, and the word of it (another instance's) not heard
-                # yet: the actor remembers it, and the Stop, for its successor.
-                if (actor := self.threads.get(key)) is not None:
-                    actor.tell(c.MessageStored())
-                hops += 1
-                continue
-            owner = await self.cluster.owner_of(key)
-            if owner is not None and owner != me:
-                await self.cluster.send_to(owner, thread, stop, hops)
-                return
-            if owner == me:
-                async with self.cluster.lock:
-                    pass  # the claim or release under way here is through
-            elif await self._waiting(key):
-                taken = await self._claimed(thread, 0.0)
-                if not isinstance(taken, NotHere):
-                    taken.tell(c.MessageStored())
-                    taken.tell(stop)
-                    return
-                if taken is not NotHere.HELD:
-                    break  # left to another instance: the thread is told, as ever
-            else:
-                break
-            hops += 1
-        await self.say(thread, NOTHING_RUNNING)
-
-    async def _waiting(self, key: str) -> bool:
+    async def message_waits(self, key: str) -> bool:
         """A message waits in the thread (with one instance, its actor was told of it at once)."""
         return self.cluster.shared and await self.store.has_pending(key)
 
-    def _leaving_cleanly(self, key: str) -> bool:
+    def leaving_cleanly(self, key: str) -> bool:
         """The thread's actor here has ended with nothing to do, and its lease is still ours
         (not one that lost it to another instance)."""
         actor = self.threads.get(key)
@@ -349,7 +297,7 @@ class Router:
             return
 
         async def take() -> None:
-            actor = await self._claimed(ref, waited)
+            actor = await self.claimed(ref, waited)
             if not isinstance(actor, NotHere):
                 actor.tell(c.MessageStored())
 

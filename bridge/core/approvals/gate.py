@@ -22,6 +22,7 @@ import anyio
 from bridge.agy.session import ToolCall, ToolVerdict
 from bridge.config import ApprovalsSection
 from bridge.core.approvals import policy, texts
+from bridge.core.approvals.reaction import ReactionClock
 from bridge.core.approvals.replies import number_handle
 from bridge.core.approvals.rules import CommandRule, RuleError, parse_rule, stored_row
 from bridge.core.events import (
@@ -41,6 +42,11 @@ from bridge.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ALLOWED = ToolVerdict(allow=True)
+DENY_MODE = ToolVerdict(
+    allow=False,
+    reason="this bridge refuses tool calls that need approval (approvals mode is deny); ask "
+    "the operator to allow the command, or do without it",
+)
 # How long a request must have been shown, with nothing else posted or decided in the thread,
 # before a bare typed `approve` (with no number) may decide it: a person's reading time. In
 # the race it guards against, a second approver's `approve` written for request A reached the
@@ -103,11 +109,8 @@ class ApprovalGate:
         # while the thread runs (``!approvals reset`` calls :meth:`forget_allow_list`).
         self._always: tuple[CommandRule, ...] | None = None
         self._told: set[str] = set()  # dropped stored rows the thread was told about
-        # When a request of this thread was last posted or decided (a bare typed answer
-        # within REACTION_SECONDS of it could mean another request): by the monotonic clock,
-        # and by the wall clock, to compare with when the person sent the answer.
-        self._last_event = float("-inf")
-        self._last_event_wall = float("-inf")
+        # A bare typed answer within REACTION_SECONDS of a request event could mean another.
+        self._reaction = ReactionClock()
         # One policy (and so one shell parser) for the gate's life.
         self._policy = policy.Policy(
             policy.Rules(
@@ -144,11 +147,7 @@ class ApprovalGate:
             return ToolVerdict(allow=False, reason=verdict.reason)
         if self.config.mode == "deny":
             self.metrics.approval("denied_by_policy")
-            return ToolVerdict(
-                allow=False,
-                reason="this bridge refuses tool calls that need approval (approvals mode "
-                "is deny); ask the operator to allow the command, or do without it",
-            )
+            return DENY_MODE
         async with self._lock:
             # An "always" given for an earlier request may cover this one now.
             verdict = await self._judge(call)
@@ -179,13 +178,7 @@ class ApprovalGate:
         told = [text for text in dropped if text not in self._told]
         if told:
             self._told.update(told)
-            lines = "\n".join(f"• {text}" for text in told)
-            notice = (
-                "These commands allowed always in this thread are no longer used (rules are "
-                f"word lists now), so they ask again:\n{lines}\n"
-                "`!approvals reset` clears the list."
-            )
-            await self._notice(notice)
+            await self._notice(texts.dropped_rules_text(told))
 
     async def _notice(self, text: str) -> None:
         try:
@@ -231,7 +224,7 @@ class ApprovalGate:
             waiting.request = request = request.model_copy(update=update)
             waiting.handle = await self.adapter.ask_approval(request)
             # After the post returned: the chat had shown it by then (the later, the safer).
-            self._mark_event()
+            self._reaction.mark()
             await store.set_approval_handle(request.id, waiting.handle)
         except Exception as exc:
             log.exception("could not ask for an approval", extra={"chat_thread": self.key})
@@ -301,7 +294,7 @@ class ApprovalGate:
         if handle is not None and typed:
             if number is None or handle != number_handle(number):
                 return await self._explain(waiting, by, f"request {handle[1:]} is not waiting")
-        elif handle is None and self._too_soon(sent_at):
+        elif handle is None and self._reaction.too_soon(sent_at, REACTION_SECONDS):
             return await self._explain(waiting, by, texts.TOO_SOON)
         if choice is ApprovalChoice.DENY:
             state = ApprovalState.DENIED
@@ -320,21 +313,6 @@ class ApprovalGate:
         if not await self._finish(waiting, state, by, reason.strip()):
             return DecideOutcome.UNKNOWN
         return DecideOutcome.DECIDED
-
-    def _mark_event(self) -> None:
-        self._last_event, self._last_event_wall = time.monotonic(), time.time()
-
-    def _too_soon(self, sent_at: datetime | None) -> bool:
-        """Whether a bare answer came within :data:`REACTION_SECONDS` of the last request
-        posted or decided: when the bridge handles it, or when its author sent it. The second
-        is an extra refusal, never a looser check: an answer handled late (a loaded host, a
-        notification from another instance) may have been written before the request it would
-        decide was shown. Without ``sent_at`` (a platform that gives none) only the first."""
-        if time.monotonic() - self._last_event < REACTION_SECONDS:
-            return True
-        return sent_at is not None and sent_at.timestamp() - self._last_event_wall < (
-            REACTION_SECONDS
-        )
 
     async def _explain(self, waiting: _Waiting, by: Author, why: str) -> DecideOutcome:
         """A typed answer decided nothing: say which request waits and how to answer it."""
@@ -384,7 +362,7 @@ class ApprovalGate:
         if before is not None:
             before()
         waiting.done.set()
-        self._mark_event()
+        self._reaction.mark()
         self.metrics.approval(state.value, time.monotonic() - waiting.started)
         log.info(
             "approval %s: %s",
@@ -392,25 +370,32 @@ class ApprovalGate:
             waiting.request.tool,
             extra={"chat_thread": self.key},
         )
-        result = ApprovalResult(
-            state=state.value,
-            by=by,
-            reason=reason,
-            text=texts.result_text(
-                waiting.request.summary,
-                state,
-                by,
-                reason,
-                pattern=waiting.pattern if state is ApprovalState.ALWAYS else None,
-                number=waiting.request.number,
-            ),
-        )
         try:
             if waiting.handle is not None:
+                result = result_of(waiting, state, by, reason)
                 await self.adapter.settle_approval(waiting.request, waiting.handle, result)
         except Exception:
             log.exception("could not edit an approval request", extra={"chat_thread": self.key})
         return True
+
+
+def result_of(
+    waiting: _Waiting, state: ApprovalState, by: Author | None, reason: str
+) -> ApprovalResult:
+    """What the request's message becomes once ``state`` settles it."""
+    return ApprovalResult(
+        state=state.value,
+        by=by,
+        reason=reason,
+        text=texts.result_text(
+            waiting.request.summary,
+            state,
+            by,
+            reason,
+            pattern=waiting.pattern if state is ApprovalState.ALWAYS else None,
+            number=waiting.request.number,
+        ),
+    )
 
 
 def window_left(deadline: float, timeout: float) -> float:

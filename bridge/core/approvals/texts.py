@@ -224,6 +224,16 @@ def agent_reason(state: ApprovalState, by: Author | None, reason: str, timeout: 
     return reason or "it was not approved"
 
 
+def dropped_rules_text(told: list[str]) -> str:
+    """The thread's stored "always" entries the gate no longer reads (old forms)."""
+    lines = "\n".join(f"• {text}" for text in told)
+    return (
+        "These commands allowed always in this thread are no longer used (rules are "
+        f"word lists now), so they ask again:\n{lines}\n"
+        "`!approvals reset` clears the list."
+    )
+
+
 def queued_too_long(timeout: float) -> str:
     """What the model reads when a call waited behind earlier requests for its whole window."""
     return (
