@@ -147,6 +147,23 @@ def _one_cycle(
     return run
 
 
+def _running_turns(root: Path) -> set[int]:
+    """The turns the store holds as running (no bridge runs now; none before the first)."""
+    if not (root / "data" / "bridge.sqlite3").exists():
+        return set()
+    return {r["id"] for r in read_store(root, "SELECT id FROM turns WHERE state = 'running'")}
+
+
+def _told_not_recorded(run: ConsoleRun, before: set[int], after: set[int]) -> int:
+    """How many restart notices ``run`` printed for turns it did not record as told: it reports
+    the turns running at its start, telling then recording each, so a kill can fall between
+    the two for one turn at most."""
+    recorded = len(before - after)
+    told = run.out().count(RESTART_NOTICE)
+    assert told - recorded in (0, 1), f"{run.stdout.name}: {told} notices, {recorded} recorded"
+    return told - recorded
+
+
 @pytest.mark.faults
 @pytest.mark.slow
 @pytest.mark.timeout(420)
@@ -181,7 +198,11 @@ def _run(tmp_path: Path, seed: int, part: int, zygote: Zygote) -> None:
     # Twenty random kills landed in a turn about twelve times; five might all miss one, so in
     # each item one kill (at a random place in its chain) waits for a turn to be running.
     sure = rng.choice(cycles)
-    runs = [_one_cycle(tmp_path, config, sender, rng, c, c == sure, zygote) for c in cycles]
+    runs, unrecorded = [], 0
+    for c in cycles:
+        before = _running_turns(tmp_path)
+        runs.append(run := _one_cycle(tmp_path, config, sender, rng, c, c == sure, zygote))
+        unrecorded += _told_not_recorded(run, before, _running_turns(tmp_path))
 
     final = start_console(tmp_path, config, "final", zygote=zygote)
     sender.redeliver(final)
@@ -213,8 +234,14 @@ def _run(tmp_path: Path, seed: int, part: int, zygote: Zygote) -> None:
     assert not unaccounted, f"never delivered and never reported: {unaccounted} {context}"
 
     # Every turn a restart broke was reported in the thread, once.
+    # A console cannot read back what it printed: a run killed after printing a notice and
+    # before recording it leaves the turn to be told again (a double rather than a loss, see
+    # recovery.tell_cut_off). Each such run is counted from the store; no other double passes.
     notices = sum(run.out().count(RESTART_NOTICE) for run in runs)
-    assert notices == len(broken), f"{notices} notices for {len(broken)} broken turns {context}"
+    assert notices == len(broken) + unrecorded, (
+        f"{notices} notices for {len(broken)} broken turns ({unrecorded} told by a run killed "
+        f"before it recorded them) {context}"
+    )
     assert broken, f"no kill landed mid-turn, so this run proved little {context}"
     for run in runs:
         assert "internal error" not in run.out(), context
