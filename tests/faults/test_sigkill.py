@@ -148,8 +148,12 @@ def _one_cycle(
 
 
 def _running_turns(root: Path) -> set[int]:
-    """The turns the store holds as running (no bridge runs now; none before the first)."""
+    """The turns the store holds as running (no bridge runs now; none before a run has made
+    the store and its tables: the first may be killed before)."""
     if not (root / "data" / "bridge.sqlite3").exists():
+        return set()
+    made = read_store(root, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'turns'")
+    if not made:
         return set()
     return {r["id"] for r in read_store(root, "SELECT id FROM turns WHERE state = 'running'")}
 
