@@ -102,24 +102,26 @@ async def evicted(a: Harness) -> None:
 Moment = Callable[[Harness, Harness, str], Awaitable[None]]
 
 
-async def stored_not_yet_claimed(a: Harness, b: Harness, text: str) -> None:
-    """A stored the message; its claim has not reached the database (B sees no holder)."""
-    reached, go_on = pause(a.bridge.core.cluster, "claim")
+async def stop_while_held(
+    a: Harness, b: Harness, text: str, held: tuple[anyio.Event, anyio.Event]
+) -> None:
+    """A says ``text``; B sends its Stop while A is held (``held``: reached, go on)."""
+    reached, go_on = held
     async with anyio.create_task_group() as tg:
         tg.start_soon(a.say, text)
         await reached.wait()
         await b.bridge.core.stop(thread(), BOB)
         go_on.set()
+
+
+async def stored_not_yet_claimed(a: Harness, b: Harness, text: str) -> None:
+    """A stored the message; its claim has not reached the database (B sees no holder)."""
+    await stop_while_held(a, b, text, pause(a.bridge.core.cluster, "claim"))
 
 
 async def claimed_actor_not_started(a: Harness, b: Harness, text: str) -> None:
     """A's lease is written; A's actor does not exist yet."""
-    reached, go_on = pause_after(a.bridge.core.cluster, "claim")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(a.say, text)
-        await reached.wait()
-        await b.bridge.core.stop(thread(), BOB)
-        go_on.set()
+    await stop_while_held(a, b, text, pause_after(a.bridge.core.cluster, "claim"))
 
 
 async def taken_not_begun(a: Harness, b: Harness, text: str) -> None:
