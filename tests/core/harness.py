@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +31,7 @@ __all__ = [
     "Harness",
     "RecordedReply",
     "RecordingAdapter",
+    "heard_once_listening",
     "hold_after_taking",
     "running",
     "thread",
@@ -113,6 +114,30 @@ class Harness:
         with anyio.fail_after(20):
             while key in self.bridge.core.threads:
                 await anyio.sleep(0.02)
+
+
+def heard_once_listening(bridge: Bridge) -> anyio.Event:
+    """Set once the instance listens to the others (its store's ``LISTEN`` is open). Call it
+    before ``core.recover()``, which starts the listening. An instance hears nothing sent
+    before then (``NOTIFY`` keeps nothing for a listener not yet there): a two-instance test
+    that sends a command to an instance that has just started waits for this first, as the
+    instances of a real deployment have long been listening."""
+    db = bridge.store.database
+    listen = db.listen
+    heard = anyio.Event()
+
+    async def listening(
+        channels: Any, on_notify: Any, on_listening: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        async def caught_up() -> None:
+            if on_listening is not None:
+                await on_listening()
+            heard.set()
+
+        await listen(channels, on_notify, caught_up)
+
+    db.listen = listening  # type: ignore[method-assign]
+    return heard
 
 
 @asynccontextmanager

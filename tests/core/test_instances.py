@@ -37,6 +37,7 @@ from tests.core.harness import (
     SIMULATOR_ENV,
     Harness,
     RecordingAdapter,
+    heard_once_listening,
     hold_after_taking,
     thread,
 )
@@ -93,7 +94,11 @@ async def instance(
     async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
         if listen_after is not None:
             deaf_until(bridge, listen_after)
+        listening = heard_once_listening(bridge)
         await bridge.core.recover()
+        if listen_after is None:
+            with anyio.fail_after(30):
+                await listening.wait()
         yield Harness(bridge, adapter, tmp)
 
 

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from bridge.app import open_bridge
 from bridge.config import build_config
 from bridge.web.app import console_app
-from tests.core.harness import Harness
+from tests.core.harness import Harness, heard_once_listening
 from tests.doubles import signed_in
 from tests.pg import Postgres
 from tests.web.harness import BASE, ROOM, MembersAdapter, dm, people, settings
@@ -36,7 +36,10 @@ async def _instance(tmp: Path, name: str, url: str) -> AsyncIterator[Harness]:
     )
     adapter = MembersAdapter(people())
     async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
+        listening = heard_once_listening(bridge)
         await bridge.core.recover()
+        with anyio.fail_after(30):
+            await listening.wait()  # the other instance's commands reach this one
         yield Harness(bridge, adapter, tmp / name)
 
 

@@ -22,6 +22,7 @@ from tests.core.harness import (
     SIMULATOR_ENV,
     Harness,
     RecordingAdapter,
+    heard_once_listening,
     hold_after_taking,
 )
 from tests.doubles import signed_in
@@ -54,7 +55,10 @@ async def instance(tmp: Path, name: str, url: str) -> AsyncIterator[Harness]:
     }
     adapter = RecordingAdapter()
     async with open_bridge(build_config(raw, environ={}), {"test": adapter}) as bridge:
+        listening = heard_once_listening(bridge)
         await bridge.core.recover()
+        with anyio.fail_after(30):
+            await listening.wait()  # the other instance's commands reach this one
         yield Harness(bridge, adapter, tmp)
 
 
