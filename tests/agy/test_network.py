@@ -58,11 +58,12 @@ def _hanging_slirp(tmp_path: Path, *, real_until: Path | None = None) -> tuple[P
     fake = tmp_path / "bin" / "slirp4netns"
     fake.parent.mkdir()
     real = f'[ -e {real_until} ] || exec {find_slirp()} "$@"\n' if real_until else ""
-    # ``exec`` keeps the recorded PID; an ignored SIGTERM stays ignored across it.
+    # ``exec`` keeps the recorded PID; an ignored SIGTERM stays ignored across it. The record
+    # appears whole (renamed into place): a test that sees it and stops the bridge at once must
+    # not read a file created but not yet written (the bridge then kills this before it writes).
     args = 'for a in "$@"; do last2=$last1; last1=$a; done'
-    fake.write_text(
-        f"#!/bin/sh\n{real}trap '' TERM\n{args}\necho \"$$ $last2\" > {seen}\nexec sleep 100000\n"
-    )
+    record = f'echo "$$ $last2" > {seen}.part && mv {seen}.part {seen}'
+    fake.write_text(f"#!/bin/sh\n{real}trap '' TERM\n{args}\n{record}\nexec sleep 100000\n")
     fake.chmod(0o755)
     return fake, seen
 
