@@ -11,7 +11,6 @@ keeps the format). Nothing here knows the core or the threads' actors.
 from __future__ import annotations
 
 import logging
-import uuid
 
 import anyio
 
@@ -73,23 +72,19 @@ class Cluster:
 
     async def send(self, thread: ThreadRef, command: c.Forwarded) -> bool:
         """Send ``command`` to the instance running the thread; False when none does."""
-        if not self.shared or (owner := await self.leases.owner_of(thread.key)) is None:
+        if not self.shared or await self.leases.holder(thread.key) is None:
             return False
-        await self.send_to(owner, thread, command)
+        await self.leases.send_control(thread.key, wire.encode(thread.key, command))
         return True
 
     async def owner_of(self, key: str) -> str | None:
         return await self.leases.owner_of(key) if self.shared else None
 
-    async def send_to(
-        self, owner: str, thread: ThreadRef, command: c.Forwarded, hops: int = 0
-    ) -> None:
-        """Send ``command`` to the instance run ``owner`` alone (a Stop is handed on if the
-        thread is not its own any more), kept until it takes it: one not listening at this
-        moment reads it once it listens (CommandTooLong: it does not fit in a notification)."""
-        command_id = uuid.uuid4().hex
-        payload = wire.encode(thread.key, command, to=owner, hops=hops, id=command_id)
-        await self.leases.send_control(thread.key, payload, command_id=command_id, to=owner)
+    async def send_to(self, owner: str, thread: ThreadRef, command: c.Stop, hops: int) -> None:
+        """Send ``command`` to the instance run ``owner`` alone (it hands it on if the thread
+        is not its own any more)."""
+        payload = wire.encode(thread.key, command, to=owner, hops=hops)
+        await self.leases.send_control(thread.key, payload)
 
     async def send_decision(self, thread: ThreadRef, decide: c.Decide) -> DecideOutcome:
         """An answer to a request asked by the instance running the thread (``handle`` None:
@@ -113,7 +108,7 @@ class Cluster:
             return DecideOutcome.UNKNOWN
         if not may_approve(self.approvers, decide.by):
             return DecideOutcome.NOT_APPROVER
-        if (owner := await self.leases.owner_of(thread.key)) is None:
+        if await self.leases.holder(thread.key) is None:
             # Its instance is gone, and agy with it: the request expires at the takeover.
             return DecideOutcome.UNKNOWN
         # A bare typed answer goes on bare: the running gate knows whether it could mean
@@ -122,7 +117,7 @@ class Cluster:
             decide.handle, decide.choice, decide.by, decide.reason, sent_at=decide.sent_at
         )
         # CommandTooLong (a very long reason) reaches the caller, which tells the thread.
-        await self.send_to(owner, thread, pinned)
+        await self.leases.send_control(thread.key, wire.encode(thread.key, pinned))
         log.info(
             "sent an approval decision to the instance running the thread",
             extra={"chat_thread": thread.key},

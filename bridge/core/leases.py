@@ -11,16 +11,13 @@ queries, no tasks). With PostgreSQL, :class:`SharedLeases` keeps one row per act
   by another (it was too slow, the database was away) is reported lost and its worker stops;
 - ``NOTIFY`` carries the thread key of a message stored for a thread the storing instance does
   not run (wake the holder, or let an instance with room claim it), and control requests (Stop,
-  restart, an approval decision) to the run of the instance that holds the thread. A request is
-  also kept in ``commands``, written in the same transaction, until that run takes it (the one
-  that acts on it deletes its row first: acted on once) or it is older than a lease;
+  restart, an approval decision) to whichever instance holds the thread;
 - a sweep at the same pace finds threads with waiting messages or a turn left running and no
   live lease (their instance died): those are taken over. A thread whose message was just
   stored by a live instance, before that instance claimed it, looks the same: the sweeping
   instance may run it (the storing one's claim then fails and it announces the message);
 - each time listening (re)starts, a notification sent meanwhile may have been missed: the
-  sweep runs, this instance's own threads with a message waiting are woken, and the requests
-  kept for this run are handed on.
+  sweep runs, and this instance's own threads with a message waiting are woken.
 """
 
 from __future__ import annotations
@@ -115,9 +112,8 @@ class LeaseEvents(Protocol):
         """A message was stored for this thread by some instance."""
         ...
 
-    async def control(self, payload: str) -> None:
-        """A command sent by another instance for a thread (:mod:`bridge.core.thread.wire`):
-        heard, or read from ``commands`` once listening (again)."""
+    def control(self, payload: str) -> None:
+        """A command sent by another instance for a thread (:mod:`bridge.core.thread.wire`)."""
         ...
 
     async def orphaned(self, keys: list[tuple[str, float]]) -> None:
@@ -146,16 +142,9 @@ class Leases(Protocol):
         """The run of an instance (``owner``) whose live lease runs the thread."""
         ...
 
-    async def send_control(
-        self, key: str, payload: str, *, command_id: str | None = None, to: str | None = None
-    ) -> None:
+    async def send_control(self, key: str, payload: str) -> None:
         """Hand a command to whichever instance runs the thread (CommandTooLong: it does not
-        fit in one notification). With ``command_id`` and ``to`` (the run it is for), it is
-        also kept until that run takes it (:meth:`take_command`)."""
-        ...
-
-    async def take_command(self, command_id: str) -> bool:
-        """Take a kept command before acting on it: False when it was taken already."""
+        fit in one notification)."""
         ...
 
     async def announce(self, key: str) -> None:
@@ -193,13 +182,8 @@ class LocalLeases:
     async def owner_of(self, key: str) -> str | None:
         return None
 
-    async def send_control(
-        self, key: str, payload: str, *, command_id: str | None = None, to: str | None = None
-    ) -> None:
+    async def send_control(self, key: str, payload: str) -> None:
         raise RuntimeError("one instance has no other to send to")
-
-    async def take_command(self, command_id: str) -> bool:
-        return True
 
     async def announce(self, key: str) -> None:
         pass
@@ -286,24 +270,11 @@ class SharedLeases:
         )
         return str(rows[0]["owner"]) if rows else None
 
-    async def send_control(
-        self, key: str, payload: str, *, command_id: str | None = None, to: str | None = None
-    ) -> None:
+    async def send_control(self, key: str, payload: str) -> None:
         if len(payload.encode()) > NOTIFY_LIMIT:
             raise CommandTooLong(f"a command of {len(payload.encode())} bytes")
         async with self._db.transaction() as tx:
-            if command_id is not None and to is not None:
-                await tx.execute(
-                    "INSERT INTO commands (id, thread_key, recipient, payload, sent_at)"
-                    f" VALUES (?, ?, ?, ?, {_NOW})",
-                    (command_id, key, to, payload),
-                )
             await tx.notify(CONTROL_CHANNEL, payload)
-
-    async def take_command(self, command_id: str) -> bool:
-        async with self._db.transaction() as tx:
-            rows = await tx.fetch("DELETE FROM commands WHERE id = ? RETURNING id", (command_id,))
-        return bool(rows)
 
     async def announce(self, key: str) -> None:
         async with self._db.transaction() as tx:
@@ -326,7 +297,6 @@ class SharedLeases:
                     self._lost(events, await self._renew(events.held()))
                     renewed = time.monotonic()
                     await self._sweep(events)
-                    await self._forget_old_commands()
                 except StoreError as exc:
                     log.warning("could not renew leases: %s", exc)
                     if time.monotonic() - renewed > self.ttl:
@@ -369,48 +339,27 @@ class SharedLeases:
         if rows:
             await events.orphaned([(r["thread_key"], float(r["since"])) for r in rows])
 
-    async def _forget_old_commands(self) -> None:
-        """A command its run has not taken within a lease is for a moment that has passed (a
-        Stop for a turn long over), or for a run that is gone: it is dropped, and said so."""
-        async with self._db.transaction() as tx:
-            rows = await tx.fetch(
-                f"DELETE FROM commands WHERE sent_at < {_NOW} - ? RETURNING thread_key, recipient",
-                (self.ttl,),
-            )
-        for row in rows:
-            log.warning(
-                "dropped a command sent to instance run %s: not taken within %.0f s",
-                row["recipient"],
-                self.ttl,
-                extra={"chat_thread": row["thread_key"]},
-            )
-
     async def _caught_up(self, events: LeaseEvents) -> None:
         """Listening (again): what was missed while not. Threads nobody holds are swept; a
         wake-up sent meanwhile for one of this instance's own threads is lost, so each of them
-        with a message waiting is told now (else an idle one would wait for its idle timeout);
-        the commands sent to this run meanwhile are read from where they are kept."""
+        with a message waiting is told now (else an idle one would wait for its idle timeout)."""
         await self._sweep(events)
         keys = sorted(events.held())
-        if keys:
-            rows = await self._db.fetch(
-                "SELECT DISTINCT thread_key FROM inbox WHERE state = ?"
-                " AND thread_key = ANY(CAST(? AS TEXT[]))",
-                (MessageState.PENDING, keys),
-            )
-            for row in rows:
-                events.stored(row["thread_key"])
-        kept = await self._db.fetch(
-            "SELECT payload FROM commands WHERE recipient = ? ORDER BY sent_at", (self.owner,)
+        if not keys:
+            return
+        rows = await self._db.fetch(
+            "SELECT DISTINCT thread_key FROM inbox WHERE state = ?"
+            " AND thread_key = ANY(CAST(? AS TEXT[]))",
+            (MessageState.PENDING, keys),
         )
-        for row in kept:
-            await events.control(row["payload"])
+        for row in rows:
+            events.stored(row["thread_key"])
 
-    async def _heard(self, events: LeaseEvents, channel: str, payload: str) -> None:
+    def _heard(self, events: LeaseEvents, channel: str, payload: str) -> None:
         if channel == Store.INBOX_CHANNEL:
             events.stored(payload)
             return
-        await events.control(payload)
+        events.control(payload)
 
 
 def open_leases(store: Store, configured_name: str, lease_seconds: float) -> Leases:

@@ -208,7 +208,7 @@ class Router:
         else:
             self._maybe_take(key, 0.0)
 
-    async def control(self, payload: str) -> None:
+    def control(self, payload: str) -> None:
         """A command another instance sent for a thread: the same path as one from here."""
         heard = wire.decode(payload)
         if isinstance(heard, wire.Unreadable):
@@ -217,8 +217,6 @@ class Router:
         command = heard.command
         if heard.to is not None and heard.to != self.cluster.leases.owner:
             return  # sent to another instance alone (it hands it on if need be)
-        if heard.id is not None and not await self.cluster.leases.take_command(heard.id):
-            return  # heard twice (its notification, and the store read again): acted on once
         actor = self.reaches(heard.thread, command)
         if actor is None:
             early = self._claiming.get(heard.thread)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,7 @@ async def test_a_restarted_instance_waits_for_its_old_leases_like_any_other(
 async def two_instances(
     url: str,
     channels: list[str],
-    on_message: Callable[[SharedLeases], Callable[[str, str], Awaitable[None]]],
+    on_message: Callable[[SharedLeases], Callable[[str, str], None]],
 ) -> AsyncIterator[tuple[SharedLeases, SharedLeases]]:
     """Instances a and b on one database; a listens on ``channels`` (``on_message(a)`` hears
     each notification) from before the block starts until it ends."""
@@ -105,12 +105,10 @@ async def two_instances(
 
 async def test_control_requests_reach_the_listening_instance(postgres: Postgres) -> None:
     heard: list[tuple[str, str]] = []
-
-    async def hear(channel: str, payload: str) -> None:
-        heard.append((channel, payload))
-
     async with two_instances(
-        postgres.new_database(), [CONTROL_CHANNEL, Store.INBOX_CHANNEL], lambda a: hear
+        postgres.new_database(),
+        [CONTROL_CHANNEL, Store.INBOX_CHANNEL],
+        lambda a: lambda channel, payload: heard.append((channel, payload)),
     ) as (a, b):
         await b.send_control(KEY, wire.encode(KEY, Stop(Author(id="U0BOB"))))
         await b.announce(KEY)
@@ -145,7 +143,7 @@ class Heard:
     def stored(self, key: str) -> None:
         pass
 
-    async def control(self, payload: str) -> None:
+    def control(self, payload: str) -> None:
         self.controls.append(payload)
 
     async def orphaned(self, keys: Any) -> None:

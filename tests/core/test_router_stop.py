@@ -118,8 +118,8 @@ async def test_a_stop_sent_while_the_other_instance_claims_the_thread_stops_its_
         claim, control = router.cluster.claim, router.control
         heard = anyio.Event()
 
-        async def hearing(payload: str) -> None:
-            await control(payload)
+        def hearing(payload: str) -> None:
+            control(payload)
             heard.set()
 
         async def claiming(key: str) -> Any:

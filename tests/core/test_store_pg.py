@@ -92,7 +92,7 @@ async def test_notifications_are_heard_before_and_after_the_listening_connection
     heard: list[str] = []
     listening = 0
 
-    async def on_notify(channel: str, payload: str) -> None:
+    def on_notify(channel: str, payload: str) -> None:
         heard.append(f"{channel}:{payload}")
 
     async def on_listening() -> None:

@@ -184,11 +184,10 @@ class PostgresDatabase:
     async def listen(
         self,
         channels: Sequence[str],
-        on_notify: Callable[[str, str], Awaitable[None]],
+        on_notify: Callable[[str, str], None],
         on_listening: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """Hear ``NOTIFY`` on ``channels`` for good: ``on_notify(channel, payload)`` each time,
-        one after the other (in the order sent).
+        """Hear ``NOTIFY`` on ``channels`` for good: ``on_notify(channel, payload)`` each time.
 
         A lost connection is opened again; ``on_listening`` runs each time listening (re)starts,
         so the caller can look for what it missed meanwhile.
@@ -210,7 +209,7 @@ class PostgresDatabase:
                         # Here nothing runs until the server sends, then what came is read.
                         await anyio.wait_readable(conn.pgconn.socket)
                         async for note in conn.notifies(timeout=0):
-                            await on_notify(note.channel, note.payload)
+                            on_notify(note.channel, note.payload)
             except (psycopg.Error, StoreError) as exc:
                 log.warning("lost the store's notification connection: %s", exc)
             await anyio.sleep(RELISTEN_DELAY)

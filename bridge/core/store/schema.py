@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from bridge.core.store.rows import Database, StoreError
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 15
 
 # Written for both databases. ``{id}`` is an auto-numbered primary key and ``{real}`` a float
 # column wide enough for a Unix time (PostgreSQL's REAL is 4 bytes); each database fills them in.
@@ -313,20 +313,6 @@ _MIGRATIONS: dict[int, str] = {
         updated_at {real} NOT NULL
     );
     CREATE UNIQUE INDEX pull_requests_number ON pull_requests (forge, repo, number)
-    """,
-    # Commands between instances (a Stop, an approval answer), kept until the instance they are
-    # sent to takes them: ``NOTIFY`` keeps nothing for an instance not listening at that moment
-    # (its connection cut, or not yet open), which reads what waits for it once it listens.
-    # The ids are made by the sender (uuid hex). Unused, and harmless, on SQLite.
-    16: """
-    CREATE TABLE commands (
-        id TEXT PRIMARY KEY,
-        thread_key TEXT NOT NULL,
-        recipient TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        sent_at {real} NOT NULL
-    );
-    CREATE INDEX commands_recipient ON commands (recipient, sent_at)
     """,
 }
 

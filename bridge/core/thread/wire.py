@@ -35,10 +35,6 @@ class Envelope:
     to: str | None = None
     # How often the command was handed on already (a bound: leases that keep moving end it).
     hops: int = 0
-    # The command's row in the store (``commands``), which the instance that acts on it takes
-    # first: a command heard twice (its notification, and the store read again after a lost
-    # listening connection) is acted on once. None: sent by an older instance, not kept.
-    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,21 +45,12 @@ class Unreadable:
     thread: str | None = None
 
 
-def encode(
-    thread: str,
-    command: c.Forwarded,
-    *,
-    to: str | None = None,
-    hops: int = 0,
-    id: str | None = None,
-) -> str:
+def encode(thread: str, command: c.Forwarded, *, to: str | None = None, hops: int = 0) -> str:
     body = json.loads(_COMMAND.dump_json(command))
     raw: dict[str, object] = {"v": VERSION, "thread": thread, "command": body}
-    # Optional fields: an instance that does not know them reads the command as before.
     if to is not None:
+        # Optional fields: an instance that does not know them reads the command as before.
         raw |= {"to": to, "hops": hops}
-    if id is not None:
-        raw["id"] = id
     return json.dumps(raw)
 
 
@@ -98,5 +85,4 @@ def decode(payload: str) -> Envelope | Unreadable:
         )
     to = raw.get("to") if isinstance(raw.get("to"), str) else None
     hops = raw.get("hops")
-    kept = raw.get("id") if isinstance(raw.get("id"), str) else None
-    return Envelope(thread, command, to, hops if isinstance(hops, int) and hops >= 0 else 0, kept)
+    return Envelope(thread, command, to, hops if isinstance(hops, int) and hops >= 0 else 0)
